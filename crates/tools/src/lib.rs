@@ -1,0 +1,3 @@
+//! The measurement toolkit: what a DBA runs before (and while) building a standby.
+
+pub mod units;
