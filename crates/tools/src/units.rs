@@ -71,10 +71,11 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// Parses a duration: `10s`, `500ms`, `2m`, `1h`, `250us`; a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
-    if let Ok(seconds) = trimmed.parse::<f64>() {
-        if seconds.is_finite() && seconds >= 0.0 {
-            return Ok(Duration::from_secs_f64(seconds));
-        }
+    if let Ok(seconds) = trimmed.parse::<f64>()
+        && seconds.is_finite()
+        && seconds >= 0.0
+    {
+        return Ok(Duration::from_secs_f64(seconds));
     }
     humantime::parse_duration(trimmed)
         .map_err(|error| format!("'{text}' is not a duration ({error}; examples: 10s, 500ms, 2m)"))
