@@ -1,1 +1,662 @@
 //! The redo engine: how a change becomes durable redo, and how that redo is read back.
+//!
+//! A session appends a record (the redo of one transaction) to the `LogBuffer` and gets its
+//! SCN; a commit then waits until the log writer has made that SCN durable in the online log
+//! (group commit: one write and one sync for every commit waiting). Online logs are N groups
+//! of M mirrored, preallocated files, reused round-robin; a filled log is switched away from,
+//! archived by the archiver, and reused once it is archived and the database's checkpoint has
+//! passed it. Opening the engine finds the true end of redo (the recovery scan); a reader
+//! returns the records from any SCN, from archived and online logs alike.
+//!
+//! `RedoLog` is the whole engine. See `ARCHITECTURE.md` and `docs/redo-format.md`.
+
+pub mod archiver;
+pub mod catalog;
+pub mod config;
+pub mod control;
+pub mod crashdisk;
+pub mod error;
+pub mod format;
+pub mod log_buffer;
+mod log_writer;
+pub mod online_log;
+pub mod reader;
+pub mod storage;
+pub mod types;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+use stats::{Metrics, Statistic, WaitEvent};
+
+pub use catalog::ArchivedLog;
+pub use config::{RedoConfig, WriterMode};
+pub use error::{RedoError, Result};
+pub use online_log::{GroupState, GroupStatus, MemberState, MemberStatus};
+pub use reader::RedoReader;
+pub use storage::{IoMode, OsStorage, Storage};
+pub use types::{DatabaseId, Incarnation, LogSeq, RedoAddr, RedoRecord, RedoThread, Scn};
+
+use catalog::ArchiveCatalog;
+use control::{ControlData, ControlFile};
+use log_buffer::{LogBuffer, Signal};
+use log_writer::{CommitState, Urgency, WriterState};
+use online_log::GroupTable;
+
+/// Whether a commit waits for its redo to be durable (the reference's COMMIT_WAIT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CommitWait {
+    /// Return only once the redo is durable.
+    #[default]
+    Wait,
+    /// Return at once; the redo becomes durable soon after (and is lost in a crash before).
+    NoWait,
+}
+
+/// Whether a commit asks for its redo to be written now (the reference's COMMIT_LOGGING).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CommitLogging {
+    /// Start a log write now (or ride on the one in progress).
+    #[default]
+    Immediate,
+    /// Let the log writer write it at its convenience: with the next write anyone starts, and
+    /// at the latest after `batch_write_interval`.
+    Batch,
+}
+
+/// Commit options of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitOptions {
+    pub wait: CommitWait,
+    pub logging: CommitLogging,
+}
+
+/// Why a log switch happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SwitchReason {
+    /// The current log had no room for the next record.
+    Full,
+    /// The first write after opening (redo is never appended to a log found open).
+    FirstWrite,
+    /// `switch_logfile` was called.
+    Manual,
+    /// The current log held redo older than `archive_lag_target`.
+    ArchiveLagTarget,
+}
+
+/// Who this database is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub database_id: DatabaseId,
+    pub incarnation: Incarnation,
+    pub thread: RedoThread,
+}
+
+/// The statistics the engine keeps (names as in the reference).
+pub(crate) struct Counters {
+    pub redo_size: Arc<Statistic>,
+    pub redo_entries: Arc<Statistic>,
+    pub redo_writes: Arc<Statistic>,
+    pub redo_blocks_written: Arc<Statistic>,
+    pub redo_wastage: Arc<Statistic>,
+    pub redo_synch_writes: Arc<Statistic>,
+    pub user_commits: Arc<Statistic>,
+    pub log_switches: Arc<Statistic>,
+    pub log_space_requests: Arc<Statistic>,
+    pub archived_logs: Arc<Statistic>,
+    pub archived_bytes: Arc<Statistic>,
+}
+
+/// The wait events the engine records.
+pub(crate) struct Waits {
+    pub log_file_sync: Arc<WaitEvent>,
+    pub log_file_parallel_write: Arc<WaitEvent>,
+    pub log_file_switch_completion: Arc<WaitEvent>,
+    pub log_file_switch_archiving: Arc<WaitEvent>,
+    pub log_file_switch_checkpoint: Arc<WaitEvent>,
+    pub log_file_sequential_read: Arc<WaitEvent>,
+    pub log_archive_io: Arc<WaitEvent>,
+}
+
+/// Called by the log writer when a log switch needs the checkpoint to reach an SCN.
+pub type CheckpointHandler = Arc<dyn Fn(Scn) + Send + Sync>;
+
+/// Everything the engine's threads share.
+pub(crate) struct Shared {
+    pub config: RedoConfig,
+    pub storage: Arc<dyn Storage>,
+    pub metrics: Arc<Metrics>,
+    pub identity: Identity,
+    pub buffer: LogBuffer,
+    pub table: Mutex<GroupTable>,
+    /// Signalled when archiving or a checkpoint may have made a group reusable.
+    pub table_changed: Condvar,
+    pub control_file: ControlFile,
+    pub control: Mutex<ControlData>,
+    pub catalog: ArchiveCatalog,
+    pub commit: Mutex<CommitState>,
+    pub writer: Mutex<WriterState>,
+    durable_scn: AtomicU64,
+    pub durable_addr: Mutex<RedoAddr>,
+    pub background: Arc<Signal>,
+    pub archive_queue: Mutex<archiver::ArchiveQueue>,
+    pub archive_ready: Condvar,
+    shutdown: AtomicBool,
+    pub failure: Mutex<Option<String>>,
+    /// Set while the log writer waits for a log whose archiving fails.
+    pub stuck: Mutex<Option<(LogSeq, String)>>,
+    pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
+    pub stats: Counters,
+    pub waits: Waits,
+}
+
+impl Shared {
+    pub(crate) fn durable_scn(&self) -> Scn {
+        Scn(self.durable_scn.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn durable_addr(&self) -> RedoAddr {
+        *self.durable_addr.lock()
+    }
+
+    pub(crate) fn is_shut_down(&self) -> bool {
+        self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn failure(&self) -> Option<RedoError> {
+        self.failure.lock().clone().map(RedoError::WriterFailed)
+    }
+}
+
+/// A snapshot of the engine for a person or a monitoring system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RedoStatus {
+    pub identity: Identity,
+    /// SCN the next record will get.
+    pub next_scn: Scn,
+    /// Every record at or below this SCN is durable.
+    pub durable_scn: Scn,
+    /// End of durable redo.
+    pub durable_addr: RedoAddr,
+    /// Every record at or below this SCN is in the data files.
+    pub checkpoint_scn: Scn,
+    pub log_buffer_used_bytes: u64,
+    pub groups: Vec<GroupStatus>,
+    /// Archiving failures being retried, by log sequence.
+    pub archive_errors: BTreeMap<LogSeq, String>,
+    /// Set if the log writer failed and no redo is accepted.
+    pub writer_failure: Option<String>,
+}
+
+/// The redo engine of one database.
+pub struct RedoLog {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RedoLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedoLog").field("dir", &self.shared.config.dir).finish()
+    }
+}
+
+impl RedoLog {
+    /// Opens the redo log of the database whose paths `config` names (resolved, see
+    /// `RedoConfig::resolve`), creating it if the directory holds none. Finds the true end of
+    /// redo, closes the log that was being written, and starts the background writer and the
+    /// archivers.
+    pub fn open(
+        config: RedoConfig,
+        storage: Arc<dyn Storage>,
+        metrics: Arc<Metrics>,
+    ) -> Result<RedoLog> {
+        config.validate()?;
+        for dir in
+            std::iter::once(&config.dir).chain(&config.member_dirs).chain(&config.archive_dests)
+        {
+            storage
+                .create_dir_all(dir)
+                .map_err(|error| RedoError::io("create directory", dir, error))?;
+        }
+        let control_file = ControlFile::new(&config.dir);
+        let write_bytes_max = write_bytes_max(&config);
+        let control = if control_file.exists(storage.as_ref()) {
+            let mut control = control_file.read(storage.as_ref())?;
+            check_layout(&config, &control)?;
+            if control.write_bytes_max < write_bytes_max {
+                control.write_bytes_max = write_bytes_max;
+                control_file.write(storage.as_ref(), &control)?;
+            }
+            control
+        } else {
+            let existing = config.member_path(0, 0);
+            if storage.exists(&existing) {
+                return Err(RedoError::Layout(format!(
+                    "{} exists but the control file {} does not; refusing to guess which database the logs belong to",
+                    existing.display(),
+                    control_file.path().display()
+                )));
+            }
+            let control = ControlData {
+                database_id: DatabaseId(rand::random::<u64>() | 1),
+                incarnation: Incarnation(1),
+                thread: RedoThread(1),
+                checkpoint_scn: Scn::ZERO,
+                created_us: types::now_unix_us(),
+                block_size: config.block_size,
+                groups: config.groups,
+                members: config.members,
+                log_file_size: config.log_file_size,
+                write_bytes_max,
+            };
+            control_file.write(storage.as_ref(), &control)?;
+            control
+        };
+        let catalog = ArchiveCatalog::open(storage.as_ref(), &config.dir.join("archive_catalog"))?;
+        let opened = online_log::open_groups(&config, storage.as_ref(), &control, &catalog)?;
+        let identity = Identity {
+            database_id: control.database_id,
+            incarnation: control.incarnation,
+            thread: control.thread,
+        };
+        let background = Arc::new(Signal::default());
+        let buffer = LogBuffer::new(
+            config.strand_size(),
+            config.log_buffer_strands,
+            opened.next_scn,
+            background.clone(),
+            &metrics,
+        );
+        let durable_addr = match opened
+            .table
+            .current
+            .and_then(|current| opened.table.groups[current].log.as_ref())
+        {
+            Some(log) => {
+                RedoAddr { seq: log.header.seq, offset: log.end.map_or(0, |end| end.end_offset) }
+            }
+            None => RedoAddr::default(),
+        };
+        let stats = Counters {
+            redo_size: metrics.stat("redo size"),
+            redo_entries: metrics.stat("redo entries"),
+            redo_writes: metrics.stat("redo writes"),
+            redo_blocks_written: metrics.stat("redo blocks written"),
+            redo_wastage: metrics.stat("redo wastage"),
+            redo_synch_writes: metrics.stat("redo synch writes"),
+            user_commits: metrics.stat("user commits"),
+            log_switches: metrics.stat("redo log switches"),
+            log_space_requests: metrics.stat("redo log space requests"),
+            archived_logs: metrics.stat("archived logs"),
+            archived_bytes: metrics.stat("archived log bytes"),
+        };
+        let waits = Waits {
+            log_file_sync: metrics.wait("log file sync"),
+            log_file_parallel_write: metrics.wait("log file parallel write"),
+            log_file_switch_completion: metrics.wait("log file switch completion"),
+            log_file_switch_archiving: metrics.wait("log file switch (archiving needed)"),
+            log_file_switch_checkpoint: metrics.wait("log file switch (checkpoint incomplete)"),
+            log_file_sequential_read: metrics.wait("log file sequential read"),
+            log_archive_io: metrics.wait("Log archive I/O"),
+        };
+        let shared = Arc::new(Shared {
+            writer: Mutex::new(WriterState::new(opened.next_scn, opened.last_seq)),
+            durable_scn: AtomicU64::new(opened.next_scn.prev().0),
+            durable_addr: Mutex::new(durable_addr),
+            table: Mutex::new(opened.table),
+            table_changed: Condvar::new(),
+            control: Mutex::new(control),
+            control_file,
+            catalog,
+            commit: Mutex::new(CommitState::default()),
+            background,
+            buffer,
+            archive_queue: Mutex::new(archiver::ArchiveQueue::default()),
+            archive_ready: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            failure: Mutex::new(None),
+            stuck: Mutex::new(None),
+            checkpoint_handler: Mutex::new(None),
+            identity,
+            stats,
+            waits,
+            metrics,
+            storage,
+            config,
+        });
+        for seq in opened.to_archive {
+            shared.queue_archive(seq);
+        }
+        let mut threads = Vec::new();
+        for worker in 0..shared.config.archiver_workers {
+            let shared = shared.clone();
+            threads.push(spawn(format!("redo-arc{worker}"), move || shared.archiver())?);
+        }
+        {
+            let shared = shared.clone();
+            threads.push(spawn("redo-lgwr".to_string(), move || shared.background_writer())?);
+        }
+        tracing::info!(
+            dir = %shared.config.dir.display(),
+            database_id = %identity.database_id,
+            next_scn = %opened.next_scn,
+            "redo log open"
+        );
+        Ok(RedoLog { shared, threads: Mutex::new(threads) })
+    }
+
+    /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
+    /// durable until `wait_durable` (or a commit with WAIT) says so.
+    pub fn append(&self, payload: &[u8]) -> Result<Scn> {
+        let shared = &self.shared;
+        if let Some(error) = shared.failure() {
+            return Err(error);
+        }
+        if shared.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
+        if let Some((seq, reason)) = shared.stuck.lock().clone() {
+            return Err(RedoError::ArchiverStuck { seq, reason });
+        }
+        let max = shared.config.max_record_len();
+        if payload.len() > max {
+            return Err(RedoError::RecordTooLarge { len: payload.len(), max });
+        }
+        shared.buffer.append(payload)
+    }
+
+    /// Appends `payload` as one transaction and commits it with `options`: returns its SCN,
+    /// once durable if `options.wait` is `Wait`.
+    pub fn commit(&self, payload: &[u8], options: CommitOptions) -> Result<Scn> {
+        let scn = self.append(payload)?;
+        self.shared.stats.user_commits.incr();
+        self.complete_commit(scn, options)?;
+        Ok(scn)
+    }
+
+    /// Finishes the commit of an appended `scn` as `options` say: waits for durability with
+    /// WAIT, and asks for a write now with IMMEDIATE.
+    pub fn complete_commit(&self, scn: Scn, options: CommitOptions) -> Result<()> {
+        let shared = &self.shared;
+        match (options.wait, options.logging) {
+            (CommitWait::Wait, logging) => {
+                if shared.durable_scn() >= scn {
+                    return Ok(());
+                }
+                let started = Instant::now();
+                shared.stats.redo_synch_writes.incr();
+                let urgency = if logging == CommitLogging::Immediate {
+                    Urgency::Lead
+                } else {
+                    Urgency::Passive
+                };
+                let result = shared.wait_durable(scn, urgency);
+                shared.waits.log_file_sync.record_since(started);
+                result
+            }
+            (CommitWait::NoWait, CommitLogging::Immediate) => {
+                shared.background.notify();
+                Ok(())
+            }
+            (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
+        }
+    }
+
+    /// Waits until every record up to `scn` is durable, writing it now if needed.
+    pub fn wait_durable(&self, scn: Scn) -> Result<()> {
+        self.shared.wait_durable(scn, Urgency::Lead)
+    }
+
+    /// Writes everything appended so far; returns the durable SCN.
+    pub fn flush(&self) -> Result<Scn> {
+        let target = self.shared.buffer.next_scn().prev();
+        self.shared.wait_durable(target, Urgency::Lead)?;
+        Ok(self.shared.durable_scn())
+    }
+
+    /// Switches logs now (writing what is buffered first): the current log is closed and
+    /// queued for archiving. Returns the sequence of the new current log.
+    pub fn switch_logfile(&self) -> Result<LogSeq> {
+        self.shared.with_leadership(|writer| {
+            self.shared.write_pending(writer)?;
+            self.shared.switch(writer, SwitchReason::Manual)
+        })
+    }
+
+    /// Records that the data files hold every record up to `scn` durably, so that logs
+    /// before it may be reused. Persisted before it returns.
+    pub fn advance_checkpoint(&self, scn: Scn) -> Result<()> {
+        let durable = self.shared.durable_scn();
+        if scn > durable {
+            return Err(RedoError::Config {
+                field: "checkpoint",
+                reason: format!("checkpoint SCN {scn} is beyond the durable redo ({durable})"),
+            });
+        }
+        {
+            let mut control = self.shared.control.lock();
+            if scn <= control.checkpoint_scn {
+                return Ok(());
+            }
+            let updated = ControlData { checkpoint_scn: scn, ..*control };
+            self.shared.control_file.write(self.shared.storage.as_ref(), &updated)?;
+            *control = updated;
+        }
+        self.shared.table_changed.notify_all();
+        Ok(())
+    }
+
+    /// Sets the function the log writer calls when a log switch waits for a checkpoint (with
+    /// the SCN the checkpoint must reach). It runs on the log writer's thread: it should
+    /// start a checkpoint and return; it may call `advance_checkpoint`.
+    pub fn set_checkpoint_handler(&self, handler: CheckpointHandler) {
+        *self.shared.checkpoint_handler.lock() = Some(handler);
+    }
+
+    pub fn checkpoint_scn(&self) -> Scn {
+        self.shared.control.lock().checkpoint_scn
+    }
+
+    /// Every record at or below this SCN is durable.
+    pub fn durable_scn(&self) -> Scn {
+        self.shared.durable_scn()
+    }
+
+    /// The SCN the next record will get.
+    pub fn next_scn(&self) -> Scn {
+        self.shared.buffer.next_scn()
+    }
+
+    /// The end of durable redo.
+    pub fn durable_addr(&self) -> RedoAddr {
+        self.shared.durable_addr()
+    }
+
+    pub fn identity(&self) -> Identity {
+        self.shared.identity
+    }
+
+    pub fn config(&self) -> &RedoConfig {
+        &self.shared.config
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.shared.metrics
+    }
+
+    /// The largest record `append` accepts.
+    pub fn max_record_len(&self) -> usize {
+        self.shared.config.max_record_len()
+    }
+
+    /// A reader from the log holding `scn`: it returns records with SCN `scn` and above.
+    pub fn read_from_scn(&self, scn: Scn) -> Result<RedoReader> {
+        RedoReader::from_scn(self.shared.clone(), scn)
+    }
+
+    /// A reader from the first record of log `seq`.
+    pub fn read_from_seq(&self, seq: LogSeq) -> RedoReader {
+        RedoReader::from_seq(self.shared.clone(), seq)
+    }
+
+    /// The archive catalog, in log sequence order.
+    pub fn archived_logs(&self) -> Vec<ArchivedLog> {
+        let mut entries = self.shared.catalog.entries();
+        entries.sort_by(|a, b| a.seq.cmp(&b.seq).then_with(|| a.path.cmp(&b.path)));
+        entries
+    }
+
+    /// Online log groups.
+    pub fn groups(&self) -> Vec<GroupStatus> {
+        let checkpoint = self.checkpoint_scn();
+        let durable = self.shared.durable_addr();
+        let table = self.shared.table.lock();
+        (0..table.groups.len())
+            .map(|index| {
+                let group = &table.groups[index];
+                let log = group.log.as_ref();
+                let used_bytes = match log {
+                    None => 0,
+                    Some(log) => match log.end {
+                        Some(end) => end.end_offset,
+                        None if durable.seq == log.header.seq => durable.offset,
+                        None => format::first_unit_offset(self.shared.config.block_size),
+                    },
+                };
+                GroupStatus {
+                    group: index as u32 + 1,
+                    state: table.state(index, checkpoint),
+                    seq: log.map(|log| log.header.seq),
+                    first_scn: log.map(|log| log.header.first_scn),
+                    next_scn: log.and_then(|log| log.end).map(|end| end.next_scn),
+                    first_time_us: log.map(|log| log.header.first_time_us),
+                    archived: log.is_some_and(|log| log.archived),
+                    used_bytes,
+                    size_bytes: self.shared.config.log_file_size,
+                    members: group
+                        .members
+                        .iter()
+                        .map(|member| MemberStatus {
+                            path: member.path.clone(),
+                            state: member.state.clone(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    pub fn status(&self) -> RedoStatus {
+        RedoStatus {
+            identity: self.identity(),
+            next_scn: self.next_scn(),
+            durable_scn: self.durable_scn(),
+            durable_addr: self.durable_addr(),
+            checkpoint_scn: self.checkpoint_scn(),
+            log_buffer_used_bytes: self.shared.buffer.used_bytes(),
+            groups: self.groups(),
+            archive_errors: self.shared.archive_errors(),
+            writer_failure: self.shared.failure.lock().clone(),
+        }
+    }
+
+    /// Whether new redo is refused because archiving fails (and why).
+    pub fn archiver_stuck(&self) -> Option<(LogSeq, String)> {
+        self.shared.stuck.lock().clone()
+    }
+
+    /// Writes what is buffered, stops the background threads and waits for them. Logs not
+    /// yet archived are archived at the next open.
+    pub fn shutdown(&self) -> Result<()> {
+        let flushed = if self.shared.failure().is_none() && !self.shared.is_shut_down() {
+            self.flush().map(|_| ())
+        } else {
+            Ok(())
+        };
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.background.notify();
+        {
+            let _queue = self.shared.archive_queue.lock();
+            self.shared.archive_ready.notify_all();
+        }
+        {
+            let _table = self.shared.table.lock();
+            self.shared.table_changed.notify_all();
+        }
+        for handle in self.threads.lock().drain(..) {
+            let _ = handle.join();
+        }
+        flushed
+    }
+
+    /// Whether `path` is inside the redo directory (used to refuse data files there).
+    pub fn owns_path(&self, path: &Path) -> bool {
+        path.starts_with(&self.shared.config.dir)
+    }
+}
+
+impl Drop for RedoLog {
+    fn drop(&mut self) {
+        if !self.threads.lock().is_empty() {
+            let _ = self.shutdown();
+        }
+    }
+}
+
+fn spawn(name: String, work: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .spawn(work)
+        .map_err(|error| RedoError::io("start thread", name, error))
+}
+
+/// The largest single log write a configuration can issue: a full log buffer laid out in
+/// units, plus the unit that padding can add.
+fn write_bytes_max(config: &RedoConfig) -> u64 {
+    // The buffer charges every record its header, so a write's record stream is at most the
+    // buffer's size.
+    let units = (config.log_buffer_size as usize).div_ceil(format::unit_capacity(config.block_size))
+        as u64
+        + 1;
+    units * u64::from(config.block_size)
+}
+
+fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
+    let mismatch = |field: &str, created: String, configured: String| {
+        Err(RedoError::Layout(format!(
+            "{field}: the redo log was created with {created}, the configuration says {configured}; changing the layout of existing logs is not supported"
+        )))
+    };
+    if control.block_size != config.block_size {
+        return mismatch(
+            "block_size",
+            control.block_size.to_string(),
+            config.block_size.to_string(),
+        );
+    }
+    if control.groups != config.groups {
+        return mismatch("groups", control.groups.to_string(), config.groups.to_string());
+    }
+    if control.members != config.members {
+        return mismatch("members", control.members.to_string(), config.members.to_string());
+    }
+    if control.log_file_size != config.log_file_size {
+        return mismatch(
+            "log_file_size",
+            control.log_file_size.to_string(),
+            config.log_file_size.to_string(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,585 @@
+//! The log writer: group commit, the log write itself, and log switches.
+//!
+//! Group commit is leader/follower by default (`WriterMode::Leader`): a committer whose SCN
+//! is not yet durable and finds no write in progress becomes the leader, takes everything in
+//! the log buffer, writes and syncs it, and wakes every waiter its write covered. Committers
+//! that arrive during a write wait; when the write ends, the leader hands leadership to one of
+//! them, whose write covers all who arrived meanwhile. A lone committer therefore writes its
+//! own redo with no hand-off at all, and under load each write carries every commit that was
+//! waiting when it started. With `WriterMode::Dedicated`, only the background writer thread
+//! leads and committers wake it, as a classic LGWR does.
+//!
+//! The background writer also writes BATCH and NOWAIT redo (at least every
+//! `batch_write_interval`, sooner when the buffer is a third full), and switches logs for
+//! `archive_lag_target`.
+//!
+//! *Architecture Invariant*: only the leader touches `WriterState` and the files' redo
+//! units; exactly one leader exists at a time (`CommitState::leader`). Durability is
+//! published (`durable_scn`) only after every valid member's sync returned.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use crate::config::WriterMode;
+use crate::error::{RedoError, Result};
+use crate::format::{self, HeaderBlock, LogEnd, LogHeader, RECORD_HEADER_LEN, UnitWriter};
+use crate::online_log::{MemberState, OnlineLog, Reuse};
+use crate::storage::{AlignedBuf, StorageFile};
+use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
+use crate::{Shared, SwitchReason};
+
+/// How a committer waiting for durability gets its redo written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Urgency {
+    /// IMMEDIATE: write it now (lead, or wake the dedicated writer).
+    Lead,
+    /// BATCH: wait for the next write that someone else starts, or the background writer's.
+    Passive,
+}
+
+const WAITING: u8 = 0;
+const DONE: u8 = 1;
+const LEAD: u8 = 2;
+const FAILED: u8 = 3;
+
+/// Where a parked waiter learns its outcome.
+#[derive(Debug)]
+struct WaitSlot {
+    outcome: AtomicU8,
+    thread: Thread,
+}
+
+impl WaitSlot {
+    fn park(&self) -> u8 {
+        loop {
+            let outcome = self.outcome.load(Ordering::Acquire);
+            if outcome != WAITING {
+                return outcome;
+            }
+            thread::park();
+        }
+    }
+
+    fn complete(&self, outcome: u8) {
+        self.outcome.store(outcome, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+#[derive(Debug)]
+struct Waiter {
+    /// The SCN that must be durable; `None` for one who only wants to lead.
+    scn: Option<Scn>,
+    may_lead: bool,
+    slot: Arc<WaitSlot>,
+}
+
+/// Who leads, and who waits.
+#[derive(Debug, Default)]
+pub(crate) struct CommitState {
+    leader: bool,
+    waiters: Vec<Waiter>,
+}
+
+/// The log being written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CurrentLog {
+    pub group: usize,
+    pub header: LogHeader,
+    /// Where the next write goes (a unit boundary).
+    pub offset: u64,
+}
+
+/// State only the leader touches.
+#[derive(Debug)]
+pub(crate) struct WriterState {
+    /// `None` until the first switch after opening: the newest log found is closed, and redo
+    /// is never appended to a log that was open at a crash.
+    pub current: Option<CurrentLog>,
+    /// SCN of the next record to write.
+    pub next_scn: Scn,
+    /// Sequence of the newest log.
+    pub last_seq: LogSeq,
+    buffer: AlignedBuf,
+}
+
+impl WriterState {
+    pub fn new(next_scn: Scn, last_seq: LogSeq) -> WriterState {
+        WriterState { current: None, next_scn, last_seq, buffer: AlignedBuf::new() }
+    }
+}
+
+impl Shared {
+    /// Waits until `scn` is durable. With `Urgency::Lead` the caller writes it as leader if
+    /// nobody else is writing (in `WriterMode::Leader`; in dedicated mode it wakes the
+    /// background writer instead); with `Urgency::Passive` it waits for a write someone
+    /// else starts (BATCH).
+    pub(crate) fn wait_durable(&self, scn: Scn, urgency: Urgency) -> Result<()> {
+        let may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
+        let wake_background = urgency == Urgency::Lead && !may_lead;
+        loop {
+            if self.durable_scn() >= scn {
+                return Ok(());
+            }
+            let mut commit = self.commit.lock();
+            if let Some(error) = self.failure() {
+                return Err(error);
+            }
+            if self.durable_scn() >= scn {
+                return Ok(());
+            }
+            if self.is_shut_down() {
+                return Err(RedoError::Shutdown);
+            }
+            if may_lead && !commit.leader {
+                commit.leader = true;
+                drop(commit);
+                self.lead();
+                continue;
+            }
+            let slot =
+                Arc::new(WaitSlot { outcome: AtomicU8::new(WAITING), thread: thread::current() });
+            commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
+            drop(commit);
+            if wake_background {
+                self.background.notify();
+            }
+            match slot.park() {
+                LEAD => self.lead(),
+                FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
+                _ => {}
+            }
+        }
+    }
+
+    /// Becomes the leader (waiting for the current one to hand over), then runs `work` as
+    /// leader and ends the leadership (waking whoever its writes covered).
+    pub(crate) fn with_leadership<T>(
+        &self,
+        work: impl FnOnce(&mut WriterState) -> Result<T>,
+    ) -> Result<T> {
+        let mut commit = self.commit.lock();
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        if commit.leader {
+            let slot =
+                Arc::new(WaitSlot { outcome: AtomicU8::new(WAITING), thread: thread::current() });
+            commit.waiters.push(Waiter { scn: None, may_lead: true, slot: slot.clone() });
+            drop(commit);
+            if slot.park() != LEAD {
+                return Err(self.failure().unwrap_or(RedoError::Shutdown));
+            }
+        } else {
+            commit.leader = true;
+            drop(commit);
+        }
+        let result = {
+            let mut writer = self.writer.lock();
+            work(&mut writer)
+        };
+        self.end_leadership(result.as_ref().err());
+        result
+    }
+
+    /// One round as leader: write everything in the log buffer, then hand over.
+    fn lead(&self) {
+        let result = {
+            let mut writer = self.writer.lock();
+            self.write_pending(&mut writer)
+        };
+        self.end_leadership(result.as_ref().err());
+    }
+
+    fn end_leadership(&self, error: Option<&RedoError>) {
+        if let Some(error) = error
+            && !matches!(error, RedoError::Shutdown | RedoError::ArchiverStuck { .. })
+            && self.failure().is_none()
+        {
+            // A write or sync failed on every member: fsync errors are not retryable, so the
+            // writer refuses all further redo rather than pretend.
+            tracing::error!(%error, "log writer failed; no further redo will be accepted");
+            *self.failure.lock() = Some(error.to_string());
+        }
+        let stopped = self.failure().is_some() || self.is_shut_down();
+        let durable = self.durable_scn();
+        let mut wake = Vec::new();
+        let mut commit = self.commit.lock();
+        let mut index = 0;
+        while index < commit.waiters.len() {
+            let waiter = &commit.waiters[index];
+            if waiter.scn.is_some_and(|scn| scn <= durable) {
+                wake.push((commit.waiters.swap_remove(index).slot, DONE));
+            } else if stopped {
+                wake.push((commit.waiters.swap_remove(index).slot, FAILED));
+            } else {
+                index += 1;
+            }
+        }
+        match commit.waiters.iter().position(|waiter| waiter.may_lead) {
+            Some(next) => wake.push((commit.waiters.swap_remove(next).slot, LEAD)),
+            None => {
+                commit.leader = false;
+                if !commit.waiters.is_empty() && self.config.writer == WriterMode::Dedicated {
+                    // Dedicated mode: committers that arrived during this write need the
+                    // background writer to start the next one.
+                    self.background.notify();
+                }
+            }
+        }
+        drop(commit);
+        for (slot, outcome) in wake {
+            slot.complete(outcome);
+        }
+    }
+
+    /// Writes every record appended so far (as leader).
+    pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        if self.is_shut_down() {
+            // Shutdown flushed what was appended before it; a batch taken now could be cut
+            // off by the stopping switch, leaving a gap in the SCNs.
+            return Err(RedoError::Shutdown);
+        }
+        let horizon = self.buffer.next_scn();
+        if horizon <= writer.next_scn {
+            return Ok(());
+        }
+        if writer.current.is_none() {
+            self.switch(writer, SwitchReason::FirstWrite)?;
+        }
+        let block_size = self.config.block_size;
+        let capacity = format::unit_capacity(block_size);
+        let mut batch = Some(self.buffer.take(horizon));
+        let count = batch.as_ref().map_or(0, |batch| batch.records.len());
+        debug_assert_eq!(
+            count as u64,
+            horizon.0 - writer.next_scn.0,
+            "the log buffer hands out every SCN below the horizon"
+        );
+        let mut first = 0;
+        while first < count {
+            let current = writer.current.expect("a log is open after a switch");
+            let room_units =
+                ((current.header.file_size - current.offset) / u64::from(block_size)) as usize;
+            // As many records as fit in the current log.
+            let (end, stream) = {
+                let records = &batch.as_ref().expect("batch held until formatted").records;
+                let mut stream = 0usize;
+                let mut end = first;
+                while end < count {
+                    let grown = stream + RECORD_HEADER_LEN + records[end].len();
+                    if format::units_for(grown, block_size) > room_units {
+                        break;
+                    }
+                    stream = grown;
+                    end += 1;
+                }
+                (end, stream)
+            };
+            if end == first {
+                self.stats.log_space_requests.incr();
+                self.switch(writer, SwitchReason::Full)?;
+                continue;
+            }
+            let units = format::units_for(stream, block_size);
+            let bytes = units * block_size as usize;
+            let mut buffer = std::mem::take(&mut writer.buffer);
+            buffer.resize_zeroed(bytes);
+            let held = batch.as_ref().expect("batch held until formatted");
+            let mut unit_writer = UnitWriter::new(
+                &mut buffer[..bytes],
+                block_size,
+                current.header.seq,
+                current.offset,
+            );
+            for record in &held.records[first..end] {
+                unit_writer.put(record.scn, held.payload(record));
+            }
+            let written = unit_writer.finish();
+            debug_assert_eq!(written, bytes);
+            let last_scn = held.records[end - 1].scn;
+            let entries = (end - first) as u64;
+            if end == count {
+                // Everything is formatted: give the log buffer its space back before the I/O.
+                batch = None;
+            }
+            let result = self.write_members(current.group, &buffer[..bytes], current.offset);
+            writer.buffer = buffer;
+            result?;
+            let offset = current.offset + bytes as u64;
+            writer.current = Some(CurrentLog { offset, ..current });
+            writer.next_scn = last_scn.next();
+            self.publish_durable(last_scn, RedoAddr { seq: current.header.seq, offset });
+            self.stats.redo_writes.incr();
+            self.stats.redo_entries.add(entries);
+            self.stats.redo_size.add(stream as u64);
+            self.stats.redo_blocks_written.add(units as u64);
+            self.stats.redo_wastage.add((units * capacity - stream) as u64);
+            first = end;
+        }
+        drop(batch);
+        Ok(())
+    }
+
+    /// Writes `bytes` at `offset` to every valid member of `group` and syncs them, in
+    /// parallel. A member that fails is taken out; the write fails only if none is left.
+    pub(crate) fn write_members(&self, group: usize, bytes: &[u8], offset: u64) -> Result<()> {
+        let members: Vec<(usize, Arc<dyn StorageFile>)> = {
+            let table = self.table.lock();
+            table.groups[group]
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, member)| member.state == MemberState::Valid)
+                .filter_map(|(index, member)| member.file.clone().map(|file| (index, file)))
+                .collect()
+        };
+        if members.is_empty() {
+            return Err(RedoError::WriterFailed(format!(
+                "no member of log group {} can be written",
+                group + 1
+            )));
+        }
+        let started = Instant::now();
+        let write = |file: &Arc<dyn StorageFile>| {
+            file.write_at(bytes, offset).and_then(|()| file.sync_data())
+        };
+        let results: Vec<std::io::Result<()>> = if members.len() == 1 {
+            vec![write(&members[0].1)]
+        } else {
+            thread::scope(|scope| {
+                let others: Vec<_> =
+                    members[1..].iter().map(|(_, file)| scope.spawn(|| write(file))).collect();
+                let mut results = vec![write(&members[0].1)];
+                results.extend(others.into_iter().map(|handle| {
+                    handle
+                        .join()
+                        .unwrap_or_else(|_| Err(std::io::Error::other("member writer panicked")))
+                }));
+                results
+            })
+        };
+        self.waits.log_file_parallel_write.record_since(started);
+        let mut survivors = 0;
+        let mut last_error = None;
+        for ((member, _), result) in members.iter().zip(results) {
+            match result {
+                Ok(()) => survivors += 1,
+                Err(error) => {
+                    let mut table = self.table.lock();
+                    let member = &mut table.groups[group].members[*member];
+                    tracing::error!(member = %member.path.display(), offset, %error, "log member write failed; taking the member out");
+                    member.state =
+                        MemberState::Failed(format!("write at offset {offset}: {error}"));
+                    last_error = Some(RedoError::io("write", &member.path, error));
+                }
+            }
+        }
+        match (survivors, last_error) {
+            (0, Some(error)) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// Closes the current log (if any) and makes the next group current, waiting until that
+    /// group may be reused.
+    pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
+        let started = Instant::now();
+        let block_size = self.config.block_size;
+        let block = block_size as usize;
+        let mut header_block = std::mem::take(&mut writer.buffer);
+        header_block.resize_zeroed(block);
+        let result = (|| {
+            let next_group = {
+                let table = self.table.lock();
+                table.current.map_or(0, |current| (current + 1) % table.groups.len())
+            };
+            if let Some(current) = writer.current.take() {
+                let end = LogEnd {
+                    next_scn: writer.next_scn,
+                    next_time_us: now_unix_us(),
+                    end_offset: current.offset,
+                };
+                format::encode_header(&mut header_block, &HeaderBlock::Closed(current.header, end));
+                self.write_members(current.group, &header_block, u64::from(block_size))?;
+                {
+                    let mut table = self.table.lock();
+                    if let Some(log) = table.groups[current.group].log.as_mut() {
+                        log.end = Some(end);
+                    }
+                }
+                self.queue_archive(current.header.seq);
+            }
+            self.wait_reusable(next_group)?;
+            let seq = writer.last_seq.next();
+            let header = LogHeader {
+                block_size,
+                file_size: self.config.log_file_size,
+                database_id: self.identity.database_id,
+                incarnation: self.identity.incarnation,
+                thread: self.identity.thread,
+                seq,
+                first_scn: writer.next_scn,
+                first_time_us: now_unix_us(),
+            };
+            format::encode_header(&mut header_block, &HeaderBlock::Open(header));
+            {
+                let mut table = self.table.lock();
+                let group = &mut table.groups[next_group];
+                // Reuse gives stale and failed members another chance: they are rewritten
+                // from the header on, like the others.
+                for member in &mut group.members {
+                    if member.state != MemberState::Valid {
+                        match self.storage.open_log(&member.path) {
+                            Ok(file) => {
+                                tracing::info!(member = %member.path.display(), "log member back in use at group reuse");
+                                member.file = Some(Arc::from(file));
+                                member.state = MemberState::Valid;
+                            }
+                            Err(error) => {
+                                member.state = MemberState::Failed(format!("reopen: {error}"));
+                            }
+                        }
+                    }
+                }
+                group.log = Some(OnlineLog { header, end: None, archived: false });
+                table.current = Some(next_group);
+            }
+            self.write_members(next_group, &header_block, 0)?;
+            writer.current = Some(CurrentLog {
+                group: next_group,
+                header,
+                offset: format::first_unit_offset(block_size),
+            });
+            writer.last_seq = seq;
+            *self.durable_addr.lock() =
+                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            Ok(seq)
+        })();
+        writer.buffer = header_block;
+        let seq = result?;
+        self.waits.log_file_switch_completion.record_since(started);
+        self.stats.log_switches.incr();
+        self.table_changed.notify_all();
+        tracing::info!(%seq, ?reason, "log switch");
+        Ok(seq)
+    }
+
+    /// Waits until group `index` may be reused: its log archived and checkpointed.
+    fn wait_reusable(&self, index: usize) -> Result<()> {
+        let mut waited_for: Option<(Reuse, Instant)> = None;
+        let mut asked_checkpoint: Option<Instant> = None;
+        let mut table = self.table.lock();
+        loop {
+            let checkpoint = self.control.lock().checkpoint_scn;
+            let reuse = table.reuse(index, checkpoint);
+            let changed = waited_for.is_none_or(|(previous, _)| {
+                std::mem::discriminant(&previous) != std::mem::discriminant(&reuse)
+            });
+            if changed && let Some((previous, since)) = waited_for.take() {
+                self.record_switch_wait(previous, since);
+            }
+            match reuse {
+                Reuse::Ready => break,
+                Reuse::NeedsArchiving(seq) => {
+                    if self.is_shut_down() {
+                        return Err(RedoError::Shutdown);
+                    }
+                    // New redo is refused while archiving of the log we need fails: sessions
+                    // get an error now instead of hanging on a full log buffer.
+                    *self.stuck.lock() = self.archive_error(seq).map(|reason| (seq, reason));
+                }
+                Reuse::NeedsCheckpoint(scn) => {
+                    if self.is_shut_down() {
+                        return Err(RedoError::Shutdown);
+                    }
+                    *self.stuck.lock() = None;
+                    if asked_checkpoint.is_none_or(|asked| asked.elapsed() > Duration::from_secs(1))
+                    {
+                        asked_checkpoint = Some(Instant::now());
+                        let handler = self.checkpoint_handler.lock().clone();
+                        if let Some(handler) = handler {
+                            // The handler may advance the checkpoint itself; never hold the
+                            // table lock across it.
+                            drop(table);
+                            handler(scn);
+                            table = self.table.lock();
+                            continue;
+                        }
+                    }
+                }
+            }
+            if changed {
+                waited_for = Some((reuse, Instant::now()));
+            }
+            self.table_changed.wait_for(&mut table, Duration::from_millis(100));
+        }
+        drop(table);
+        *self.stuck.lock() = None;
+        Ok(())
+    }
+
+    fn record_switch_wait(&self, reuse: Reuse, since: Instant) {
+        match reuse {
+            Reuse::NeedsArchiving(_) => self.waits.log_file_switch_archiving.record_since(since),
+            Reuse::NeedsCheckpoint(_) => self.waits.log_file_switch_checkpoint.record_since(since),
+            Reuse::Ready => {}
+        }
+    }
+
+    fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
+        *self.durable_addr.lock() = addr;
+        self.durable_scn.store(scn.0, Ordering::Release);
+    }
+
+    /// The background log writer: BATCH and NOWAIT redo, dedicated-mode commits, and
+    /// `archive_lag_target`.
+    pub(crate) fn background_writer(self: &Arc<Shared>) {
+        let interval = self.config.batch_write_interval;
+        let lag_target = self.config.archive_lag_target;
+        loop {
+            self.background.wait(interval);
+            if self.is_shut_down() || self.failure().is_some() {
+                return;
+            }
+            let unwritten = self.buffer.next_scn().prev() > self.durable_scn();
+            if unwritten
+                && let Err(error) = self.with_leadership(|writer| self.write_pending(writer))
+            {
+                if !matches!(error, RedoError::Shutdown) {
+                    tracing::warn!(%error, "background log write failed");
+                }
+                continue;
+            }
+            if !lag_target.is_zero() {
+                let due = {
+                    let writer_view = *self.durable_addr.lock();
+                    let table = self.table.lock();
+                    table
+                        .current
+                        .and_then(|current| table.groups[current].log.as_ref())
+                        .is_some_and(|log| {
+                            log.end.is_none()
+                                && writer_view.offset
+                                    > format::first_unit_offset(self.config.block_size)
+                                && now_unix_us().saturating_sub(log.header.first_time_us)
+                                    >= lag_target.as_micros() as u64
+                        })
+                };
+                if due
+                    && let Err(error) = self.with_leadership(|writer| {
+                        self.write_pending(writer)?;
+                        self.switch(writer, SwitchReason::ArchiveLagTarget)
+                    })
+                {
+                    tracing::warn!(%error, "log switch for archive_lag_target failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! The storage seam: every byte the redo engine reads or writes goes through `Storage`.
+//!
+//! `OsStorage` is the real file system. `crashdisk::CrashDisk` is the test disk that keeps
+//! *written* and *durable* bytes apart and builds the image a power cut would leave.
+//!
+//! The seam separates `write_at` (reaches the file, not necessarily the disk) from
+//! `sync_data` (everything written before is durable), as neon's safekeeper does. Writes to
+//! online log members use the configured `IoMode`; every other file (archives, catalog,
+//! control file) is written normally and synced explicitly.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// How online log members are made durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoMode {
+    /// `pwrite` then `fdatasync`: the default, and what the reference calls "log file
+    /// parallel write".
+    #[default]
+    Fdatasync,
+    /// Files opened with `O_DSYNC`: each `pwrite` returns once durable.
+    Dsync,
+    /// `O_DIRECT | O_DSYNC`: bypasses the page cache. Needs a file system that supports it
+    /// (tmpfs does not) and a block size that is a multiple of the device's logical block.
+    Direct,
+}
+
+impl fmt::Display for IoMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IoMode::Fdatasync => "fdatasync",
+            IoMode::Dsync => "dsync",
+            IoMode::Direct => "direct",
+        })
+    }
+}
+
+/// One open file.
+#[allow(clippy::len_without_is_empty)] // `len` is a file size that can fail, not a collection's.
+pub trait StorageFile: Send + Sync + fmt::Debug {
+    /// Reads exactly `buf.len()` bytes at `offset` (`UnexpectedEof` if the file is shorter).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Writes all of `buf` at `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write before it durable (a no-op where writes are synchronous).
+    fn sync_data(&self) -> io::Result<()>;
+    fn len(&self) -> io::Result<u64>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// A file system.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Creates a new log file of exactly `len` bytes, every byte written (zeros) and durable,
+    /// its directory entry durable too, and opens it as `open_log` does. Fails if it exists.
+    fn create_log(&self, path: &Path, len: u64) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens an existing online log member, writes using the I/O mode.
+    fn open_log(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Opens an existing file for plain reading and writing.
+    fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    /// Creates a file, truncating one that exists.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>>;
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    fn exists(&self, path: &Path) -> bool;
+    /// The entries of `dir` (full paths), in no particular order.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>>;
+    /// Free bytes where `path` lives, if the storage knows.
+    fn available_bytes(&self, _path: &Path) -> Option<u64> {
+        None
+    }
+}
+
+/// Reads a whole file.
+pub fn read_all(storage: &dyn Storage, path: &Path) -> io::Result<Vec<u8>> {
+    let file = storage.open(path)?;
+    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
+    let mut bytes = vec![0u8; len];
+    file.read_at(&mut bytes, 0)?;
+    Ok(bytes)
+}
+
+/// Replaces `path` with `bytes` durably: write a temporary file, sync it, rename it over
+/// `path`, sync the directory. A crash at any point leaves either the old or the new file.
+///
+/// The syncs, and why: the temporary file's data is synced before the rename so that the
+/// rename can never expose an empty or partial file; the directory is synced after it so that
+/// the replacement survives a power cut once this returns.
+pub fn replace_durably(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    let temporary = PathBuf::from(temporary);
+    let file = storage.create(&temporary)?;
+    file.write_at(bytes, 0)?;
+    file.sync_data()?;
+    drop(file);
+    storage.rename(&temporary, path)?;
+    storage.sync_dir(dir)
+}
+
+/// The real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsStorage {
+    pub io_mode: IoMode,
+}
+
+impl OsStorage {
+    pub fn new(io_mode: IoMode) -> OsStorage {
+        OsStorage { io_mode }
+    }
+}
+
+#[derive(Debug)]
+struct OsFile {
+    /// Used for writes (with O_DSYNC / O_DIRECT where configured).
+    write: File,
+    /// Used for reads: a plain descriptor, so that reads need no alignment.
+    read: Option<File>,
+    synchronous: bool,
+}
+
+impl StorageFile for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read.as_ref().unwrap_or(&self.write).read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write.write_all_at(buf, offset)
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        if self.synchronous { Ok(()) } else { self.write.sync_data() }
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.write.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.write.set_len(len)
+    }
+}
+
+impl OsStorage {
+    fn open_with_mode(&self, path: &Path) -> io::Result<OsFile> {
+        let mut options = OpenOptions::new();
+        options.read(true).write(true);
+        let flags = match self.io_mode {
+            IoMode::Fdatasync => 0,
+            IoMode::Dsync => libc::O_DSYNC,
+            IoMode::Direct => libc::O_DSYNC | libc::O_DIRECT,
+        };
+        options.custom_flags(flags);
+        let write = options.open(path).map_err(|error| {
+            if self.io_mode == IoMode::Direct && error.raw_os_error() == Some(libc::EINVAL) {
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    format!("the file system holding {} does not support O_DIRECT (tmpfs does not); use io_mode = \"fdatasync\" or \"dsync\"", path.display()),
+                )
+            } else {
+                error
+            }
+        })?;
+        let read = if flags == 0 { None } else { Some(File::open(path)?) };
+        Ok(OsFile { write, read, synchronous: flags != 0 })
+    }
+}
+
+impl Storage for OsStorage {
+    fn create_log(&self, path: &Path, len: u64) -> io::Result<Box<dyn StorageFile>> {
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(path)?;
+        let result = (|| {
+            // Write every byte: overwriting allocated, initialised blocks later needs no
+            // metadata update, so fdatasync stays one device flush (fallocate'd "unwritten"
+            // extents would need a journal commit on first write).
+            let zeros = vec![0u8; 1 << 20];
+            let mut offset = 0u64;
+            while offset < len {
+                let chunk = (len - offset).min(zeros.len() as u64) as usize;
+                file.write_all_at(&zeros[..chunk], offset)?;
+                offset += chunk as u64;
+            }
+            file.sync_all()?;
+            self.sync_dir(path.parent().unwrap_or(Path::new(".")))
+        })();
+        if let Err(error) = result {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+            return Err(error);
+        }
+        drop(file);
+        self.open_log(path)
+    }
+
+    fn open_log(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(self.open_with_mode(path)?))
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        let write = OpenOptions::new().read(true).write(true).open(path)?;
+        Ok(Box::new(OsFile { write, read: None, synchronous: false }))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
+        let write =
+            OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        Ok(Box::new(OsFile { write, read: None, synchronous: false }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
+        std::fs::read_dir(dir)?.map(|entry| entry.map(|entry| entry.path())).collect()
+    }
+
+    fn available_bytes(&self, path: &Path) -> Option<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+        let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: c_path is a valid NUL-terminated string and stat a valid out-pointer.
+        let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut stat) };
+        (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
+    }
+}
+
+/// A byte buffer aligned to 4096 bytes, as O_DIRECT needs. Grows, never shrinks.
+pub struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    len: usize,
+    capacity: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only allow reads.
+unsafe impl Sync for AlignedBuf {}
+
+const ALIGNMENT: usize = 4096;
+
+impl AlignedBuf {
+    pub fn new() -> AlignedBuf {
+        AlignedBuf { ptr: std::ptr::NonNull::dangling(), len: 0, capacity: 0 }
+    }
+
+    /// Sets the length to `len`, zero-filling, and reallocating if needed. Contents are not
+    /// preserved across a reallocation.
+    pub fn resize_zeroed(&mut self, len: usize) {
+        if len > self.capacity {
+            let capacity = len.next_multiple_of(ALIGNMENT).max(ALIGNMENT);
+            let layout =
+                std::alloc::Layout::from_size_align(capacity, ALIGNMENT).expect("valid layout");
+            // SAFETY: the layout has non-zero size.
+            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+            let Some(ptr) = std::ptr::NonNull::new(ptr) else {
+                std::alloc::handle_alloc_error(layout)
+            };
+            self.free();
+            self.ptr = ptr;
+            self.capacity = capacity;
+        } else {
+            // SAFETY: len <= capacity, and the allocation is capacity bytes.
+            unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), 0, len) };
+        }
+        self.len = len;
+    }
+
+    fn free(&mut self) {
+        if self.capacity > 0 {
+            let layout = std::alloc::Layout::from_size_align(self.capacity, ALIGNMENT)
+                .expect("valid layout");
+            // SAFETY: ptr was allocated with exactly this layout.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+            self.capacity = 0;
+        }
+    }
+}
+
+impl Default for AlignedBuf {
+    fn default() -> AlignedBuf {
+        AlignedBuf::new()
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len initialised bytes (or dangling with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as for Deref, and we hold &mut self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBuf").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffer_is_aligned_and_zeroed() {
+        let mut buf = AlignedBuf::new();
+        assert!(buf.is_empty());
+        buf.resize_zeroed(10_000);
+        assert_eq!(buf.as_ptr() as usize % ALIGNMENT, 0);
+        assert!(buf.iter().all(|&byte| byte == 0));
+        buf[9_999] = 1;
+        buf.resize_zeroed(100);
+        assert_eq!(buf.len(), 100);
+        buf.resize_zeroed(10_000);
+        assert_eq!(buf[9_999], 0);
+    }
+
+    #[test]
+    fn log_files_are_preallocated_and_replacement_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = OsStorage::new(IoMode::Fdatasync);
+        let path = dir.path().join("log");
+        let file = storage.create_log(&path, 3 << 20).unwrap();
+        assert_eq!(file.len().unwrap(), 3 << 20);
+        assert!(storage.create_log(&path, 4096).is_err(), "create_log never replaces a file");
+        file.write_at(b"redo", 4096).unwrap();
+        file.sync_data().unwrap();
+        let mut back = [0u8; 4];
+        file.read_at(&mut back, 4096).unwrap();
+        assert_eq!(&back, b"redo");
+
+        let control = dir.path().join("control");
+        replace_durably(&storage, &control, b"one").unwrap();
+        replace_durably(&storage, &control, b"two!").unwrap();
+        assert_eq!(read_all(&storage, &control).unwrap(), b"two!");
+        assert!(!storage.exists(&dir.path().join("control.tmp")));
+    }
+
+    #[test]
+    fn dsync_files_write_and_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = OsStorage::new(IoMode::Dsync);
+        let file = storage.create_log(&dir.path().join("log"), 1 << 20).unwrap();
+        file.write_at(&[7u8; 4096], 0).unwrap();
+        file.sync_data().unwrap();
+        let mut back = [0u8; 4096];
+        file.read_at(&mut back, 0).unwrap();
+        assert_eq!(back, [7u8; 4096]);
+    }
+}
