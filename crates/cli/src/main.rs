@@ -23,20 +23,29 @@ enum Command {
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Network test that behaves like redo transport (server and client).
+    #[command(subcommand)]
+    Nettest(cmd::nettest::NettestCommand),
 }
 
 fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // Servers and daemons log what they serve; one-shot commands only warnings.
+    let default_filter = match &cli.command {
+        Command::Nettest(cmd::nettest::NettestCommand::Server(_)) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REDOGUARD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(command) => cmd::bench::run(command),
+        Command::Nettest(command) => cmd::nettest::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

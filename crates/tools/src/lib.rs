@@ -1,3 +1,5 @@
 //! The measurement toolkit: what a DBA runs before (and while) building a standby.
 
+pub mod fileio;
+pub mod nettest;
 pub mod units;
