@@ -23,6 +23,8 @@ enum Command {
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Standby log disk test: sequential synced writes, IOPS and latency percentiles.
+    Iotest(tools::iotest::IoTestArgs),
     /// Network test that behaves like redo transport (server and client).
     #[command(subcommand)]
     Nettest(cmd::nettest::NettestCommand),
@@ -46,6 +48,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
+        Command::Iotest(args) => cmd::iotest::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
