@@ -23,6 +23,8 @@ enum Command {
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Sizing advice: bandwidth, BDP, socket buffers, SYNC viability, compression, ASYNC exposure.
+    Advise(tools::advise::AdviseArgs),
     /// Standby log disk test: sequential synced writes, IOPS and latency percentiles.
     Iotest(tools::iotest::IoTestArgs),
     /// Network test that behaves like redo transport (server and client).
@@ -49,6 +51,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),
+        Command::Advise(args) => cmd::advise::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
