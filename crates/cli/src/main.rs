@@ -27,16 +27,23 @@ enum Command {
     Advise(tools::advise::AdviseArgs),
     /// Standby log disk test: sequential synced writes, IOPS and latency percentiles.
     Iotest(tools::iotest::IoTestArgs),
+    /// WAN link emulator: two namespaces joined by a forwarder with delay, rate cap and loss.
+    #[command(subcommand)]
+    Linkemu(cmd::linkemu::LinkemuCommand),
     /// Network test that behaves like redo transport (server and client).
     #[command(subcommand)]
     Nettest(cmd::nettest::NettestCommand),
 }
 
 fn main() -> std::process::ExitCode {
+    // Output piped into `head` ends quietly, as for any Unix tool, instead of a panic.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     // Servers and daemons log what they serve; one-shot commands only warnings.
     let default_filter = match &cli.command {
         Command::Nettest(cmd::nettest::NettestCommand::Server(_)) => "info",
+        Command::Linkemu(cmd::linkemu::LinkemuCommand::Up(_)) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -52,6 +59,7 @@ fn main() -> std::process::ExitCode {
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),
         Command::Advise(args) => cmd::advise::run(args),
+        Command::Linkemu(command) => cmd::linkemu::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -60,7 +60,7 @@ pub(crate) struct Counters {
 }
 
 /// What one direction of the link has done so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct DirectionStats {
     /// Packets read from the sending side (a TSO super-packet counts once).
     pub packets_in: u64,

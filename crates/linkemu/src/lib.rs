@@ -34,8 +34,8 @@
 //! let mut reply = [0u8; 1];
 //! client.read_exact(&mut reply)?;
 //! server.join().unwrap();
-//! // Or a program: `ip netns exec <namespace A> ping -c 1 198.18.0.2`.
-//! let status = link.command(Side::A, "ping").args(["-c", "1", "198.18.0.2"]).status()?;
+//! // Or a program, through `ip netns exec <namespace of A> …`.
+//! let status = link.command(Side::A, "ip").args(["-brief", "address"]).status()?;
 //! assert!(status.success());
 //! drop(link); // stops the forwarder, deletes both namespaces, restores the sysctls
 //! # Ok(())
@@ -48,6 +48,7 @@
 //! `198.18.0.2` (the range RFC 2544 sets aside for benchmarks), point to point, in every link.
 
 mod config;
+pub mod daemon;
 mod forwarder;
 pub mod namespace;
 mod rng;
@@ -122,7 +123,7 @@ pub const INTERFACE: &str = "wan0";
 pub const TXQUEUELEN: u32 = 10_000;
 
 /// Both directions' counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct LinkStats {
     pub a_to_b: DirectionStats,
     pub b_to_a: DirectionStats,
@@ -133,6 +134,15 @@ impl LinkStats {
     pub fn cpu_ns(&self) -> u64 {
         [self.a_to_b, self.b_to_a].iter().map(|d| d.reader_cpu_ns + d.writer_cpu_ns).sum()
     }
+}
+
+/// Whether a process is alive: it exists and is not a zombie (a killed link process
+/// whose parent has gone stays a zombie until someone reaps it).
+pub(crate) fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // Format: "pid (comm) state …"; comm may contain spaces and parentheses.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, Some("Z") | Some("X") | None)
 }
 
 /// Why linkemu cannot run here (not root, no `/dev/net/tun`, no `ip`), or `None` if it can.
@@ -283,7 +293,7 @@ impl Link {
     }
 
     /// Validates a changed configuration and applies it to packets from now on.
-    fn change(&self, edit: impl FnOnce(&mut LinkConfig)) -> Result<(), Error> {
+    pub(crate) fn change(&self, edit: impl FnOnce(&mut LinkConfig)) -> Result<(), Error> {
         let mut current = self.config.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut next = current.clone();
         edit(&mut next);

@@ -99,7 +99,7 @@ fn with_state(change: impl FnOnce(&mut State) -> Result<(), Error>) -> Result<()
             holders: Vec::new(),
         },
     };
-    state.holders.retain(|pid| Path::new(&format!("/proc/{pid}")).exists());
+    state.holders.retain(|pid| crate::process_alive(*pid));
     change(&mut state)?;
     if state.holders.is_empty() {
         write_value(WMEM_MAX, state.original_wmem_max)?;
@@ -162,6 +162,16 @@ fn write_value(path: &str, value: u64) -> Result<(), Error> {
 
 fn io_error(path: &Path, source: io::Error) -> Error {
     Error::Io { what: format!("access {}", path.display()), source }
+}
+
+/// Prunes holders that died without releasing and, if none is left, restores the
+/// original limits (after a link's process was killed).
+pub(crate) fn tidy() -> Result<(), Error> {
+    let _holds = HOLDS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !state_dir().join("sysctl.state").exists() {
+        return Ok(());
+    }
+    with_state(|_| Ok(()))
 }
 
 /// The current `(wmem_max, rmem_max)`.

@@ -4,4 +4,5 @@ pub mod advise;
 pub mod bench;
 pub mod demo;
 pub mod iotest;
+pub mod linkemu;
 pub mod nettest;
