@@ -130,6 +130,15 @@ pub struct LinkStats {
 }
 
 impl LinkStats {
+    /// Mean time between a packet's due time and its delivery, over both directions, in
+    /// nanoseconds (negative: early).
+    pub fn mean_delivery_error_ns(&self) -> f64 {
+        let packets = (self.a_to_b.packets_out + self.b_to_a.packets_out).max(1) as f64;
+        let late = (self.a_to_b.late_ns_sum + self.b_to_a.late_ns_sum) as f64;
+        let early = (self.a_to_b.early_ns_sum + self.b_to_a.early_ns_sum) as f64;
+        (late - early) / packets
+    }
+
     /// CPU time all forwarder threads have used, in nanoseconds.
     pub fn cpu_ns(&self) -> u64 {
         [self.a_to_b, self.b_to_a].iter().map(|d| d.reader_cpu_ns + d.writer_cpu_ns).sum()

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,9 +23,13 @@ use super::frame::{
 
 /// Connections a server can be configured to serve at once.
 pub const CONNECTIONS_LIMIT: u32 = 4096;
-/// In ASYNC mode, the server acknowledges at least every this many messages even while
-/// more are already buffered.
+/// In ASYNC mode, the server acknowledges when nothing more is buffered, and otherwise at
+/// least every this many messages, this many bytes, or this often: a busy stream must not
+/// starve the client of acknowledgements (its throughput and latency figures come from
+/// them).
 const ACK_EVERY_MESSAGES_MAX: u64 = 256;
+const ACK_EVERY_BYTES_MAX: u64 = 1 << 20;
+const ACK_EVERY_MAX: Duration = Duration::from_millis(5);
 /// Read buffer per connection.
 const READ_BUFFER_BYTES: usize = 256 * 1024;
 
@@ -154,6 +159,7 @@ struct Shared {
 /// connection and joins every thread.
 pub struct Server {
     local_addr: SocketAddr,
+    listener: TcpListener,
     shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -176,6 +182,9 @@ impl Server {
             stopping: AtomicBool::new(false),
             slots: Mutex::new(HashMap::new()),
         });
+        let wake = listener
+            .try_clone()
+            .map_err(|source| NettestError::Io { what: "clone the listener".into(), source })?;
         let acceptor = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -184,7 +193,7 @@ impl Server {
                 .map_err(|source| NettestError::Io { what: "spawn a thread".into(), source })?
         };
         tracing::info!(%local_addr, file = ?shared.config.file, "nettest server listening");
-        Ok(Server { local_addr, shared, acceptor: Some(acceptor) })
+        Ok(Server { local_addr, listener: wake, shared, acceptor: Some(acceptor) })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -228,12 +237,11 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the acceptor with a connection of our own.
-        let mut wake = self.local_addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-        }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        // Wake the acceptor: on Linux, shutting a listening socket down fails a blocked
+        // accept() with EINVAL. (Connecting to ourselves would not do: a server started
+        // inside another network namespace is not reachable from this thread's.)
+        // SAFETY: shutdown on a descriptor we own (a clone of the listener).
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
@@ -476,6 +484,8 @@ impl<'a> Connection<'a> {
             Err(error) if is_timeout(&error) => {
                 End::Aborted(format!("silent for {:?} (idle timeout)", config.idle_timeout))
             }
+            // A client that closes with our acknowledgements unread resets the connection.
+            Err(error) if is_reset(&error) => End::Aborted(format!("abruptly ({error})")),
             Err(error) => End::Failed(error.to_string()),
         }
     }
@@ -589,6 +599,8 @@ impl<'a> Connection<'a> {
         let message_bytes_max = self.shared.config.message_bytes_max;
         let mut unacked_seq: Option<u64> = None;
         let mut unacked_messages = 0u64;
+        let mut unacked_bytes = 0u64;
+        let mut last_ack = Instant::now();
         loop {
             let header = match self.fill(HEADER_BYTES)? {
                 Filled::All => {
@@ -628,16 +640,19 @@ impl<'a> Connection<'a> {
                     self.shared.counters.bytes.fetch_add(length as u64, Ordering::Relaxed);
                     unacked_seq = Some(header.seq);
                     unacked_messages += 1;
+                    unacked_bytes += length as u64;
                     let sync = header.flags & frame::FLAG_SYNC != 0 || hello.mode == Mode::Sync;
-                    // ASYNC: acknowledge when nothing more is buffered (a burst is over) or
-                    // often enough that the client's latency figures stay live.
                     if sync
                         || self.reader.buffer().is_empty()
                         || unacked_messages >= ACK_EVERY_MESSAGES_MAX
+                        || unacked_bytes >= ACK_EVERY_BYTES_MAX
+                        || last_ack.elapsed() >= ACK_EVERY_MAX
                     {
                         self.acknowledge(header.seq)?;
                         unacked_seq = None;
                         unacked_messages = 0;
+                        unacked_bytes = 0;
+                        last_ack = Instant::now();
                     }
                 }
                 Kind::Ping if hello.mode == Mode::Rtt => self.send(Kind::Pong, header.seq, &[])?,
@@ -686,6 +701,15 @@ impl<'a> Connection<'a> {
         }
         self.send(Kind::Ack, seq, &[])
     }
+}
+
+fn is_reset(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe
+    )
 }
 
 fn is_timeout(error: &io::Error) -> bool {
