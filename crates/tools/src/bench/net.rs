@@ -188,11 +188,21 @@ pub fn run(args: &BenchNetArgs, mut progress: impl FnMut(&str)) -> anyhow::Resul
         nettest_sync = second;
     }
 
-    progress("loopback: iotest fdatasync vs nettest SYNC --write, 9400 bytes");
+    progress("loopback: iotest fdatasync vs nettest SYNC --write, 9400 bytes (best of two each)");
     let mut io_config = IoTestConfig::new(work.path(), 9400, SyncMethod::Fdatasync);
     io_config.duration = loopback_time;
-    let iotest = iotest::run(&io_config)?;
-    let nettest_sync_write = nettest::run_client(&client(Mode::Sync, true, 9400, loopback_time))?;
+    // Alternating, best (lowest p50) of two each: the disk is shared with other work.
+    let write_config = client(Mode::Sync, true, 9400, loopback_time);
+    let mut iotest = iotest::run(&io_config)?;
+    let mut nettest_sync_write = nettest::run_client(&write_config)?;
+    let second = iotest::run(&io_config)?;
+    if second.lat_p50_us < iotest.lat_p50_us {
+        iotest = second;
+    }
+    let second = nettest::run_client(&write_config)?;
+    if second.lat_p50_us < nettest_sync_write.lat_p50_us {
+        nettest_sync_write = second;
+    }
     drop(server);
 
     progress("linkemu: ceiling at 0 ms, no rate cap (with and without offload)");
