@@ -21,6 +21,16 @@ fn server(file: Option<std::path::PathBuf>) -> Server {
     .unwrap()
 }
 
+/// The server's counters once every connection thread has finished (a client returns
+/// when it has its SUMMARY, a moment before the server's thread counts the test).
+fn settled_stats(server: &Server) -> tools::nettest::ServerStats {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while server.connections() > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.stats()
+}
+
 fn client(server: &Server, mode: Mode) -> ClientConfig {
     let mut config = ClientConfig::new("127.0.0.1", server.local_addr().port(), mode);
     config.duration = Duration::from_millis(300);
@@ -69,7 +79,7 @@ fn every_mode_runs_over_loopback() {
         assert_eq!(report.num_conn, 2);
         assert_eq!(report.server_syncs, 0);
     }
-    let stats = server.stats();
+    let stats = settled_stats(&server);
     assert_eq!(stats.tests_completed, 6, "{stats:?}");
     assert_eq!(stats.aborted + stats.refused_protocol + stats.failed, 0, "{stats:?}");
 }
@@ -212,13 +222,8 @@ fn the_server_survives_hostile_and_broken_clients() {
     let report = run_client(&client(&server, Mode::Sync)).unwrap();
     assert!(report.messages > 0);
 
-    // Each misbehaviour was recognised for what it was (connection threads may still be
-    // finishing: wait for them, boundedly).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while server.connections() > 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let stats = server.stats();
+    // Each misbehaviour was recognised for what it was.
+    let stats = settled_stats(&server);
     assert_eq!(stats.closed_silent, 1, "{stats:?}");
     assert_eq!(stats.refused_protocol, 3, "http, half header, version: {stats:?}");
     assert_eq!(stats.refused_too_long, 1, "{stats:?}");

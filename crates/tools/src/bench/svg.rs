@@ -121,8 +121,8 @@ impl BarChart {
             );
             let _ = writeln!(
                 svg,
-                r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-                WIDTH - RIGHT - 4.0,
+                r#"<text x="{}" y="{:.1}" text-anchor="start">{}</text>"#,
+                LEFT + 4.0,
                 at - 4.0,
                 escape(label)
             );
