@@ -23,20 +23,43 @@ enum Command {
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
+    /// Sizing advice: bandwidth, BDP, socket buffers, SYNC viability, compression, ASYNC exposure.
+    Advise(tools::advise::AdviseArgs),
+    /// Standby log disk test: sequential synced writes, IOPS and latency percentiles.
+    Iotest(tools::iotest::IoTestArgs),
+    /// WAN link emulator: two namespaces joined by a forwarder with delay, rate cap and loss.
+    #[command(subcommand)]
+    Linkemu(cmd::linkemu::LinkemuCommand),
+    /// Network test that behaves like redo transport (server and client).
+    #[command(subcommand)]
+    Nettest(cmd::nettest::NettestCommand),
 }
 
 fn main() -> std::process::ExitCode {
+    // Output piped into `head` ends quietly, as for any Unix tool, instead of a panic.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    let cli = Cli::parse();
+    // Servers and daemons log what they serve; one-shot commands only warnings.
+    let default_filter = match &cli.command {
+        Command::Nettest(cmd::nettest::NettestCommand::Server(_)) => "info",
+        Command::Linkemu(cmd::linkemu::LinkemuCommand::Up(_)) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("REDOGUARD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Bench(command) => cmd::bench::run(command),
+        Command::Nettest(command) => cmd::nettest::run(command),
+        Command::Iotest(args) => cmd::iotest::run(args),
+        Command::Advise(args) => cmd::advise::run(args),
+        Command::Linkemu(command) => cmd::linkemu::run(command),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -154,6 +154,22 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     Err(format!("'{text}' is not a rate (examples: 1gbit, 100mbit, 20MB/s)"))
 }
 
+/// Parses a ratio: `0.1%` (a percentage) or `0.001` (a fraction), within 0..=1.
+pub fn parse_ratio(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(number) => (number.trim(), 100.0),
+        None => (trimmed, 1.0),
+    };
+    let value: f64 =
+        number.parse().map_err(|_| format!("'{text}' is not a ratio (examples: 0.1%, 0.001)"))?;
+    let ratio = value / scale;
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(format!("'{text}' is outside 0..=100%"));
+    }
+    Ok(ratio)
+}
+
 /// `1536` → `1.5 KiB`: binary units, for sizes a person reads.
 pub fn format_bytes(bytes: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -201,6 +217,16 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("0mbit").is_err());
         assert_eq!(parse_rate("1gbit").map(|r| r.to_string()), Ok("1.000 Gbit/s".to_string()));
+    }
+
+    #[test]
+    fn ratios() {
+        assert_eq!(parse_ratio("0.1%"), Ok(0.001));
+        assert_eq!(parse_ratio("0.25"), Ok(0.25));
+        assert_eq!(parse_ratio("100%"), Ok(1.0));
+        assert!(parse_ratio("150%").is_err());
+        assert!(parse_ratio("-1").is_err());
+        assert!(parse_ratio("lots").is_err());
     }
 
     #[test]

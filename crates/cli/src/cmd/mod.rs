@@ -1,4 +1,8 @@
 //! One module per subcommand.
 
+pub mod advise;
 pub mod bench;
 pub mod demo;
+pub mod iotest;
+pub mod linkemu;
+pub mod nettest;
