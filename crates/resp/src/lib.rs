@@ -23,7 +23,10 @@ mod parse;
 mod request;
 mod session;
 
-pub use cmd::{Command, CommandError, CommitMode, CommitWait, CommitWrite};
+pub use cmd::{
+    ClientAttribute, Command, CommandError, CommandQuery, CommitMode, CommitWait, CommitWrite,
+    HelloAuth, SetCondition, ShutdownSave,
+};
 pub use connection::{Connection, ConnectionError};
 pub use error::ProtocolError;
 pub use frame::{Frame, ProtocolVersion};
