@@ -105,6 +105,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return Ok(Some(request));
             }
             self.flush().await?;
+            if self.read_buffer.is_empty() && self.read_buffer.capacity() > 2 * READ_CHUNK_BYTES {
+                // A large request grew the buffer; an idle connection should not keep that.
+                self.read_buffer = BytesMut::new();
+            }
             if self.read_buffer.capacity() - self.read_buffer.len() < READ_CHUNK_BYTES / 4 {
                 self.read_buffer.reserve(READ_CHUNK_BYTES);
             }

@@ -19,8 +19,9 @@ pub enum Action {
     /// SHUTDOWN come out here. A write commits with [`Session::commit_mode`].
     Execute(Command),
     /// EXEC: execute these commands as one atomic transaction with one commit, and reply an
-    /// array holding each command's reply in order (an empty array if none were queued). PING
-    /// and ECHO may be among them: [`Command::local_reply`] answers those.
+    /// array holding each command's reply in order (an empty array if none were queued). Only
+    /// commands for which [`Command::is_allowed_in_transaction`] holds are queued: the
+    /// key-value commands, INFO, and PING and ECHO, which [`Command::local_reply`] answers.
     ExecuteTransaction(Vec<Command>),
     /// Send this reply, flush, and close the connection (QUIT).
     ReplyAndClose(Frame),

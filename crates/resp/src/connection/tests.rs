@@ -155,3 +155,26 @@ async fn a_cancelled_flush_resumes_where_it_stopped() {
     assert_eq!(&received[..6], b"$200\r\n");
     assert!(received[6..].iter().all(|&byte| byte == b'x'));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_connection_gives_back_a_large_read_buffer() {
+    let (mut connection, mut client) = pair(Limits::default());
+    let mut request = b"*2\r\n$4\r\nECHO\r\n$200000\r\n".to_vec();
+    request.extend(std::iter::repeat_n(b'x', 200_000));
+    request.extend_from_slice(b"\r\n");
+    let writer = tokio::spawn(async move {
+        client.write_all(&request).await.unwrap();
+        client
+    });
+    let echoed = connection.read_request().await.unwrap().unwrap();
+    assert_eq!(echoed.args()[1].len(), 200_000);
+    let _client = writer.await.unwrap();
+    assert!(connection.read_buffer.capacity() > 64 * 1024 || connection.read_buffer.is_empty());
+    let idle = tokio::time::timeout(Duration::from_secs(1), connection.read_request()).await;
+    assert!(idle.is_err());
+    assert!(
+        connection.read_buffer.capacity() <= 2 * READ_CHUNK_BYTES,
+        "{}",
+        connection.read_buffer.capacity()
+    );
+}
