@@ -215,6 +215,15 @@ impl Session {
                 }
                 self.hello_reply(facts)
             }
+            // Answered as Redis answers them when no password is configured.
+            Command::Auth { username: None, .. } => Frame::error(
+                "ERR AUTH <password> called without any password configured for the default \
+                 user. Are you sure your configuration is correct?",
+            ),
+            Command::Auth { username: Some(username), .. } if username != "default" => {
+                Frame::error("WRONGPASS invalid username-password pair or user is disabled.")
+            }
+            Command::Auth { .. } => Frame::ok(),
             Command::Introspect(query) => query.reply(),
             Command::Help { command } => help_reply(command),
             Command::ClientSetName { name } => {

@@ -211,7 +211,7 @@ proptest! {
         name in prop::sample::select(vec![
             "PING", "ECHO", "SET", "GET", "DEL", "EXISTS", "INCR", "INCRBY", "MSET", "MGET",
             "DBSIZE", "KEYS", "SCAN", "MULTI", "EXEC", "DISCARD", "INFO", "SHUTDOWN", "QUIT",
-            "HELLO", "COMMAND", "CLIENT", "SELECT", "CONFIG", "COMMITMODE", "NOPE",
+            "HELLO", "COMMAND", "CLIENT", "SELECT", "CONFIG", "COMMITMODE", "AUTH", "NOPE",
         ]),
         args in proptest::collection::vec(prop_oneof![
             blob(),

@@ -1,4 +1,4 @@
-//! Connection commands: PING, ECHO, QUIT, HELLO, CLIENT.
+//! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, CLIENT.
 
 use bytes::Bytes;
 
@@ -38,6 +38,16 @@ pub(super) fn parse(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comm
         "echo" => Ok(Command::Echo { message: args.into_iter().nth(1).expect("arity checked") }),
         "quit" => Ok(Command::Quit),
         "hello" => parse_hello(args),
+        // Redis answers more than `AUTH username password` with a syntax error, not an arity one.
+        "auth" if args.len() > 3 => Err(CommandError::Syntax),
+        "auth" => {
+            let mut args = args.into_iter().skip(1);
+            let first = args.next().expect("arity checked");
+            Ok(match args.next() {
+                Some(password) => Command::Auth { username: Some(first), password },
+                None => Command::Auth { username: None, password: first },
+            })
+        }
         "client" => parse_client(spec, args),
         other => unreachable!("{other} is not a connection command"),
     }

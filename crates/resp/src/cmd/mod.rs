@@ -3,7 +3,7 @@
 //!
 //! One file per group, as Redis groups them: [`strings`] (SET, GET, INCR, INCRBY, MSET, MGET),
 //! [`keyspace`] (DEL, EXISTS, DBSIZE, KEYS, SCAN, SELECT), [`connection`] (PING, ECHO, QUIT,
-//! HELLO, CLIENT), [`server`] (INFO, SHUTDOWN, CONFIG, COMMAND), [`commit_mode`] (our COMMITMODE)
+//! HELLO, AUTH, CLIENT), [`server`] (INFO, SHUTDOWN, CONFIG, COMMAND), [`commit_mode`] (our COMMITMODE)
 //! and [`table`], the command table that drives arity checks and COMMAND's replies.
 
 mod commit_mode;
@@ -71,6 +71,8 @@ pub enum Command {
     Quit,
     /// `HELLO [protover [AUTH username password] [SETNAME clientname]]`
     Hello { protocol: Option<ProtocolVersion>, auth: Option<HelloAuth>, client_name: Option<Bytes> },
+    /// `AUTH [username] password`. redoguard has no users but Redis's password-less `default`.
+    Auth { username: Option<Bytes>, password: Bytes },
     /// `COMMAND`, `COMMAND COUNT|INFO|DOCS|LIST|HELP`
     Introspect(CommandQuery),
     /// `CLIENT SETNAME name` (an empty name removes it)
@@ -105,7 +107,7 @@ impl Command {
             return Err(CommandError::WrongArity(spec.name));
         }
         match spec.name {
-            "ping" | "echo" | "quit" | "hello" | "client" => connection::parse(spec, args),
+            "ping" | "echo" | "quit" | "hello" | "client" | "auth" => connection::parse(spec, args),
             "set" | "get" | "incr" | "incrby" | "mset" | "mget" => strings::parse(spec, args),
             "del" | "exists" | "dbsize" | "keys" | "scan" | "select" => keyspace::parse(spec, args),
             "info" | "shutdown" | "config" | "command" => server::parse(spec, args),
@@ -140,6 +142,7 @@ impl Command {
             Command::Shutdown { .. } => "shutdown",
             Command::Quit => "quit",
             Command::Hello { .. } => "hello",
+            Command::Auth { .. } => "auth",
             Command::Introspect(query) => query.name(),
             Command::ClientSetName { .. } => "client|setname",
             Command::ClientGetName => "client|getname",

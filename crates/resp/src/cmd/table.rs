@@ -91,6 +91,7 @@ const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
 
 /// Every command we accept, in alphabetical order.
 pub const COMMANDS: &[CommandSpec] = &[
+    spec("auth", -2, CONNECTION, NO_KEYS),
     CommandSpec { subcommands: CLIENT_SUBCOMMANDS, ..spec("client", -2, &[], NO_KEYS) },
     CommandSpec {
         subcommands: COMMAND_SUBCOMMANDS,

@@ -89,6 +89,23 @@ fn hello_switches_the_protocol_and_replies_in_the_new_one() {
 }
 
 #[test]
+fn auth_behaves_as_redis_without_passwords() {
+    let mut f = Fixture::new();
+    assert_eq!(
+        f.reply(&["AUTH", "secret"]),
+        "-ERR AUTH <password> called without any password configured for the default user. \
+         Are you sure your configuration is correct?\r\n"
+    );
+    assert_eq!(f.reply(&["AUTH", "default", "anything"]), "+OK\r\n");
+    assert_eq!(
+        f.reply(&["AUTH", "admin", "secret"]),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(f.reply(&["AUTH", "a", "b", "c"]), "-ERR syntax error\r\n");
+    assert_eq!(f.reply(&["AUTH"]), "-ERR wrong number of arguments for 'auth' command\r\n");
+}
+
+#[test]
 fn commit_mode_is_kept_per_session() {
     let mut f = Fixture::new();
     assert_eq!(f.reply(&["COMMITMODE"]), "$14\r\nWAIT IMMEDIATE\r\n");
@@ -123,7 +140,7 @@ fn command_introspection_satisfies_clients() {
     let count = crate::cmd::table::COMMANDS.len();
     assert_eq!(f.reply(&["COMMAND", "COUNT"]), format!(":{count}\r\n"));
     assert!(
-        f.reply(&["COMMAND"]).starts_with(&format!("*{count}\r\n*10\r\n$6\r\nclient\r\n:-2\r\n"))
+        f.reply(&["COMMAND"]).starts_with(&format!("*{count}\r\n*10\r\n$4\r\nauth\r\n:-2\r\n"))
     );
     assert_eq!(
         f.reply(&["COMMAND", "INFO", "get", "nosuch"]),
