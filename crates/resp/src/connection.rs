@@ -1,0 +1,193 @@
+//! The tokio side: moves bytes between a socket and the sans-IO decoder and encoder, with a
+//! bounded read buffer and a write buffer flushed in batches for pipelined clients.
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::cmd::{Command, CommandError};
+use crate::error::ProtocolError;
+use crate::frame::{Frame, ProtocolVersion};
+use crate::limits::Limits;
+use crate::request::{Request, RequestDecoder};
+
+/// Bytes the read buffer has room for before each read: large enough that a big bulk arrives in
+/// few reads, small enough that 10 000 idle connections cost little.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Buffered reply bytes above which [`Connection::write_reply`] writes them out at once, so a
+/// pipeline of large replies cannot pile up in memory.
+const WRITE_BUFFER_FLUSH_BYTES: usize = 64 * 1024;
+
+/// Why a connection cannot go on. After any of these the server closes it; after a
+/// [`ConnectionError::Protocol`] it first sends [`ProtocolError::to_frame`].
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The peer closed its side with part of a request buffered.
+    #[error("connection reset by peer mid-frame ({buffered} bytes of an incomplete request)")]
+    ResetMidFrame { buffered: usize },
+    #[error("connection I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One client connection: a stream (a `TcpStream`, or anything `AsyncRead + AsyncWrite`, such
+/// as `tokio::io::duplex` in tests), a read buffer and a write buffer.
+///
+/// Memory: the read buffer holds at most one incomplete request, which [`Limits`] bounds by
+/// `request_bytes_max` (or `inline_bytes_max`), plus one read of 16 KiB; its capacity can be up
+/// to twice that while it grows. The write buffer is written out once it passes 64 KiB.
+///
+/// A typical server loop, which batches the replies of pipelined requests into one write:
+///
+/// ```no_run
+/// # async fn serve(stream: tokio::net::TcpStream, facts: resp::ServerFacts) -> Result<(), resp::ConnectionError> {
+/// use resp::{Action, Connection, Limits, Session};
+/// let limits = Limits::default();
+/// let mut connection = Connection::new(stream, limits.clone());
+/// let mut session = Session::new(1, &limits);
+/// loop {
+///     let parsed = match connection.read_command().await {
+///         Ok(Some(parsed)) => parsed,
+///         Ok(None) => break, // clean end of stream
+///         Err(resp::ConnectionError::Protocol(error)) => {
+///             connection.write_reply(&error.to_frame(), session.protocol()).await?;
+///             break;
+///         }
+///         Err(error) => return Err(error),
+///     };
+///     match session.handle(parsed, &facts) {
+///         Action::Reply(reply) => connection.write_reply(&reply, session.protocol()).await?,
+///         Action::ReplyAndClose(reply) => {
+///             connection.write_reply(&reply, session.protocol()).await?;
+///             break;
+///         }
+///         Action::Execute(_command) => { /* run it, then write_reply its result */ }
+///         Action::ExecuteTransaction(_commands) => { /* run them atomically, reply an array */ }
+///     }
+/// }
+/// connection.shutdown().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Connection<S> {
+    stream: S,
+    read_buffer: BytesMut,
+    decoder: RequestDecoder,
+    write_buffer: Vec<u8>,
+    /// How much of `write_buffer` is already on the stream; kept here, not in a future, so that
+    /// a cancelled flush resumes where it stopped.
+    written: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    pub fn new(stream: S, limits: Limits) -> Connection<S> {
+        Connection {
+            stream,
+            read_buffer: BytesMut::new(),
+            decoder: RequestDecoder::new(limits),
+            write_buffer: Vec::new(),
+            written: 0,
+        }
+    }
+
+    /// Reads the next request. `Ok(None)` at a clean end of stream (nothing buffered).
+    ///
+    /// Before it waits for the peer it writes out any buffered replies, so pipelined requests
+    /// get their replies in one write and nothing waits on a reply still in our buffer.
+    ///
+    /// Cancel-safe: dropping the future (for example when `tokio::time::timeout` for the idle
+    /// timeout fires) loses nothing; bytes read so far stay buffered, the decoder keeps its
+    /// progress, and a partly written reply resumes at the next call or [`Connection::flush`].
+    pub async fn read_request(&mut self) -> Result<Option<Request>, ConnectionError> {
+        loop {
+            if let Some(request) = self.decoder.decode(&mut self.read_buffer)? {
+                return Ok(Some(request));
+            }
+            self.flush().await?;
+            if self.read_buffer.is_empty() && self.read_buffer.capacity() > 2 * READ_CHUNK_BYTES {
+                // A large request grew the buffer; an idle connection should not keep that.
+                self.read_buffer = BytesMut::new();
+            }
+            if self.read_buffer.capacity() - self.read_buffer.len() < READ_CHUNK_BYTES / 4 {
+                self.read_buffer.reserve(READ_CHUNK_BYTES);
+            }
+            if self.stream.read_buf(&mut self.read_buffer).await? == 0 {
+                if self.read_buffer.is_empty() {
+                    return Ok(None);
+                }
+                return Err(ConnectionError::ResetMidFrame { buffered: self.read_buffer.len() });
+            }
+        }
+    }
+
+    /// Reads the next request and parses it as a command. The inner `Err` is a command error
+    /// (unknown command, wrong arity, …) to reply to; the connection stays usable. Cancel-safe
+    /// as [`Connection::read_request`].
+    pub async fn read_command(
+        &mut self,
+    ) -> Result<Option<Result<Command, CommandError>>, ConnectionError> {
+        Ok(self.read_request().await?.map(Command::parse))
+    }
+
+    /// Appends a reply to the write buffer without writing it.
+    pub fn buffer_reply(&mut self, reply: &Frame, version: ProtocolVersion) {
+        reply.encode(version, &mut self.write_buffer);
+    }
+
+    /// Appends a reply to the write buffer and writes the buffer out once it passes 64 KiB.
+    /// Small replies stay buffered until [`Connection::flush`] or the next
+    /// [`Connection::read_request`] that has to wait for the peer.
+    pub async fn write_reply(
+        &mut self,
+        reply: &Frame,
+        version: ProtocolVersion,
+    ) -> Result<(), ConnectionError> {
+        self.buffer_reply(reply, version);
+        if self.write_buffer.len() - self.written >= WRITE_BUFFER_FLUSH_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes out every buffered reply. Cancel-safe: what was written stays written, and the
+    /// next call goes on from there.
+    pub async fn flush(&mut self) -> Result<(), ConnectionError> {
+        if self.written == self.write_buffer.len() {
+            return Ok(());
+        }
+        while self.written < self.write_buffer.len() {
+            let count = self.stream.write(&self.write_buffer[self.written..]).await?;
+            if count == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+            }
+            self.written += count;
+        }
+        self.write_buffer.clear();
+        self.written = 0;
+        // A large reply may have grown the buffer; do not keep megabytes per idle connection.
+        if self.write_buffer.capacity() > 4 * WRITE_BUFFER_FLUSH_BYTES {
+            self.write_buffer = Vec::new();
+        }
+        self.stream.flush().await?;
+        Ok(())
+    }
+
+    /// Flushes, then shuts the write side down so the peer sees the end of the stream.
+    pub async fn shutdown(&mut self) -> Result<(), ConnectionError> {
+        self.flush().await?;
+        self.stream.shutdown().await?;
+        Ok(())
+    }
+
+    pub fn get_ref(&self) -> &S {
+        &self.stream
+    }
+
+    pub fn into_inner(self) -> S {
+        self.stream
+    }
+}
+
+#[cfg(test)]
+mod tests;
