@@ -18,7 +18,7 @@ pub mod crashdisk;
 pub mod error;
 pub mod format;
 pub mod log_buffer;
-mod log_writer;
+pub mod log_writer;
 pub mod online_log;
 pub mod reader;
 pub mod storage;
@@ -38,6 +38,7 @@ use stats::{Metrics, Statistic, WaitEvent};
 pub use catalog::ArchivedLog;
 pub use config::{RedoConfig, WriterMode};
 pub use error::{RedoError, Result};
+pub use log_writer::Durable;
 pub use online_log::{GroupState, GroupStatus, MemberState, MemberStatus};
 pub use reader::RedoReader;
 pub use storage::{IoMode, OsStorage, Storage};
@@ -408,6 +409,36 @@ impl RedoLog {
             }
             (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
         }
+    }
+
+    /// The async form of `complete_commit`: `None` when there is nothing to wait for
+    /// (NOWAIT; an IMMEDIATE one has asked the log writer to write), else a future that
+    /// resolves once `scn` is durable. The future is runtime-agnostic.
+    pub fn commit_waiter(&self, scn: Scn, options: CommitOptions) -> Option<Durable> {
+        let shared = &self.shared;
+        match (options.wait, options.logging) {
+            (CommitWait::Wait, logging) => {
+                if shared.durable_scn() < scn {
+                    shared.stats.redo_synch_writes.incr();
+                }
+                let urgency = if logging == CommitLogging::Immediate {
+                    Urgency::Lead
+                } else {
+                    Urgency::Passive
+                };
+                Some(Durable::new(shared.clone(), scn, urgency))
+            }
+            (CommitWait::NoWait, CommitLogging::Immediate) => {
+                shared.background.notify();
+                None
+            }
+            (CommitWait::NoWait, CommitLogging::Batch) => None,
+        }
+    }
+
+    /// Counts a commit in "user commits" (for callers that append and complete separately).
+    pub fn count_commit(&self) {
+        self.shared.stats.user_commits.incr();
     }
 
     /// Waits until every record up to `scn` is durable, writing it now if needed.

@@ -17,8 +17,11 @@
 //! units; exactly one leader exists at a time (`CommitState::leader`). Durability is
 //! published (`durable_scn`) only after every valid member's sync returned.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
@@ -44,17 +47,42 @@ const DONE: u8 = 1;
 const LEAD: u8 = 2;
 const FAILED: u8 = 3;
 
-/// Where a parked waiter learns its outcome.
+/// How a waiter is woken: a parked thread, or an async task.
+#[derive(Debug)]
+enum Wake {
+    Thread(Thread),
+    Task(parking_lot::Mutex<Option<Waker>>),
+}
+
+/// Where a waiter learns its outcome.
 #[derive(Debug)]
 struct WaitSlot {
     outcome: AtomicU8,
-    thread: Thread,
+    wake: Wake,
 }
 
 impl WaitSlot {
+    fn for_thread() -> Arc<WaitSlot> {
+        Arc::new(WaitSlot {
+            outcome: AtomicU8::new(WAITING),
+            wake: Wake::Thread(thread::current()),
+        })
+    }
+
+    fn for_task(waker: &Waker) -> Arc<WaitSlot> {
+        Arc::new(WaitSlot {
+            outcome: AtomicU8::new(WAITING),
+            wake: Wake::Task(parking_lot::Mutex::new(Some(waker.clone()))),
+        })
+    }
+
+    fn outcome(&self) -> u8 {
+        self.outcome.load(Ordering::Acquire)
+    }
+
     fn park(&self) -> u8 {
         loop {
-            let outcome = self.outcome.load(Ordering::Acquire);
+            let outcome = self.outcome();
             if outcome != WAITING {
                 return outcome;
             }
@@ -64,7 +92,14 @@ impl WaitSlot {
 
     fn complete(&self, outcome: u8) {
         self.outcome.store(outcome, Ordering::Release);
-        self.thread.unpark();
+        match &self.wake {
+            Wake::Thread(thread) => thread.unpark(),
+            Wake::Task(waker) => {
+                if let Some(waker) = waker.lock().take() {
+                    waker.wake();
+                }
+            }
+        }
     }
 }
 
@@ -139,8 +174,7 @@ impl Shared {
                 self.lead();
                 continue;
             }
-            let slot =
-                Arc::new(WaitSlot { outcome: AtomicU8::new(WAITING), thread: thread::current() });
+            let slot = WaitSlot::for_thread();
             commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
             drop(commit);
             if wake_background {
@@ -151,6 +185,48 @@ impl Shared {
                 FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
                 _ => {}
             }
+        }
+    }
+
+    /// Registers a task waiting for `scn` (see `Durable`). Returns `None` if there is
+    /// nothing to wait for, or `Some(slot)` once the task is queued; with `Lead` urgency and
+    /// no leader, the caller becomes the leader and writes first.
+    fn register_task(
+        &self,
+        scn: Scn,
+        urgency: Urgency,
+        waker: &Waker,
+    ) -> Result<Option<Arc<WaitSlot>>> {
+        let may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
+        loop {
+            if self.durable_scn() >= scn {
+                return Ok(None);
+            }
+            let mut commit = self.commit.lock();
+            if let Some(error) = self.failure() {
+                return Err(error);
+            }
+            if self.durable_scn() >= scn {
+                return Ok(None);
+            }
+            if self.is_shut_down() {
+                return Err(RedoError::Shutdown);
+            }
+            if may_lead && !commit.leader {
+                commit.leader = true;
+                drop(commit);
+                // The lone committer writes its own redo, here, on its own thread: no
+                // hand-off to pay for.
+                self.lead();
+                continue;
+            }
+            let slot = WaitSlot::for_task(waker);
+            commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
+            drop(commit);
+            if urgency == Urgency::Lead && !may_lead {
+                self.background.notify();
+            }
+            return Ok(Some(slot));
         }
     }
 
@@ -165,8 +241,7 @@ impl Shared {
             return Err(error);
         }
         if commit.leader {
-            let slot =
-                Arc::new(WaitSlot { outcome: AtomicU8::new(WAITING), thread: thread::current() });
+            let slot = WaitSlot::for_thread();
             commit.waiters.push(Waiter { scn: None, may_lead: true, slot: slot.clone() });
             drop(commit);
             if slot.park() != LEAD {
@@ -580,6 +655,106 @@ impl Shared {
                     tracing::warn!(%error, "log switch for archive_lag_target failed");
                 }
             }
+        }
+    }
+}
+
+/// A future that resolves once an SCN is durable: the async form of `wait_durable`, for
+/// sessions served by tokio tasks. A task handed the leadership writes as leader when it is
+/// next polled. Dropping it gives up the wait (and passes on the leadership if it held it).
+pub struct Durable {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) scn: Scn,
+    pub(crate) urgency: Urgency,
+    slot: Option<Arc<WaitSlot>>,
+    started: Option<Instant>,
+}
+
+impl Durable {
+    pub(crate) fn new(shared: Arc<Shared>, scn: Scn, urgency: Urgency) -> Durable {
+        Durable { shared, scn, urgency, slot: None, started: None }
+    }
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable").field("scn", &self.scn).finish()
+    }
+}
+
+impl Future for Durable {
+    type Output = Result<()>;
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Result<()>> {
+        let this = &mut *self;
+        if this.started.is_none() {
+            if this.shared.durable_scn() >= this.scn {
+                return Poll::Ready(Ok(()));
+            }
+            this.started = Some(Instant::now());
+        }
+        loop {
+            if let Some(slot) = &this.slot {
+                match slot.outcome() {
+                    WAITING => {
+                        if let Wake::Task(waker) = &slot.wake {
+                            let mut registered = waker.lock();
+                            // Re-check under the lock: `complete` stores the outcome before it
+                            // takes the waker.
+                            if slot.outcome() == WAITING {
+                                if !registered
+                                    .as_ref()
+                                    .is_some_and(|waker| waker.will_wake(context.waker()))
+                                {
+                                    *registered = Some(context.waker().clone());
+                                }
+                                return Poll::Pending;
+                            }
+                        }
+                        continue;
+                    }
+                    LEAD => {
+                        this.slot = None;
+                        this.shared.lead();
+                    }
+                    FAILED => {
+                        this.slot = None;
+                        return Poll::Ready(Err(this
+                            .shared
+                            .failure()
+                            .unwrap_or(RedoError::Shutdown)));
+                    }
+                    _ => this.slot = None,
+                }
+            }
+            match this.shared.register_task(this.scn, this.urgency, context.waker()) {
+                Err(error) => return Poll::Ready(Err(error)),
+                Ok(None) => {
+                    if let Some(started) = this.started.take() {
+                        this.shared.waits.log_file_sync.record_since(started);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Some(slot)) => this.slot = Some(slot),
+            }
+        }
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else { return };
+        let mut commit = self.shared.commit.lock();
+        if let Some(index) =
+            commit.waiters.iter().position(|waiter| Arc::ptr_eq(&waiter.slot, &slot))
+        {
+            commit.waiters.swap_remove(index);
+            return;
+        }
+        drop(commit);
+        if slot.outcome() == LEAD {
+            // We were handed the leadership and will never use it: pass it on.
+            self.shared.end_leadership(None);
         }
     }
 }
