@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::Shared;
@@ -44,11 +45,6 @@ impl Shared {
         }
     }
 
-    /// Why archiving `seq` last failed, if it did and has not succeeded since.
-    pub(crate) fn archive_error(&self, seq: LogSeq) -> Option<String> {
-        self.archive_queue.lock().errors.get(&seq).cloned()
-    }
-
     /// Every current archiving failure.
     pub(crate) fn archive_errors(&self) -> BTreeMap<LogSeq, String> {
         self.archive_queue.lock().errors.clone()
@@ -76,6 +72,9 @@ impl Shared {
             match result {
                 Ok(()) => {
                     queue.errors.remove(&seq);
+                    if queue.errors.is_empty() {
+                        self.archive_failing.store(false, Ordering::Release);
+                    }
                     drop(queue);
                     {
                         let mut table = self.table.lock();
@@ -90,6 +89,7 @@ impl Shared {
                 Err(error) => {
                     tracing::error!(%seq, %error, "archiving failed; will retry");
                     queue.errors.insert(seq, error.to_string());
+                    self.archive_failing.store(true, Ordering::Release);
                     drop(queue);
                     self.table_changed.notify_all();
                     // Retry after the interval (or at shutdown, give up until the next open).

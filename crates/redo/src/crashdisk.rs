@@ -176,6 +176,12 @@ impl CrashDisk {
         self.state.lock().syncs
     }
 
+    /// Number of changes to `path` written since its last sync (what a power cut may tear).
+    pub fn unsynced_changes(&self, path: &Path) -> usize {
+        let state = self.state.lock();
+        state.names.get(path).map_or(0, |&inode| state.inodes[inode].pending.len())
+    }
+
     /// The content of `path` as reads see it now.
     pub fn contents(&self, path: &Path) -> Option<Vec<u8>> {
         let state = self.state.lock();
@@ -511,6 +517,41 @@ impl Storage for CrashDisk {
     fn available_bytes(&self, _path: &Path) -> Option<u64> {
         let state = self.state.lock();
         state.capacity_bytes.map(|capacity| capacity.saturating_sub(state.used_bytes()))
+    }
+}
+
+/// Bounds a test that could hang on a bug (a lost wake-up, a deadlock): if it is still alive
+/// after `limit`, the process prints what was running and aborts, so a test run fails in
+/// bounded time with a message instead of hanging CI.
+#[derive(Debug)]
+pub struct Watchdog {
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Watchdog {
+    pub fn new(limit: std::time::Duration, what: &'static str) -> Watchdog {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let watching = done.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + limit;
+            while std::time::Instant::now() < deadline {
+                if watching.load(std::sync::atomic::Ordering::Acquire) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            eprintln!(
+                "watchdog: {what} still running after {limit:?}; aborting (a hang is a failure)"
+            );
+            std::process::abort();
+        });
+        Watchdog { done }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
     }
 }
 

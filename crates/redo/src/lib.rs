@@ -152,8 +152,8 @@ pub(crate) struct Shared {
     pub archive_ready: Condvar,
     shutdown: AtomicBool,
     pub failure: Mutex<Option<String>>,
-    /// Set while the log writer waits for a log whose archiving fails.
-    pub stuck: Mutex<Option<(LogSeq, String)>>,
+    /// Set while archiving of some log fails: new redo is refused then (see `append`).
+    pub archive_failing: AtomicBool,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
     pub stats: Counters,
     pub waits: Waits,
@@ -324,7 +324,7 @@ impl RedoLog {
             archive_ready: Condvar::new(),
             shutdown: AtomicBool::new(false),
             failure: Mutex::new(None),
-            stuck: Mutex::new(None),
+            archive_failing: AtomicBool::new(false),
             checkpoint_handler: Mutex::new(None),
             identity,
             stats,
@@ -364,7 +364,12 @@ impl RedoLog {
         if shared.is_shut_down() {
             return Err(RedoError::Shutdown);
         }
-        if let Some((seq, reason)) = shared.stuck.lock().clone() {
+        // While archiving fails, new redo is refused at once: the sessions get a clear error
+        // while the current log still has room, instead of their commits hanging later on a
+        // log switch that needs the unarchived group.
+        if shared.archive_failing.load(Ordering::Acquire)
+            && let Some((seq, reason)) = shared.archive_errors().into_iter().next()
+        {
             return Err(RedoError::ArchiverStuck { seq, reason });
         }
         let max = shared.config.max_record_len();
@@ -601,7 +606,7 @@ impl RedoLog {
 
     /// Whether new redo is refused because archiving fails (and why).
     pub fn archiver_stuck(&self) -> Option<(LogSeq, String)> {
-        self.shared.stuck.lock().clone()
+        self.shared.archive_errors().into_iter().next()
     }
 
     /// Writes what is buffered, stops the background threads and waits for them. Logs not

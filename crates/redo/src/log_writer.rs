@@ -561,19 +561,15 @@ impl Shared {
             }
             match reuse {
                 Reuse::Ready => break,
-                Reuse::NeedsArchiving(seq) => {
+                Reuse::NeedsArchiving(_) => {
                     if self.is_shut_down() {
                         return Err(RedoError::Shutdown);
                     }
-                    // New redo is refused while archiving of the log we need fails: sessions
-                    // get an error now instead of hanging on a full log buffer.
-                    *self.stuck.lock() = self.archive_error(seq).map(|reason| (seq, reason));
                 }
                 Reuse::NeedsCheckpoint(scn) => {
                     if self.is_shut_down() {
                         return Err(RedoError::Shutdown);
                     }
-                    *self.stuck.lock() = None;
                     if asked_checkpoint.is_none_or(|asked| asked.elapsed() > Duration::from_secs(1))
                     {
                         asked_checkpoint = Some(Instant::now());
@@ -595,7 +591,6 @@ impl Shared {
             self.table_changed.wait_for(&mut table, Duration::from_millis(100));
         }
         drop(table);
-        *self.stuck.lock() = None;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::crashdisk::{CrashDisk, Fault, Tear};
+use crate::crashdisk::{CrashDisk, Fault, Tear, Watchdog};
 
 const IMMEDIATE_WAIT: CommitOptions =
     CommitOptions { wait: CommitWait::Wait, logging: CommitLogging::Immediate };
@@ -103,6 +103,10 @@ fn commits_survive_a_clean_restart_on_real_files() {
 
 #[test]
 fn log_switches_archive_and_reuse_groups_and_readers_cross_them() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(120),
+        "log_switches_archive_and_reuse_groups_and_readers_cross_them",
+    );
     let disk = CrashDisk::new();
     let config = small_config(Path::new("/db"));
     let log = open_on(&disk, &config).unwrap();
@@ -152,6 +156,8 @@ fn log_switches_archive_and_reuse_groups_and_readers_cross_them() {
 
 #[test]
 fn group_commit_batches_concurrent_committers() {
+    let _watchdog =
+        Watchdog::new(Duration::from_secs(120), "group_commit_batches_concurrent_committers");
     let dir = tempfile::tempdir().unwrap();
     let config = RedoConfig { log_file_size: 8 << 20, ..RedoConfig::default() }.resolve(dir.path());
     let log =
@@ -197,6 +203,7 @@ fn group_commit_batches_concurrent_committers() {
 
 #[test]
 fn dedicated_writer_and_commit_options() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "dedicated_writer_and_commit_options");
     for writer in [WriterMode::Dedicated, WriterMode::Leader] {
         let disk = CrashDisk::new();
         let config = RedoConfig { writer, ..small_config(Path::new("/db")) };
@@ -309,6 +316,10 @@ fn archive_lag_target_switches_an_idle_log() {
 
 #[test]
 fn a_failing_member_is_taken_out_and_the_group_goes_on() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(120),
+        "a_failing_member_is_taken_out_and_the_group_goes_on",
+    );
     let disk = CrashDisk::new();
     let config = RedoConfig { members: 2, ..small_config(Path::new("/db")) };
     let log = open_on(&disk, &config).unwrap();
@@ -360,15 +371,19 @@ fn a_failing_member_is_taken_out_and_the_group_goes_on() {
 
 #[test]
 fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(120),
+        "a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns",
+    );
     let disk = CrashDisk::new();
     let config = small_config(Path::new("/db"));
     let log = open_on(&disk, &config).unwrap();
     log.commit(b"before", IMMEDIATE_WAIT).unwrap();
     // The log files are preallocated: only archiving needs space.
     disk.set_capacity(Some(disk_used(&disk) + 20_000));
-    // A session commits until the log writer needs a group that cannot be archived: its
-    // commit then waits (its redo is already being written), while new redo is refused with
-    // a clear error instead of piling up.
+    // A session commits until archiving fails: from then on new redo is refused with a clear
+    // error, while the current log still has room for what was already accepted. (A commit
+    // already waiting for a log switch that needs the unarchived group waits for space.)
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let committer = {
         let log = log.clone();
@@ -376,10 +391,12 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
         thread::spawn(move || {
             let mut committed = 0u64;
             while !stop.load(Ordering::Acquire) {
-                log.commit(&payload_for(committed, 4000), IMMEDIATE_WAIT)?;
-                committed += 1;
+                match log.commit(&payload_for(committed, 4000), IMMEDIATE_WAIT) {
+                    Ok(_) => committed += 1,
+                    Err(error) => return (committed, Some(error)),
+                }
             }
-            Ok::<u64, RedoError>(committed)
+            (committed, None)
         })
     };
     wait_until("the archiver reports the full disk", || log.archiver_stuck().is_some());
@@ -393,10 +410,14 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
         log.archiver_stuck().is_none() && log.status().archive_errors.is_empty()
     });
     stop.store(true, Ordering::Release);
-    // The commit that was waiting for the switch completed once space returned: none failed.
-    let committed =
-        committer.join().unwrap().expect("in-flight commits wait for space, they do not fail");
+    let (committed, error) = committer.join().unwrap();
     assert!(committed > 0);
+    if let Some(error) = error {
+        assert!(
+            matches!(error, RedoError::ArchiverStuck { .. }),
+            "the only failure is a refusal: {error}"
+        );
+    }
     for n in 0..50u64 {
         log.commit(&payload_for(n, 4000), IMMEDIATE_WAIT).unwrap();
     }
@@ -483,6 +504,8 @@ fn a_reader_continues_from_the_archive_when_its_group_is_reused() {
 /// must accept new redo after it.
 #[test]
 fn power_cuts_lose_no_acknowledged_commit() {
+    let _watchdog =
+        Watchdog::new(Duration::from_secs(120), "power_cuts_lose_no_acknowledged_commit");
     let base_seed: u64 = std::env::var("REDOGUARD_SEED")
         .ok()
         .and_then(|seed| seed.parse().ok())
@@ -644,6 +667,10 @@ fn archived_file_names_sort_by_sequence() {
 
 #[test]
 fn async_committers_group_commit_and_a_cancelled_wait_loses_nothing() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(120),
+        "async_committers_group_commit_and_a_cancelled_wait_loses_nothing",
+    );
     let dir = tempfile::tempdir().unwrap();
     let config = RedoConfig { log_file_size: 8 << 20, ..RedoConfig::default() }.resolve(dir.path());
     let log =

@@ -1,0 +1,274 @@
+//! The in-memory layers over the data files, newest first:
+//!
+//! - *pending*: changes whose redo is in the log buffer but not yet durable. Other sessions
+//!   see them at once (as in the reference, a commit is visible when its redo is in the log
+//!   buffer; the committing session's reply waits for durability).
+//! - *dirty*: changes whose redo is durable, not yet in the data files.
+//! - *flushing*: dirty changes being written by a checkpoint.
+//! - the data files (`Store`).
+//!
+//! *Architecture Invariant*: only changes whose redo is durable ever leave *pending*, so a
+//! checkpoint never writes a change to the data files before its redo is on disk (the
+//! write-ahead rule), and a checkpoint never has to wait for the log writer, which may itself
+//! be waiting for that checkpoint to free a log group.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use redo::Scn;
+
+use crate::change::Change;
+use crate::store::Changed;
+
+/// Memory charged per entry beyond its key and value (tree node, `Bytes` headers).
+const ENTRY_OVERHEAD_BYTES: usize = 64;
+
+fn entry_bytes(key: &Bytes, value: &Option<Bytes>) -> usize {
+    ENTRY_OVERHEAD_BYTES + key.len() + value.as_ref().map_or(0, Bytes::len)
+}
+
+/// What the in-memory layers know of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The key's value (or `None`: deleted) is known here.
+    Known(Option<Bytes>),
+    /// Not changed since the last checkpoint: ask the data files.
+    Store,
+}
+
+#[derive(Debug, Default)]
+pub struct Cache {
+    /// Not yet durable, in SCN order.
+    pending: VecDeque<(Scn, Vec<Change>)>,
+    /// Latest pending value per key, and how many pending changes touch it.
+    pending_index: BTreeMap<Bytes, (Option<Bytes>, usize)>,
+    pending_bytes: usize,
+    /// Durable, not yet checkpointed.
+    dirty: BTreeMap<Bytes, Option<Bytes>>,
+    dirty_bytes: usize,
+    /// Being written by a checkpoint.
+    flushing: Option<Arc<Changed>>,
+    flushing_bytes: usize,
+    /// Every change at or below this SCN has left *pending*.
+    promoted_scn: Scn,
+}
+
+impl Cache {
+    pub fn new(promoted_scn: Scn) -> Cache {
+        Cache { promoted_scn, ..Cache::default() }
+    }
+
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
+        if let Some((value, _)) = self.pending_index.get(key) {
+            return Lookup::Known(value.clone());
+        }
+        if let Some(value) = self.dirty.get(key) {
+            return Lookup::Known(value.clone());
+        }
+        if let Some(value) = self.flushing.as_ref().and_then(|flushing| flushing.get(key)) {
+            return Lookup::Known(value.clone());
+        }
+        Lookup::Store
+    }
+
+    /// Adds the changes of a transaction whose redo got `scn` and is not yet durable.
+    pub fn add_pending(&mut self, scn: Scn, changes: Vec<Change>) {
+        debug_assert!(self.pending.back().is_none_or(|(last, _)| *last < scn));
+        for change in &changes {
+            let value = change.value().cloned();
+            self.pending_bytes += entry_bytes(change.key(), &value);
+            let entry = self.pending_index.entry(change.key().clone()).or_insert((None, 0));
+            entry.0 = value;
+            entry.1 += 1;
+        }
+        self.pending.push_back((scn, changes));
+    }
+
+    /// SCN of the oldest pending transaction.
+    pub fn oldest_pending(&self) -> Option<Scn> {
+        self.pending.front().map(|(scn, _)| *scn)
+    }
+
+    /// Moves every pending transaction at or below `durable` into *dirty*, in SCN order.
+    pub fn promote(&mut self, durable: Scn) {
+        while let Some((scn, _)) = self.pending.front() {
+            if *scn > durable {
+                break;
+            }
+            let (scn, changes) = self.pending.pop_front().expect("front exists");
+            for change in changes {
+                let key = change.key().clone();
+                let value = change.value().cloned();
+                self.pending_bytes -= entry_bytes(&key, &value);
+                if let Some(entry) = self.pending_index.get_mut(&key) {
+                    entry.1 -= 1;
+                    if entry.1 == 0 {
+                        self.pending_index.remove(&key);
+                    }
+                }
+                self.put_dirty(key, value);
+            }
+            // Never beyond the last transaction actually promoted: the next one may have its
+            // SCN (even a durable one) and not be in `pending` yet.
+            self.promoted_scn = scn;
+        }
+    }
+
+    /// Applies durable changes directly (recovery and standby apply).
+    pub fn apply_durable(&mut self, scn: Scn, changes: Vec<Change>) {
+        debug_assert!(
+            self.pending.is_empty(),
+            "durable changes are applied only when nothing is pending"
+        );
+        for change in changes {
+            let value = change.value().cloned();
+            self.put_dirty(change.key().clone(), value);
+        }
+        self.promoted_scn = self.promoted_scn.max(scn);
+    }
+
+    fn put_dirty(&mut self, key: Bytes, value: Option<Bytes>) {
+        self.dirty_bytes += entry_bytes(&key, &value);
+        if let Some(old) = self.dirty.insert(key.clone(), value) {
+            self.dirty_bytes -= entry_bytes(&key, &old);
+        }
+    }
+
+    pub fn promoted_scn(&self) -> Scn {
+        self.promoted_scn
+    }
+
+    /// Whether anything is waiting for a checkpoint.
+    pub fn has_dirty(&self) -> bool {
+        !self.dirty.is_empty() || self.flushing.is_some()
+    }
+
+    /// Bytes of changes not yet in the data files.
+    pub fn unwritten_bytes(&self) -> usize {
+        self.pending_bytes + self.dirty_bytes + self.flushing_bytes
+    }
+
+    pub fn dirty_keys(&self) -> usize {
+        self.dirty.len()
+    }
+
+    /// Starts a checkpoint: *dirty* becomes *flushing* (merged into what a failed checkpoint
+    /// left there). Returns the changes to write and the SCN they bring the data files to.
+    pub fn begin_checkpoint(&mut self) -> (Arc<Changed>, Scn) {
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut flushing = match self.flushing.take() {
+            Some(previous) => Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone()),
+            None => Changed::new(),
+        };
+        flushing.extend(dirty);
+        self.flushing_bytes = flushing.iter().map(|(key, value)| entry_bytes(key, value)).sum();
+        self.dirty_bytes = 0;
+        let flushing = Arc::new(flushing);
+        self.flushing = Some(flushing.clone());
+        (flushing, self.promoted_scn)
+    }
+
+    /// The checkpoint that wrote `written` is durable.
+    pub fn end_checkpoint(&mut self, written: &Arc<Changed>) {
+        if self.flushing.as_ref().is_some_and(|flushing| Arc::ptr_eq(flushing, written)) {
+            self.flushing = None;
+            self.flushing_bytes = 0;
+        }
+    }
+
+    /// Key/value entries of every in-memory layer after `after` (exclusive), newest layer
+    /// first, each in key order: the caller merges them with the data files.
+    pub fn layers_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Vec<Vec<(Bytes, Option<Bytes>)>> {
+        use std::ops::Bound;
+        let lower: Bound<&[u8]> = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let range = |map: &BTreeMap<Bytes, Option<Bytes>>| -> Vec<(Bytes, Option<Bytes>)> {
+            map.range::<[u8], _>((lower, Bound::Unbounded))
+                .take(limit)
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect()
+        };
+        let pending = self
+            .pending_index
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .take(limit)
+            .map(|(key, (value, _))| (key.clone(), value.clone()))
+            .collect();
+        let mut layers = vec![pending, range(&self.dirty)];
+        if let Some(flushing) = &self.flushing {
+            layers.push(range(flushing));
+        }
+        layers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &str, value: &str) -> Change {
+        Change::Put {
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            value: Bytes::copy_from_slice(value.as_bytes()),
+        }
+    }
+
+    fn known(value: &str) -> Lookup {
+        Lookup::Known(Some(Bytes::copy_from_slice(value.as_bytes())))
+    }
+
+    #[test]
+    fn layers_shadow_in_order_and_promotion_keeps_scn_order() {
+        let mut cache = Cache::new(Scn(0));
+        cache.add_pending(Scn(1), vec![put("a", "1")]);
+        cache.add_pending(Scn(2), vec![put("a", "2"), put("b", "1")]);
+        cache.add_pending(Scn(3), vec![Change::Delete { key: Bytes::from_static(b"b") }]);
+        assert_eq!(cache.lookup(b"a"), known("2"));
+        assert_eq!(cache.lookup(b"b"), Lookup::Known(None));
+        assert_eq!(cache.lookup(b"c"), Lookup::Store);
+        cache.promote(Scn(1));
+        assert_eq!(cache.promoted_scn(), Scn(1));
+        // a's latest value is still the pending one.
+        assert_eq!(cache.lookup(b"a"), known("2"));
+        let (flushing, scn) = cache.begin_checkpoint();
+        assert_eq!(scn, Scn(1));
+        assert_eq!(
+            flushing.get(&b"a"[..]),
+            Some(&Some(Bytes::from_static(b"1"))),
+            "only durable changes are checkpointed"
+        );
+        assert_eq!(flushing.len(), 1);
+        cache.promote(Scn(3));
+        assert_eq!(cache.lookup(b"b"), Lookup::Known(None));
+        assert_eq!(cache.lookup(b"a"), known("2"));
+        cache.end_checkpoint(&flushing);
+        assert_eq!(cache.lookup(b"a"), known("2"));
+        let (second, scn) = cache.begin_checkpoint();
+        assert_eq!(scn, Scn(3));
+        assert_eq!(second.len(), 2);
+        cache.end_checkpoint(&second);
+        assert_eq!(cache.lookup(b"a"), Lookup::Store);
+        assert_eq!(cache.unwritten_bytes(), 0);
+    }
+
+    #[test]
+    fn a_failed_checkpoint_is_merged_into_the_next() {
+        let mut cache = Cache::new(Scn(0));
+        cache.add_pending(Scn(1), vec![put("a", "1"), put("b", "1")]);
+        cache.promote(Scn(1));
+        let (_failed, _) = cache.begin_checkpoint();
+        cache.add_pending(Scn(2), vec![put("a", "2")]);
+        cache.promote(Scn(2));
+        let (retry, scn) = cache.begin_checkpoint();
+        assert_eq!(scn, Scn(2));
+        assert_eq!(retry.get(&b"a"[..]), Some(&Some(Bytes::from_static(b"2"))));
+        assert_eq!(retry.get(&b"b"[..]), Some(&Some(Bytes::from_static(b"1"))));
+    }
+}

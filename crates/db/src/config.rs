@@ -1,0 +1,109 @@
+//! Configuration of the database: the `[db]` section of the config file.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DbError;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DbConfig {
+    /// Directory of the data files. Relative paths are resolved against the data directory.
+    /// Default: `data`.
+    pub dir: PathBuf,
+
+    /// A checkpoint runs at least this often (when anything changed). Bounds: 100ms..=1h.
+    /// Default: 30s.
+    #[serde(with = "units::serde_human::duration")]
+    pub checkpoint_interval: Duration,
+
+    /// Changed-but-not-checkpointed data that starts a checkpoint early. Bounds: 1 MiB..=16 GiB.
+    /// Default: 64 MiB.
+    #[serde(with = "units::serde_human::size")]
+    pub checkpoint_dirty_bytes: u64,
+
+    /// Changed-but-not-checkpointed data beyond which writers wait for a checkpoint ("free
+    /// buffer waits"). Bounds: at least 2 × `checkpoint_dirty_bytes`, at most 64 GiB.
+    /// Default: 256 MiB.
+    #[serde(with = "units::serde_human::size")]
+    pub dirty_bytes_max: u64,
+
+    /// Page cache of the data files. Bounds: 1 MiB..=64 GiB. Default: 64 MiB.
+    #[serde(with = "units::serde_human::size")]
+    pub cache_size: u64,
+
+    /// Wait before retrying a failed checkpoint (a full disk, say). Bounds: 10ms..=1min.
+    /// Default: 1s.
+    #[serde(with = "units::serde_human::duration")]
+    pub checkpoint_retry_interval: Duration,
+}
+
+impl Default for DbConfig {
+    fn default() -> DbConfig {
+        DbConfig {
+            dir: PathBuf::from("data"),
+            checkpoint_interval: Duration::from_secs(30),
+            checkpoint_dirty_bytes: 64 << 20,
+            dirty_bytes_max: 256 << 20,
+            cache_size: 64 << 20,
+            checkpoint_retry_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl DbConfig {
+    pub fn resolve(mut self, base: &Path) -> DbConfig {
+        if self.dir.is_relative() {
+            self.dir = base.join(&self.dir);
+        }
+        self
+    }
+
+    pub fn validate(&self) -> Result<(), DbError> {
+        let invalid = |field: &'static str, reason: String| Err(DbError::Config { field, reason });
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600))
+            .contains(&self.checkpoint_interval)
+        {
+            return invalid(
+                "checkpoint_interval",
+                format!("{:?} is outside 100ms..=1h", self.checkpoint_interval),
+            );
+        }
+        if !(1 << 20..=16 << 30).contains(&self.checkpoint_dirty_bytes) {
+            return invalid(
+                "checkpoint_dirty_bytes",
+                format!("{} is outside 1 MiB..=16 GiB", self.checkpoint_dirty_bytes),
+            );
+        }
+        if self.dirty_bytes_max < 2 * self.checkpoint_dirty_bytes || self.dirty_bytes_max > 64 << 30
+        {
+            return invalid(
+                "dirty_bytes_max",
+                format!(
+                    "{} must be at least 2 × checkpoint_dirty_bytes ({}) and at most 64 GiB",
+                    self.dirty_bytes_max,
+                    2 * self.checkpoint_dirty_bytes
+                ),
+            );
+        }
+        if !(1 << 20..=64 << 30).contains(&self.cache_size) {
+            return invalid("cache_size", format!("{} is outside 1 MiB..=64 GiB", self.cache_size));
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(60))
+            .contains(&self.checkpoint_retry_interval)
+        {
+            return invalid(
+                "checkpoint_retry_interval",
+                format!("{:?} is outside 10ms..=1min", self.checkpoint_retry_interval),
+            );
+        }
+        Ok(())
+    }
+
+    /// The data file.
+    pub fn data_file(&self) -> PathBuf {
+        self.dir.join("kv.redb")
+    }
+}

@@ -1,0 +1,195 @@
+//! The data files: the key space at the last checkpoint, kept by redb on the redo engine's
+//! storage seam (so that a power cut in the middle of a checkpoint can be simulated).
+//!
+//! The data files are never the durability mechanism; the redo log is. They are written only
+//! by checkpoints, each one redb write transaction committed durably that holds the changed
+//! keys *and* the checkpoint SCN, so the two can never disagree after a crash.
+
+use std::io;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use redo::storage::{Storage, StorageFile};
+use redo::{DatabaseId, Scn};
+
+use crate::error::DbError;
+
+const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+const META_CHECKPOINT_SCN: &str = "checkpoint_scn";
+const META_DATABASE_ID: &str = "database_id";
+
+/// redb's view of one of our storage files.
+#[derive(Debug)]
+struct SeamBackend {
+    file: Box<dyn StorageFile>,
+}
+
+impl redb::StorageBackend for SeamBackend {
+    fn len(&self) -> Result<u64, io::Error> {
+        self.file.len()
+    }
+
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        self.file.read_at(out, offset)
+    }
+
+    fn set_len(&self, len: u64) -> Result<(), io::Error> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&self) -> Result<(), io::Error> {
+        self.file.sync_data()
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        self.file.write_at(data, offset)
+    }
+}
+
+/// What the data files say about themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Meta {
+    pub checkpoint_scn: Scn,
+    pub database_id: Option<DatabaseId>,
+}
+
+/// A changed key to write at a checkpoint: the new value, or `None` to delete it.
+pub type Changed = std::collections::BTreeMap<Bytes, Option<Bytes>>;
+
+pub struct Store {
+    db: redb::Database,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn store_error(path: &Path, what: &str) -> impl Fn(&dyn std::fmt::Display) -> DbError {
+    let path = path.to_path_buf();
+    let what = what.to_string();
+    move |error| DbError::Store { path: path.clone(), reason: format!("{what}: {error}") }
+}
+
+impl Store {
+    /// Opens the data file at `path`, creating it if missing.
+    pub fn open(
+        storage: &Arc<dyn Storage>,
+        path: &Path,
+        cache_bytes: u64,
+    ) -> Result<Store, DbError> {
+        let fail = store_error(path, "open");
+        let dir = path.parent().unwrap_or(Path::new("."));
+        storage.create_dir_all(dir).map_err(|error| fail(&error))?;
+        let file = if storage.exists(path) {
+            storage.open(path).map_err(|error| fail(&error))?
+        } else {
+            let file = storage.create(path).map_err(|error| fail(&error))?;
+            storage.sync_dir(dir).map_err(|error| fail(&error))?;
+            file
+        };
+        let db = redb::Database::builder()
+            .set_cache_size(cache_bytes as usize)
+            .create_with_backend(SeamBackend { file })
+            .map_err(|error| fail(&error))?;
+        let store = Store { db, path: path.to_path_buf() };
+        // Make sure both tables exist, so that readers never see "no such table".
+        let fail = store_error(path, "initialise");
+        let transaction = store.db.begin_write().map_err(|error| fail(&error))?;
+        transaction.open_table(KV).map_err(|error| fail(&error))?;
+        transaction.open_table(META).map_err(|error| fail(&error))?;
+        transaction.commit().map_err(|error| fail(&error))?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn meta(&self) -> Result<Meta, DbError> {
+        let fail = store_error(&self.path, "read the checkpoint");
+        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let table = transaction.open_table(META).map_err(|error| fail(&error))?;
+        let get = |key: &str| -> Result<Option<u64>, DbError> {
+            Ok(table.get(key).map_err(|error| fail(&error))?.map(|value| value.value()))
+        };
+        Ok(Meta {
+            checkpoint_scn: Scn(get(META_CHECKPOINT_SCN)?.unwrap_or(0)),
+            database_id: get(META_DATABASE_ID)?.map(DatabaseId),
+        })
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        let fail = store_error(&self.path, "read");
+        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+        let value = table.get(key).map_err(|error| fail(&error))?;
+        Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
+    }
+
+    /// Number of keys in the data files.
+    pub fn key_count(&self) -> Result<u64, DbError> {
+        let fail = store_error(&self.path, "count");
+        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+        table.len().map_err(|error| fail(&error))
+    }
+
+    /// Up to `limit` keys and values after `after` (exclusive), in key order.
+    pub fn range(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Bytes, Bytes)>, DbError> {
+        let fail = store_error(&self.path, "scan");
+        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+        let lower = match after {
+            Some(key) => Bound::Excluded(key),
+            None => Bound::Unbounded,
+        };
+        let range =
+            table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
+        let mut out = Vec::new();
+        for entry in range.take(limit) {
+            let (key, value) = entry.map_err(|error| fail(&error))?;
+            out.push((Bytes::copy_from_slice(key.value()), Bytes::copy_from_slice(value.value())));
+        }
+        Ok(out)
+    }
+
+    /// Writes `changed` and the checkpoint SCN in one transaction, durably (redb syncs the
+    /// data and then its commit slot). Returns once both are on disk.
+    pub fn checkpoint(
+        &self,
+        changed: &Changed,
+        scn: Scn,
+        database_id: DatabaseId,
+    ) -> Result<(), DbError> {
+        let fail = store_error(&self.path, "checkpoint");
+        let transaction = self.db.begin_write().map_err(|error| fail(&error))?;
+        {
+            let mut table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+            for (key, value) in changed {
+                match value {
+                    Some(value) => {
+                        table.insert(key.as_ref(), value.as_ref()).map_err(|error| fail(&error))?;
+                    }
+                    None => {
+                        table.remove(key.as_ref()).map_err(|error| fail(&error))?;
+                    }
+                }
+            }
+            let mut meta = transaction.open_table(META).map_err(|error| fail(&error))?;
+            meta.insert(META_CHECKPOINT_SCN, scn.0).map_err(|error| fail(&error))?;
+            meta.insert(META_DATABASE_ID, database_id.0).map_err(|error| fail(&error))?;
+        }
+        transaction.commit().map_err(|error| fail(&error))
+    }
+}
