@@ -20,6 +20,10 @@ struct Cli {
 enum Command {
     /// Runs the built-in demonstration on a throwaway data directory.
     Demo(cmd::demo::Args),
+    /// Runs the database server (Redis protocol for clients, HTTP for admin and metrics).
+    Server(cmd::server::Args),
+    /// Shows what a running server is doing (logs, checkpoint, archive, wait events).
+    Status(cmd::status::Args),
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
     let default_filter = match &cli.command {
         Command::Nettest(cmd::nettest::NettestCommand::Server(_)) => "info",
         Command::Linkemu(cmd::linkemu::LinkemuCommand::Up(_)) => "info",
+        Command::Server(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -52,9 +57,12 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         Command::Demo(args) => cmd::demo::run(args),
+        Command::Server(args) => cmd::server::run(args),
+        Command::Status(args) => cmd::status::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),

@@ -100,6 +100,8 @@ struct Stats {
     recovery_records: Arc<Statistic>,
 }
 
+/// Lock order: `checkpoint_running` → `write` → `cache` → `checkpoint` → `cursors`; a
+/// thread holding one may only take those after it (most paths hold one at a time).
 struct Inner {
     config: DbConfig,
     redo: RedoLog,
@@ -361,16 +363,21 @@ impl Database {
 
     pub fn status(&self) -> DbStatus {
         let inner = &self.inner;
+        // One lock at a time: see the lock order in `Inner`.
+        let keys = self.dbsize();
+        let (promoted_scn, unwritten_bytes) = {
+            let cache = inner.cache.read();
+            (cache.promoted_scn(), cache.unwritten_bytes() as u64)
+        };
         let checkpoint = inner.checkpoint.lock();
-        let cache = inner.cache.read();
         DbStatus {
             checkpoint_scn: checkpoint.last_scn,
             checkpoints: checkpoint.count,
             last_checkpoint_us: checkpoint.last_at_us,
             last_checkpoint_error: checkpoint.last_error.clone(),
-            promoted_scn: cache.promoted_scn(),
-            keys: self.dbsize(),
-            unwritten_bytes: cache.unwritten_bytes() as u64,
+            promoted_scn,
+            keys,
+            unwritten_bytes,
             data_file: inner.store.path().display().to_string(),
             recovered_records: inner.recovered_records,
             redo: inner.redo.status(),
@@ -615,10 +622,11 @@ impl Inner {
     fn run_checkpoint_locked(&self) -> Result<Scn> {
         let _running = self.checkpoint_running.lock();
         self.promote();
+        let last_scn = self.checkpoint.lock().last_scn;
         let (changed, scn) = {
             let mut cache = self.cache.write();
             if !cache.has_dirty() {
-                let scn = self.checkpoint.lock().last_scn;
+                let scn = last_scn;
                 drop(cache);
                 // Nothing new for the data files, but the redo log may not know yet.
                 if scn > self.redo.checkpoint_scn() {

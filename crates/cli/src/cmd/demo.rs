@@ -1,12 +1,70 @@
 //! `redoguard demo`: the main job on an embedded default setup.
 
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// How long the workload runs (e.g. 20s).
     #[arg(long, default_value = "20s", value_parser = tools::units::parse_duration)]
     pub duration: std::time::Duration,
+    /// Sessions committing small transactions.
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Sessions loading large transactions in the batch phase.
+    #[arg(long, default_value_t = 4)]
+    pub batch_clients: usize,
+    /// Data directory (default: a throwaway one, deleted at the end).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Keep the throwaway data directory.
+    #[arg(long)]
+    pub keep: bool,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("the demo is being built (issue 2)")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    anyhow::ensure!(args.duration.as_secs_f64() >= 2.0, "--duration must be at least 2s");
+    anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
+    let config = workload::demo::DemoConfig {
+        binary: std::env::current_exe().context("locating the redoguard binary")?,
+        duration: args.duration,
+        oltp_clients: args.clients,
+        batch_clients: args.batch_clients,
+        data_dir: args.data_dir,
+        keep: args.keep,
+    };
+    println!(
+        "redoguard demo: a primary database on a throwaway directory, {} OLTP sessions, then a batch load; {:?}",
+        config.oltp_clients, config.duration
+    );
+    println!(
+        "  {:>6} {:<6} {:>10} {:>10} {:>9} {:>9}  top waits (last second)",
+        "time", "phase", "commits/s", "redo MB/s", "p50 µs", "p99 µs"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = runtime.block_on(workload::demo::run(config, |line| {
+        let waits: Vec<String> =
+            line.top_waits.iter().map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();
+        println!(
+            "  {:>5.0}s {:<6} {:>10.0} {:>10.2} {:>9} {:>9}  {}",
+            line.elapsed_s,
+            line.phase,
+            line.commits_per_s,
+            line.redo_mb_per_s,
+            line.commit_p50_us,
+            line.commit_p99_us,
+            waits.join(", ")
+        );
+    }))?;
+    print!("{}", workload::demo::render(&report));
+    if let Some(path) = &args.json {
+        workload::demo::write_json(&report, path)?;
+        println!("  report: {}", path.display());
+    }
+    anyhow::ensure!(report.verification.passed, "the crash check failed: see the report above");
+    Ok(())
 }

@@ -6,3 +6,5 @@ pub mod demo;
 pub mod iotest;
 pub mod linkemu;
 pub mod nettest;
+pub mod server;
+pub mod status;

@@ -1,0 +1,64 @@
+//! `redoguard server`: runs the database server.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file (TOML; see docs/config.md). Without one, the defaults.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Data directory (overrides `server.data_dir`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// RESP (Redis protocol) port (overrides `server.port`); 0 picks a free one.
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Admin HTTP port (overrides `server.admin_port`); 0 picks a free one.
+    #[arg(long)]
+    pub admin_port: Option<u16>,
+    /// Address to listen on for clients (overrides `server.bind`).
+    #[arg(long)]
+    pub bind: Option<std::net::IpAddr>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => server::ServerConfig::load(path)?,
+        None => server::ServerConfig::default(),
+    };
+    if let Some(dir) = args.data_dir {
+        config.server.data_dir = dir;
+    }
+    if let Some(port) = args.port {
+        config.server.port = port;
+    }
+    if let Some(port) = args.admin_port {
+        config.server.admin_port = port;
+    }
+    if let Some(bind) = args.bind {
+        config.server.bind = bind;
+    }
+    config.validate()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if config.server.worker_threads > 0 {
+        runtime.worker_threads(config.server.worker_threads as usize);
+    }
+    let runtime = runtime
+        .enable_all()
+        .thread_name("redoguard-worker")
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(async {
+        let server = server::Server::start(config).await?;
+        // One line a person (or a script) can read: where to connect.
+        println!(
+            "redoguard server ready: RESP on {}, admin on http://{}/status, data in {}",
+            server.resp_addr(),
+            server.admin_addr(),
+            server.state().config.server.data_dir.display()
+        );
+        server.run_until_shutdown().await
+    })
+}

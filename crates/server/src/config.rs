@@ -1,0 +1,236 @@
+//! The server's configuration file (TOML): `[server]`, `[limits]`, `[redo]` and `[db]`.
+//!
+//! Every field has a default, so an empty file (or none) is a working configuration; unknown
+//! fields are refused. `ServerConfig::load` reads and checks a file once, at start-up, and
+//! every error names the field (`redo.groups: 1 is outside 2..=64`). `docs/config.md` lists
+//! every field with its default and bounds.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use db::DbConfig;
+use redo::RedoConfig;
+use resp::Limits;
+use serde::Deserialize;
+
+/// The `[server]` section.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Directory of everything the database keeps: redo logs, archive, data files. Locked by
+    /// the running server. Default: `redoguard-data` in the working directory.
+    pub data_dir: PathBuf,
+    /// Address the RESP (Redis protocol) listener binds. Default: `127.0.0.1`.
+    pub bind: IpAddr,
+    /// RESP port; 0 picks a free one (printed at start). Default: 6390.
+    pub port: u16,
+    /// Port of the admin HTTP API (JSON status, Prometheus metrics), on `admin_bind`; 0 picks
+    /// a free one. Default: 6391.
+    pub admin_port: u16,
+    /// Address the admin API binds. Default: `127.0.0.1`.
+    pub admin_bind: IpAddr,
+    /// Client connections served at once; one more is told "max number of clients reached".
+    /// Bounds: 1..=100000. Default: 1000.
+    pub max_connections: u32,
+    /// A client idle this long is disconnected; 0 = never. Bounds: 0 or 1s..=7d.
+    /// Default: 1h.
+    #[serde(with = "units::serde_human::duration")]
+    pub idle_timeout: Duration,
+    /// Threads serving clients; 0 = one per CPU. Bounds: 0..=256. Default: 0.
+    pub worker_threads: u32,
+}
+
+impl Default for ServerSection {
+    fn default() -> ServerSection {
+        ServerSection {
+            data_dir: PathBuf::from("redoguard-data"),
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: 6390,
+            admin_port: 6391,
+            admin_bind: IpAddr::from([127, 0, 0, 1]),
+            max_connections: 1000,
+            idle_timeout: Duration::from_secs(3600),
+            worker_threads: 0,
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    pub server: ServerSection,
+    /// Protocol limits per connection (see `docs/resp.md`).
+    pub limits: Limits,
+    pub redo: RedoConfig,
+    pub db: DbConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            server: ServerSection::default(),
+            // A client can make the server buffer one request this large: keep the default
+            // far below Redis's 1 GiB. Values larger than a redo record are refused anyway.
+            limits: Limits {
+                bulk_bytes_max: 64 << 20,
+                request_bytes_max: 128 << 20,
+                ..Limits::default()
+            },
+            redo: RedoConfig::default(),
+            db: DbConfig::default(),
+        }
+    }
+}
+
+/// A configuration that cannot be used, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("configuration file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+}
+
+impl ServerConfig {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let config = ServerConfig::parse(&text)
+            .map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses TOML text (without checking bounds).
+    pub fn parse(text: &str) -> Result<ServerConfig, String> {
+        toml::from_str(text).map_err(|error| error.to_string().trim_end().to_string())
+    }
+
+    /// Checks every bound; the error names the first bad field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &str, reason: String| {
+            Err(ConfigError::Invalid { field: field.to_string(), reason })
+        };
+        let server = &self.server;
+        if !(1..=100_000).contains(&server.max_connections) {
+            return invalid(
+                "server.max_connections",
+                format!("{} is outside 1..=100000", server.max_connections),
+            );
+        }
+        if !server.idle_timeout.is_zero()
+            && !(Duration::from_secs(1)..=Duration::from_secs(7 * 86_400))
+                .contains(&server.idle_timeout)
+        {
+            return invalid(
+                "server.idle_timeout",
+                format!("{:?} is neither 0 (never) nor within 1s..=7d", server.idle_timeout),
+            );
+        }
+        if server.worker_threads > 256 {
+            return invalid(
+                "server.worker_threads",
+                format!("{} is more than 256", server.worker_threads),
+            );
+        }
+        if server.port != 0 && server.port == server.admin_port && server.bind == server.admin_bind
+        {
+            return invalid(
+                "server.admin_port",
+                format!("{} is also the RESP port", server.admin_port),
+            );
+        }
+        if server.data_dir.as_os_str().is_empty() {
+            return invalid("server.data_dir", "is empty".to_string());
+        }
+        self.limits.validate().map_err(|error| ConfigError::Invalid {
+            field: format!("limits.{}", error.field),
+            reason: format!("{} ({})", error.value, error.reason),
+        })?;
+        self.redo.validate().map_err(|error| match error {
+            redo::RedoError::Config { field, reason } => {
+                ConfigError::Invalid { field: format!("redo.{field}"), reason }
+            }
+            other => ConfigError::Invalid { field: "redo".into(), reason: other.to_string() },
+        })?;
+        self.db.validate().map_err(|error| match error {
+            db::DbError::Config { field, reason } => {
+                ConfigError::Invalid { field: format!("db.{field}"), reason }
+            }
+            other => ConfigError::Invalid { field: "db".into(), reason: other.to_string() },
+        })?;
+        Ok(())
+    }
+
+    /// Paths of the redo and data files, resolved against the data directory.
+    pub fn resolved(&self) -> (RedoConfig, DbConfig) {
+        let base = &self.server.data_dir;
+        (self.redo.clone().resolve(base), self.db.clone().resolve(base))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_defaults() {
+        let config = ServerConfig::parse("").unwrap();
+        assert_eq!(config, ServerConfig::default());
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn a_full_file_parses_with_human_units() {
+        let text = r#"
+            [server]
+            data_dir = "/var/lib/redoguard"
+            port = 7000
+            admin_port = 7001
+            idle_timeout = "10m"
+            [limits]
+            bulk_bytes_max = 1048576
+            request_bytes_max = 2097152
+            [redo]
+            log_file_size = "256MiB"
+            groups = 4
+            io_mode = "dsync"
+            [db]
+            checkpoint_interval = "1m"
+        "#;
+        let config = ServerConfig::parse(text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.redo.log_file_size, 256 << 20);
+        assert_eq!(config.redo.io_mode, redo::IoMode::Dsync);
+        assert_eq!(config.server.idle_timeout, Duration::from_secs(600));
+        assert_eq!(config.db.checkpoint_interval, Duration::from_secs(60));
+        let (redo, db) = config.resolved();
+        assert_eq!(redo.dir, Path::new("/var/lib/redoguard/redo"));
+        assert_eq!(db.dir, Path::new("/var/lib/redoguard/data"));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let unknown = ServerConfig::parse("[redo]\nlog_size = 1").unwrap_err();
+        assert!(unknown.contains("log_size"), "{unknown}");
+        let wrong_type = ServerConfig::parse("[server]\nport = \"six\"").unwrap_err();
+        assert!(wrong_type.contains("port"), "{wrong_type}");
+        let bad_size = ServerConfig::parse("[redo]\nlog_file_size = \"huge\"").unwrap_err();
+        assert!(bad_size.contains("not a size"), "{bad_size}");
+        for (text, field) in [
+            ("[redo]\ngroups = 1", "redo.groups"),
+            ("[db]\ncheckpoint_interval = \"1ms\"", "db.checkpoint_interval"),
+            ("[server]\nmax_connections = 0", "server.max_connections"),
+            ("[limits]\nbulk_bytes_max = 10", "limits.bulk_bytes_max"),
+            ("[server]\nport = 7000\nadmin_port = 7000", "server.admin_port"),
+        ] {
+            let error = ServerConfig::parse(text).unwrap().validate().unwrap_err();
+            assert!(error.to_string().starts_with(field), "{text}: {error}");
+        }
+    }
+}

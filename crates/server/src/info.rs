@@ -1,0 +1,163 @@
+//! INFO: the server's state as Redis clients expect it (`# Section` headers, `field:value`
+//! lines), with redoguard's own sections for redo and wait events.
+
+use std::fmt::Write as _;
+
+use crate::ServerState;
+
+/// Sections in the order INFO prints them; INFO with no argument (or `all`, `everything`,
+/// `default`) prints every one.
+pub const SECTIONS: &[&str] =
+    &["server", "clients", "persistence", "stats", "redo", "waits", "keyspace"];
+
+/// The version we answer to clients that check `redis_version` (the commands we serve are
+/// those of Redis 7).
+const REDIS_COMPATIBLE_VERSION: &str = "7.2.0";
+
+fn field(out: &mut String, name: &str, value: impl std::fmt::Display) {
+    let _ = write!(out, "{name}:{value}\r\n");
+}
+
+/// A value on one line: INFO is line-oriented.
+fn one_line(text: &str) -> String {
+    text.replace(['\r', '\n'], " ")
+}
+
+fn group_state(state: redo::GroupState) -> &'static str {
+    match state {
+        redo::GroupState::Current => "CURRENT",
+        redo::GroupState::Active => "ACTIVE",
+        redo::GroupState::Inactive => "INACTIVE",
+        redo::GroupState::Unused => "UNUSED",
+    }
+}
+
+pub fn render(state: &ServerState, requested: &[String]) -> String {
+    let all = requested.is_empty()
+        || requested
+            .iter()
+            .any(|section| matches!(section.as_str(), "all" | "everything" | "default"));
+    let wanted: Vec<&str> = SECTIONS
+        .iter()
+        .copied()
+        .filter(|section| all || requested.iter().any(|asked| asked == section))
+        .collect();
+    let mut out = String::new();
+    let status = state.db.status();
+    let metrics = state.metrics.snapshot();
+    for section in wanted {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let out = &mut out;
+        match section {
+            "server" => {
+                out.push_str("# Server\r\n");
+                field(out, "redis_version", REDIS_COMPATIBLE_VERSION);
+                field(out, "redoguard_version", env!("CARGO_PKG_VERSION"));
+                field(out, "redis_mode", "standalone");
+                field(out, "role", "primary");
+                field(out, "os", std::env::consts::OS);
+                field(out, "process_id", std::process::id());
+                field(out, "tcp_port", state.resp_addr.port());
+                field(out, "uptime_in_seconds", state.started.elapsed().as_secs());
+                field(out, "database_id", status.redo.identity.database_id);
+                field(out, "data_dir", state.config.server.data_dir.display());
+            }
+            "clients" => {
+                out.push_str("# Clients\r\n");
+                field(
+                    out,
+                    "connected_clients",
+                    state.connected.load(std::sync::atomic::Ordering::Relaxed),
+                );
+                field(out, "maxclients", state.config.server.max_connections);
+                field(out, "rejected_connections", state.rejected.get());
+            }
+            "persistence" => {
+                out.push_str("# Persistence\r\n");
+                field(out, "checkpoint_scn", status.checkpoint_scn);
+                field(out, "checkpoints", status.checkpoints);
+                field(out, "last_checkpoint_time_us", status.last_checkpoint_us.unwrap_or(0));
+                field(
+                    out,
+                    "last_checkpoint_status",
+                    if status.last_checkpoint_error.is_some() { "err" } else { "ok" },
+                );
+                if let Some(error) = &status.last_checkpoint_error {
+                    field(out, "last_checkpoint_error", one_line(error));
+                }
+                field(out, "unwritten_bytes", status.unwritten_bytes);
+                field(out, "recovered_records", status.recovered_records);
+                field(
+                    out,
+                    "writes_refused",
+                    state.db.writes_refused().map_or("no".to_string(), |reason| one_line(&reason)),
+                );
+            }
+            "stats" => {
+                out.push_str("# Stats\r\n");
+                field(out, "total_connections_received", state.total_connections.get());
+                field(out, "total_commands_processed", state.commands_processed.get());
+                field(out, "user_commits", metrics.stat("user commits"));
+            }
+            "redo" => {
+                out.push_str("# Redo\r\n");
+                let redo = &status.redo;
+                field(out, "next_scn", redo.next_scn);
+                field(out, "durable_scn", redo.durable_scn);
+                field(out, "current_seq", redo.durable_addr.seq);
+                field(out, "current_offset", redo.durable_addr.offset);
+                field(out, "log_buffer_used_bytes", redo.log_buffer_used_bytes);
+                for group in &redo.groups {
+                    let seq = group.seq.map_or("-".to_string(), |seq| seq.to_string());
+                    field(
+                        out,
+                        &format!("group{}", group.group),
+                        format!(
+                            "state={},seq={seq},used_bytes={},size_bytes={},archived={},members={}",
+                            group_state(group.state),
+                            group.used_bytes,
+                            group.size_bytes,
+                            u8::from(group.archived),
+                            group.members.len()
+                        ),
+                    );
+                }
+                for (name, value) in &metrics.stats {
+                    field(out, &name.replace(' ', "_"), value);
+                }
+                if let Some(failure) = &redo.writer_failure {
+                    field(out, "log_writer_failure", one_line(failure));
+                }
+            }
+            "waits" => {
+                out.push_str("# Waits\r\n");
+                for event in &metrics.waits {
+                    field(
+                        out,
+                        &event.name.replace(' ', "_"),
+                        format!(
+                            "count={},total_us={},avg_us={:.1},p50_us={},p99_us={},max_us={}",
+                            event.count,
+                            event.total_us,
+                            event.avg_us,
+                            event.p50_us,
+                            event.p99_us,
+                            event.max_us
+                        ),
+                    );
+                }
+            }
+            "keyspace" => {
+                out.push_str("# Keyspace\r\n");
+                let keys = state.db.dbsize();
+                if keys > 0 {
+                    field(out, "db0", format!("keys={keys},expires=0,avg_ttl=0"));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

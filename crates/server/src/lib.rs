@@ -1,0 +1,406 @@
+//! The redoguard server: opens the database in a locked data directory, serves clients on the
+//! Redis protocol and people and monitoring on the admin HTTP API, and stops cleanly.
+//!
+//! One tokio task per client connection. A command becomes one database transaction; its
+//! reply waits for the commit as the connection's COMMITMODE says, without holding a worker
+//! thread (see `redo::Durable`). The number of connections is bounded; a connection that is
+//! idle too long, or that sends malformed protocol, is closed; nothing a client does affects
+//! another.
+
+pub mod config;
+mod execute;
+mod info;
+pub mod lock;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use db::Database;
+use redo::OsStorage;
+use resp::{Connection, ConnectionError, Frame, ServerFacts, Session};
+use stats::{Metrics, Statistic};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+
+pub use config::ServerConfig;
+pub use status::ServerStatus;
+
+/// Everything a connection or the admin API needs.
+pub struct ServerState {
+    pub config: ServerConfig,
+    pub db: Arc<Database>,
+    pub metrics: Arc<Metrics>,
+    pub facts: ServerFacts,
+    pub started: Instant,
+    pub resp_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub connected: AtomicU64,
+    pub total_connections: Arc<Statistic>,
+    pub rejected: Arc<Statistic>,
+    pub commands_processed: Arc<Statistic>,
+    shutdown: watch::Sender<bool>,
+    next_client_id: AtomicU64,
+}
+
+impl ServerState {
+    /// The status the admin API serves.
+    pub fn status(&self) -> ServerStatus {
+        let catalog = self.db.redo().archived_logs();
+        ServerStatus {
+            server: status::ServerInfo {
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                pid: std::process::id(),
+                role: "primary".to_string(),
+                uptime_s: self.started.elapsed().as_secs(),
+                data_dir: self.config.server.data_dir.display().to_string(),
+                resp_addr: self.resp_addr.to_string(),
+                admin_addr: self.admin_addr.to_string(),
+                connected_clients: self.connected.load(Ordering::Relaxed),
+                total_connections: self.total_connections.get(),
+                rejected_connections: self.rejected.get(),
+                commands_processed: self.commands_processed.get(),
+                writes_refused: self.db.writes_refused(),
+            },
+            database: self.db.status(),
+            archive: status::ArchiveSummary::of(&catalog, 10),
+            metrics: self.metrics.snapshot(),
+        }
+    }
+
+    /// Asks the server to stop (as SHUTDOWN, SIGINT or SIGTERM do).
+    pub fn request_shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+/// A started server.
+pub struct Server {
+    state: Arc<ServerState>,
+    resp: tokio::task::JoinHandle<()>,
+    admin: tokio::task::JoinHandle<()>,
+    _lock: lock::DataDirLock,
+}
+
+impl Server {
+    /// Locks the data directory, opens the database (running crash recovery), and binds both
+    /// listeners. Returns once clients can connect.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<Server> {
+        config.validate()?;
+        raise_open_files_limit();
+        let lock = lock::DataDirLock::acquire(&config.server.data_dir)?;
+        let (redo_config, db_config) = config.resolved();
+        let metrics = Metrics::new();
+        let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
+        let db = {
+            let metrics = metrics.clone();
+            tokio::task::spawn_blocking(move || {
+                Database::open(db_config, redo_config, storage, metrics)
+            })
+            .await?
+            .context("cannot open the database")?
+        };
+        let db = Arc::new(db);
+        let server = &config.server;
+        let resp_listener =
+            TcpListener::bind((server.bind, server.port)).await.with_context(|| {
+                format!("cannot listen for clients on {}:{}", server.bind, server.port)
+            })?;
+        let admin_listener =
+            TcpListener::bind((server.admin_bind, server.admin_port)).await.with_context(|| {
+                format!(
+                    "cannot listen for the admin API on {}:{}",
+                    server.admin_bind, server.admin_port
+                )
+            })?;
+        let (shutdown, _) = watch::channel(false);
+        let state = Arc::new(ServerState {
+            facts: ServerFacts::new(&config.limits),
+            resp_addr: resp_listener.local_addr()?,
+            admin_addr: admin_listener.local_addr()?,
+            total_connections: metrics.stat("total connections received"),
+            rejected: metrics.stat("rejected connections"),
+            commands_processed: metrics.stat("total commands processed"),
+            connected: AtomicU64::new(0),
+            started: Instant::now(),
+            next_client_id: AtomicU64::new(1),
+            shutdown,
+            metrics,
+            db,
+            config,
+        });
+        let resp = tokio::spawn(accept_clients(state.clone(), resp_listener));
+        let admin = tokio::spawn(serve_admin(state.clone(), admin_listener));
+        tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
+        Ok(Server { state, resp, admin, _lock: lock })
+    }
+
+    pub fn state(&self) -> &Arc<ServerState> {
+        &self.state
+    }
+
+    pub fn resp_addr(&self) -> SocketAddr {
+        self.state.resp_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.state.admin_addr
+    }
+
+    /// Serves until SHUTDOWN, SIGINT or SIGTERM, then stops: no new connections, open ones
+    /// closed, the redo flushed, a final checkpoint, the data directory unlocked.
+    pub async fn run_until_shutdown(self) -> anyhow::Result<()> {
+        let mut shutdown = self.state.shutdown.subscribe();
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = stopped(&mut shutdown) => tracing::info!("SHUTDOWN requested"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
+            _ = terminate.recv() => tracing::info!("terminated"),
+        }
+        self.stop().await
+    }
+
+    /// Stops now (see `run_until_shutdown`).
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.state.request_shutdown();
+        self.resp.abort();
+        self.admin.abort();
+        let _ = self.resp.await;
+        let _ = self.admin.await;
+        let db = self.state.db.clone();
+        tokio::task::spawn_blocking(move || db.shutdown())
+            .await?
+            .context("stopping the database")?;
+        tracing::info!("redoguard server stopped");
+        Ok(())
+    }
+}
+
+/// Resolves once a shutdown has been requested.
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    // (The guard `wait_for` returns is not Send: drop it here, not across an await.)
+    let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
+}
+
+/// Clients may be many: allow as many descriptors as the hard limit does.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+async fn accept_clients(state: Arc<ServerState>, listener: TcpListener) {
+    let slots = Arc::new(Semaphore::new(state.config.server.max_connections as usize));
+    let mut shutdown = state.shutdown.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(&mut shutdown) => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
+                // keep serving everyone else.
+                tracing::warn!(%error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        state.total_connections.incr();
+        let _ = stream.set_nodelay(true);
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let state = state.clone();
+                tokio::spawn(async move {
+                    state.connected.fetch_add(1, Ordering::Relaxed);
+                    serve_client(&state, stream, peer).await;
+                    state.connected.fetch_sub(1, Ordering::Relaxed);
+                    drop(permit);
+                });
+            }
+            Err(_) => {
+                state.rejected.incr();
+                tokio::spawn(async move {
+                    use tokio::io::AsyncWriteExt;
+                    let mut stream = stream;
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(1),
+                        stream.write_all(b"-ERR max number of clients reached\r\n"),
+                    )
+                    .await;
+                });
+            }
+        }
+    }
+}
+
+async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) {
+    let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let mut connection = Connection::new(stream, state.config.limits.clone());
+    let mut session = Session::new(id, &state.config.limits);
+    let idle = state.config.server.idle_timeout;
+    let mut shutdown = state.shutdown.subscribe();
+    loop {
+        let read = async {
+            if idle.is_zero() {
+                Ok(connection.read_command().await)
+            } else {
+                tokio::time::timeout(idle, connection.read_command()).await
+            }
+        };
+        let read = tokio::select! {
+            read = read => read,
+            _ = stopped(&mut shutdown) => {
+                let _ = connection.write_reply(&Frame::error("ERR the server is shutting down"), session.protocol()).await;
+                let _ = connection.shutdown().await;
+                return;
+            }
+        };
+        let parsed = match read {
+            Err(_elapsed) => {
+                tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
+                let _ = connection.shutdown().await;
+                return;
+            }
+            Ok(Ok(None)) => return,
+            Ok(Ok(Some(parsed))) => parsed,
+            Ok(Err(ConnectionError::Protocol(error))) => {
+                tracing::info!(client = id, %peer, %error, "protocol error; closing the connection");
+                let _ = connection.write_reply(&error.to_frame(), session.protocol()).await;
+                let _ = connection.shutdown().await;
+                return;
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(client = id, %peer, %error, "connection ended");
+                return;
+            }
+        };
+        let outcome = match session.handle(parsed, &state.facts) {
+            resp::Action::Reply(frame) => execute::Outcome::Reply(frame),
+            resp::Action::ReplyAndClose(frame) => {
+                let _ = connection.write_reply(&frame, session.protocol()).await;
+                let _ = connection.shutdown().await;
+                return;
+            }
+            resp::Action::Execute(command) => {
+                execute::run(state, &session, vec![command], false).await
+            }
+            resp::Action::ExecuteTransaction(commands) => {
+                execute::run(state, &session, commands, true).await
+            }
+        };
+        match outcome {
+            execute::Outcome::Reply(frame) => {
+                if connection.write_reply(&frame, session.protocol()).await.is_err() {
+                    return;
+                }
+            }
+            execute::Outcome::Shutdown => {
+                tracing::info!(client = id, %peer, "SHUTDOWN");
+                let _ = connection.shutdown().await;
+                state.request_shutdown();
+                return;
+            }
+        }
+    }
+}
+
+async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
+    let app = Router::new()
+        .route("/", get(index))
+        .route("/status", get(status_json))
+        .route("/metrics", get(prometheus))
+        .route("/health", get(health))
+        .with_state(state.clone());
+    let mut shutdown = state.shutdown.subscribe();
+    let stop = async move { stopped(&mut shutdown).await };
+    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        tracing::error!(%error, "admin API stopped");
+    }
+}
+
+async fn index() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "redoguard admin API\n  /status   everything, as JSON\n  /metrics  Prometheus text format\n  /health   200 while the database accepts writes\n",
+    )
+}
+
+async fn status_json(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let status = tokio::task::spawn_blocking(move || state.status()).await;
+    match status {
+        Ok(status) => (StatusCode::OK, axum::Json(status)).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let status = tokio::task::spawn_blocking(move || state.status()).await;
+    let Ok(status) = status else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "status unavailable".to_string())
+            .into_response();
+    };
+    let mut text = status.metrics.to_prometheus();
+    let redo = &status.database.redo;
+    let gauges = [
+        ("redoguard_next_scn", "SCN the next commit will get.", redo.next_scn.0 as f64),
+        (
+            "redoguard_durable_scn",
+            "Every commit at or below this SCN is durable.",
+            redo.durable_scn.0 as f64,
+        ),
+        (
+            "redoguard_checkpoint_scn",
+            "The data files hold every change at or below this SCN.",
+            status.database.checkpoint_scn.0 as f64,
+        ),
+        ("redoguard_keys", "Keys in the database.", status.database.keys as f64),
+        (
+            "redoguard_unwritten_bytes",
+            "Changes not yet in the data files.",
+            status.database.unwritten_bytes as f64,
+        ),
+        (
+            "redoguard_connected_clients",
+            "Client connections.",
+            status.server.connected_clients as f64,
+        ),
+        (
+            "redoguard_archive_peak_bytes_per_second",
+            "Highest redo rate of an archived log.",
+            status.archive.peak_bytes_per_s,
+        ),
+        (
+            "redoguard_writes_refused",
+            "1 while writes are refused (full disk, failing archiving).",
+            f64::from(u8::from(status.server.writes_refused.is_some())),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    match state.db.writes_refused() {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {reason}\n")),
+    }
+}

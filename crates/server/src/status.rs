@@ -1,0 +1,283 @@
+//! The server's status as the admin API serves it (JSON), how `redoguard status` fetches it,
+//! and how it prints it for a person.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use db::DbStatus;
+use redo::ArchivedLog;
+use serde::{Deserialize, Serialize};
+use stats::MetricsSnapshot;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub version: String,
+    pub pid: u32,
+    pub role: String,
+    pub uptime_s: u64,
+    pub data_dir: String,
+    pub resp_addr: String,
+    pub admin_addr: String,
+    pub connected_clients: u64,
+    pub total_connections: u64,
+    pub rejected_connections: u64,
+    pub commands_processed: u64,
+    /// Why writes are refused right now (a full disk, say), if they are.
+    pub writes_refused: Option<String>,
+}
+
+/// The archive catalog in brief: the figures a DBA sizes a network with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchiveSummary {
+    pub archived_logs: u64,
+    pub archived_bytes: u64,
+    /// Highest redo generation rate of any archived log (bytes of log over the time it was
+    /// current), and which log.
+    pub peak_bytes_per_s: f64,
+    pub peak_seq: Option<u64>,
+    /// The most recent entries, newest last.
+    pub recent: Vec<ArchivedLog>,
+}
+
+impl ArchiveSummary {
+    pub fn of(catalog: &[ArchivedLog], recent: usize) -> ArchiveSummary {
+        let peak = catalog.iter().max_by(|a, b| a.bytes_per_s().total_cmp(&b.bytes_per_s()));
+        ArchiveSummary {
+            archived_logs: catalog.len() as u64,
+            archived_bytes: catalog.iter().map(|entry| entry.size_bytes).sum(),
+            peak_bytes_per_s: peak.map_or(0.0, ArchivedLog::bytes_per_s),
+            peak_seq: peak.map(|entry| entry.seq.0),
+            recent: catalog[catalog.len().saturating_sub(recent)..].to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    pub server: ServerInfo,
+    pub database: DbStatus,
+    pub archive: ArchiveSummary,
+    pub metrics: MetricsSnapshot,
+}
+
+/// GETs `path` from the admin API at `addr` (HTTP/1.1, one request per connection).
+pub fn http_get(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
+    let target: SocketAddr = addr
+        .to_socket_addrs()
+        .map_err(|error| anyhow::anyhow!("cannot resolve {addr}: {error}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{addr} resolves to no address"))?;
+    let mut stream = TcpStream::connect_timeout(&target, timeout)
+        .map_err(|error| anyhow::anyhow!("cannot connect to the admin API at {addr}: {error} (is the server running, and is this its --admin-port?)"))?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: application/json\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .map_err(|error| anyhow::anyhow!("reading the answer from {addr}: {error}"))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) =
+        text.split_once("\r\n\r\n").ok_or_else(|| anyhow::anyhow!("{addr} did not answer HTTP"))?;
+    let status_line = head.lines().next().unwrap_or_default();
+    if !status_line.contains(" 200 ") {
+        anyhow::bail!("{addr}{path} answered {status_line}");
+    }
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        return Ok(dechunk(body));
+    }
+    Ok(body.to_string())
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn bytes(value: u64) -> String {
+    units::format_bytes(value)
+}
+
+fn time_us(micros: u64) -> String {
+    if micros == 0 {
+        return "-".to_string();
+    }
+    let seconds = micros / 1_000_000;
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+/// The status for a person: what the server is, its logs, checkpoint, archive and waits.
+pub fn render(status: &ServerStatus) -> String {
+    let mut out = String::new();
+    let server = &status.server;
+    let db = &status.database;
+    let redo = &db.redo;
+    let _ = writeln!(
+        out,
+        "redoguard {} · {} · pid {} · up {}s",
+        server.version, server.role, server.pid, server.uptime_s
+    );
+    let _ = writeln!(
+        out,
+        "  data dir {}   RESP {}   admin {}",
+        server.data_dir, server.resp_addr, server.admin_addr
+    );
+    let _ = writeln!(
+        out,
+        "  clients {} connected ({} total, {} refused)   commands {}",
+        server.connected_clients,
+        server.total_connections,
+        server.rejected_connections,
+        server.commands_processed
+    );
+    if let Some(reason) = &server.writes_refused {
+        let _ = writeln!(out, "  WRITES REFUSED: {reason}");
+    }
+    if let Some(failure) = &redo.writer_failure {
+        let _ = writeln!(out, "  LOG WRITER FAILED: {failure}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "database {}   keys {}", redo.identity.database_id, db.keys);
+    let _ = writeln!(
+        out,
+        "  SCN next {}  durable {}  checkpoint {}   unwritten to data files {}",
+        redo.next_scn,
+        redo.durable_scn,
+        db.checkpoint_scn,
+        bytes(db.unwritten_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  checkpoints {} (last {}){}",
+        db.checkpoints,
+        time_us(db.last_checkpoint_us.unwrap_or(0)),
+        db.last_checkpoint_error
+            .as_ref()
+            .map_or(String::new(), |error| format!("   LAST FAILED: {error}"))
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "online logs (log buffer in use: {})", bytes(redo.log_buffer_used_bytes));
+    let _ = writeln!(
+        out,
+        "  {:<6} {:<9} {:>8} {:>12} {:>12} {:>19} {:>9}  members",
+        "group", "state", "seq", "first scn", "used", "size", "archived"
+    );
+    for group in &redo.groups {
+        let members: Vec<String> = group
+            .members
+            .iter()
+            .map(|member| match &member.state {
+                redo::MemberState::Valid => member.path.display().to_string(),
+                redo::MemberState::Stale(reason) => {
+                    format!("{} (STALE: {reason})", member.path.display())
+                }
+                redo::MemberState::Failed(reason) => {
+                    format!("{} (FAILED: {reason})", member.path.display())
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<6} {:<9} {:>8} {:>12} {:>12} {:>19} {:>9}  {}",
+            group.group,
+            format!("{:?}", group.state).to_uppercase(),
+            group.seq.map_or("-".to_string(), |seq| seq.to_string()),
+            group.first_scn.map_or("-".to_string(), |scn| scn.to_string()),
+            bytes(group.used_bytes),
+            bytes(group.size_bytes),
+            if group.archived { "yes" } else { "no" },
+            members.join(", ")
+        );
+    }
+    let archive = &status.archive;
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "archive: {} logs, {}; peak redo rate {:.2} MiB/s{}",
+        archive.archived_logs,
+        bytes(archive.archived_bytes),
+        archive.peak_bytes_per_s / (1024.0 * 1024.0),
+        archive.peak_seq.map_or(String::new(), |seq| format!(" (log {seq})"))
+    );
+    for entry in &archive.recent {
+        let _ = writeln!(
+            out,
+            "  seq {:>8}  scn {}..{}  {:>10}  {:>7.2} MiB/s  {}",
+            entry.seq,
+            entry.first_scn,
+            entry.next_scn,
+            bytes(entry.size_bytes),
+            entry.bytes_per_s() / (1024.0 * 1024.0),
+            entry.path.display()
+        );
+    }
+    for (seq, error) in &redo.archive_errors {
+        let _ = writeln!(out, "  ARCHIVING OF LOG {seq} FAILS: {error}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "top wait events");
+    let _ = writeln!(
+        out,
+        "  {:<42} {:>10} {:>12} {:>10} {:>10} {:>10}",
+        "event", "waits", "total ms", "avg µs", "p99 µs", "max µs"
+    );
+    for event in status.metrics.waits.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  {:<42} {:>10} {:>12.1} {:>10.1} {:>10} {:>10}",
+            event.name,
+            event.count,
+            event.total_us as f64 / 1000.0,
+            event.avg_us,
+            event.p99_us,
+            event.max_us
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "statistics");
+    for (name, value) in &status.metrics.stats {
+        let _ = writeln!(out, "  {name:<42} {value:>14}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_chunks() {
+        assert_eq!(time_us(1_700_000_000_000_000), "2023-11-14 22:13:20Z");
+        assert_eq!(time_us(0), "-");
+        assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "hello world");
+    }
+}

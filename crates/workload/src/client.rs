@@ -1,0 +1,80 @@
+//! A small async Redis-protocol client: what the demo and the benchmarks drive servers with.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use bytes::{BufMut, BytesMut};
+use resp::{Frame, Limits};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+pub struct Client {
+    stream: TcpStream,
+    read: BytesMut,
+    write: Vec<u8>,
+    limits: Limits,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> anyhow::Result<Client> {
+        let stream =
+            TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            stream,
+            read: BytesMut::with_capacity(16 << 10),
+            write: Vec::new(),
+            limits: Limits::default(),
+        })
+    }
+
+    /// Sends one command and returns its reply (an error reply is `Ok(Frame::Error)`).
+    pub async fn command(&mut self, args: &[&[u8]]) -> anyhow::Result<Frame> {
+        self.write.clear();
+        self.write.put_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args {
+            self.write.put_slice(format!("${}\r\n", arg.len()).as_bytes());
+            self.write.put_slice(arg);
+            self.write.put_slice(b"\r\n");
+        }
+        self.stream.write_all(&self.write).await.context("sending a command")?;
+        self.reply().await
+    }
+
+    /// Reads the next reply.
+    pub async fn reply(&mut self) -> anyhow::Result<Frame> {
+        loop {
+            if let Some(frame) =
+                Frame::decode(&mut self.read, &self.limits).context("decoding a reply")?
+            {
+                return Ok(frame);
+            }
+            if self.stream.read_buf(&mut self.read).await.context("reading a reply")? == 0 {
+                anyhow::bail!("the server closed the connection");
+            }
+        }
+    }
+
+    /// A command that must not fail.
+    pub async fn ok(&mut self, args: &[&[u8]]) -> anyhow::Result<Frame> {
+        match self.command(args).await? {
+            Frame::Error(message) => {
+                anyhow::bail!(
+                    "{} failed: {}",
+                    String::from_utf8_lossy(args[0]),
+                    String::from_utf8_lossy(&message)
+                )
+            }
+            frame => Ok(frame),
+        }
+    }
+}
+
+/// The integer in a reply (an integer, or a bulk string holding one).
+pub fn integer(frame: &Frame) -> Option<i64> {
+    match frame {
+        Frame::Integer(value) => Some(*value),
+        Frame::Bulk(bytes) => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        _ => None,
+    }
+}

@@ -1,0 +1,6 @@
+//! Drives redoguard the way its users do: over the Redis protocol, against real server
+//! processes. The demo and the database benchmarks live here.
+
+pub mod client;
+pub mod demo;
+pub mod process;

@@ -1,0 +1,136 @@
+//! A redoguard server as a child process: started from the `redoguard` binary, stopped with
+//! SIGTERM, or killed with SIGKILL as a crash would.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+pub struct ServerProcess {
+    child: Option<Child>,
+    pub resp_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts `binary server` with `args` (ports 0 unless given), its log in `log`; returns
+    /// once it is ready for clients.
+    pub fn start(binary: &Path, args: &[&str], log: &Path) -> anyhow::Result<ServerProcess> {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        let mut command = Command::new(binary);
+        command.arg("server");
+        if !args.contains(&"--port") {
+            command.args(["--port", "0"]);
+        }
+        if !args.contains(&"--admin-port") {
+            command.args(["--admin-port", "0"]);
+        }
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log_file);
+        let mut child =
+            command.spawn().with_context(|| format!("cannot start {}", binary.display()))?;
+        let stdout = child.stdout.take().expect("piped");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            if let Some(Ok(line)) = lines.next() {
+                let _ = sender.send(line);
+            }
+            // Keep draining so the server never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = match receiver.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) => line,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let tail = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> =
+                    tail.lines().rev().take(10).collect::<Vec<_>>().into_iter().rev().collect();
+                anyhow::bail!(
+                    "the server did not become ready; its log ends with:\n{}",
+                    tail.join("\n")
+                );
+            }
+        };
+        let address = |marker: &str| -> anyhow::Result<SocketAddr> {
+            let start = line
+                .find(marker)
+                .map(|at| at + marker.len())
+                .with_context(|| format!("unexpected ready line: {line}"))?;
+            let text: String = line[start..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+            text.parse().with_context(|| format!("unexpected address in: {line}"))
+        };
+        Ok(ServerProcess {
+            resp_addr: address("RESP on ")?,
+            admin_addr: address("http://")?,
+            child: Some(child),
+            log: log.to_path_buf(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL: the server stops between two instructions, as in a crash.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill().context("killing the server")?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then waits for a clean stop (final checkpoint included).
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: sending a signal to our own child, by its PID.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    anyhow::ensure!(
+                        status.success(),
+                        "the server exited with {status}; see {}",
+                        self.log.display()
+                    );
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    child.kill()?;
+                    child.wait()?;
+                    anyhow::bail!("the server did not stop within 60 s of SIGTERM; killed it");
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// The admin API's status.
+    pub fn status(&self) -> anyhow::Result<server::ServerStatus> {
+        let body = server::status::http_get(
+            &self.admin_addr.to_string(),
+            "/status",
+            Duration::from_secs(10),
+        )?;
+        Ok(serde_json::from_str(&body)?)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
