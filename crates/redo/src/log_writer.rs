@@ -188,46 +188,33 @@ impl Shared {
         }
     }
 
-    /// Registers a task waiting for `scn` (see `Durable`). Returns `None` if there is
-    /// nothing to wait for, or `Some(slot)` once the task is queued; with `Lead` urgency and
-    /// no leader, the caller becomes the leader and writes first.
-    fn register_task(
-        &self,
-        scn: Scn,
-        urgency: Urgency,
-        waker: &Waker,
-    ) -> Result<Option<Arc<WaitSlot>>> {
+    /// Registers a task waiting for `scn` (see `Durable`).
+    fn register_task(&self, scn: Scn, urgency: Urgency, waker: &Waker) -> Result<Registered> {
         let may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
-        loop {
-            if self.durable_scn() >= scn {
-                return Ok(None);
-            }
-            let mut commit = self.commit.lock();
-            if let Some(error) = self.failure() {
-                return Err(error);
-            }
-            if self.durable_scn() >= scn {
-                return Ok(None);
-            }
-            if self.is_shut_down() {
-                return Err(RedoError::Shutdown);
-            }
-            if may_lead && !commit.leader {
-                commit.leader = true;
-                drop(commit);
-                // The lone committer writes its own redo, here, on its own thread: no
-                // hand-off to pay for.
-                self.lead();
-                continue;
-            }
-            let slot = WaitSlot::for_task(waker);
-            commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
-            drop(commit);
-            if urgency == Urgency::Lead && !may_lead {
-                self.background.notify();
-            }
-            return Ok(Some(slot));
+        if self.durable_scn() >= scn {
+            return Ok(Registered::Durable);
         }
+        let mut commit = self.commit.lock();
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        if self.durable_scn() >= scn {
+            return Ok(Registered::Durable);
+        }
+        if self.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
+        if may_lead && !commit.leader {
+            commit.leader = true;
+            return Ok(Registered::Leader);
+        }
+        let slot = WaitSlot::for_task(waker);
+        commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
+        drop(commit);
+        if urgency == Urgency::Lead && !may_lead {
+            self.background.notify();
+        }
+        Ok(Registered::Waiting(slot))
     }
 
     /// Becomes the leader (waiting for the current one to hand over), then runs `work` as
@@ -654,20 +641,37 @@ impl Shared {
     }
 }
 
+/// What registering a task found.
+enum Registered {
+    Durable,
+    /// Queued as a waiter.
+    Waiting(Arc<WaitSlot>),
+    /// The task holds the leadership and must write.
+    Leader,
+}
+
 /// A future that resolves once an SCN is durable: the async form of `wait_durable`, for
-/// sessions served by tokio tasks. A task handed the leadership writes as leader when it is
-/// next polled. Dropping it gives up the wait (and passes on the leadership if it held it).
+/// sessions served by tokio tasks.
+///
+/// A task that becomes the leader does not write at once: it yields once, so that the other
+/// sessions the runtime has ready get to append their redo first and ride on the same write
+/// (as an event loop gathers every ready client before its one fsync). A lone committer pays a
+/// single extra poll for it, no cross-thread wake-up. A task handed the leadership writes when
+/// it is next polled. Dropping the future gives up the wait, and passes on the leadership if
+/// it held it.
 pub struct Durable {
     pub(crate) shared: Arc<Shared>,
     pub(crate) scn: Scn,
     pub(crate) urgency: Urgency,
     slot: Option<Arc<WaitSlot>>,
+    /// Holds the leadership, to write when next polled.
+    leading: bool,
     started: Option<Instant>,
 }
 
 impl Durable {
     pub(crate) fn new(shared: Arc<Shared>, scn: Scn, urgency: Urgency) -> Durable {
-        Durable { shared, scn, urgency, slot: None, started: None }
+        Durable { shared, scn, urgency, slot: None, leading: false, started: None }
     }
 }
 
@@ -689,6 +693,10 @@ impl Future for Durable {
             this.started = Some(Instant::now());
         }
         loop {
+            if this.leading {
+                this.leading = false;
+                this.shared.lead();
+            }
             if let Some(slot) = &this.slot {
                 match slot.outcome() {
                     WAITING => {
@@ -710,7 +718,8 @@ impl Future for Durable {
                     }
                     LEAD => {
                         this.slot = None;
-                        this.shared.lead();
+                        this.leading = true;
+                        continue;
                     }
                     FAILED => {
                         this.slot = None;
@@ -724,13 +733,19 @@ impl Future for Durable {
             }
             match this.shared.register_task(this.scn, this.urgency, context.waker()) {
                 Err(error) => return Poll::Ready(Err(error)),
-                Ok(None) => {
+                Ok(Registered::Durable) => {
                     if let Some(started) = this.started.take() {
                         this.shared.waits.log_file_sync.record_since(started);
                     }
                     return Poll::Ready(Ok(()));
                 }
-                Ok(Some(slot)) => this.slot = Some(slot),
+                Ok(Registered::Waiting(slot)) => this.slot = Some(slot),
+                Ok(Registered::Leader) => {
+                    // Let the other ready sessions append first; write on the next poll.
+                    this.leading = true;
+                    context.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
         }
     }
@@ -738,6 +753,11 @@ impl Future for Durable {
 
 impl Drop for Durable {
     fn drop(&mut self) {
+        if self.leading {
+            // We hold the leadership and will never use it: pass it on.
+            self.shared.end_leadership(None);
+            return;
+        }
         let Some(slot) = self.slot.take() else { return };
         let mut commit = self.shared.commit.lock();
         if let Some(index) =
@@ -748,7 +768,6 @@ impl Drop for Durable {
         }
         drop(commit);
         if slot.outcome() == LEAD {
-            // We were handed the leadership and will never use it: pass it on.
             self.shared.end_leadership(None);
         }
     }

@@ -1,6 +1,8 @@
 //! Drives redoguard the way its users do: over the Redis protocol, against real server
 //! processes. The demo and the database benchmarks live here.
 
+pub mod bench_commit;
+pub mod bench_resp;
 pub mod client;
 pub mod demo;
 pub mod process;

@@ -5,6 +5,39 @@ pub enum BenchCommand {
     /// nettest vs iperf3 and a minimal ping-pong, linkemu's ceiling and accuracy, and the
     /// reference's socket-buffer experiment at 1 Gbit/s, 25 and 100 ms (table, JSON, SVG).
     Net(tools::bench::net::BenchNetArgs),
+    /// Commit latency and group commit against raw fdatasync, on one file system: 1/8/64
+    /// committers, 1 KiB and 9400-byte records, sequential 1 MiB records.
+    Commit(CommitArgs),
+    /// redoguard vs Redis (appendfsync always) under redis-benchmark: SET and GET at -c 1 and
+    /// -c 50, with the raw fdatasync of the same file system.
+    Resp(RespArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RespArgs {
+    /// Requests per redis-benchmark run.
+    #[arg(long, default_value_t = 200_000)]
+    pub requests: u64,
+    /// Directory on the file system both servers use.
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CommitArgs {
+    /// How long each case runs.
+    #[arg(long, default_value = "5s", value_parser = tools::units::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Directory on the file system to measure (logs and test files are created in a
+    /// temporary directory inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 pub fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -13,6 +46,31 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             tools::bench::net::check_dir(&args.dir)?;
             let report = tools::bench::net::run(&args, |step| eprintln!("bench net: {step}"))?;
             println!("{}", report.text());
+            println!("json: {}", args.json.display());
+            Ok(())
+        }
+        BenchCommand::Resp(args) => {
+            let config = workload::bench_resp::BenchRespConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                requests: args.requests,
+            };
+            let report =
+                workload::bench_resp::run(&config, |step| eprintln!("bench resp: {step}"))?;
+            print!("{}", workload::bench_resp::render(&report));
+            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
+            println!("json: {}", args.json.display());
+            Ok(())
+        }
+        BenchCommand::Commit(args) => {
+            let config = workload::bench_commit::BenchCommitConfig {
+                dir: args.dir,
+                duration: args.duration,
+            };
+            let report =
+                workload::bench_commit::run(&config, |step| eprintln!("bench commit: {step}"))?;
+            print!("{}", workload::bench_commit::render(&report));
+            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
             println!("json: {}", args.json.display());
             Ok(())
         }

@@ -1,0 +1,322 @@
+//! `redoguard bench resp`: redoguard against Redis at equal durability, driven by
+//! redis-benchmark, with the raw fdatasync of the same file system measured in the same run.
+//!
+//! Redis runs with `appendonly yes` and `appendfsync always` (an fsync of the append-only file
+//! before replies, once per event-loop iteration: Redis's own group commit); redoguard with its
+//! defaults (every write command durable before its reply). Both keep their files in the same
+//! directory. redis-server and redis-benchmark come from Debian's packages; the benchmark
+//! installs them if missing, and if that fails it says so and runs redoguard alone.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::process::ServerProcess;
+
+#[derive(Debug, Clone)]
+pub struct BenchRespConfig {
+    /// The `redoguard` binary.
+    pub binary: PathBuf,
+    /// File system to run both servers on.
+    pub dir: PathBuf,
+    /// Requests per redis-benchmark run.
+    pub requests: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RespResult {
+    pub server: String,
+    pub test: String,
+    pub clients: u32,
+    pub requests: u64,
+    pub ops_per_s: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub fdatasync_p50_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRespReport {
+    pub dir: String,
+    pub fdatasync_p50_us: f64,
+    pub results: Vec<RespResult>,
+    /// Why Redis was not measured, if it was not.
+    pub redis_skipped: Option<String>,
+    pub targets: Vec<crate::bench_commit::Target>,
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Installs redis-server and redis-benchmark from Debian's packages if they are missing.
+fn ensure_redis(progress: &mut impl FnMut(&str)) -> Result<(), String> {
+    if have("redis-server") && have("redis-benchmark") {
+        return Ok(());
+    }
+    progress("installing redis-server and redis-tools from Debian's packages");
+    let install = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools";
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(install)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status {
+        Ok(status) if status.success() && have("redis-server") && have("redis-benchmark") => Ok(()),
+        Ok(status) => Err(format!(
+            "`{install}` failed ({status}); is this Debian, as root, with the package registry reachable?"
+        )),
+        Err(error) => Err(format!("cannot run `{install}`: {error}")),
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+struct RedisServer {
+    child: Child,
+    port: u16,
+}
+
+impl RedisServer {
+    fn start(dir: &Path) -> anyhow::Result<RedisServer> {
+        std::fs::create_dir_all(dir)?;
+        let port = free_port()?;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                &dir.display().to_string(),
+            ])
+            .args([
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "no",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting redis-server")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ping = Command::new("redis-cli").args(["-p", &port.to_string(), "ping"]).output();
+            if ping.is_ok_and(|output| String::from_utf8_lossy(&output.stdout).contains("PONG")) {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "redis-server did not answer PING within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(RedisServer { child, port })
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs redis-benchmark for one test and client count; parses its CSV line.
+fn benchmark(
+    port: u16,
+    test: &str,
+    clients: u32,
+    requests: u64,
+) -> anyhow::Result<(f64, f64, f64)> {
+    let output = Command::new("redis-benchmark")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", test, "-c", &clients.to_string()])
+        .args(["-n", &requests.to_string(), "-r", "1000000", "-d", "100", "--csv"])
+        .output()
+        .context("running redis-benchmark")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "redis-benchmark failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text
+        .lines()
+        .find(|line| {
+            line.to_ascii_uppercase().starts_with(&format!("\"{}", test.to_ascii_uppercase()))
+        })
+        .with_context(|| format!("no {test} line in redis-benchmark's output: {text}"))?;
+    let fields: Vec<f64> = line
+        .split(',')
+        .skip(1)
+        .map(|field| field.trim_matches('"').parse().unwrap_or(f64::NAN))
+        .collect();
+    anyhow::ensure!(fields.len() >= 6, "unexpected redis-benchmark line: {line}");
+    Ok((fields[0], fields[3] * 1000.0, fields[5] * 1000.0))
+}
+
+pub fn run(
+    config: &BenchRespConfig,
+    mut progress: impl FnMut(&str),
+) -> anyhow::Result<BenchRespReport> {
+    std::fs::create_dir_all(&config.dir)?;
+    let work = tempfile::Builder::new().prefix("redoguard-bench-resp-").tempdir_in(&config.dir)?;
+    let redis_skipped = ensure_redis(&mut progress).err();
+    anyhow::ensure!(
+        have("redis-benchmark"),
+        "redis-benchmark is needed to drive the servers and could not be installed: {}",
+        redis_skipped.clone().unwrap_or_default()
+    );
+    let raw = |progress: &mut dyn FnMut(&str)| -> anyhow::Result<f64> {
+        progress("raw fdatasync, 4 KiB");
+        let mut iotest = tools::iotest::IoTestConfig::new(
+            work.path(),
+            4096,
+            tools::iotest::SyncMethod::Fdatasync,
+        );
+        iotest.duration = Duration::from_secs(2);
+        Ok(tools::iotest::run(&iotest)?.lat_p50_us)
+    };
+    let fdatasync_p50_us = raw(&mut progress)?;
+    let mut results = Vec::new();
+    let mut servers: Vec<&str> = vec!["redoguard"];
+    if redis_skipped.is_none() {
+        servers.push("redis");
+    }
+    for server in servers {
+        // Each server alone on the machine, its raw fdatasync measured just before.
+        let server_raw = raw(&mut progress)?;
+        let (_redoguard, _redis, port) = match server {
+            "redoguard" => {
+                let dir = work.path().join("redoguard");
+                std::fs::create_dir_all(&dir)?;
+                let data_dir = dir.display().to_string();
+                let process = ServerProcess::start(
+                    &config.binary,
+                    &["--data-dir", &data_dir],
+                    &work.path().join("redoguard.log"),
+                )?;
+                let port = process.resp_addr.port();
+                (Some(process), None, port)
+            }
+            _ => {
+                let redis = RedisServer::start(&work.path().join("redis"))?;
+                let port = redis.port;
+                (None, Some(redis), port)
+            }
+        };
+        for test in ["set", "get"] {
+            for clients in [1u32, 50] {
+                progress(&format!(
+                    "{server}: {} -c {clients} -n {}",
+                    test.to_uppercase(),
+                    config.requests
+                ));
+                let (ops_per_s, p50_us, p99_us) = benchmark(port, test, clients, config.requests)?;
+                results.push(RespResult {
+                    server: server.to_string(),
+                    test: test.to_uppercase(),
+                    clients,
+                    requests: config.requests,
+                    ops_per_s,
+                    p50_us,
+                    p99_us,
+                    fdatasync_p50_us: server_raw,
+                });
+            }
+        }
+    }
+    let find = |server: &str, test: &str, clients: u32| {
+        results.iter().find(|result| {
+            result.server == server && result.test == test && result.clients == clients
+        })
+    };
+    let mut targets = Vec::new();
+    if let (Some(ours), Some(redis)) = (find("redoguard", "SET", 50), find("redis", "SET", 50)) {
+        let ratio = ours.ops_per_s / redis.ops_per_s;
+        targets.push(crate::bench_commit::Target {
+            name: "redoguard / Redis durable SET ops/s at -c 50".into(),
+            value: ratio,
+            limit: ">= 1.0".into(),
+            met: ratio >= 1.0,
+        });
+    }
+    if let Some(ours) = find("redoguard", "SET", 1) {
+        let ratio = ours.p50_us / ours.fdatasync_p50_us;
+        targets.push(crate::bench_commit::Target {
+            name: "redoguard SET p50 at -c 1 / raw fdatasync p50".into(),
+            value: ratio,
+            limit: "<= 1.2".into(),
+            met: ratio <= 1.2,
+        });
+    }
+    Ok(BenchRespReport {
+        dir: config.dir.display().to_string(),
+        fdatasync_p50_us,
+        results,
+        redis_skipped,
+        targets,
+    })
+}
+
+pub fn render(report: &BenchRespReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "bench resp on {}: raw 4 KiB fdatasync p50 {:.0} µs",
+        report.dir, report.fdatasync_p50_us
+    );
+    if let Some(reason) = &report.redis_skipped {
+        let _ = writeln!(out, "  Redis not measured: {reason}");
+    }
+    let _ = writeln!(
+        out,
+        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14}",
+        "server", "test", "clients", "ops/s", "p50 µs", "p99 µs", "fdatasync p50"
+    );
+    for result in &report.results {
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<5} {:>8} {:>12.0} {:>9.0} {:>9.0} {:>14.0}",
+            result.server,
+            result.test,
+            result.clients,
+            result.ops_per_s,
+            result.p50_us,
+            result.p99_us,
+            result.fdatasync_p50_us
+        );
+    }
+    let _ = writeln!(out, "targets:");
+    for target in &report.targets {
+        let _ = writeln!(
+            out,
+            "  {:<4} {:<60} {:>8.2} (target {})",
+            if target.met { "met" } else { "MISS" },
+            target.name,
+            target.value,
+            target.limit
+        );
+    }
+    out
+}
