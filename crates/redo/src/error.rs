@@ -35,6 +35,12 @@ pub enum RedoError {
     #[error("the redo log is shut down")]
     Shutdown,
 
+    #[error("this database is a standby: it takes redo only from its primary")]
+    Standby,
+
+    #[error("redo refused by this standby: {0}")]
+    Refused(String),
+
     #[error(
         "redo at SCN {scn} is no longer available: the oldest log that can still be read starts at SCN {oldest}"
     )]

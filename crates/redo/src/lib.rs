@@ -21,6 +21,8 @@ pub mod log_buffer;
 pub mod log_writer;
 pub mod online_log;
 pub mod reader;
+pub mod ship;
+pub mod standby;
 pub mod storage;
 pub mod types;
 
@@ -93,6 +95,16 @@ pub(crate) enum SwitchReason {
     ArchiveLagTarget,
 }
 
+/// What this redo log is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// It generates redo: sessions append, the log writer writes online logs.
+    Primary,
+    /// It receives its primary's redo into standby logs (the same bytes at the same offsets).
+    Standby,
+}
+
 /// Who this database is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
@@ -135,7 +147,9 @@ pub(crate) struct Shared {
     pub config: RedoConfig,
     pub storage: Arc<dyn Storage>,
     pub metrics: Arc<Metrics>,
-    pub identity: Identity,
+    pub role: Role,
+    /// A standby's identity is adopted from its primary at the first contact.
+    pub identity: parking_lot::RwLock<Identity>,
     pub buffer: LogBuffer,
     pub table: Mutex<GroupTable>,
     /// Signalled when archiving or a checkpoint may have made a group reusable.
@@ -155,6 +169,14 @@ pub(crate) struct Shared {
     /// Set while archiving of some log fails: new redo is refused then (see `append`).
     pub archive_failing: AtomicBool,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
+    /// Redo transport, if any destination is configured.
+    pub shipper: parking_lot::RwLock<Option<Arc<dyn ship::Shipper>>>,
+    /// A standby's receiving state (partial archived logs of gap resolution).
+    pub standby: Mutex<standby::Receiving>,
+    /// Signalled with `durable_addr` when more redo is durable (readers that tail wait on it).
+    pub redo_arrived: Condvar,
+    /// A standby's knowledge of its primary: every SCN at or below this is durable there.
+    pub primary_confirmed: AtomicU64,
     pub stats: Counters,
     pub waits: Waits,
 }
@@ -170,6 +192,10 @@ impl Shared {
 
     pub(crate) fn is_shut_down(&self) -> bool {
         self.shutdown.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn identity(&self) -> Identity {
+        *self.identity.read()
     }
 
     pub(crate) fn failure(&self) -> Option<RedoError> {
@@ -219,6 +245,26 @@ impl RedoLog {
         storage: Arc<dyn Storage>,
         metrics: Arc<Metrics>,
     ) -> Result<RedoLog> {
+        RedoLog::open_as(Role::Primary, config, storage, metrics)
+    }
+
+    /// Opens the standby logs of a standby database (creating them if the directory holds
+    /// none; a new standby has no identity until its primary first connects). Logs found open
+    /// are scanned to their durable end and left open: the primary resumes them.
+    pub fn open_standby(
+        config: RedoConfig,
+        storage: Arc<dyn Storage>,
+        metrics: Arc<Metrics>,
+    ) -> Result<RedoLog> {
+        RedoLog::open_as(Role::Standby, config, storage, metrics)
+    }
+
+    fn open_as(
+        role: Role,
+        config: RedoConfig,
+        storage: Arc<dyn Storage>,
+        metrics: Arc<Metrics>,
+    ) -> Result<RedoLog> {
         config.validate()?;
         for dir in
             std::iter::once(&config.dir).chain(&config.member_dirs).chain(&config.archive_dests)
@@ -247,7 +293,12 @@ impl RedoLog {
                 )));
             }
             let control = ControlData {
-                database_id: DatabaseId(rand::random::<u64>() | 1),
+                // A standby takes its primary's identity at the first contact (0: none yet).
+                database_id: DatabaseId(if role == Role::Primary {
+                    rand::random::<u64>() | 1
+                } else {
+                    0
+                }),
                 incarnation: Incarnation(1),
                 thread: RedoThread(1),
                 checkpoint_scn: Scn::ZERO,
@@ -262,7 +313,7 @@ impl RedoLog {
             control
         };
         let catalog = ArchiveCatalog::open(storage.as_ref(), &config.dir.join("archive_catalog"))?;
-        let opened = online_log::open_groups(&config, storage.as_ref(), &control, &catalog)?;
+        let opened = online_log::open_groups(&config, storage.as_ref(), &control, &catalog, role)?;
         let identity = Identity {
             database_id: control.database_id,
             incarnation: control.incarnation,
@@ -281,9 +332,10 @@ impl RedoLog {
             .current
             .and_then(|current| opened.table.groups[current].log.as_ref())
         {
-            Some(log) => {
-                RedoAddr { seq: log.header.seq, offset: log.end.map_or(0, |end| end.end_offset) }
-            }
+            Some(log) => RedoAddr {
+                seq: log.header.seq,
+                offset: log.end.map_or(opened.open_end, |end| end.end_offset),
+            },
             None => RedoAddr::default(),
         };
         let stats = Counters {
@@ -326,7 +378,12 @@ impl RedoLog {
             failure: Mutex::new(None),
             archive_failing: AtomicBool::new(false),
             checkpoint_handler: Mutex::new(None),
-            identity,
+            shipper: parking_lot::RwLock::new(None),
+            standby: Mutex::new(standby::Receiving::new(opened.open_end)),
+            redo_arrived: Condvar::new(),
+            primary_confirmed: AtomicU64::new(0),
+            role,
+            identity: parking_lot::RwLock::new(identity),
             stats,
             waits,
             metrics,
@@ -341,7 +398,7 @@ impl RedoLog {
             let shared = shared.clone();
             threads.push(spawn(format!("redo-arc{worker}"), move || shared.archiver())?);
         }
-        {
+        if role == Role::Primary {
             let shared = shared.clone();
             threads.push(spawn("redo-lgwr".to_string(), move || shared.background_writer())?);
         }
@@ -358,6 +415,9 @@ impl RedoLog {
     /// durable until `wait_durable` (or a commit with WAIT) says so.
     pub fn append(&self, payload: &[u8]) -> Result<Scn> {
         let shared = &self.shared;
+        if shared.role == Role::Standby {
+            return Err(RedoError::Standby);
+        }
         if let Some(error) = shared.failure() {
             return Err(error);
         }
@@ -470,7 +530,7 @@ impl RedoLog {
     /// Records that the data files hold every record up to `scn` durably, so that logs
     /// before it may be reused. Persisted before it returns.
     pub fn advance_checkpoint(&self, scn: Scn) -> Result<()> {
-        let durable = self.shared.durable_scn();
+        let durable = self.confirmed_scn();
         if scn > durable {
             return Err(RedoError::Config {
                 field: "checkpoint",
@@ -497,6 +557,11 @@ impl RedoLog {
         *self.shared.checkpoint_handler.lock() = Some(handler);
     }
 
+    /// Plugs redo transport in: every log write from now on is offered to `shipper`.
+    pub fn set_shipper(&self, shipper: Option<Arc<dyn ship::Shipper>>) {
+        *self.shared.shipper.write() = shipper;
+    }
+
     pub fn checkpoint_scn(&self) -> Scn {
         self.shared.control.lock().checkpoint_scn
     }
@@ -517,7 +582,28 @@ impl RedoLog {
     }
 
     pub fn identity(&self) -> Identity {
-        self.shared.identity
+        self.shared.identity()
+    }
+
+    pub fn role(&self) -> Role {
+        self.shared.role
+    }
+
+    /// Every SCN at or below this is durable and will never be rolled back: on a primary its
+    /// durable SCN; on a standby, what its primary has confirmed durable there.
+    pub fn confirmed_scn(&self) -> Scn {
+        match self.shared.role {
+            Role::Primary => self.shared.durable_scn(),
+            Role::Standby => Scn(self.shared.primary_confirmed.load(Ordering::Acquire)),
+        }
+    }
+
+    /// Waits up to `timeout` for durable redo beyond `seen` (readers that tail).
+    pub fn wait_for_redo(&self, seen: RedoAddr, timeout: std::time::Duration) {
+        let mut addr = self.shared.durable_addr.lock();
+        if *addr == seen && !self.shared.is_shut_down() {
+            self.shared.redo_arrived.wait_for(&mut addr, timeout);
+        }
     }
 
     pub fn config(&self) -> &RedoConfig {

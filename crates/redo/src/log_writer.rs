@@ -29,6 +29,7 @@ use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader, RECORD_HEADER_LEN, UnitWriter};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
+use crate::ship::{LogWrite, WriteKind};
 use crate::storage::{AlignedBuf, StorageFile};
 use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
 use crate::{Shared, SwitchReason};
@@ -370,7 +371,14 @@ impl Shared {
                 // Everything is formatted: give the log buffer its space back before the I/O.
                 batch = None;
             }
-            let result = self.write_members(current.group, &buffer[..bytes], current.offset);
+            let result = self.write_log(
+                current.group,
+                &buffer[..bytes],
+                current.offset,
+                WriteKind::Units,
+                current.header.seq,
+                last_scn,
+            );
             writer.buffer = buffer;
             result?;
             let offset = current.offset + bytes as u64;
@@ -388,9 +396,47 @@ impl Shared {
         Ok(())
     }
 
-    /// Writes `bytes` at `offset` to every valid member of `group` and syncs them, in
-    /// parallel. A member that fails is taken out; the write fails only if none is left.
-    pub(crate) fn write_members(&self, group: usize, bytes: &[u8], offset: u64) -> Result<()> {
+    /// Makes one log write: offers it to the shipper (redo transport) first, writes and syncs
+    /// it on every valid member of `group`, then waits for what the shipper asks (SYNC
+    /// acknowledgements). Returns once the write may be declared durable.
+    pub(crate) fn write_log(
+        &self,
+        group: usize,
+        bytes: &[u8],
+        offset: u64,
+        kind: WriteKind,
+        seq: LogSeq,
+        last_scn: Scn,
+    ) -> Result<()> {
+        let shipper = self.shipper.read().clone();
+        let wait = shipper.and_then(|shipper| {
+            let write = Arc::new(LogWrite {
+                seq,
+                offset,
+                kind,
+                bytes: Arc::from(bytes),
+                last_scn,
+                time_us: now_unix_us(),
+                durable_scn: self.durable_scn(),
+            });
+            shipper.ship(&write)
+        });
+        self.write_members(group, bytes, offset, true)?;
+        match wait {
+            Some(wait) => wait.wait(),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `bytes` at `offset` to every valid member of `group` (and syncs them if `sync`),
+    /// in parallel. A member that fails is taken out; the write fails only if none is left.
+    pub(crate) fn write_members(
+        &self,
+        group: usize,
+        bytes: &[u8],
+        offset: u64,
+        sync: bool,
+    ) -> Result<()> {
         let members: Vec<(usize, Arc<dyn StorageFile>)> = {
             let table = self.table.lock();
             table.groups[group]
@@ -409,24 +455,65 @@ impl Shared {
         }
         let started = Instant::now();
         let write = |file: &Arc<dyn StorageFile>| {
-            file.write_at(bytes, offset).and_then(|()| file.sync_data())
+            file.write_at(bytes, offset)?;
+            if sync { file.sync_data() } else { Ok(()) }
         };
-        let results: Vec<std::io::Result<()>> = if members.len() == 1 {
-            vec![write(&members[0].1)]
-        } else {
-            thread::scope(|scope| {
+        let results = self.on_members(&members, write);
+        if sync {
+            self.waits.log_file_parallel_write.record_since(started);
+        }
+        self.take_out_failed(group, &members, results, offset)
+    }
+
+    /// Syncs every valid member of `group`.
+    pub(crate) fn sync_members(&self, group: usize) -> Result<()> {
+        let members: Vec<(usize, Arc<dyn StorageFile>)> = {
+            let table = self.table.lock();
+            table.groups[group]
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(_, member)| member.state == MemberState::Valid)
+                .filter_map(|(index, member)| member.file.clone().map(|file| (index, file)))
+                .collect()
+        };
+        let started = Instant::now();
+        let results = self.on_members(&members, |file| file.sync_data());
+        self.waits.log_file_parallel_write.record_since(started);
+        self.take_out_failed(group, &members, results, 0)
+    }
+
+    /// Runs `io` on every member, the first on this thread and the others in parallel.
+    fn on_members(
+        &self,
+        members: &[(usize, Arc<dyn StorageFile>)],
+        io: impl Fn(&Arc<dyn StorageFile>) -> std::io::Result<()> + Sync,
+    ) -> Vec<std::io::Result<()>> {
+        match members {
+            [] => Vec::new(),
+            [(_, only)] => vec![io(only)],
+            [(_, first), rest @ ..] => thread::scope(|scope| {
                 let others: Vec<_> =
-                    members[1..].iter().map(|(_, file)| scope.spawn(|| write(file))).collect();
-                let mut results = vec![write(&members[0].1)];
+                    rest.iter().map(|(_, file)| scope.spawn(|| io(file))).collect();
+                let mut results = vec![io(first)];
                 results.extend(others.into_iter().map(|handle| {
                     handle
                         .join()
                         .unwrap_or_else(|_| Err(std::io::Error::other("member writer panicked")))
                 }));
                 results
-            })
-        };
-        self.waits.log_file_parallel_write.record_since(started);
+            }),
+        }
+    }
+
+    /// Marks the members whose I/O failed as FAILED; fails if none succeeded.
+    fn take_out_failed(
+        &self,
+        group: usize,
+        members: &[(usize, Arc<dyn StorageFile>)],
+        results: Vec<std::io::Result<()>>,
+        offset: u64,
+    ) -> Result<()> {
         let mut survivors = 0;
         let mut last_error = None;
         for ((member, _), result) in members.iter().zip(results) {
@@ -444,6 +531,10 @@ impl Shared {
         }
         match (survivors, last_error) {
             (0, Some(error)) => Err(error),
+            (0, None) => Err(RedoError::WriterFailed(format!(
+                "no member of log group {} can be written",
+                group + 1
+            ))),
             _ => Ok(()),
         }
     }
@@ -468,7 +559,14 @@ impl Shared {
                     end_offset: current.offset,
                 };
                 format::encode_header(&mut header_block, &HeaderBlock::Closed(current.header, end));
-                self.write_members(current.group, &header_block, u64::from(block_size))?;
+                self.write_log(
+                    current.group,
+                    &header_block,
+                    u64::from(block_size),
+                    WriteKind::ClosedHeader,
+                    current.header.seq,
+                    writer.next_scn.prev(),
+                )?;
                 {
                     let mut table = self.table.lock();
                     if let Some(log) = table.groups[current.group].log.as_mut() {
@@ -482,9 +580,9 @@ impl Shared {
             let header = LogHeader {
                 block_size,
                 file_size: self.config.log_file_size,
-                database_id: self.identity.database_id,
-                incarnation: self.identity.incarnation,
-                thread: self.identity.thread,
+                database_id: self.identity().database_id,
+                incarnation: self.identity().incarnation,
+                thread: self.identity().thread,
                 seq,
                 first_scn: writer.next_scn,
                 first_time_us: now_unix_us(),
@@ -512,15 +610,25 @@ impl Shared {
                 group.log = Some(OnlineLog { header, end: None, archived: false });
                 table.current = Some(next_group);
             }
-            self.write_members(next_group, &header_block, 0)?;
+            self.write_log(
+                next_group,
+                &header_block,
+                0,
+                WriteKind::OpenHeader,
+                seq,
+                writer.next_scn.prev(),
+            )?;
             writer.current = Some(CurrentLog {
                 group: next_group,
                 header,
                 offset: format::first_unit_offset(block_size),
             });
             writer.last_seq = seq;
-            *self.durable_addr.lock() =
-                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            {
+                let mut durable = self.durable_addr.lock();
+                *durable = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+                self.redo_arrived.notify_all();
+            }
             Ok(seq)
         })();
         writer.buffer = header_block;
@@ -590,8 +698,10 @@ impl Shared {
     }
 
     fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
-        *self.durable_addr.lock() = addr;
+        let mut durable = self.durable_addr.lock();
+        *durable = addr;
         self.durable_scn.store(scn.0, Ordering::Release);
+        self.redo_arrived.notify_all();
     }
 
     /// The background log writer: BATCH and NOWAIT redo, dedicated-mode commits, and

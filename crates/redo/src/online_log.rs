@@ -149,9 +149,11 @@ pub(crate) struct Opened {
     pub last_seq: LogSeq,
     /// Logs switched away from but not yet archived everywhere.
     pub to_archive: Vec<LogSeq>,
+    /// On a standby, the durable end of the newest log if it is still open (0 otherwise).
+    pub open_end: u64,
 }
 
-fn io_error<'a>(
+pub(crate) fn io_error<'a>(
     op: &'static str,
     path: &'a std::path::Path,
 ) -> impl FnOnce(std::io::Error) -> RedoError + 'a {
@@ -257,6 +259,7 @@ pub(crate) fn open_groups(
     storage: &dyn Storage,
     control: &crate::control::ControlData,
     catalog: &ArchiveCatalog,
+    role: crate::Role,
 ) -> Result<Opened> {
     let mut groups = Vec::with_capacity(config.groups as usize);
     // Per group, per member: whether that member's closed header is valid.
@@ -328,6 +331,7 @@ pub(crate) fn open_groups(
         closed_members.push(closed);
     }
     let mut table = GroupTable { groups, current: None };
+    let mut open_end = 0u64;
 
     // Close every log that was not closed: find its end, bring its mirrors to it, and write
     // the closed header to each. (Normally only the newest log, being written at a crash or
@@ -387,6 +391,11 @@ pub(crate) fn open_groups(
             }
         };
         let end_offset = end.end_offset;
+        if role == crate::Role::Standby {
+            // A standby leaves its log open: the primary resumes it from this end (and its
+            // closed header comes from the primary). Only level the mirrors.
+            open_end = open_end.max(end_offset);
+        }
         let best_path = &group.members[best_member].path;
         let best_file = group.members[best_member].file.clone().expect("valid members are open");
         let mut closed = vec![0u8; config.block_size as usize];
@@ -403,8 +412,15 @@ pub(crate) fn open_groups(
                 file.write_at(&missing, member_end.end_offset)
                     .map_err(io_error("resynchronise", &member.path))?;
             }
-            write_header(file.as_ref(), &closed, u64::from(config.block_size))
-                .map_err(io_error("close", &member.path))?;
+            if role == crate::Role::Standby {
+                file.sync_data().map_err(io_error("sync", &member.path))?;
+            } else {
+                write_header(file.as_ref(), &closed, u64::from(config.block_size))
+                    .map_err(io_error("close", &member.path))?;
+            }
+        }
+        if role == crate::Role::Standby {
+            continue;
         }
         tracing::info!(seq = %log.header.seq, end_offset, next_scn = %end.next_scn, "recovery: closed the log that was current at the last shutdown or crash");
         table.groups[index].log.as_mut().expect("log").end = Some(end);
@@ -424,7 +440,13 @@ pub(crate) fn open_groups(
         if pair[0].0 == pair[1].0 {
             return Err(RedoError::Layout(format!("two groups hold log sequence {}", pair[0].0)));
         }
-        let older_end = older.end.expect("closed above");
+        let Some(older_end) = older.end else {
+            // Only a standby keeps an open log, and only its newest.
+            return Err(RedoError::Layout(format!(
+                "log {} is open but is not the newest log",
+                pair[0].0
+            )));
+        };
         if pair[1].0 == pair[0].0.next() && older_end.next_scn != newer.header.first_scn {
             return Err(RedoError::Corrupt {
                 file: config.dir.clone(),
@@ -441,7 +463,7 @@ pub(crate) fn open_groups(
         if let Some(log) = &mut group.log {
             log.archived =
                 config.archive_dests.iter().all(|dest| catalog.has(log.header.seq, dest));
-            if !log.archived {
+            if !log.archived && log.end.is_some() {
                 to_archive.push(log.header.seq);
             }
         }
@@ -450,14 +472,12 @@ pub(crate) fn open_groups(
     let (last_seq, next_scn) = match logs.last() {
         Some(&(seq, index)) => {
             table.current = Some(index);
-            (
-                seq,
-                table.groups[index].log.as_ref().and_then(|log| log.end).expect("closed").next_scn,
-            )
+            let log = table.groups[index].log.as_ref().expect("listed logs exist");
+            (seq, log.end.map_or(log.header.first_scn, |end| end.next_scn))
         }
         None => (LogSeq(0), Scn(1)),
     };
     // The newest log is closed: the first write switches to the next group. Until then the
     // newest group counts as current (it may not be reused before it is archived anyway).
-    Ok(Opened { table, next_scn, last_seq, to_archive })
+    Ok(Opened { table, next_scn, last_seq, to_archive, open_end })
 }

@@ -230,6 +230,10 @@ impl RedoReader {
         if seq > newest {
             return Ok(None);
         }
+        if shared.is_standby() {
+            // A gap: this standby lacks the log; it is being fetched from the primary.
+            return Ok(None);
+        }
         Err(RedoError::LogNotAvailable { seq })
     }
 }
@@ -294,5 +298,94 @@ impl Shared {
             next_time_us: archived.next_time_us,
             end_offset: archived.size_bytes,
         })
+    }
+}
+
+/// What a redo transport sender may read of one log now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogExtent {
+    pub header: LogHeader,
+    /// Set once the log is closed.
+    pub end: Option<LogEnd>,
+    /// Bytes up to here are durable redo (the end if closed; the durable end if current).
+    pub readable_end: u64,
+}
+
+impl crate::RedoLog {
+    /// What can be read of log `seq`, online or archived; `None` if it does not exist (yet).
+    pub fn log_extent(&self, seq: LogSeq) -> Option<LogExtent> {
+        let shared = &self.shared;
+        let durable = shared.durable_addr();
+        {
+            let table = shared.table.lock();
+            if let Some(index) = table.find(seq) {
+                let log = table.groups[index].log.as_ref().expect("found by sequence");
+                let readable_end = match log.end {
+                    Some(end) => end.end_offset,
+                    None if durable.seq == seq => durable.offset,
+                    None => return None,
+                };
+                return Some(LogExtent { header: log.header, end: log.end, readable_end });
+            }
+        }
+        let archived = shared.catalog.find(seq).into_iter().next()?;
+        let file = shared.storage.open(&archived.path).ok()?;
+        let mut first = vec![0u8; format::BLOCK_SIZE_MIN as usize];
+        file.read_at(&mut first, 0).ok()?;
+        let block = format::peek_header_block_size(&first)? as usize;
+        let mut headers = vec![0u8; 2 * block];
+        file.read_at(&mut headers, 0).ok()?;
+        match (
+            format::decode_header(&headers[..block], 0),
+            format::decode_header(&headers[block..], block as u64),
+        ) {
+            (Ok(HeaderBlock::Open(header)), Ok(HeaderBlock::Closed(closed, end)))
+                if closed == header =>
+            {
+                Some(LogExtent { header, end: Some(end), readable_end: end.end_offset })
+            }
+            _ => None,
+        }
+    }
+
+    /// The exact bytes `[offset, offset + len)` of log `seq` (headers or units), from an online
+    /// member or its archived copy. The range must be within what `log_extent` says is
+    /// readable (header blocks are always readable).
+    pub fn read_log_bytes(&self, seq: LogSeq, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let shared = &self.shared;
+        let mut bytes = vec![0u8; len];
+        let online = {
+            let table = shared.table.lock();
+            table.find(seq).and_then(|index| {
+                let group = &table.groups[index];
+                group
+                    .members
+                    .iter()
+                    .find(|member| member.state == MemberState::Valid && member.file.is_some())
+                    .map(|member| {
+                        (index, member.file.clone().expect("checked"), member.path.clone())
+                    })
+            })
+        };
+        if let Some((index, file, path)) = online {
+            file.read_at(&mut bytes, offset)
+                .map_err(|error| RedoError::io("read", &path, error))?;
+            // A group is given a new log (its table entry changed) before its header is
+            // overwritten: if it still holds `seq` now, what we read was `seq`'s.
+            let still = shared.table.lock().groups[index]
+                .log
+                .as_ref()
+                .is_some_and(|log| log.header.seq == seq);
+            if still {
+                return Ok(bytes);
+            }
+        }
+        for archived in shared.catalog.find(seq) {
+            let Ok(file) = shared.storage.open(&archived.path) else { continue };
+            file.read_at(&mut bytes, offset)
+                .map_err(|error| RedoError::io("read", &archived.path, error))?;
+            return Ok(bytes);
+        }
+        Err(RedoError::LogNotAvailable { seq })
     }
 }

@@ -43,6 +43,10 @@ impl LogSeq {
     pub fn next(self) -> LogSeq {
         LogSeq(self.0 + 1)
     }
+
+    pub fn prev_seq(self) -> LogSeq {
+        LogSeq(self.0.saturating_sub(1))
+    }
 }
 
 impl fmt::Display for LogSeq {
