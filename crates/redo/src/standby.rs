@@ -205,12 +205,13 @@ impl RedoLog {
                             }
                             let group = self.free_standby_group(&mut table)?;
                             let entry = &mut table.groups[group];
+                            // Reuse gives stale and failed members another chance.
                             for member in &mut entry.members {
-                                if member.state != MemberState::Valid {
-                                    if let Ok(file) = shared.storage.open_log(&member.path) {
-                                        member.file = Some(Arc::from(file));
-                                        member.state = MemberState::Valid;
-                                    }
+                                if member.state != MemberState::Valid
+                                    && let Ok(file) = shared.storage.open_log(&member.path)
+                                {
+                                    member.file = Some(Arc::from(file));
+                                    member.state = MemberState::Valid;
                                 }
                             }
                             entry.log = Some(OnlineLog { header, end: None, archived: false });

@@ -877,7 +877,7 @@ fn a_late_standby_catches_up_from_online_and_archived_logs() {
         primary.archived_logs().iter().any(|entry| entry.seq >= LogSeq(online_oldest.0 + 3))
     });
     assert_archives_identical(&primary, &primary_disk, &standby, &standby_disk);
-    let records = standby.read_from_scn(Scn(1)).unwrap().map(|record| record.unwrap()).count();
+    let records = standby.read_from_scn(Scn(1)).unwrap().collect::<Result<Vec<_>>>().unwrap().len();
     assert_eq!(records, 260);
     // A restarted standby resumes where it was.
     let before = standby.standby_position();
