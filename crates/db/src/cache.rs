@@ -39,8 +39,9 @@ pub enum Lookup {
 
 #[derive(Debug, Default)]
 pub struct Cache {
-    /// Not yet durable, in SCN order.
-    pending: VecDeque<(Scn, Vec<Change>)>,
+    /// Not yet durable (or on a standby, not yet confirmed by the primary), in SCN order,
+    /// with how each changed the number of keys.
+    pending: VecDeque<(Scn, Vec<Change>, i64)>,
     /// Latest pending value per key, and how many pending changes touch it.
     pending_index: BTreeMap<Bytes, (Option<Bytes>, usize)>,
     pending_bytes: usize,
@@ -73,8 +74,8 @@ impl Cache {
     }
 
     /// Adds the changes of a transaction whose redo got `scn` and is not yet durable.
-    pub fn add_pending(&mut self, scn: Scn, changes: Vec<Change>) {
-        debug_assert!(self.pending.back().is_none_or(|(last, _)| *last < scn));
+    pub fn add_pending(&mut self, scn: Scn, changes: Vec<Change>, key_delta: i64) {
+        debug_assert!(self.pending.back().is_none_or(|(last, _, _)| *last < scn));
         for change in &changes {
             let value = change.value().cloned();
             self.pending_bytes += entry_bytes(change.key(), &value);
@@ -82,21 +83,21 @@ impl Cache {
             entry.0 = value;
             entry.1 += 1;
         }
-        self.pending.push_back((scn, changes));
+        self.pending.push_back((scn, changes, key_delta));
     }
 
     /// SCN of the oldest pending transaction.
     pub fn oldest_pending(&self) -> Option<Scn> {
-        self.pending.front().map(|(scn, _)| *scn)
+        self.pending.front().map(|(scn, _, _)| *scn)
     }
 
     /// Moves every pending transaction at or below `durable` into *dirty*, in SCN order.
     pub fn promote(&mut self, durable: Scn) {
-        while let Some((scn, _)) = self.pending.front() {
+        while let Some((scn, _, _)) = self.pending.front() {
             if *scn > durable {
                 break;
             }
-            let (scn, changes) = self.pending.pop_front().expect("front exists");
+            let (scn, changes, _) = self.pending.pop_front().expect("front exists");
             for change in changes {
                 let key = change.key().clone();
                 let value = change.value().cloned();
@@ -115,7 +116,30 @@ impl Cache {
         }
     }
 
-    /// Applies durable changes directly (recovery and standby apply).
+    /// Drops every pending transaction at or above `scn` (a standby's redo the primary lost);
+    /// returns how they had changed the number of keys.
+    pub fn discard_pending_from(&mut self, scn: Scn) -> i64 {
+        let mut delta = 0;
+        while self.pending.back().is_some_and(|(last, _, _)| *last >= scn) {
+            let (_, _, key_delta) = self.pending.pop_back().expect("back exists");
+            delta += key_delta;
+        }
+        // Rebuild the index from what remains.
+        self.pending_index.clear();
+        self.pending_bytes = 0;
+        for (_, changes, _) in &self.pending {
+            for change in changes {
+                let value = change.value().cloned();
+                self.pending_bytes += entry_bytes(change.key(), &value);
+                let entry = self.pending_index.entry(change.key().clone()).or_insert((None, 0));
+                entry.0 = value;
+                entry.1 += 1;
+            }
+        }
+        delta
+    }
+
+    /// Applies durable changes directly (recovery).
     pub fn apply_durable(&mut self, scn: Scn, changes: Vec<Change>) {
         debug_assert!(
             self.pending.is_empty(),
@@ -227,9 +251,9 @@ mod tests {
     #[test]
     fn layers_shadow_in_order_and_promotion_keeps_scn_order() {
         let mut cache = Cache::new(Scn(0));
-        cache.add_pending(Scn(1), vec![put("a", "1")]);
-        cache.add_pending(Scn(2), vec![put("a", "2"), put("b", "1")]);
-        cache.add_pending(Scn(3), vec![Change::Delete { key: Bytes::from_static(b"b") }]);
+        cache.add_pending(Scn(1), vec![put("a", "1")], 0);
+        cache.add_pending(Scn(2), vec![put("a", "2"), put("b", "1")], 0);
+        cache.add_pending(Scn(3), vec![Change::Delete { key: Bytes::from_static(b"b") }], 0);
         assert_eq!(cache.lookup(b"a"), known("2"));
         assert_eq!(cache.lookup(b"b"), Lookup::Known(None));
         assert_eq!(cache.lookup(b"c"), Lookup::Store);
@@ -261,10 +285,10 @@ mod tests {
     #[test]
     fn a_failed_checkpoint_is_merged_into_the_next() {
         let mut cache = Cache::new(Scn(0));
-        cache.add_pending(Scn(1), vec![put("a", "1"), put("b", "1")]);
+        cache.add_pending(Scn(1), vec![put("a", "1"), put("b", "1")], 0);
         cache.promote(Scn(1));
         let (_failed, _) = cache.begin_checkpoint();
-        cache.add_pending(Scn(2), vec![put("a", "2")]);
+        cache.add_pending(Scn(2), vec![put("a", "2")], 0);
         cache.promote(Scn(2));
         let (retry, scn) = cache.begin_checkpoint();
         assert_eq!(scn, Scn(2));

@@ -34,6 +34,9 @@ pub enum DbError {
 
     #[error("invalid cursor")]
     InvalidCursor,
+
+    #[error("this database is a standby: it is read-only")]
+    ReadOnly,
 }
 
 impl DbError {

@@ -20,14 +20,14 @@ pub mod store;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parking_lot::{Condvar, Mutex, RwLock};
 use redo::storage::Storage;
-use redo::{CommitOptions, DatabaseId, RedoConfig, RedoError, RedoLog, RedoStatus, Scn};
+use redo::{CommitOptions, DatabaseId, RedoConfig, RedoError, RedoLog, RedoStatus, Role, Scn};
 use serde::{Deserialize, Serialize};
 use stats::{Metrics, Statistic, WaitEvent};
 
@@ -66,6 +66,9 @@ pub struct DbStatus {
     pub data_file: String,
     /// Records replayed by crash recovery when the database was opened.
     pub recovered_records: u64,
+    pub role: Role,
+    /// The highest SCN applied to the key space.
+    pub applied_scn: Scn,
     pub redo: RedoStatus,
 }
 
@@ -98,6 +101,32 @@ struct Stats {
     checkpoints: Arc<Statistic>,
     checkpoint_keys: Arc<Statistic>,
     recovery_records: Arc<Statistic>,
+    applied_records: Arc<Statistic>,
+}
+
+/// Decodes a redo record's change vectors.
+fn decode_record(scn: Scn, payload: Vec<u8>) -> Result<Vec<Change>> {
+    change::decode(&Bytes::from(payload))
+        .map_err(|error| DbError::Corrupt { scn, reason: error.to_string() })
+}
+
+/// How applying `changes` changes the number of keys.
+fn key_delta(cache: &Cache, store: &Store, changes: &[Change]) -> Result<i64> {
+    let mut delta = 0i64;
+    let mut seen: BTreeMap<&Bytes, bool> = BTreeMap::new();
+    for change in changes {
+        let existed = match seen.get(change.key()) {
+            Some(exists) => *exists,
+            None => match cache.lookup(change.key()) {
+                Lookup::Known(value) => value.is_some(),
+                Lookup::Store => store.get(change.key())?.is_some(),
+            },
+        };
+        let exists = change.value().is_some();
+        delta += i64::from(exists) - i64::from(existed);
+        seen.insert(change.key(), exists);
+    }
+    Ok(delta)
 }
 
 /// Lock order: `checkpoint_running` → `write` → `cache` → `checkpoint` → `cursors`; a
@@ -106,7 +135,9 @@ struct Inner {
     config: DbConfig,
     redo: RedoLog,
     store: Store,
-    database_id: DatabaseId,
+    role: Role,
+    /// The highest SCN applied to the key space (on a primary: executed).
+    applied_scn: AtomicU64,
     cache: RwLock<Cache>,
     /// Serialises write transactions; holds the number of keys.
     write: Mutex<i64>,
@@ -116,7 +147,7 @@ struct Inner {
     checkpoint_running: Mutex<()>,
     cursors: Mutex<Cursors>,
     shut_down: AtomicBool,
-    recovered_records: u64,
+    recovered_records: AtomicU64,
     waits: Waits,
     stats: Stats,
 }
@@ -124,7 +155,8 @@ struct Inner {
 /// The database. Cheap to share: wrap it in an `Arc`.
 pub struct Database {
     inner: Arc<Inner>,
-    checkpointer: Mutex<Option<JoinHandle<()>>>,
+    /// The checkpointer, and on a standby the apply thread.
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -144,11 +176,36 @@ impl Database {
     ) -> Result<Database> {
         config.validate()?;
         let redo = RedoLog::open(redo_config, storage.clone(), metrics.clone())?;
-        let store = Store::open(&storage, &config.data_file(), config.cache_size)?;
+        Database::open_with(config, redo, &storage, &metrics)
+    }
+
+    /// Opens a standby database: its standby logs receive the primary's redo (see
+    /// `redo::standby`), and an apply thread applies it in SCN order, in real time, from the
+    /// data files' checkpoint on. The standby serves reads; writes are refused.
+    pub fn open_standby(
+        config: DbConfig,
+        redo_config: RedoConfig,
+        storage: Arc<dyn Storage>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Database> {
+        config.validate()?;
+        let redo = RedoLog::open_standby(redo_config, storage.clone(), metrics.clone())?;
+        Database::open_with(config, redo, &storage, &metrics)
+    }
+
+    fn open_with(
+        config: DbConfig,
+        redo: RedoLog,
+        storage: &Arc<dyn Storage>,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Database> {
+        let role = redo.role();
+        let store = Store::open(storage, &config.data_file(), config.cache_size)?;
         let identity = redo.identity();
         let meta = store.meta()?;
         match meta.database_id {
-            Some(id) if id != identity.database_id => {
+            // (A new standby has no identity yet: its first checkpoint stamps the data files.)
+            Some(id) if identity.database_id.0 != 0 && id != identity.database_id => {
                 return Err(DbError::Mismatch(format!(
                     "the data files {} belong to database {id}, the redo log to database {}",
                     store.path().display(),
@@ -156,53 +213,49 @@ impl Database {
                 )));
             }
             Some(_) => {}
-            None => store.checkpoint(
+            None if identity.database_id.0 != 0 => store.checkpoint(
                 &store::Changed::new(),
                 meta.checkpoint_scn,
                 identity.database_id,
             )?,
+            None => {}
         }
         let next_scn = redo.next_scn();
-        if meta.checkpoint_scn >= next_scn {
+        if role == Role::Primary && meta.checkpoint_scn >= next_scn {
             return Err(DbError::Mismatch(format!(
                 "the data files are checkpointed at SCN {} but the redo log ends before SCN {next_scn}: the redo log was lost or belongs to another copy",
                 meta.checkpoint_scn
             )));
         }
-        // Crash recovery: the data files at their checkpoint, plus every record after it.
-        let started = Instant::now();
         let mut cache = Cache::new(meta.checkpoint_scn);
         let mut keys = store.key_count()? as i64;
         let mut records = 0u64;
-        let mut redo_bytes = 0u64;
-        let mut reader = redo.read_from_scn(meta.checkpoint_scn.next())?;
-        while let Some(record) = reader.next_record()? {
-            redo_bytes += record.payload.len() as u64;
-            let payload = Bytes::from(record.payload);
-            let changes = change::decode(&payload)
-                .map_err(|error| DbError::Corrupt { scn: record.scn, reason: error.to_string() })?;
-            for change in &changes {
-                let existed = match cache.lookup(change.key()) {
-                    Lookup::Known(value) => value.is_some(),
-                    Lookup::Store => store.get(change.key())?.is_some(),
-                };
-                keys += i64::from(change.value().is_some()) - i64::from(existed);
-                cache.apply_durable(record.scn, vec![change.clone()]);
+        if role == Role::Primary {
+            // Crash recovery: the data files at their checkpoint, plus every record after it.
+            let started = Instant::now();
+            let mut redo_bytes = 0u64;
+            let mut reader = redo.read_from_scn(meta.checkpoint_scn.next())?;
+            while let Some(record) = reader.next_record()? {
+                redo_bytes += record.payload.len() as u64;
+                let changes = decode_record(record.scn, record.payload)?;
+                keys += key_delta(&cache, &store, &changes)?;
+                cache.apply_durable(record.scn, changes);
+                records += 1;
             }
-            records += 1;
-        }
-        if records > 0 {
-            tracing::info!(
-                records,
-                redo_bytes,
-                from_scn = %meta.checkpoint_scn.next(),
-                to_scn = %cache.promoted_scn(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "crash recovery: replayed redo after the last checkpoint"
-            );
+            if records > 0 {
+                tracing::info!(
+                    records,
+                    redo_bytes,
+                    from_scn = %meta.checkpoint_scn.next(),
+                    to_scn = %cache.promoted_scn(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "crash recovery: replayed redo after the last checkpoint"
+                );
+            }
         }
         let inner = Arc::new(Inner {
-            database_id: identity.database_id,
+            role,
+            applied_scn: AtomicU64::new(cache.promoted_scn().0),
             cache: RwLock::new(cache),
             write: Mutex::new(keys),
             checkpoint: Mutex::new(CheckpointState {
@@ -213,7 +266,7 @@ impl Database {
             checkpoint_running: Mutex::new(()),
             cursors: Mutex::new(Cursors { next: 1, ..Cursors::default() }),
             shut_down: AtomicBool::new(false),
-            recovered_records: records,
+            recovered_records: AtomicU64::new(records),
             waits: Waits {
                 free_buffer: metrics.wait("free buffer waits"),
                 checkpoint_write: metrics.wait("db file parallel write"),
@@ -222,6 +275,7 @@ impl Database {
                 checkpoints: metrics.stat("checkpoints completed"),
                 checkpoint_keys: metrics.stat("checkpoint keys written"),
                 recovery_records: metrics.stat("recovery redo records applied"),
+                applied_records: metrics.stat("apply redo records applied"),
             },
             config,
             redo,
@@ -235,20 +289,23 @@ impl Database {
                 inner.request_checkpoint();
             }
         }));
-        let checkpointer = {
-            let inner = inner.clone();
-            std::thread::Builder::new()
-                .name("db-ckpt".to_string())
-                .spawn(move || inner.checkpointer())
-                .map_err(|error| {
-                    DbError::Redo(RedoError::Io {
-                        op: "start thread",
-                        path: "db-ckpt".into(),
-                        source: error,
-                    })
-                })?
+        let spawn = |name: &str, work: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.to_string()).spawn(work).map_err(|error| {
+                DbError::Redo(RedoError::Io {
+                    op: "start thread",
+                    path: name.into(),
+                    source: error,
+                })
+            })
         };
-        Ok(Database { inner, checkpointer: Mutex::new(Some(checkpointer)) })
+        let mut threads = Vec::new();
+        let checkpointer = inner.clone();
+        threads.push(spawn("db-ckpt", Box::new(move || checkpointer.checkpointer()))?);
+        if role == Role::Standby {
+            let applier = inner.clone();
+            threads.push(spawn("db-apply", Box::new(move || applier.apply_loop()))?);
+        }
+        Ok(Database { inner, threads: Mutex::new(threads) })
     }
 
     pub fn redo(&self) -> &RedoLog {
@@ -256,7 +313,16 @@ impl Database {
     }
 
     pub fn database_id(&self) -> DatabaseId {
-        self.inner.database_id
+        self.inner.redo.identity().database_id
+    }
+
+    pub fn role(&self) -> Role {
+        self.inner.role
+    }
+
+    /// The highest SCN applied to the key space (on a standby: by real-time apply).
+    pub fn applied_scn(&self) -> Scn {
+        Scn(self.inner.applied_scn.load(Ordering::Acquire))
     }
 
     /// The value of `key`.
@@ -379,7 +445,9 @@ impl Database {
             keys,
             unwritten_bytes,
             data_file: inner.store.path().display().to_string(),
-            recovered_records: inner.recovered_records,
+            recovered_records: inner.recovered_records.load(Ordering::Relaxed),
+            role: inner.role,
+            applied_scn: self.applied_scn(),
             redo: inner.redo.status(),
         }
     }
@@ -403,7 +471,7 @@ impl Database {
             let _state = inner.checkpoint.lock();
             inner.checkpoint_changed.notify_all();
         }
-        if let Some(handle) = self.checkpointer.lock().take() {
+        for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
         let stopped = inner.redo.shutdown();
@@ -442,6 +510,9 @@ impl Inner {
     fn execute(&self, ops: &[Op]) -> Result<Executed> {
         let writes = ops.iter().any(Op::is_write);
         if writes {
+            if self.role == Role::Standby {
+                return Err(DbError::ReadOnly);
+            }
             if self.shut_down.load(Ordering::Acquire) {
                 return Err(DbError::Shutdown);
             }
@@ -555,8 +626,9 @@ impl Inner {
             RedoError::RecordTooLarge { len, max } => DbError::TooLarge { len, max },
             error => DbError::Redo(error),
         })?;
-        self.cache.write().add_pending(scn, changes);
+        self.cache.write().add_pending(scn, changes, key_delta);
         *keys += key_delta;
+        self.applied_scn.store(scn.0, Ordering::Release);
         drop(keys);
         self.redo.count_commit();
         Ok(Executed { results, scn: Some(scn) })
@@ -564,7 +636,9 @@ impl Inner {
 
     /// Moves changes whose redo is now durable out of the pending layer.
     fn promote(&self) {
-        let durable = self.redo.durable_scn();
+        // Only what can never be rolled back: durable here (primary), or confirmed durable by
+        // the primary (standby).
+        let durable = self.redo.confirmed_scn();
         if self.cache.read().oldest_pending().is_none_or(|oldest| oldest > durable) {
             return;
         }
@@ -637,7 +711,7 @@ impl Inner {
             cache.begin_checkpoint()
         };
         let started = Instant::now();
-        let written = self.store.checkpoint(&changed, scn, self.database_id);
+        let written = self.store.checkpoint(&changed, scn, self.redo.identity().database_id);
         self.waits.checkpoint_write.record_since(started);
         let result = written.and_then(|()| {
             self.cache.write().end_checkpoint(&changed);
@@ -705,6 +779,82 @@ impl Inner {
             last = Instant::now();
             let _ = self.run_checkpoint();
         }
+    }
+
+    /// A standby's real-time apply: reads redo in SCN order from the standby logs and the
+    /// archive as it becomes durable here, and applies it to the key space. Applied changes
+    /// are visible at once; they reach the data files (a checkpoint) only once the primary has
+    /// confirmed them durable, so that redo the primary lost in a crash (and this standby
+    /// received) can be dropped again.
+    fn apply_loop(self: Arc<Inner>) {
+        let mut next = Scn(self.applied_scn.load(Ordering::Acquire)).next();
+        let mut reader = None;
+        while !self.shut_down.load(Ordering::Acquire) {
+            if let Some(diverged) = self.redo.take_divergence() {
+                self.drop_applied_from(diverged);
+                next = next.min(diverged);
+                reader = None;
+            }
+            if reader.is_none() {
+                match self.redo.read_from_scn(next) {
+                    Ok(opened) => reader = Some(opened),
+                    Err(error) => {
+                        tracing::warn!(%error, %next, "apply: cannot read redo yet");
+                        self.redo
+                            .wait_for_redo(self.redo.durable_addr(), Duration::from_millis(200));
+                        continue;
+                    }
+                }
+            }
+            let seen = self.redo.durable_addr();
+            match reader.as_mut().expect("opened").next_record() {
+                Ok(Some(record)) => {
+                    let scn = record.scn;
+                    if let Err(error) = self.apply_record(scn, record.payload) {
+                        tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
+                        return;
+                    }
+                    next = scn.next();
+                }
+                Ok(None) => {
+                    self.promote();
+                    self.redo.wait_for_redo(seen, Duration::from_millis(100));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, %next, "apply: reading redo failed; retrying");
+                    reader = None;
+                    self.redo.wait_for_redo(seen, Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    fn apply_record(&self, scn: Scn, payload: Vec<u8>) -> Result<()> {
+        let changes = decode_record(scn, payload)?;
+        let mut keys = self.write.lock();
+        let delta = {
+            let cache = self.cache.read();
+            key_delta(&cache, &self.store, &changes)?
+        };
+        self.cache.write().add_pending(scn, changes, delta);
+        *keys += delta;
+        drop(keys);
+        self.applied_scn.store(scn.0, Ordering::Release);
+        self.stats.applied_records.incr();
+        Ok(())
+    }
+
+    /// Drops everything applied from `scn` on (still in the pending layer: the primary never
+    /// confirmed it).
+    fn drop_applied_from(&self, scn: Scn) {
+        let mut keys = self.write.lock();
+        let delta = self.cache.write().discard_pending_from(scn);
+        *keys -= delta;
+        let applied = self.applied_scn.load(Ordering::Acquire);
+        if applied >= scn.0 {
+            self.applied_scn.store(scn.0 - 1, Ordering::Release);
+        }
+        tracing::warn!(from_scn = %scn, "apply: dropped redo the primary lost in a crash");
     }
 
     /// Up to `count` live keys after `after` in key order, those that `matches`, and the last
