@@ -161,6 +161,9 @@ pub(crate) struct Shared {
     pub writer: Mutex<WriterState>,
     durable_scn: AtomicU64,
     pub durable_addr: Mutex<RedoAddr>,
+    /// End of what the log writer has written and synced locally (ahead of `durable_addr`
+    /// while it waits for SYNC standbys): what redo transport may ship.
+    pub written_addr: Mutex<RedoAddr>,
     pub background: Arc<Signal>,
     pub archive_queue: Mutex<archiver::ArchiveQueue>,
     pub archive_ready: Condvar,
@@ -223,10 +226,13 @@ pub struct RedoStatus {
     pub writer_failure: Option<String>,
 }
 
-/// The redo engine of one database.
+/// The redo engine of one database. `handle` gives other components (redo transport) a
+/// second handle on the same engine; only the handle `open` returned stops the engine when
+/// it is dropped.
 pub struct RedoLog {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    owner: bool,
 }
 
 impl std::fmt::Debug for RedoLog {
@@ -364,6 +370,7 @@ impl RedoLog {
             writer: Mutex::new(WriterState::new(opened.next_scn, opened.last_seq)),
             durable_scn: AtomicU64::new(opened.next_scn.prev().0),
             durable_addr: Mutex::new(durable_addr),
+            written_addr: Mutex::new(durable_addr),
             table: Mutex::new(opened.table),
             table_changed: Condvar::new(),
             control: Mutex::new(control),
@@ -408,7 +415,7 @@ impl RedoLog {
             next_scn = %opened.next_scn,
             "redo log open"
         );
-        Ok(RedoLog { shared, threads: Mutex::new(threads) })
+        Ok(RedoLog { shared, threads: Mutex::new(threads), owner: true })
     }
 
     /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
@@ -557,6 +564,16 @@ impl RedoLog {
         *self.shared.checkpoint_handler.lock() = Some(handler);
     }
 
+    /// Another handle on this engine (it does not stop the engine when dropped).
+    pub fn handle(&self) -> RedoLog {
+        RedoLog { shared: self.shared.clone(), threads: Mutex::new(Vec::new()), owner: false }
+    }
+
+    /// Whether the engine has been shut down.
+    pub fn is_shut_down(&self) -> bool {
+        self.shared.is_shut_down()
+    }
+
     /// Plugs redo transport in: every log write from now on is offered to `shipper`.
     pub fn set_shipper(&self, shipper: Option<Arc<dyn ship::Shipper>>) {
         *self.shared.shipper.write() = shipper;
@@ -579,6 +596,11 @@ impl RedoLog {
     /// The end of durable redo.
     pub fn durable_addr(&self) -> RedoAddr {
         self.shared.durable_addr()
+    }
+
+    /// The end of what the log writer has written and synced locally (what may be shipped).
+    pub fn written_addr(&self) -> RedoAddr {
+        (*self.shared.written_addr.lock()).max(self.shared.durable_addr())
     }
 
     pub fn identity(&self) -> Identity {
@@ -698,6 +720,10 @@ impl RedoLog {
     /// Writes what is buffered, stops the background threads and waits for them. Logs not
     /// yet archived are archived at the next open.
     pub fn shutdown(&self) -> Result<()> {
+        if !self.owner {
+            // Only the handle `open` returned stops the engine.
+            return Ok(());
+        }
         let flushed = if self.shared.failure().is_none() && !self.shared.is_shut_down() {
             self.flush().map(|_| ())
         } else {
@@ -727,7 +753,7 @@ impl RedoLog {
 
 impl Drop for RedoLog {
     fn drop(&mut self) {
-        if !self.threads.lock().is_empty() {
+        if self.owner && !self.threads.lock().is_empty() {
             let _ = self.shutdown();
         }
     }

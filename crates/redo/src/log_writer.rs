@@ -29,7 +29,7 @@ use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader, RECORD_HEADER_LEN, UnitWriter};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
-use crate::ship::{LogWrite, WriteKind};
+use crate::ship::{LogWrite, ShipWait, WriteKind};
 use crate::storage::{AlignedBuf, StorageFile};
 use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
 use crate::{Shared, SwitchReason};
@@ -380,10 +380,14 @@ impl Shared {
                 last_scn,
             );
             writer.buffer = buffer;
-            result?;
+            let wait = result?;
             let offset = current.offset + bytes as u64;
             writer.current = Some(CurrentLog { offset, ..current });
             writer.next_scn = last_scn.next();
+            *self.written_addr.lock() = RedoAddr { seq: current.header.seq, offset };
+            if let Some(wait) = wait {
+                wait.wait()?;
+            }
             self.publish_durable(last_scn, RedoAddr { seq: current.header.seq, offset });
             self.stats.redo_writes.incr();
             self.stats.redo_entries.add(entries);
@@ -396,9 +400,11 @@ impl Shared {
         Ok(())
     }
 
-    /// Makes one log write: offers it to the shipper (redo transport) first, writes and syncs
-    /// it on every valid member of `group`, then waits for what the shipper asks (SYNC
-    /// acknowledgements). Returns once the write may be declared durable.
+    /// Makes one log write: offers it to the shipper (redo transport) first, then writes and
+    /// syncs it on every valid member of `group`. Returns what must be waited for (SYNC
+    /// acknowledgements) before the write may be declared durable: the caller records the
+    /// write as made first, so that a failed wait never leaves the writer's state behind
+    /// what is on disk.
     pub(crate) fn write_log(
         &self,
         group: usize,
@@ -407,7 +413,7 @@ impl Shared {
         kind: WriteKind,
         seq: LogSeq,
         last_scn: Scn,
-    ) -> Result<()> {
+    ) -> Result<Option<Box<dyn ShipWait>>> {
         let shipper = self.shipper.read().clone();
         let wait = shipper.and_then(|shipper| {
             let write = Arc::new(LogWrite {
@@ -422,10 +428,7 @@ impl Shared {
             shipper.ship(&write)
         });
         self.write_members(group, bytes, offset, true)?;
-        match wait {
-            Some(wait) => wait.wait(),
-            None => Ok(()),
-        }
+        Ok(wait)
     }
 
     /// Writes `bytes` at `offset` to every valid member of `group` (and syncs them if `sync`),
@@ -559,7 +562,7 @@ impl Shared {
                     end_offset: current.offset,
                 };
                 format::encode_header(&mut header_block, &HeaderBlock::Closed(current.header, end));
-                self.write_log(
+                let wait = self.write_log(
                     current.group,
                     &header_block,
                     u64::from(block_size),
@@ -574,6 +577,9 @@ impl Shared {
                     }
                 }
                 self.queue_archive(current.header.seq);
+                if let Some(wait) = wait {
+                    wait.wait()?;
+                }
             }
             self.wait_reusable(next_group)?;
             let seq = writer.last_seq.next();
@@ -610,7 +616,7 @@ impl Shared {
                 group.log = Some(OnlineLog { header, end: None, archived: false });
                 table.current = Some(next_group);
             }
-            self.write_log(
+            let wait = self.write_log(
                 next_group,
                 &header_block,
                 0,
@@ -624,6 +630,11 @@ impl Shared {
                 offset: format::first_unit_offset(block_size),
             });
             writer.last_seq = seq;
+            *self.written_addr.lock() =
+                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            if let Some(wait) = wait {
+                wait.wait()?;
+            }
             {
                 let mut durable = self.durable_addr.lock();
                 *durable = RedoAddr { seq, offset: format::first_unit_offset(block_size) };

@@ -10,12 +10,12 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::Shared;
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader, RedoScanner, ScanStep};
 use crate::online_log::MemberState;
 use crate::storage::StorageFile;
 use crate::types::{LogSeq, RedoRecord, Scn};
+use crate::{Role, Shared};
 
 /// Units read per I/O.
 const READ_BYTES: usize = 1 << 20;
@@ -315,14 +315,19 @@ impl crate::RedoLog {
     /// What can be read of log `seq`, online or archived; `None` if it does not exist (yet).
     pub fn log_extent(&self, seq: LogSeq) -> Option<LogExtent> {
         let shared = &self.shared;
-        let durable = shared.durable_addr();
+        // Shipping may run ahead of durability: redo written and synced here can go to a
+        // standby while the log writer waits for SYNC standbys.
+        let written = match shared.role {
+            Role::Primary => (*shared.written_addr.lock()).max(shared.durable_addr()),
+            Role::Standby => shared.durable_addr(),
+        };
         {
             let table = shared.table.lock();
             if let Some(index) = table.find(seq) {
                 let log = table.groups[index].log.as_ref().expect("found by sequence");
                 let readable_end = match log.end {
                     Some(end) => end.end_offset,
-                    None if durable.seq == seq => durable.offset,
+                    None if written.seq == seq => written.offset,
                     None => return None,
                 };
                 return Some(LogExtent { header: log.header, end: log.end, readable_end });

@@ -94,7 +94,7 @@ impl ShipCursor {
         let block = u64::from(log.config().block_size);
         let first_unit = crate::format::first_unit_offset(log.config().block_size);
         let Some(extent) = log.log_extent(self.next.seq) else {
-            if self.next.seq > log.durable_addr().seq {
+            if self.next.seq > log.written_addr().seq {
                 return Ok(Shipment::CaughtUp);
             }
             return Err(crate::RedoError::LogNotAvailable { seq: self.next.seq });

@@ -1,0 +1,22 @@
+//! Redo transport: ships the primary's redo to its standbys and receives it there.
+//!
+//! `PrimaryTransport` plugs into the primary's redo log as its `Shipper` (see `redo::ship`):
+//! one sender per destination, SYNC or ASYNC, AFFIRM or NOAFFIRM, under a protection mode.
+//! `StandbyService` is the standby's receiver, writing the primary's redo into standby logs.
+//! The bytes on the wire are `proto`'s; see `docs/wire-protocol.md`.
+//!
+//! Senders and receivers are plain threads with blocking sockets: a SYNC write is sent and its
+//! acknowledgement read by the log writer's own thread, so that no thread hand-off sits between
+//! a commit and the standby.
+
+pub mod config;
+pub mod conn;
+pub mod primary;
+pub mod standby;
+
+pub use config::{
+    BufferSize, DestinationConfig, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig,
+    Transport,
+};
+pub use primary::{DestinationStatus, LagSummary, Phase, PrimaryTransport};
+pub use standby::{AppliedScn, StandbyReplicationStatus, StandbyService};

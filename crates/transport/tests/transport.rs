@@ -1,0 +1,345 @@
+//! Primary and standby databases in one process, redo transport between them over loopback.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use db::{Database, DbConfig, Op, SetCondition};
+use redo::crashdisk::Watchdog;
+use redo::{CommitOptions, OsStorage, RedoConfig, Scn};
+use stats::Metrics;
+use transport::{
+    DestinationConfig, Phase, PrimaryTransport, ProtectionMode, StandbyConfig, StandbyService,
+    Transport,
+};
+
+fn redo_config(dir: &Path, groups: u32) -> RedoConfig {
+    RedoConfig {
+        log_file_size: 1 << 20,
+        groups,
+        archive_retry_interval: Duration::from_millis(50),
+        ..RedoConfig::default()
+    }
+    .resolve(dir)
+}
+
+fn db_config(dir: &Path) -> DbConfig {
+    DbConfig { checkpoint_interval: Duration::from_millis(500), ..DbConfig::default() }.resolve(dir)
+}
+
+struct Primary {
+    db: Arc<Database>,
+    transport: Option<PrimaryTransport>,
+    _dir: tempfile::TempDir,
+}
+
+impl Primary {
+    fn open() -> Primary {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(
+            db_config(dir.path()),
+            redo_config(dir.path(), 3),
+            Arc::new(OsStorage::default()),
+            Metrics::new(),
+        )
+        .unwrap();
+        Primary { db: Arc::new(db), transport: None, _dir: dir }
+    }
+
+    fn ship_to(&mut self, mode: ProtectionMode, destination: DestinationConfig) {
+        let transport = PrimaryTransport::start(
+            self.db.redo().handle(),
+            mode,
+            vec![destination],
+            &Metrics::default(),
+        )
+        .unwrap();
+        self.db.redo().set_shipper(Some(transport.shipper()));
+        self.transport = Some(transport);
+    }
+
+    fn phase(&self) -> Phase {
+        self.transport.as_ref().unwrap().status()[0].phase
+    }
+
+    fn set(&self, key: &str, value: &str) {
+        self.db
+            .transact(
+                &[Op::Set {
+                    key: Bytes::copy_from_slice(key.as_bytes()),
+                    value: Bytes::copy_from_slice(value.as_bytes()),
+                    condition: SetCondition::Always,
+                }],
+                CommitOptions::default(),
+            )
+            .unwrap();
+    }
+
+    fn stop(self) {
+        self.db.shutdown().unwrap();
+        if let Some(transport) = &self.transport {
+            transport.stop();
+        }
+    }
+}
+
+struct Standby {
+    db: Arc<Database>,
+    service: StandbyService,
+    dir: tempfile::TempDir,
+}
+
+impl Standby {
+    fn open_in(dir: tempfile::TempDir, listen: &str) -> Standby {
+        let db = Arc::new(
+            Database::open_standby(
+                db_config(dir.path()),
+                redo_config(dir.path(), 4),
+                Arc::new(OsStorage::default()),
+                Metrics::new(),
+            )
+            .unwrap(),
+        );
+        let applied = {
+            let db = Arc::downgrade(&db);
+            Arc::new(move || db.upgrade().map_or(Scn(0), |db| db.applied_scn()))
+                as transport::AppliedScn
+        };
+        let service = StandbyService::start(
+            db.redo().handle(),
+            StandbyConfig { listen: listen.into(), ..StandbyConfig::default() },
+            applied,
+        )
+        .unwrap();
+        Standby { db, service, dir }
+    }
+
+    fn open() -> Standby {
+        Standby::open_in(tempfile::tempdir().unwrap(), "127.0.0.1:0")
+    }
+
+    fn address(&self) -> String {
+        self.service.local_addr().to_string()
+    }
+
+    fn stop(self) -> tempfile::TempDir {
+        self.service.stop();
+        self.db.shutdown().unwrap();
+        self.dir
+    }
+}
+
+fn destination(address: String, transport: Transport) -> DestinationConfig {
+    DestinationConfig {
+        name: "standby1".into(),
+        address,
+        transport,
+        affirm: true,
+        net_timeout: Duration::from_secs(2),
+        reopen: Duration::from_millis(100),
+        max_failure: 0,
+        send_buffer: transport::BufferSize::Default,
+        bandwidth: None,
+        max_send: 256 << 10,
+    }
+}
+
+fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn state(db: &Database) -> Vec<(Bytes, Bytes)> {
+    db.keys(&|_| true)
+        .unwrap()
+        .into_iter()
+        .map(|key| {
+            let value = db.get(&key).unwrap().unwrap();
+            (key, value)
+        })
+        .collect()
+}
+
+fn assert_same_archives(primary: &Database, standby: &Database) -> usize {
+    let ours = primary.redo().archived_logs();
+    wait_until("the standby archives what the primary did", Duration::from_secs(30), || {
+        let theirs: Vec<_> = standby.redo().archived_logs().iter().map(|entry| entry.seq).collect();
+        ours.iter().all(|entry| theirs.contains(&entry.seq))
+    });
+    let theirs = standby.redo().archived_logs();
+    for entry in &ours {
+        let copy = theirs.iter().find(|copy| copy.seq == entry.seq).unwrap();
+        let a = std::fs::read(&entry.path).unwrap();
+        let b = std::fs::read(&copy.path).unwrap();
+        assert!(a == b, "archived log {} differs", entry.seq);
+    }
+    ours.len()
+}
+
+#[test]
+fn sync_affirm_keeps_the_standby_equal_and_archives_byte_identical() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "sync affirm");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumAvailability,
+        destination(standby.address(), Transport::Sync),
+    );
+    primary.set("first", "1");
+    wait_until("the standby is synchronized", Duration::from_secs(20), || {
+        primary.phase() == Phase::Synchronized
+    });
+    let value = "v".repeat(500);
+    for n in 0..3000 {
+        primary.set(&format!("key{n}"), &value);
+        // While synchronized, an acknowledged commit is durable on the standby.
+        if n % 500 == 0 && primary.phase() == Phase::Synchronized {
+            let acknowledged = primary.transport.as_ref().unwrap().status()[0].acknowledged;
+            assert!(
+                acknowledged >= primary.db.redo().durable_addr(),
+                "acknowledged {acknowledged} behind durable {}",
+                primary.db.redo().durable_addr()
+            );
+        }
+    }
+    primary.db.redo().switch_logfile().unwrap();
+    let last = primary.db.redo().durable_scn();
+    wait_until("the standby applies everything", Duration::from_secs(30), || {
+        standby.db.applied_scn() >= last
+    });
+    assert_eq!(state(&standby.db), state(&primary.db));
+    let compared = assert_same_archives(&primary.db, &standby.db);
+    assert!(compared >= 3, "only {compared} logs compared");
+    let status = primary.transport.as_ref().unwrap().status();
+    assert!(status[0].transport_lag_s < 5.0);
+    let replication = standby.service.status();
+    assert!(replication.connected);
+    assert_eq!(replication.applied_scn, standby.db.applied_scn());
+    primary.stop();
+    standby.stop();
+}
+
+#[test]
+fn a_late_async_standby_resolves_its_gap_and_catches_up() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "late async standby");
+    let mut primary = Primary::open();
+    let value = "w".repeat(2000);
+    for n in 0..2000 {
+        primary.set(&format!("early{n}"), &value);
+    }
+    let switches = primary.db.redo().archived_logs().len();
+    assert!(switches >= 3, "the primary filled only {switches} logs");
+    let standby = Standby::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    for n in 0..500 {
+        primary.set(&format!("live{n}"), &value);
+    }
+    let last = primary.db.redo().durable_scn();
+    wait_until("the standby catches up", Duration::from_secs(60), || {
+        standby.db.applied_scn() >= last
+    });
+    assert_eq!(state(&standby.db), state(&primary.db));
+    wait_until("streaming", Duration::from_secs(10), || primary.phase() == Phase::Streaming);
+    // The standby is stopped and restarted; it resumes where it was.
+    let address = standby.address();
+    let dir = standby.stop();
+    for n in 0..300 {
+        primary.set(&format!("while down {n}"), &value);
+    }
+    let standby = Standby::open_in(dir, &address);
+    let last = primary.db.redo().durable_scn();
+    wait_until("the restarted standby catches up", Duration::from_secs(60), || {
+        standby.db.applied_scn() >= last
+    });
+    assert_eq!(state(&standby.db), state(&primary.db));
+    primary.db.redo().switch_logfile().unwrap();
+    assert_same_archives(&primary.db, &standby.db);
+    primary.stop();
+    standby.stop();
+}
+
+#[test]
+fn a_primary_of_another_database_is_refused_on_both_sides() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "wrong database");
+    let standby = Standby::open();
+    let mut owner = Primary::open();
+    owner.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    owner.set("mine", "1");
+    wait_until("the standby takes its primary's identity", Duration::from_secs(10), || {
+        standby.db.applied_scn() >= Scn(1)
+    });
+    let mut stranger = Primary::open();
+    stranger.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    wait_until("the stranger hears why", Duration::from_secs(10), || {
+        stranger.transport.as_ref().unwrap().status()[0]
+            .last_error
+            .as_deref()
+            .is_some_and(|error| error.contains("refused") && error.contains("protects database"))
+    });
+    assert!(standby.service.status().last_error.unwrap().contains("refused"));
+    assert!(standby.service.status().refused >= 1);
+    // Nothing of the stranger's reached the standby; its own primary goes on.
+    stranger.set("theirs", "1");
+    owner.set("mine again", "1");
+    let last = owner.db.redo().durable_scn();
+    wait_until("the standby follows its own primary", Duration::from_secs(10), || {
+        standby.db.applied_scn() >= last
+    });
+    assert_eq!(state(&standby.db), state(&owner.db));
+    stranger.stop();
+    owner.stop();
+    standby.stop();
+}
+
+#[test]
+fn maximum_protection_makes_commits_wait_until_a_standby_has_them() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "maximum protection");
+    // An address where no standby listens yet.
+    let address = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let mut primary = Primary::open();
+    primary
+        .ship_to(ProtectionMode::MaximumProtection, destination(address.clone(), Transport::Sync));
+    let commit = {
+        let db = primary.db.clone();
+        std::thread::spawn(move || {
+            db.transact(
+                &[Op::Set {
+                    key: Bytes::from_static(b"k"),
+                    value: Bytes::from_static(b"v"),
+                    condition: SetCondition::Always,
+                }],
+                CommitOptions::default(),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!commit.is_finished(), "Maximum Protection acknowledged a commit no standby has");
+    assert_eq!(primary.phase(), Phase::Disconnected);
+    let standby = Standby::open_in(tempfile::tempdir().unwrap(), &address);
+    wait_until("the waiting commit completes", Duration::from_secs(20), || commit.is_finished());
+    commit.join().unwrap().unwrap();
+    assert_eq!(standby.db.redo().standby_position().next.seq, primary.db.redo().durable_addr().seq);
+    wait_until("the standby applies it", Duration::from_secs(10), || {
+        standby.db.get(b"k").unwrap().is_some()
+    });
+    primary.set("after", "1");
+    wait_until("synchronized", Duration::from_secs(20), || primary.phase() == Phase::Synchronized);
+    primary.stop();
+    standby.stop();
+}
