@@ -142,6 +142,25 @@ impl RedoLog {
         StandbyPosition { complete_through_seq, next }
     }
 
+    /// Where the primary's stream has been received up to (written, not necessarily synced),
+    /// in stream order: inside the log being received, or the next log's open header.
+    pub fn received_position(&self) -> RedoAddr {
+        let receiving = self.shared.standby.lock();
+        let table = self.shared.table.lock();
+        match table
+            .groups
+            .iter()
+            .filter_map(|group| group.log.as_ref())
+            .max_by_key(|log| log.header.seq)
+        {
+            Some(log) if log.end.is_none() => {
+                RedoAddr { seq: log.header.seq, offset: receiving.written_end }
+            }
+            Some(log) => RedoAddr { seq: log.header.seq.next(), offset: 0 },
+            None => RedoAddr { seq: LogSeq(0), offset: 0 },
+        }
+    }
+
     /// Records the primary's durable SCN (carried by its writes and heartbeats).
     pub fn note_primary_durable(&self, scn: Scn) {
         self.shared.primary_confirmed.fetch_max(scn.0, Ordering::AcqRel);

@@ -65,6 +65,8 @@ pub struct ServerConfig {
     pub limits: Limits,
     pub redo: RedoConfig,
     pub db: DbConfig,
+    /// The database's role and, on a primary, its standbys (see `docs/config.md`).
+    pub replication: transport::ReplicationConfig,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +82,7 @@ impl Default for ServerConfig {
             },
             redo: RedoConfig::default(),
             db: DbConfig::default(),
+            replication: transport::ReplicationConfig::default(),
         }
     }
 }
@@ -164,6 +167,19 @@ impl ServerConfig {
             }
             other => ConfigError::Invalid { field: "db".into(), reason: other.to_string() },
         })?;
+        self.replication
+            .validate()
+            .map_err(|(field, reason)| ConfigError::Invalid { field, reason })?;
+        if self.replication.role == transport::RoleConfig::Standby
+            && let Ok(listen) = self.replication.standby.listen.parse::<std::net::SocketAddr>()
+            && listen.port() != 0
+            && (listen.port() == self.server.port || listen.port() == self.server.admin_port)
+        {
+            return Err(ConfigError::Invalid {
+                field: "replication.standby.listen".into(),
+                reason: format!("port {} is also the RESP or admin port", listen.port()),
+            });
+        }
         Ok(())
     }
 

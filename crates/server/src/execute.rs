@@ -73,6 +73,7 @@ pub fn error_frame(error: &DbError) -> Frame {
         DbError::TooLarge { .. } => Frame::error(format!("ERR {error}")),
         DbError::Shutdown => Frame::error("ERR the server is shutting down"),
         DbError::InvalidCursor => Frame::error("ERR invalid cursor"),
+        DbError::ReadOnly => Frame::error("READONLY You can't write against a read only replica."),
         other => Frame::error(format!("ERR {other}")),
     }
 }

@@ -8,7 +8,7 @@ use crate::ServerState;
 /// Sections in the order INFO prints them; INFO with no argument (or `all`, `everything`,
 /// `default`) prints every one.
 pub const SECTIONS: &[&str] =
-    &["server", "clients", "persistence", "stats", "redo", "waits", "keyspace"];
+    &["server", "clients", "persistence", "stats", "replication", "redo", "waits", "keyspace"];
 
 /// The version we answer to clients that check `redis_version` (the commands we serve are
 /// those of Redis 7).
@@ -56,7 +56,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
                 field(out, "redis_version", REDIS_COMPATIBLE_VERSION);
                 field(out, "redoguard_version", env!("CARGO_PKG_VERSION"));
                 field(out, "redis_mode", "standalone");
-                field(out, "role", "primary");
+                field(out, "role", crate::role_name(state.config.replication.role));
                 field(out, "os", std::env::consts::OS);
                 field(out, "process_id", std::process::id());
                 field(out, "tcp_port", state.resp_addr.port());
@@ -101,6 +101,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
                 field(out, "total_commands_processed", state.commands_processed.get());
                 field(out, "user_commits", metrics.stat("user commits"));
             }
+            "replication" => replication_section(state, out),
             "redo" => {
                 out.push_str("# Redo\r\n");
                 let redo = &status.redo;
@@ -160,4 +161,75 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
         }
     }
     out
+}
+
+fn replication_section(state: &ServerState, out: &mut String) {
+    out.push_str("# Replication\r\n");
+    let replication = state.replication();
+    match &replication.standby {
+        Some(standby) => {
+            // The names Redis clients look for, then ours.
+            field(out, "role", "slave");
+            if let Some((host, port)) =
+                standby.primary.as_deref().and_then(|primary| primary.rsplit_once(':'))
+            {
+                field(out, "master_host", host);
+                field(out, "master_port", port);
+            }
+            field(out, "master_link_status", if standby.connected { "up" } else { "down" });
+            field(
+                out,
+                "master_last_io_seconds_ago",
+                standby.last_heard_s.map_or(-1, |seconds| seconds as i64),
+            );
+            field(out, "redoguard_role", "standby");
+            field(out, "transport_lag_s", format!("{:.3}", standby.transport_lag_s));
+            field(out, "apply_lag_s", format!("{:.3}", standby.apply_lag_s));
+            field(out, "received_seq", standby.received.seq);
+            field(out, "received_offset", standby.received.offset);
+            field(out, "complete_through_seq", standby.complete_through_seq);
+            field(out, "applied_scn", standby.applied_scn);
+            field(out, "primary_current_scn", standby.primary_current_scn);
+            field(out, "primary_durable_scn", standby.primary_durable_scn);
+            if let Some(error) = &standby.last_error {
+                field(out, "last_error", one_line(error));
+            }
+        }
+        None => {
+            field(out, "role", "master");
+            let connected = replication
+                .destinations
+                .iter()
+                .filter(|destination| destination.last_heard_s.is_some_and(|seconds| seconds < 5.0))
+                .count();
+            field(out, "connected_slaves", connected);
+            field(out, "redoguard_role", "primary");
+            field(out, "protection_mode", format!("{:?}", replication.protection_mode));
+            let synchronized = match replication.synchronized {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            };
+            field(out, "synchronized", synchronized);
+            for (index, destination) in replication.destinations.iter().enumerate() {
+                field(
+                    out,
+                    &format!("destination{index}"),
+                    format!(
+                        "name={},address={},transport={},affirm={},state={:?},sent={},acknowledged={},transport_lag_s={:.3},apply_lag_s={:.3},failures={}",
+                        destination.name,
+                        destination.address,
+                        destination.transport,
+                        u8::from(destination.affirm),
+                        destination.phase,
+                        destination.sent,
+                        destination.acknowledged,
+                        destination.transport_lag_s,
+                        destination.apply_lag_s,
+                        destination.failures
+                    ),
+                );
+            }
+        }
+    }
 }

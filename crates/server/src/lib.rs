@@ -38,6 +38,10 @@ pub use status::ServerStatus;
 pub struct ServerState {
     pub config: ServerConfig,
     pub db: Arc<Database>,
+    /// A primary's redo transport (if it has destinations).
+    pub transport: Option<transport::PrimaryTransport>,
+    /// A standby's receiver.
+    pub receiver: Option<transport::StandbyService>,
     pub metrics: Arc<Metrics>,
     pub facts: ServerFacts,
     pub started: Instant,
@@ -59,7 +63,7 @@ impl ServerState {
             server: status::ServerInfo {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 pid: std::process::id(),
-                role: "primary".to_string(),
+                role: role_name(self.config.replication.role).to_string(),
                 uptime_s: self.started.elapsed().as_secs(),
                 data_dir: self.config.server.data_dir.display().to_string(),
                 resp_addr: self.resp_addr.to_string(),
@@ -71,8 +75,25 @@ impl ServerState {
                 writes_refused: self.db.writes_refused(),
             },
             database: self.db.status(),
+            replication: self.replication(),
             archive: status::ArchiveSummary::of(&catalog, 10),
             metrics: self.metrics.snapshot(),
+        }
+    }
+
+    /// The database's role and its standbys (or, on a standby, its primary).
+    pub fn replication(&self) -> status::ReplicationStatus {
+        let replication = &self.config.replication;
+        status::ReplicationStatus {
+            role: role_name(replication.role).to_string(),
+            protection_mode: replication.protection_mode,
+            synchronized: self.transport.as_ref().map(transport::PrimaryTransport::synchronized),
+            destinations: self
+                .transport
+                .as_ref()
+                .map(transport::PrimaryTransport::status)
+                .unwrap_or_default(),
+            standby: self.receiver.as_ref().map(transport::StandbyService::status),
         }
     }
 
@@ -100,15 +121,58 @@ impl Server {
         let (redo_config, db_config) = config.resolved();
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
+        let role = config.replication.role;
         let db = {
             let metrics = metrics.clone();
-            tokio::task::spawn_blocking(move || {
-                Database::open(db_config, redo_config, storage, metrics)
+            tokio::task::spawn_blocking(move || match role {
+                transport::RoleConfig::Primary => {
+                    Database::open(db_config, redo_config, storage, metrics)
+                }
+                transport::RoleConfig::Standby => {
+                    Database::open_standby(db_config, redo_config, storage, metrics)
+                }
             })
             .await?
             .context("cannot open the database")?
         };
         let db = Arc::new(db);
+        let replication = &config.replication;
+        let transport =
+            if role == transport::RoleConfig::Primary && !replication.destinations.is_empty() {
+                let transport = transport::PrimaryTransport::start(
+                    db.redo().handle(),
+                    replication.protection_mode,
+                    replication.destinations.clone(),
+                    &metrics,
+                )
+                .context("starting redo transport")?;
+                db.redo().set_shipper(Some(transport.shipper()));
+                Some(transport)
+            } else {
+                None
+            };
+        let receiver = if role == transport::RoleConfig::Standby {
+            let applied = {
+                let db = Arc::downgrade(&db);
+                Arc::new(move || db.upgrade().map_or(redo::Scn(0), |db| db.applied_scn()))
+                    as transport::AppliedScn
+            };
+            Some(
+                transport::StandbyService::start(
+                    db.redo().handle(),
+                    replication.standby.clone(),
+                    applied,
+                )
+                .with_context(|| {
+                    format!(
+                        "cannot listen for the primary's redo on {}",
+                        replication.standby.listen
+                    )
+                })?,
+            )
+        } else {
+            None
+        };
         let server = &config.server;
         let resp_listener =
             TcpListener::bind((server.bind, server.port)).await.with_context(|| {
@@ -135,6 +199,8 @@ impl Server {
             shutdown,
             metrics,
             db,
+            transport,
+            receiver,
             config,
         });
         let resp = tokio::spawn(accept_clients(state.clone(), resp_listener));
@@ -176,12 +242,30 @@ impl Server {
         self.admin.abort();
         let _ = self.resp.await;
         let _ = self.admin.await;
-        let db = self.state.db.clone();
-        tokio::task::spawn_blocking(move || db.shutdown())
-            .await?
-            .context("stopping the database")?;
+        let state = self.state.clone();
+        tokio::task::spawn_blocking(move || {
+            // A standby stops receiving first; a primary flushes its redo (still shipping it)
+            // before its senders stop.
+            if let Some(receiver) = &state.receiver {
+                receiver.stop();
+            }
+            let stopped = state.db.shutdown();
+            if let Some(transport) = &state.transport {
+                transport.stop();
+            }
+            stopped
+        })
+        .await?
+        .context("stopping the database")?;
         tracing::info!("redoguard server stopped");
         Ok(())
+    }
+}
+
+pub(crate) fn role_name(role: transport::RoleConfig) -> &'static str {
+    match role {
+        transport::RoleConfig::Primary => "primary",
+        transport::RoleConfig::Standby => "standby",
     }
 }
 
@@ -391,9 +475,32 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             "1 while writes are refused (full disk, failing archiving).",
             f64::from(u8::from(status.server.writes_refused.is_some())),
         ),
+        (
+            "redoguard_synchronized",
+            "1 while a SYNC standby protects every commit (a primary with standbys).",
+            f64::from(u8::from(status.replication.synchronized.unwrap_or(false))),
+        ),
+        (
+            "redoguard_standby_transport_lag_seconds",
+            "On a standby: how far the redo received trails the primary.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.transport_lag_s),
+        ),
+        (
+            "redoguard_standby_apply_lag_seconds",
+            "On a standby: how far apply trails the redo received.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_lag_s),
+        ),
     ];
     for (name, help, value) in gauges {
         text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+    }
+    for destination in &status.replication.destinations {
+        let name = &destination.name;
+        text.push_str(&format!(
+            "redoguard_destination_transport_lag_seconds{{destination=\"{name}\"}} {}\nredoguard_destination_synchronized{{destination=\"{name}\"}} {}\n",
+            destination.transport_lag_s,
+            u8::from(destination.phase == transport::Phase::Synchronized)
+        ));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -54,10 +54,22 @@ impl ArchiveSummary {
     }
 }
 
+/// Replication: a primary's destinations, or a standby's primary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplicationStatus {
+    pub role: String,
+    pub protection_mode: transport::ProtectionMode,
+    /// On a primary with standbys: whether commits are protected as the mode promises.
+    pub synchronized: Option<bool>,
+    pub destinations: Vec<transport::DestinationStatus>,
+    pub standby: Option<transport::StandbyReplicationStatus>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ServerStatus {
     pub server: ServerInfo,
     pub database: DbStatus,
+    pub replication: ReplicationStatus,
     pub archive: ArchiveSummary,
     pub metrics: MetricsSnapshot,
 }
@@ -218,6 +230,7 @@ pub fn render(status: &ServerStatus) -> String {
             members.join(", ")
         );
     }
+    render_replication(&mut out, &status.replication);
     let archive = &status.archive;
     let _ = writeln!(out);
     let _ = writeln!(
@@ -268,6 +281,77 @@ pub fn render(status: &ServerStatus) -> String {
         let _ = writeln!(out, "  {name:<42} {value:>14}");
     }
     out
+}
+
+fn render_replication(out: &mut String, replication: &ReplicationStatus) {
+    let _ = writeln!(out);
+    if let Some(standby) = &replication.standby {
+        let _ = writeln!(
+            out,
+            "standby of {}: {}, listening for redo on {}",
+            standby.primary.as_deref().unwrap_or("its primary"),
+            if standby.connected {
+                format!("connected from {}", standby.primary_peer.as_deref().unwrap_or("?"))
+            } else {
+                "NOT CONNECTED".to_string()
+            },
+            standby.listen
+        );
+        let _ = writeln!(
+            out,
+            "  transport lag {:.3} s   apply lag {:.3} s   received up to {}   applied SCN {}   primary at SCN {} (durable {}){}",
+            standby.transport_lag_s,
+            standby.apply_lag_s,
+            standby.received,
+            standby.applied_scn,
+            standby.primary_current_scn,
+            standby.primary_durable_scn,
+            standby
+                .last_heard_s
+                .map_or(String::new(), |seconds| format!("   last heard {seconds:.1} s ago"))
+        );
+        if let Some(error) = &standby.last_error {
+            let _ = writeln!(out, "  last error: {error}");
+        }
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "replication: {:?}{}",
+        replication.protection_mode,
+        match replication.synchronized {
+            Some(true) => "  (SYNCHRONIZED)",
+            Some(false) => "  (UNSYNCHRONIZED)",
+            None => "  (no standby configured)",
+        }
+    );
+    if replication.destinations.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<12} {:<22} {:<15} {:<13} {:>14} {:>14} {:>9} {:>9}  last error",
+        "destination", "address", "transport", "state", "sent", "acknowledged", "lag s", "apply s"
+    );
+    for destination in &replication.destinations {
+        let _ = writeln!(
+            out,
+            "  {:<12} {:<22} {:<15} {:<13} {:>14} {:>14} {:>9.3} {:>9.3}  {}",
+            destination.name,
+            destination.address,
+            format!(
+                "{} {}",
+                destination.transport,
+                if destination.affirm { "AFFIRM" } else { "NOAFFIRM" }
+            ),
+            format!("{:?}", destination.phase).to_uppercase(),
+            destination.sent.to_string(),
+            destination.acknowledged.to_string(),
+            destination.transport_lag_s,
+            destination.apply_lag_s,
+            destination.last_error.as_deref().unwrap_or("")
+        );
+    }
 }
 
 #[cfg(test)]

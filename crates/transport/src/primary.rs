@@ -393,7 +393,10 @@ impl ShipWait for ProtectionWait {
                         Ok(Message::Ack(ack)) if ack.write_id == *write_id => return Ok(()),
                         Ok(Message::Ack(_)) => continue,
                         Ok(Message::Error(error)) => {
-                            return Err(format!("the standby refused the write: {}", error.message));
+                            return Err(format!(
+                                "the standby refused the write: {}",
+                                error.message
+                            ));
                         }
                         Ok(other) => {
                             return Err(format!(
@@ -814,6 +817,9 @@ impl Inner {
         let max_send = config.max_send as usize;
         let mut last_sent = Instant::now();
         let mut gap_offset = 0u64;
+        // The SYNC connection, opened while catching up and handed to the log writer once
+        // synchronized.
+        let mut pending_sync: Option<Conn> = None;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 return Ok(());
@@ -855,7 +861,7 @@ impl Inner {
             } else {
                 if destination.is_sync()
                     && !synchronized
-                    && self.try_synchronize(destination, *next)?
+                    && self.try_synchronize(destination, *next, &mut pending_sync)?
                 {
                     continue;
                 }
@@ -867,6 +873,7 @@ impl Inner {
                     {
                         state.phase = Phase::Streaming;
                         state.failures = 0;
+                        state.last_error = None;
                         tracing::info!(destination = %config.name, "standby caught up; streaming (ASYNC)");
                     }
                 }
@@ -1048,33 +1055,32 @@ impl Inner {
             .map_err(|error| format!("sending a heartbeat: {error}"))
     }
 
-    /// A SYNC destination that has everything the log writer wrote (durably, if AFFIRM)
-    /// becomes synchronized: a SYNC connection is opened and, if still caught up, the log
-    /// writer uses it from the next write.
+    /// A SYNC destination to which everything the log writer wrote has been sent becomes
+    /// synchronized: from the next write on, the log writer sends on the SYNC connection
+    /// (opened beforehand, so that the switch itself is instantaneous). The standby orders a
+    /// SYNC write after the control connection's bytes before it.
     fn try_synchronize(
         &self,
         destination: &Arc<Destination>,
         next: RedoAddr,
+        pending: &mut Option<Conn>,
     ) -> Result<bool, String> {
-        {
-            let state = destination.state.lock();
-            let caught_up = state.last_write_end == next && state.acknowledged == next;
-            if !caught_up || !destination.queue.lock().writes.is_empty() {
-                return Ok(false);
-            }
+        if destination.state.lock().last_write_end != next {
+            return Ok(false);
         }
-        let (conn, _, _) = self.connect(Channel::Sync, destination, None)?;
+        if pending.is_none() {
+            let (conn, _, _) = self.connect(Channel::Sync, destination, None)?;
+            *pending = Some(conn);
+        }
         let mut state = destination.state.lock();
         let queue = destination.queue.lock();
         if state.last_write_end != next || !queue.writes.is_empty() || state.reconnect {
-            drop(queue);
-            drop(state);
-            conn.shutdown();
             return Ok(false);
         }
-        *destination.sync.lock() = Some(conn);
+        *destination.sync.lock() = pending.take();
         state.phase = Phase::Synchronized;
         state.failures = 0;
+        state.last_error = None;
         drop(queue);
         drop(state);
         tracing::info!(destination = %destination.config.name, "standby caught up; SYNCHRONIZED");

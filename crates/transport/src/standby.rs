@@ -108,6 +108,10 @@ struct Inner {
     applied: AppliedScn,
     heard: Mutex<Heard>,
     shutdown: AtomicBool,
+    /// Signalled after every write received, for a write that must wait for the bytes before
+    /// it (a SYNC write overtaking the control connection's last ones).
+    received: Mutex<()>,
+    arrived: parking_lot::Condvar,
 }
 
 impl StandbyService {
@@ -143,6 +147,8 @@ impl StandbyService {
             applied,
             heard: Mutex::new(Heard::default()),
             shutdown: AtomicBool::new(false),
+            received: Mutex::new(()),
+            arrived: parking_lot::Condvar::new(),
         });
         let accept = {
             let inner = inner.clone();
@@ -346,6 +352,38 @@ impl Inner {
         }
     }
 
+    /// A primary has two connections to a standby; when it becomes synchronized it sends on
+    /// the SYNC one right after the last bytes it sent on the control one. A write that
+    /// arrives before those waits for them here (briefly: they are already in flight).
+    fn wait_for_preceding(&self, write: &proto::Write, kind: WriteKind) {
+        let start = match kind {
+            WriteKind::OpenHeader => (write.seq, 0),
+            WriteKind::Units => (write.seq, write.offset),
+            WriteKind::ClosedHeader => {
+                match redo::format::decode_header(&write.bytes, write.offset) {
+                    Ok(redo::format::HeaderBlock::Closed(_, end)) => (write.seq, end.end_offset),
+                    _ => return,
+                }
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut received = self.received.lock();
+        loop {
+            let position = self.redo.received_position();
+            // Nothing received yet, a resend of what is here, or the next piece: go.
+            if position.seq.0 == 0
+                || (position.seq.0, position.offset) >= start
+                || position.seq.0 > write.seq
+            {
+                return;
+            }
+            if Instant::now() >= deadline || self.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            self.arrived.wait_for(&mut received, Duration::from_millis(50));
+        }
+    }
+
     fn position(&self) -> proto::Position {
         let position = self.redo.standby_position();
         proto::Position {
@@ -410,8 +448,13 @@ impl Inner {
                         proto::WriteKind::OpenHeader => WriteKind::OpenHeader,
                         proto::WriteKind::ClosedHeader => WriteKind::ClosedHeader,
                     };
+                    self.wait_for_preceding(&write, kind);
                     let received =
                         self.redo.receive(LogSeq(write.seq), write.offset, kind, &write.bytes);
+                    {
+                        let _received = self.received.lock();
+                        self.arrived.notify_all();
+                    }
                     let received = match received {
                         Ok(received) => received,
                         Err(error) => {
