@@ -104,6 +104,20 @@ impl WaitSlot {
     }
 }
 
+/// Ends the leadership of a leader that panics (a bug, in a shipper say): the writer is
+/// failed and every waiter is told so, rather than left parked for ever.
+struct LeaderPanicGuard<'a>(&'a Shared);
+
+impl Drop for LeaderPanicGuard<'_> {
+    fn drop(&mut self) {
+        if thread::panicking() {
+            self.0.end_leadership(Some(&RedoError::WriterFailed(
+                "the log writer panicked while leading a write".into(),
+            )));
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Waiter {
     /// The SCN that must be durable; `None` for one who only wants to lead.
@@ -240,6 +254,7 @@ impl Shared {
             drop(commit);
         }
         let result = {
+            let _unwinding = LeaderPanicGuard(self);
             let mut writer = self.writer.lock();
             work(&mut writer)
         };
@@ -250,6 +265,7 @@ impl Shared {
     /// One round as leader: write everything in the log buffer, then hand over.
     fn lead(&self) {
         let result = {
+            let _unwinding = LeaderPanicGuard(self);
             let mut writer = self.writer.lock();
             self.write_pending(&mut writer)
         };

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crate::catalog::ArchivedLog;
 use crate::error::{RedoError, Result};
@@ -19,6 +20,10 @@ use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
 use crate::online_log::{MemberState, OnlineLog};
 use crate::ship::WriteKind;
 use crate::storage::StorageFile;
+
+/// How long a received log waits for the standby's archiver to free a group before the
+/// write is refused.
+const STANDBY_GROUP_WAIT: Duration = Duration::from_secs(30);
 use crate::types::{DatabaseId, Incarnation, LogSeq, RedoAddr, Scn, now_unix_us};
 use crate::{RedoLog, Role, Shared};
 
@@ -543,17 +548,36 @@ impl RedoLog {
 
     /// A standby log group to receive a new log into: never used, or archived (a standby
     /// needs no checkpoint to reuse a group: apply reads from the archive).
-    fn free_standby_group(&self, table: &mut crate::online_log::GroupTable) -> Result<usize> {
+    ///
+    /// When every group still waits for the archiver, the write waits for it (as a
+    /// primary's log switch does: "log file switch (archiving needed)"), up to
+    /// `STANDBY_GROUP_WAIT`; only an archiver stuck that long refuses the write.
+    fn free_standby_group(
+        &self,
+        table: &mut parking_lot::MutexGuard<'_, crate::online_log::GroupTable>,
+    ) -> Result<usize> {
         let count = table.groups.len();
-        let start = table.current.map_or(0, |current| current + 1);
-        (0..count)
-            .map(|step| (start + step) % count)
-            .find(|&index| table.groups[index].log.as_ref().is_none_or(|log| log.archived))
-            .ok_or_else(|| {
-                RedoError::Refused(format!(
-                    "no standby log group is free ({count} groups, all waiting to be archived); add a group (redo.groups) or give the archiver room"
-                ))
-            })
+        let mut waited: Option<Instant> = None;
+        loop {
+            let start = table.current.map_or(0, |current| current + 1);
+            let free = (0..count)
+                .map(|step| (start + step) % count)
+                .find(|&index| table.groups[index].log.as_ref().is_none_or(|log| log.archived));
+            if let Some(index) = free {
+                if let Some(since) = waited {
+                    self.shared.waits.log_file_switch_archiving.record_since(since);
+                }
+                return Ok(index);
+            }
+            let since = *waited.get_or_insert_with(Instant::now);
+            if self.shared.is_shut_down() || since.elapsed() >= STANDBY_GROUP_WAIT {
+                return Err(RedoError::Refused(format!(
+                    "no standby log group is free ({count} groups, all waiting to be archived for {:?}); add a group (redo.groups) or give the archiver room",
+                    since.elapsed()
+                )));
+            }
+            self.shared.table_changed.wait_for(table, Duration::from_millis(100));
+        }
     }
 
     fn publish_received(&self, seq: LogSeq, offset: u64) {

@@ -974,3 +974,35 @@ fn a_primary_that_lost_its_tail_makes_the_standby_drop_it() {
     standby.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// A shipper with a bug: it panics on the first write it sees.
+struct Panicking;
+
+impl ship::Shipper for Panicking {
+    fn ship(&self, _write: &Arc<ship::LogWrite>) -> Option<Box<dyn ship::ShipWait>> {
+        panic!("a shipper bug");
+    }
+}
+
+#[test]
+fn a_panicking_leader_fails_the_writer_instead_of_hanging_its_waiters() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "panicking leader");
+    let disk = CrashDisk::new();
+    let primary = open_on(&disk, &small_config(Path::new("/db"))).unwrap();
+    let durable = primary.commit(b"before", IMMEDIATE_WAIT).unwrap();
+    primary.set_shipper(Some(Arc::new(Panicking)));
+    let committer = {
+        let primary = primary.clone();
+        std::thread::spawn(move || primary.commit(b"during", IMMEDIATE_WAIT))
+    };
+    // The committer's thread leads, panics and unwinds; its commit is not acknowledged.
+    assert!(committer.join().is_err(), "the leader's panic reaches its own thread");
+    // Every later commit gets a clear error instead of waiting for ever.
+    assert!(matches!(
+        primary.commit(b"after", IMMEDIATE_WAIT),
+        Err(RedoError::WriterFailed(message)) if message.contains("panicked")
+    ));
+    assert!(primary.durable_scn() >= durable);
+    assert!(primary.status().writer_failure.is_some_and(|failure| failure.contains("panicked")));
+    primary.shutdown().unwrap();
+}
