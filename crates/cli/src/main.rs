@@ -24,6 +24,8 @@ enum Command {
     Server(cmd::server::Args),
     /// Shows what a running server is doing (logs, checkpoint, archive, wait events).
     Status(cmd::status::Args),
+    /// Switches logs now on a running primary: the current log is closed and archived.
+    Logswitch(cmd::logswitch::Args),
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -63,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Server(args) => cmd::server::run(args),
         Command::Status(args) => cmd::status::run(args),
+        Command::Logswitch(args) => cmd::logswitch::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),

@@ -411,6 +411,7 @@ async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
         .route("/status", get(status_json))
         .route("/metrics", get(prometheus))
         .route("/health", get(health))
+        .route("/logswitch", axum::routing::post(log_switch))
         .with_state(state.clone());
     let mut shutdown = state.shutdown.subscribe();
     let stop = async move { stopped(&mut shutdown).await };
@@ -422,7 +423,7 @@ async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
 async fn index() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "redoguard admin API\n  /status   everything, as JSON\n  /metrics  Prometheus text format\n  /health   200 while the database accepts writes\n",
+        "redoguard admin API\n  GET  /status     everything, as JSON\n  GET  /metrics    Prometheus text format\n  GET  /health     200 while the database accepts writes\n  POST /logswitch  switch logs now (the current log is archived)\n",
     )
 }
 
@@ -503,6 +504,17 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
         ));
     }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// POST /logswitch: switches logs now (as ALTER SYSTEM SWITCH LOGFILE): the current log is
+/// closed and archived, here and on the standbys.
+async fn log_switch(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let db = state.db.clone();
+    match tokio::task::spawn_blocking(move || db.redo().switch_logfile()).await {
+        Ok(Ok(seq)) => (StatusCode::OK, format!("{{\"current_seq\":{seq}}}\n")),
+        Ok(Err(error)) => (StatusCode::CONFLICT, format!("{error}\n")),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+    }
 }
 
 async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {

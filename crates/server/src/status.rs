@@ -76,6 +76,15 @@ pub struct ServerStatus {
 
 /// GETs `path` from the admin API at `addr` (HTTP/1.1, one request per connection).
 pub fn http_get(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
+    http_request(addr, "GET", path, timeout)
+}
+
+/// POSTs (with an empty body) to `path` of the admin API at `addr`.
+pub fn http_post(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
+    http_request(addr, "POST", path, timeout)
+}
+
+fn http_request(addr: &str, method: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
     let target: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|error| anyhow::anyhow!("cannot resolve {addr}: {error}"))?
@@ -87,7 +96,7 @@ pub fn http_get(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<Str
     stream.set_write_timeout(Some(timeout))?;
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: application/json\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\nAccept: application/json\r\n\r\n"
     )?;
     let mut response = Vec::new();
     stream

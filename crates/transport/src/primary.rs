@@ -223,8 +223,11 @@ impl PrimaryTransport {
         // Where the log writer's next write starts, in stream order: after a closed log, the
         // next log's open header.
         let durable = redo.durable_addr();
+        // Where the log writer's next write will start, as a ship cursor counts it: the next
+        // log's beginning after a closed log, and log 1's in a database that has written none.
         let current = match redo.log_extent(durable.seq) {
             Some(extent) if extent.end.is_some() => RedoAddr { seq: durable.seq.next(), offset: 0 },
+            None if durable == RedoAddr::default() => RedoAddr { seq: LogSeq(1), offset: 0 },
             _ => durable,
         };
         let destinations: Vec<Arc<Destination>> = destinations

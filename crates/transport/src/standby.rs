@@ -45,6 +45,8 @@ pub struct StandbyReplicationStatus {
     pub complete_through_seq: LogSeq,
     /// The standby holds redo durably up to here.
     pub received: RedoAddr,
+    /// The last SCN in the redo received from the primary since this standby started.
+    pub received_scn: Scn,
     pub applied_scn: Scn,
     /// What the primary last said: its newest and its durable SCN.
     pub primary_current_scn: Scn,
@@ -68,6 +70,7 @@ struct Heard {
     current_scn: Scn,
     durable_scn: Scn,
     transport_lag_us: u64,
+    received_scn: Scn,
     /// (last SCN, primary time) of redo received: when the primary generated which SCN.
     history: VecDeque<(Scn, u64)>,
     refused: u64,
@@ -183,6 +186,7 @@ impl StandbyService {
             last_heard_s: heard.at.map(|at| at.elapsed().as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,
+            received_scn: heard.received_scn,
             applied_scn: applied,
             primary_current_scn: heard.current_scn,
             primary_durable_scn: heard.durable_scn,
@@ -469,6 +473,7 @@ impl Inner {
                     self.redo.note_primary_durable(Scn(write.primary_durable_scn));
                     {
                         let mut heard = self.heard.lock();
+                        heard.received_scn = heard.received_scn.max(Scn(write.last_scn));
                         heard.note(Scn(write.last_scn), write.primary_time_us);
                         heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
                     }

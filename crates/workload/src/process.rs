@@ -13,6 +13,8 @@ pub struct ServerProcess {
     child: Option<Child>,
     pub resp_addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// A standby's redo listener.
+    pub redo_addr: Option<SocketAddr>,
     pub log: PathBuf,
 }
 
@@ -71,9 +73,15 @@ impl ServerProcess {
                 .collect();
             text.parse().with_context(|| format!("unexpected address in: {line}"))
         };
+        let redo_addr = if line.contains("redo from the primary on ") {
+            Some(address("redo from the primary on ")?)
+        } else {
+            None
+        };
         Ok(ServerProcess {
             resp_addr: address("RESP on ")?,
             admin_addr: address("http://")?,
+            redo_addr,
             child: Some(child),
             log: log.to_path_buf(),
         })

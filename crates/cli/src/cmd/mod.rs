@@ -5,6 +5,7 @@ pub mod bench;
 pub mod demo;
 pub mod iotest;
 pub mod linkemu;
+pub mod logswitch;
 pub mod nettest;
 pub mod server;
 pub mod status;

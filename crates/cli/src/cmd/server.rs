@@ -53,8 +53,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async {
         let server = server::Server::start(config).await?;
         // One line a person (or a script) can read: where to connect.
+        let redo = match &server.state().receiver {
+            Some(receiver) => format!(", redo from the primary on {}", receiver.local_addr()),
+            None => String::new(),
+        };
         println!(
-            "redoguard server ready: RESP on {}, admin on http://{}/status, data in {}",
+            "redoguard server ready: RESP on {}, admin on http://{}/status{redo}, data in {}",
             server.resp_addr(),
             server.admin_addr(),
             server.state().config.server.data_dir.display()
