@@ -197,7 +197,7 @@ impl Shared {
         urgency: Urgency,
         waker: &Waker,
     ) -> Result<Option<Arc<WaitSlot>>> {
-        let may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
+        let mut may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
         loop {
             if self.durable_scn() >= scn {
                 return Ok(None);
@@ -216,8 +216,9 @@ impl Shared {
                 commit.leader = true;
                 drop(commit);
                 // The lone committer writes its own redo, here, on its own thread: no
-                // hand-off to pay for.
-                self.lead();
+                // hand-off to pay for. Unless that needs a log switch: then it waits for
+                // the background writer like any other task.
+                may_lead = self.lead_task();
                 continue;
             }
             let slot = WaitSlot::for_task(waker);
@@ -268,6 +269,24 @@ impl Shared {
         self.end_leadership(result.as_ref().err());
     }
 
+    /// One round as leader on a tokio task: as `lead`, unless the write needs a log switch.
+    /// A switch waits until the next group is archived and checkpointed, which lasts as long
+    /// as a full disk does; a task must not block its runtime worker that long (on a small
+    /// machine that stops every connection and the admin API). It then hands the write to
+    /// the background writer, which may block, and returns false: the task waits for it.
+    fn lead_task(&self) -> bool {
+        let result = {
+            let mut writer = self.writer.lock();
+            self.write_pending_without_switch(&mut writer)
+        };
+        self.end_leadership(result.as_ref().err());
+        let declined = matches!(result, Ok(false));
+        if declined {
+            self.background.notify();
+        }
+        !declined
+    }
+
     fn end_leadership(&self, error: Option<&RedoError>) {
         if let Some(error) = error
             && !matches!(error, RedoError::Shutdown | RedoError::ArchiverStuck { .. })
@@ -312,6 +331,16 @@ impl Shared {
 
     /// Writes every record appended so far (as leader).
     pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
+        self.write_pending_switching(writer, true).map(|_| ())
+    }
+
+    /// Writes every record appended so far (as leader) if that needs no log switch; returns
+    /// false, having written nothing, if it would.
+    fn write_pending_without_switch(&self, writer: &mut WriterState) -> Result<bool> {
+        self.write_pending_switching(writer, false)
+    }
+
+    fn write_pending_switching(&self, writer: &mut WriterState, may_switch: bool) -> Result<bool> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -322,7 +351,21 @@ impl Shared {
         }
         let horizon = self.buffer.next_scn();
         if horizon <= writer.next_scn {
-            return Ok(());
+            return Ok(true);
+        }
+        if !may_switch {
+            // Decide before taking the batch (taken records cannot be put back). The buffer's
+            // used bytes, read after the horizon, bound the batch's stream (each record is
+            // charged its header there too), and the buffer's size bounds those: count them
+            // only when the log has less room than a full buffer.
+            let Some(current) = writer.current else { return Ok(false) };
+            let block_size = self.config.block_size;
+            let room_units = (current.header.file_size - current.offset) / u64::from(block_size);
+            let fits =
+                |bytes: u64| format::units_for(bytes as usize, block_size) as u64 <= room_units;
+            if !fits(self.config.log_buffer_size) && !fits(self.buffer.used_bytes()) {
+                return Ok(false);
+            }
         }
         if writer.current.is_none() {
             self.switch(writer, SwitchReason::FirstWrite)?;
@@ -398,7 +441,7 @@ impl Shared {
             first = end;
         }
         drop(batch);
-        Ok(())
+        Ok(true)
     }
 
     /// Writes `bytes` at `offset` to every valid member of `group` and syncs them, in
@@ -710,7 +753,10 @@ impl Future for Durable {
                     }
                     LEAD => {
                         this.slot = None;
-                        this.shared.lead();
+                        if !this.shared.lead_task() {
+                            // The background writer switches logs and writes it.
+                            this.urgency = Urgency::Passive;
+                        }
                     }
                     FAILED => {
                         this.slot = None;
