@@ -284,6 +284,29 @@ fn a_failed_sync_of_the_data_file_keeps_writes_refused() {
     db.shutdown().unwrap();
 }
 
+#[test]
+fn a_checkpoint_that_failed_to_update_the_control_file_succeeds_on_retry() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_checkpoint_that_failed_to_update_the_control_file_succeeds_on_retry",
+    );
+    let disk = CrashDisk::new();
+    let db = open(&disk).unwrap();
+    db.transact(&[set("before", "1")], WAIT).unwrap();
+    // The data file takes the checkpoint; telling the redo log fails (the control file is
+    // replaced through a temporary file, which cannot be written).
+    let temporary = Path::new("/db/redo/control.tmp");
+    disk.set_fault(temporary, Some(Fault::WriteError));
+    db.checkpoint().unwrap_err();
+    assert!(db.writes_refused().is_some());
+    disk.set_fault(temporary, None);
+    wait_until("writes are accepted again", || db.writes_refused().is_none());
+    let scn = db.transact(&[set("after", "1")], WAIT).unwrap().scn.unwrap();
+    assert_eq!(db.checkpoint().unwrap(), scn);
+    assert_eq!(db.redo().checkpoint_scn(), scn);
+    db.shutdown().unwrap();
+}
+
 fn used_bytes(disk: &CrashDisk) -> u64 {
     let capacity = 1 << 40;
     disk.set_capacity(Some(capacity));
