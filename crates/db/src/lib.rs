@@ -702,9 +702,15 @@ impl Inner {
             if !cache.has_dirty() {
                 let scn = last_scn;
                 drop(cache);
-                // Nothing new for the data files, but the redo log may not know yet.
+                // Nothing new for the data files, but the redo log may not know yet (telling
+                // it may be what failed last time).
                 if scn > self.redo.checkpoint_scn() {
                     self.redo.advance_checkpoint(scn)?;
+                }
+                let mut state = self.checkpoint.lock();
+                if state.last_error.take().is_some() {
+                    tracing::info!(%scn, "checkpoint succeeded again; writes are accepted");
+                    self.checkpoint_changed.notify_all();
                 }
                 return Ok(scn);
             }
@@ -715,7 +721,10 @@ impl Inner {
         self.waits.checkpoint_write.record_since(started);
         let result = written.and_then(|()| {
             self.cache.write().end_checkpoint(&changed);
-            // The data files hold everything up to `scn` durably: older logs may be reused.
+            // The data files hold everything up to `scn` durably, even if telling the redo
+            // log fails below: a retry, with nothing left to write, tells it again.
+            self.checkpoint.lock().last_scn = scn;
+            // Older logs may be reused.
             self.redo.advance_checkpoint(scn).map_err(DbError::from)
         });
         let mut state = self.checkpoint.lock();

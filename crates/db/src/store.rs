@@ -9,8 +9,10 @@ use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
 use redo::storage::{Storage, StorageFile};
 use redo::{DatabaseId, Scn};
@@ -26,6 +28,8 @@ const META_DATABASE_ID: &str = "database_id";
 #[derive(Debug)]
 struct SeamBackend {
     file: Box<dyn StorageFile>,
+    /// Set for good when a sync fails (see `Store::checkpoint`).
+    sync_failed: Arc<AtomicBool>,
 }
 
 impl redb::StorageBackend for SeamBackend {
@@ -42,7 +46,11 @@ impl redb::StorageBackend for SeamBackend {
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
-        self.file.sync_data()
+        let synced = self.file.sync_data();
+        if synced.is_err() {
+            self.sync_failed.store(true, Ordering::Release);
+        }
+        synced
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
@@ -61,8 +69,12 @@ pub struct Meta {
 pub type Changed = std::collections::BTreeMap<Bytes, Option<Bytes>>;
 
 pub struct Store {
-    db: redb::Database,
+    /// `None` while closed after a failed checkpoint, until it is reopened.
+    db: RwLock<Option<redb::Database>>,
     path: PathBuf,
+    storage: Arc<dyn Storage>,
+    cache_bytes: u64,
+    sync_failed: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -84,37 +96,55 @@ impl Store {
         path: &Path,
         cache_bytes: u64,
     ) -> Result<Store, DbError> {
-        let fail = store_error(path, "open");
-        let dir = path.parent().unwrap_or(Path::new("."));
-        storage.create_dir_all(dir).map_err(|error| fail(&error))?;
-        let file = if storage.exists(path) {
-            storage.open(path).map_err(|error| fail(&error))?
-        } else {
-            let file = storage.create(path).map_err(|error| fail(&error))?;
-            storage.sync_dir(dir).map_err(|error| fail(&error))?;
-            file
-        };
-        let db = redb::Database::builder()
-            .set_cache_size(cache_bytes as usize)
-            .create_with_backend(SeamBackend { file })
-            .map_err(|error| fail(&error))?;
-        let store = Store { db, path: path.to_path_buf() };
+        let sync_failed = Arc::new(AtomicBool::new(false));
+        let db = open_database(storage, path, cache_bytes, &sync_failed)?;
         // Make sure both tables exist, so that readers never see "no such table".
         let fail = store_error(path, "initialise");
-        let transaction = store.db.begin_write().map_err(|error| fail(&error))?;
+        let transaction = db.begin_write().map_err(|error| fail(&error))?;
         transaction.open_table(KV).map_err(|error| fail(&error))?;
         transaction.open_table(META).map_err(|error| fail(&error))?;
         transaction.commit().map_err(|error| fail(&error))?;
-        Ok(store)
+        Ok(Store {
+            db: RwLock::new(Some(db)),
+            path: path.to_path_buf(),
+            storage: storage.clone(),
+            cache_bytes,
+            sync_failed,
+        })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// The open data file, or an error saying it is closed after a failed checkpoint.
+    fn database(&self, what: &str) -> Result<MappedRwLockReadGuard<'_, redb::Database>, DbError> {
+        RwLockReadGuard::try_map(self.db.read(), Option::as_ref).map_err(|_| {
+            store_error(&self.path, what)(
+                &"closed after a failed checkpoint; it is reopened when a checkpoint is retried",
+            )
+        })
+    }
+
+    /// Reopens the data file if a failed checkpoint closed it.
+    fn reopen(&self) -> Result<(), DbError> {
+        let mut db = self.db.write();
+        if db.is_none() {
+            *db = Some(open_database(
+                &self.storage,
+                &self.path,
+                self.cache_bytes,
+                &self.sync_failed,
+            )?);
+            tracing::info!(path = %self.path.display(), "data file reopened after a failed checkpoint");
+        }
+        Ok(())
+    }
+
     pub fn meta(&self) -> Result<Meta, DbError> {
         let fail = store_error(&self.path, "read the checkpoint");
-        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let db = self.database("read the checkpoint")?;
+        let transaction = db.begin_read().map_err(|error| fail(&error))?;
         let table = transaction.open_table(META).map_err(|error| fail(&error))?;
         let get = |key: &str| -> Result<Option<u64>, DbError> {
             Ok(table.get(key).map_err(|error| fail(&error))?.map(|value| value.value()))
@@ -127,7 +157,8 @@ impl Store {
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
         let fail = store_error(&self.path, "read");
-        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let db = self.database("read")?;
+        let transaction = db.begin_read().map_err(|error| fail(&error))?;
         let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
         let value = table.get(key).map_err(|error| fail(&error))?;
         Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
@@ -136,7 +167,8 @@ impl Store {
     /// Number of keys in the data files.
     pub fn key_count(&self) -> Result<u64, DbError> {
         let fail = store_error(&self.path, "count");
-        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let db = self.database("count")?;
+        let transaction = db.begin_read().map_err(|error| fail(&error))?;
         let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
         table.len().map_err(|error| fail(&error))
     }
@@ -148,7 +180,8 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, DbError> {
         let fail = store_error(&self.path, "scan");
-        let transaction = self.db.begin_read().map_err(|error| fail(&error))?;
+        let db = self.database("scan")?;
+        let transaction = db.begin_read().map_err(|error| fail(&error))?;
         let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
         let lower = match after {
             Some(key) => Bound::Excluded(key),
@@ -166,14 +199,42 @@ impl Store {
 
     /// Writes `changed` and the checkpoint SCN in one transaction, durably (redb syncs the
     /// data and then its commit slot). Returns once both are on disk.
+    ///
+    /// After an I/O error redb refuses every later operation ("Previous I/O error"), so a
+    /// checkpoint that failed on a full disk would fail on every retry, and writes would stay
+    /// refused after space returns. A failed write or resize leaves what a crash would (redb
+    /// commits through copy-on-write pages and a commit slot: reopened, the file is at the
+    /// last checkpoint), and the changes stay in memory for the retry: so the file is closed
+    /// and reopened. Not after a failed sync: the kernel may have dropped the pages it could
+    /// not write yet still serve them from its cache, so the file is trusted again only after
+    /// a restart (fsync errors are not retryable).
     pub fn checkpoint(
         &self,
         changed: &Changed,
         scn: Scn,
         database_id: DatabaseId,
     ) -> Result<(), DbError> {
+        if self.db.read().is_none() && !self.sync_failed.load(Ordering::Acquire) {
+            self.reopen()?;
+        }
+        let written = self.write_checkpoint(changed, scn, database_id);
+        if written.is_err() && !self.sync_failed.load(Ordering::Acquire) {
+            *self.db.write() = None;
+            // At once if it can (so that reads of the data file go on), else at the retry.
+            let _ = self.reopen();
+        }
+        written
+    }
+
+    fn write_checkpoint(
+        &self,
+        changed: &Changed,
+        scn: Scn,
+        database_id: DatabaseId,
+    ) -> Result<(), DbError> {
         let fail = store_error(&self.path, "checkpoint");
-        let transaction = self.db.begin_write().map_err(|error| fail(&error))?;
+        let db = self.database("checkpoint")?;
+        let transaction = db.begin_write().map_err(|error| fail(&error))?;
         {
             let mut table = transaction.open_table(KV).map_err(|error| fail(&error))?;
             for (key, value) in changed {
@@ -192,4 +253,27 @@ impl Store {
         }
         transaction.commit().map_err(|error| fail(&error))
     }
+}
+
+/// Opens (creating it if missing) the redb file at `path` on `storage`.
+fn open_database(
+    storage: &Arc<dyn Storage>,
+    path: &Path,
+    cache_bytes: u64,
+    sync_failed: &Arc<AtomicBool>,
+) -> Result<redb::Database, DbError> {
+    let fail = store_error(path, "open");
+    let dir = path.parent().unwrap_or(Path::new("."));
+    storage.create_dir_all(dir).map_err(|error| fail(&error))?;
+    let file = if storage.exists(path) {
+        storage.open(path).map_err(|error| fail(&error))?
+    } else {
+        let file = storage.create(path).map_err(|error| fail(&error))?;
+        storage.sync_dir(dir).map_err(|error| fail(&error))?;
+        file
+    };
+    redb::Database::builder()
+        .set_cache_size(cache_bytes as usize)
+        .create_with_backend(SeamBackend { file, sync_failed: sync_failed.clone() })
+        .map_err(|error| fail(&error))
 }

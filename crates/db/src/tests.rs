@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use redo::crashdisk::{CrashDisk, Tear, Watchdog};
+use redo::crashdisk::{CrashDisk, Fault, Tear, Watchdog};
 use redo::{CommitLogging, CommitOptions, CommitWait};
 
 use super::*;
@@ -228,6 +228,82 @@ fn a_full_disk_refuses_writes_clearly_and_they_resume_when_space_returns() {
     db.shutdown().unwrap();
     let db = open(&disk).unwrap();
     assert_eq!(db.get(b"after").unwrap(), Some(b("1")));
+    db.shutdown().unwrap();
+}
+
+#[test]
+fn a_checkpoint_that_failed_to_write_the_data_file_succeeds_on_retry() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_checkpoint_that_failed_to_write_the_data_file_succeeds_on_retry",
+    );
+    let disk = CrashDisk::new();
+    let db = open(&disk).unwrap();
+    db.transact(&[set("before", "1")], WAIT).unwrap();
+    db.checkpoint().unwrap();
+    db.transact(&[set("during", "1")], WAIT).unwrap();
+    // As a full disk does: a write of the data file fails. redb then refuses every later
+    // operation until the file is reopened.
+    let data_file = Path::new("/db/data/kv.redb");
+    disk.set_fault(data_file, Some(Fault::WriteError));
+    db.checkpoint().unwrap_err();
+    assert!(db.writes_refused().is_some());
+    disk.set_fault(data_file, None);
+    wait_until("writes are accepted again", || db.writes_refused().is_none());
+    db.transact(&[set("after", "1")], WAIT).unwrap();
+    db.checkpoint().unwrap();
+    db.shutdown().unwrap();
+    let db = open(&disk).unwrap();
+    for key in ["before", "during", "after"] {
+        assert_eq!(db.get(key.as_bytes()).unwrap(), Some(b("1")), "{key}");
+    }
+    db.shutdown().unwrap();
+}
+
+#[test]
+fn a_failed_sync_of_the_data_file_keeps_writes_refused() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_failed_sync_of_the_data_file_keeps_writes_refused",
+    );
+    let disk = CrashDisk::new();
+    let db = open(&disk).unwrap();
+    db.transact(&[set("before", "1")], WAIT).unwrap();
+    // The kernel may drop pages it failed to write and still serve them from its cache: a
+    // file whose sync failed is not trusted again until a restart.
+    let data_file = Path::new("/db/data/kv.redb");
+    disk.set_fault(data_file, Some(Fault::SyncError));
+    db.checkpoint().unwrap_err();
+    disk.set_fault(data_file, None);
+    db.checkpoint().unwrap_err();
+    assert!(db.writes_refused().is_some());
+    drop(db);
+    let db = open(&disk).unwrap();
+    assert_eq!(db.get(b"before").unwrap(), Some(b("1")));
+    db.transact(&[set("after", "1")], WAIT).unwrap();
+    db.shutdown().unwrap();
+}
+
+#[test]
+fn a_checkpoint_that_failed_to_update_the_control_file_succeeds_on_retry() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_checkpoint_that_failed_to_update_the_control_file_succeeds_on_retry",
+    );
+    let disk = CrashDisk::new();
+    let db = open(&disk).unwrap();
+    db.transact(&[set("before", "1")], WAIT).unwrap();
+    // The data file takes the checkpoint; telling the redo log fails (the control file is
+    // replaced through a temporary file, which cannot be written).
+    let temporary = Path::new("/db/redo/control.tmp");
+    disk.set_fault(temporary, Some(Fault::WriteError));
+    db.checkpoint().unwrap_err();
+    assert!(db.writes_refused().is_some());
+    disk.set_fault(temporary, None);
+    wait_until("writes are accepted again", || db.writes_refused().is_none());
+    let scn = db.transact(&[set("after", "1")], WAIT).unwrap().scn.unwrap();
+    assert_eq!(db.checkpoint().unwrap(), scn);
+    assert_eq!(db.redo().checkpoint_scn(), scn);
     db.shutdown().unwrap();
 }
 

@@ -272,6 +272,25 @@ impl Shared {
         self.end_leadership(result.as_ref().err());
     }
 
+    /// One round as leader on a tokio task: as `lead`, unless the write needs a log switch.
+    /// A switch waits until the next group is archived and checkpointed, which lasts as long
+    /// as a full disk does; a task must not block its runtime worker that long (on a small
+    /// machine that stops every connection and the admin API). It then hands the write to
+    /// the background writer, which may block, and returns false: the task waits for it.
+    fn lead_task(&self) -> bool {
+        let result = {
+            let _unwinding = LeaderPanicGuard(self);
+            let mut writer = self.writer.lock();
+            self.write_pending_without_switch(&mut writer)
+        };
+        self.end_leadership(result.as_ref().err());
+        let declined = matches!(result, Ok(false));
+        if declined {
+            self.background.notify();
+        }
+        !declined
+    }
+
     fn end_leadership(&self, error: Option<&RedoError>) {
         if let Some(error) = error
             && !matches!(error, RedoError::Shutdown | RedoError::ArchiverStuck { .. })
@@ -316,6 +335,16 @@ impl Shared {
 
     /// Writes every record appended so far (as leader).
     pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
+        self.write_pending_switching(writer, true).map(|_| ())
+    }
+
+    /// Writes every record appended so far (as leader) if that needs no log switch; returns
+    /// false, having written nothing, if it would.
+    fn write_pending_without_switch(&self, writer: &mut WriterState) -> Result<bool> {
+        self.write_pending_switching(writer, false)
+    }
+
+    fn write_pending_switching(&self, writer: &mut WriterState, may_switch: bool) -> Result<bool> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -326,7 +355,21 @@ impl Shared {
         }
         let horizon = self.buffer.next_scn();
         if horizon <= writer.next_scn {
-            return Ok(());
+            return Ok(true);
+        }
+        if !may_switch {
+            // Decide before taking the batch (taken records cannot be put back). The buffer's
+            // used bytes, read after the horizon, bound the batch's stream (each record is
+            // charged its header there too), and the buffer's size bounds those: count them
+            // only when the log has less room than a full buffer.
+            let Some(current) = writer.current else { return Ok(false) };
+            let block_size = self.config.block_size;
+            let room_units = (current.header.file_size - current.offset) / u64::from(block_size);
+            let fits =
+                |bytes: u64| format::units_for(bytes as usize, block_size) as u64 <= room_units;
+            if !fits(self.config.log_buffer_size) && !fits(self.buffer.used_bytes()) {
+                return Ok(false);
+            }
         }
         if writer.current.is_none() {
             self.switch(writer, SwitchReason::FirstWrite)?;
@@ -413,7 +456,7 @@ impl Shared {
             first = end;
         }
         drop(batch);
-        Ok(())
+        Ok(true)
     }
 
     /// Makes one log write: offers it to the shipper (redo transport) first, then writes and
@@ -832,7 +875,11 @@ impl Future for Durable {
         loop {
             if this.leading {
                 this.leading = false;
-                this.shared.lead();
+                if !this.shared.lead_task() {
+                    // That needs a log switch, which may wait long: the background writer
+                    // (a thread of its own) makes it; this task waits as a follower.
+                    this.urgency = Urgency::Passive;
+                }
             }
             if let Some(slot) = &this.slot {
                 match slot.outcome() {

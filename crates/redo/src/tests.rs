@@ -425,6 +425,61 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
     log.shutdown().unwrap();
 }
 
+#[test]
+fn an_async_commit_that_needs_a_log_switch_does_not_block_its_runtime() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "an_async_commit_that_needs_a_log_switch_does_not_block_its_runtime",
+    );
+    let disk = CrashDisk::new();
+    // Two groups, and no checkpoint handler: a switch back into the first group waits until
+    // the test advances the checkpoint, as it waits for a checkpoint or archiving that a full
+    // disk holds up. The background writer stays idle unless woken: a long interval, and a
+    // buffer that the records below never fill to a third.
+    let config = RedoConfig {
+        groups: 2,
+        log_buffer_size: 1 << 20,
+        batch_write_interval: Duration::from_secs(10),
+        ..small_config(Path::new("/db"))
+    };
+    let log = Arc::new(RedoLog::open(config, Arc::new(disk.clone()), Metrics::new()).unwrap());
+    let mut n = 0;
+    while log.durable_addr().seq < LogSeq(2) {
+        log.commit(&payload_for(n, 4000), IMMEDIATE_WAIT).unwrap();
+        n += 1;
+    }
+    // More than the rest of the second log holds.
+    let mut last = Scn(0);
+    for n in 0..20 {
+        last = log.append(&payload_for(1000 + n, 4000)).unwrap();
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let polled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let waiter = log.commit_waiter(last, IMMEDIATE_WAIT).expect("WAIT waits");
+        let commit = tokio::spawn({
+            let polled = polled.clone();
+            async move {
+                polled.store(true, Ordering::Release);
+                waiter.await
+            }
+        });
+        // The runtime's only thread comes back here only if the commit, which needs the
+        // switch, did not block it.
+        while !polled.load(Ordering::Acquire) {
+            tokio::task::yield_now().await;
+        }
+        tokio::task::yield_now().await;
+        assert!(!commit.is_finished());
+        assert_eq!(log.durable_addr().seq, LogSeq(2));
+        log.advance_checkpoint(log.durable_scn()).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), commit).await.unwrap().unwrap().unwrap();
+    });
+    assert!(log.durable_scn() >= last);
+    assert_eq!(log.durable_addr().seq, LogSeq(3));
+    log.shutdown().unwrap();
+}
+
 fn disk_used(disk: &CrashDisk) -> u64 {
     let capacity = 1 << 40;
     disk.set_capacity(Some(capacity));
