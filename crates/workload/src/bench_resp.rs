@@ -48,7 +48,8 @@ pub struct BenchRespReport {
     pub targets: Vec<crate::bench_commit::Target>,
 }
 
-fn have(program: &str) -> bool {
+/// Whether `program` is on the `PATH`.
+pub(crate) fn have(program: &str) -> bool {
     Command::new("sh")
         .arg("-c")
         .arg(format!("command -v {program}"))
@@ -58,7 +59,7 @@ fn have(program: &str) -> bool {
 }
 
 /// Installs redis-server and redis-benchmark from Debian's packages if they are missing.
-fn ensure_redis(progress: &mut impl FnMut(&str)) -> Result<(), String> {
+pub(crate) fn ensure_redis(progress: &mut dyn FnMut(&str)) -> Result<(), String> {
     if have("redis-server") && have("redis-benchmark") {
         return Ok(());
     }
@@ -79,28 +80,48 @@ fn ensure_redis(progress: &mut impl FnMut(&str)) -> Result<(), String> {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+/// A TCP port that was free on this host's loopback a moment ago.
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-struct RedisServer {
+/// A redis-server this process started; killed when dropped.
+pub(crate) struct RedisServer {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl RedisServer {
+    /// A durable Redis (`appendfsync always`) alone on 127.0.0.1.
     fn start(dir: &Path) -> anyhow::Result<RedisServer> {
+        RedisServer::start_with(
+            Command::new("redis-server"),
+            || Command::new("redis-cli"),
+            &["127.0.0.1"],
+            free_port()?,
+            dir,
+            &[],
+        )
+    }
+
+    /// A durable Redis (`appendfsync always`, no RDB snapshots) with its files in `dir`,
+    /// listening on `bind` addresses at `port`, plus `extra_args` (`--replicaof …`, say).
+    /// `server` is the command that runs redis-server where it should run (in a network
+    /// namespace, say) and `cli` makes a redis-cli there, for the readiness PING on
+    /// 127.0.0.1. Returns once it answers PING (20 s at most).
+    pub(crate) fn start_with(
+        mut server: Command,
+        cli: impl Fn() -> Command,
+        bind: &[&str],
+        port: u16,
+        dir: &Path,
+        extra_args: &[&str],
+    ) -> anyhow::Result<RedisServer> {
         std::fs::create_dir_all(dir)?;
-        let port = free_port()?;
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                &dir.display().to_string(),
-            ])
+        let child = server
+            .args(["--port", &port.to_string(), "--bind"])
+            .args(bind)
+            .args(["--dir", &dir.display().to_string()])
             .args([
                 "--appendonly",
                 "yes",
@@ -113,15 +134,22 @@ impl RedisServer {
                 "--protected-mode",
                 "no",
             ])
+            .args(extra_args)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .context("starting redis-server")?;
+        // From here on, an early return kills it.
+        let mut redis = RedisServer { child, port };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let ping = Command::new("redis-cli").args(["-p", &port.to_string(), "ping"]).output();
+            let ping = cli().args(["-p", &port.to_string(), "ping"]).output();
             if ping.is_ok_and(|output| String::from_utf8_lossy(&output.stdout).contains("PONG")) {
                 break;
+            }
+            if let Some(status) = redis.child.try_wait()? {
+                anyhow::bail!("redis-server exited at start with {status}");
             }
             anyhow::ensure!(
                 Instant::now() < deadline,
@@ -129,7 +157,7 @@ impl RedisServer {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-        Ok(RedisServer { child, port })
+        Ok(redis)
     }
 }
 

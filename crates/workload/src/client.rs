@@ -31,14 +31,23 @@ impl Client {
     /// Sends one command and returns its reply (an error reply is `Ok(Frame::Error)`).
     pub async fn command(&mut self, args: &[&[u8]]) -> anyhow::Result<Frame> {
         self.write.clear();
-        self.write.put_slice(format!("*{}\r\n", args.len()).as_bytes());
-        for arg in args {
-            self.write.put_slice(format!("${}\r\n", arg.len()).as_bytes());
-            self.write.put_slice(arg);
-            self.write.put_slice(b"\r\n");
-        }
+        encode(&mut self.write, args);
         self.stream.write_all(&self.write).await.context("sending a command")?;
         self.reply().await
+    }
+
+    /// Sends several commands in one write (a pipeline) and returns their replies in order.
+    pub async fn pipeline(&mut self, commands: &[&[&[u8]]]) -> anyhow::Result<Vec<Frame>> {
+        self.write.clear();
+        for args in commands {
+            encode(&mut self.write, args);
+        }
+        self.stream.write_all(&self.write).await.context("sending a pipeline")?;
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            replies.push(self.reply().await?);
+        }
+        Ok(replies)
     }
 
     /// Reads the next reply.
@@ -67,6 +76,16 @@ impl Client {
             }
             frame => Ok(frame),
         }
+    }
+}
+
+/// Appends one command as a RESP array of bulk strings.
+fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.put_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for arg in args {
+        out.put_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.put_slice(arg);
+        out.put_slice(b"\r\n");
     }
 }
 

@@ -2,6 +2,7 @@
 //! processes. The demo and the database benchmarks live here.
 
 pub mod bench_commit;
+pub mod bench_external;
 pub mod bench_resp;
 pub mod client;
 pub mod demo;

@@ -11,6 +11,30 @@ pub enum BenchCommand {
     /// redoguard vs Redis (appendfsync always) under redis-benchmark: SET and GET at -c 1 and
     /// -c 50, with the raw fdatasync of the same file system.
     Resp(RespArgs),
+    /// PostgreSQL 15 with a streaming standby (pgbench, synchronous_commit off/local/
+    /// remote_write/on) and Redis with a replica (SET, with and without WAIT 1), on loopback
+    /// and through linkemu: commits/s, p50/p99, the measured RTT and raw fdatasync.
+    External(ExternalArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExternalArgs {
+    /// How long each case runs (rounded up to whole seconds).
+    #[arg(long, default_value = "5s", value_parser = tools::units::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Round-trip times in ms: 0 = plain loopback, above 0 = through linkemu at 1 Gbit/s.
+    #[arg(long, value_delimiter = ',', default_value = "0,10,25")]
+    pub rtts: Vec<u32>,
+    /// Client counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub clients: Vec<u32>,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +82,20 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let report =
                 workload::bench_resp::run(&config, |step| eprintln!("bench resp: {step}"))?;
             print!("{}", workload::bench_resp::render(&report));
+            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
+            println!("json: {}", args.json.display());
+            Ok(())
+        }
+        BenchCommand::External(args) => {
+            let config = workload::bench_external::ExternalConfig {
+                dir: args.dir,
+                duration: args.duration,
+                rtts_ms: args.rtts,
+                clients: args.clients,
+            };
+            let report =
+                workload::bench_external::run(&config, |step| eprintln!("bench external: {step}"))?;
+            print!("{}", workload::bench_external::render(&report));
             std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
             println!("json: {}", args.json.display());
             Ok(())
