@@ -951,7 +951,15 @@ impl Drop for Durable {
             return;
         }
         drop(commit);
-        if slot.outcome() == LEAD {
+        // Taken off the list: `end_leadership` is completing the slot, after it released the
+        // lock. Wait for the outcome (a few instructions away) so that a leadership handed
+        // to this future is passed on, not lost with it.
+        let mut outcome = slot.outcome();
+        while outcome == WAITING {
+            std::thread::yield_now();
+            outcome = slot.outcome();
+        }
+        if outcome == LEAD {
             self.shared.end_leadership(None);
         }
     }
