@@ -71,7 +71,9 @@ impl Shared {
             queue.busy.remove(&seq);
             match result {
                 Ok(()) => {
-                    queue.errors.remove(&seq);
+                    if let Some(error) = queue.errors.remove(&seq) {
+                        tracing::info!(%seq, previous_error = %error, "archived after retrying");
+                    }
                     if queue.errors.is_empty() {
                         self.archive_failing.store(false, Ordering::Release);
                     }
@@ -87,8 +89,15 @@ impl Shared {
                     self.table_changed.notify_all();
                 }
                 Err(error) => {
-                    tracing::error!(%seq, %error, "archiving failed; will retry");
-                    queue.errors.insert(seq, error.to_string());
+                    // Said once per log and cause, not at every retry: a full disk may
+                    // last hours, and the status shows the error meanwhile.
+                    let text = error.to_string();
+                    if queue.errors.get(&seq) != Some(&text) {
+                        tracing::error!(%seq, %error, retry_every = ?self.config.archive_retry_interval, "archiving failed; will retry until it succeeds");
+                    } else {
+                        tracing::debug!(%seq, %error, "archiving failed again");
+                    }
+                    queue.errors.insert(seq, text);
                     self.archive_failing.store(true, Ordering::Release);
                     drop(queue);
                     self.table_changed.notify_all();
