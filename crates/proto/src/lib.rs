@@ -116,7 +116,8 @@ pub struct Hello {
 pub struct Position {
     /// Every log up to this sequence is complete on the standby (archived), with no gap.
     pub complete_through_seq: u64,
-    /// The log being received (0: none) and the durable end of what it holds.
+    /// The next log the standby needs (the one being received, or the one after its newest
+    /// closed log; 1 when it has none) and the durable end of what it holds of it.
     pub current_seq: u64,
     pub current_offset: u64,
     /// The highest SCN applied to the standby's data.
@@ -127,7 +128,8 @@ pub struct Position {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Welcome {
     pub version: u16,
-    /// The standby's database (0: a new standby that has none yet and adopts the primary's).
+    /// The database the standby protects: the hello's, once checked (or adopted by a new
+    /// standby).
     pub database_id: u64,
     pub position: Position,
     pub standby_time_us: u64,
@@ -141,9 +143,11 @@ pub struct Write {
     pub offset: u64,
     pub kind: WriteKind,
     pub ack: AckWanted,
-    /// When the primary wrote these bytes.
+    /// When the log writer made the write (for pieces read back from the log files: when
+    /// they were sent).
     pub primary_time_us: u64,
-    /// The last SCN these bytes hold (0 for headers).
+    /// The last SCN these bytes hold (for a header from the log writer: the last SCN before
+    /// the log; 0 for pieces read back from the log files).
     pub last_scn: u64,
     /// Every SCN at or below this is durable on the primary.
     pub primary_durable_scn: u64,

@@ -1,4 +1,5 @@
-//! The server's configuration file (TOML): `[server]`, `[limits]`, `[redo]` and `[db]`.
+//! The server's configuration file (TOML): `[server]`, `[limits]`, `[redo]`, `[db]` and
+//! `[replication]`.
 //!
 //! Every field has a default, so an empty file (or none) is a working configuration; unknown
 //! fields are refused. `ServerConfig::load` reads and checks a file once, at start-up, and

@@ -148,8 +148,8 @@ pub struct StandbyConfig {
     /// Where the standby listens for its primary's redo. Default: `127.0.0.1:6392`.
     #[serde(default = "default_listen")]
     pub listen: String,
-    /// The primary, as clients reach it (`host:port` of its Redis protocol): named in the
-    /// error a write to the standby gets, and in status. Default: none.
+    /// The primary, as clients reach it (`host:port` of its Redis protocol): shown in status
+    /// and in INFO replication (`master_host`, `master_port`). Default: none.
     #[serde(default)]
     pub primary: Option<String>,
     /// Socket receive buffer of the listener: `default` or a size (large windows need it set
