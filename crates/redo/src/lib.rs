@@ -527,7 +527,14 @@ impl RedoLog {
 
     /// Switches logs now (writing what is buffered first): the current log is closed and
     /// queued for archiving. Returns the sequence of the new current log.
+    /// A standby refuses: its logs switch when its primary's do, and a log of its own would
+    /// take a sequence the primary is about to send.
     pub fn switch_logfile(&self) -> Result<LogSeq> {
+        if self.shared.is_standby() {
+            return Err(RedoError::Refused(
+                "this is a standby: its logs switch when its primary's do; switch logs on the primary".into(),
+            ));
+        }
         self.shared.with_leadership(|writer| {
             self.shared.write_pending(writer)?;
             self.shared.switch(writer, SwitchReason::Manual)

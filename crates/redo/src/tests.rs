@@ -856,6 +856,10 @@ fn a_standby_fed_every_write_has_byte_identical_archives() {
     );
     assert_eq!(standby.identity().database_id, DatabaseId(0), "a new standby has no identity");
     assert!(matches!(standby.append(b"x"), Err(RedoError::Standby)));
+    assert!(
+        matches!(standby.switch_logfile(), Err(RedoError::Refused(message)) if message.contains("switch logs on the primary")),
+        "a standby's logs switch only with its primary's"
+    );
     standby.adopt_identity(primary.identity().database_id, primary.identity().incarnation).unwrap();
     primary.set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
     let mut expected = Vec::new();

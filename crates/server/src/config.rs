@@ -171,6 +171,20 @@ impl ServerConfig {
         self.replication
             .validate()
             .map_err(|(field, reason)| ConfigError::Invalid { field, reason })?;
+        // One log write travels as one redo frame, and a log write may hold the whole log
+        // buffer: keep it well inside the frame limit both sides enforce.
+        if !self.replication.destinations.is_empty()
+            && self.redo.log_buffer_size > transport::LOG_BUFFER_MAX_SHIPPED
+        {
+            return invalid(
+                "redo.log_buffer_size",
+                format!(
+                    "{} is above {} MiB, the most a primary with standbys may have (one log write is one redo transport frame)",
+                    self.redo.log_buffer_size,
+                    transport::LOG_BUFFER_MAX_SHIPPED >> 20
+                ),
+            );
+        }
         if self.replication.role == transport::RoleConfig::Standby
             && let Ok(listen) = self.replication.standby.listen.parse::<std::net::SocketAddr>()
             && listen.port() != 0
@@ -245,6 +259,10 @@ mod tests {
             ("[server]\nmax_connections = 0", "server.max_connections"),
             ("[limits]\nbulk_bytes_max = 10", "limits.bulk_bytes_max"),
             ("[server]\nport = 7000\nadmin_port = 7000", "server.admin_port"),
+            (
+                "[redo]\nlog_buffer_size = \"64MiB\"\n[[replication.destinations]]\nname = \"s\"\naddress = \"127.0.0.1:1\"",
+                "redo.log_buffer_size",
+            ),
         ] {
             let error = ServerConfig::parse(text).unwrap().validate().unwrap_err();
             assert!(error.to_string().starts_with(field), "{text}: {error}");

@@ -18,5 +18,5 @@ pub use config::{
     BufferSize, DestinationConfig, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig,
     Transport,
 };
-pub use primary::{DestinationStatus, LagSummary, Phase, PrimaryTransport};
+pub use primary::{DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryTransport};
 pub use standby::{AppliedScn, StandbyReplicationStatus, StandbyService};

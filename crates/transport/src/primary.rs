@@ -37,6 +37,9 @@ const QUEUE_BYTES_MAX: usize = 64 << 20;
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// Largest frame either side accepts.
 pub(crate) const PAYLOAD_MAX: usize = (64 << 20) + 4096;
+/// The largest log buffer of a primary with standbys: a log write (at most the buffer, plus
+/// unit headers and padding) must fit in one frame.
+pub const LOG_BUFFER_MAX_SHIPPED: u64 = 48 << 20;
 /// Transport-lag samples kept per destination.
 const UNACKED_MAX: usize = 1 << 20;
 
@@ -395,6 +398,12 @@ impl ShipWait for ProtectionWait {
                     match conn.recv(Some(left)) {
                         Ok(Message::Ack(ack)) if ack.write_id == *write_id => return Ok(()),
                         Ok(Message::Ack(_)) => continue,
+                        // After NOAFFIRM writes the standby says, once it has synced them,
+                        // how far its logs are durable: on this connection too.
+                        Ok(Message::StandbyStatus(status)) => {
+                            self.inner.note_standby_status(destination, &status);
+                            continue;
+                        }
                         Ok(Message::Error(error)) => {
                             return Err(format!(
                                 "the standby refused the write: {}",
@@ -747,6 +756,22 @@ impl Inner {
         result
     }
 
+    /// What a standby said about itself: how far its logs are durable and applied.
+    fn note_standby_status(&self, destination: &Destination, status: &proto::StandbyStatus) {
+        let mut state = destination.state.lock();
+        let durable = RedoAddr {
+            seq: LogSeq(status.position.current_seq),
+            offset: status.position.current_offset,
+        };
+        destination.acknowledge(&mut state, durable);
+        state.applied_scn = Scn(status.position.applied_scn);
+        state.apply_lag_us = status.apply_lag_us;
+        state.last_heard = Some(Instant::now());
+        drop(state);
+        let _progress = self.progress.lock();
+        self.progressed.notify_all();
+    }
+
     /// Reads what the standby sends on the control connection.
     fn incoming(&self, destination: &Destination, conn: &mut Conn, broken: &Mutex<Option<String>>) {
         loop {
@@ -755,18 +780,7 @@ impl Inner {
             }
             match conn.recv(Some(Duration::from_millis(500))) {
                 Ok(Message::StandbyStatus(status)) => {
-                    let mut state = destination.state.lock();
-                    let durable = RedoAddr {
-                        seq: LogSeq(status.position.current_seq),
-                        offset: status.position.current_offset,
-                    };
-                    destination.acknowledge(&mut state, durable);
-                    state.applied_scn = Scn(status.position.applied_scn);
-                    state.apply_lag_us = status.apply_lag_us;
-                    state.last_heard = Some(Instant::now());
-                    drop(state);
-                    let _progress = self.progress.lock();
-                    self.progressed.notify_all();
+                    self.note_standby_status(destination, &status)
                 }
                 Ok(Message::ArchiveAck(ack)) => {
                     let mut state = destination.state.lock();

@@ -894,9 +894,8 @@ pub fn render(report: &DemoReport) -> String {
     if let (Some(standby), Some(lag)) = (&report.standby, &report.lag) {
         let _ = writeln!(
             out,
-            "  standby: {} {} under {}; lags over {} samples (p50 / p99 / max):",
-            standby.transport.to_uppercase(),
-            if standby.affirm { "AFFIRM" } else { "NOAFFIRM" },
+            "  standby: {} under {}; lags over {} samples (p50 / p99 / max):",
+            transport_label(&standby.transport, standby.affirm),
             report.protection_mode,
             lag.samples
         );
@@ -997,4 +996,14 @@ impl DemoReport {
 pub fn write_json(report: &DemoReport, path: &Path) -> anyhow::Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(report)?)
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// "SYNC AFFIRM", "SYNC NOAFFIRM" or "ASYNC": AFFIRM or NOAFFIRM say when a SYNC write is
+/// acknowledged; an ASYNC one never makes a commit wait.
+pub fn transport_label(transport: &str, affirm: bool) -> String {
+    match (transport, affirm) {
+        ("sync", true) => "SYNC AFFIRM".into(),
+        ("sync", false) => "SYNC NOAFFIRM".into(),
+        (other, _) => other.to_uppercase(),
+    }
 }

@@ -30,15 +30,20 @@ pub struct Args {
     /// Acknowledge a write once it is received, not once it is on the standby's disk.
     #[arg(long)]
     pub noaffirm: bool,
-    /// maximum_performance, maximum_availability or maximum_protection.
-    #[arg(long, default_value = "maximum_availability", value_parser = ["maximum_performance", "maximum_availability", "maximum_protection"])]
-    pub protection: String,
+    /// maximum_performance, maximum_availability or maximum_protection [default:
+    /// maximum_availability with --transport sync, maximum_performance with async].
+    #[arg(long, value_parser = ["maximum_performance", "maximum_availability", "maximum_protection"])]
+    pub protection: Option<String>,
     /// Run the primary alone, without a standby.
     #[arg(long)]
     pub no_standby: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let protection = args.protection.clone().unwrap_or_else(|| {
+        if args.transport == "sync" { "maximum_availability" } else { "maximum_performance" }
+            .to_string()
+    });
     anyhow::ensure!(args.duration.as_secs_f64() >= 2.0, "--duration must be at least 2s");
     anyhow::ensure!(args.clients > 0, "--clients must be at least 1");
     let config = workload::demo::DemoConfig {
@@ -51,19 +56,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         standby: (!args.no_standby).then(|| workload::demo::StandbyOptions {
             transport: args.transport.clone(),
             affirm: !args.noaffirm,
-            protection_mode: args.protection.clone(),
+            protection_mode: protection.clone(),
         }),
     };
     anyhow::ensure!(
-        args.no_standby || args.transport == "sync" || args.protection == "maximum_performance",
-        "--protection {} needs --transport sync",
-        args.protection
+        args.no_standby || args.transport == "sync" || protection == "maximum_performance",
+        "--protection {protection} needs --transport sync (an ASYNC standby protects no commit)"
     );
     match &config.standby {
         Some(standby) => println!(
-            "redoguard demo: a primary and a standby ({} {} under {}) on a throwaway directory, {} OLTP sessions, then a batch load; {:?}",
-            standby.transport.to_uppercase(),
-            if standby.affirm { "AFFIRM" } else { "NOAFFIRM" },
+            "redoguard demo: a primary and a standby ({} under {}) on a throwaway directory, {} OLTP sessions, then a batch load; {:?}",
+            workload::demo::transport_label(&standby.transport, standby.affirm),
             standby.protection_mode,
             config.oltp_clients,
             config.duration
