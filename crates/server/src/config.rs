@@ -112,7 +112,21 @@ impl ServerConfig {
 
     /// Parses TOML text (without checking bounds).
     pub fn parse(text: &str) -> Result<ServerConfig, String> {
-        toml::from_str(text).map_err(|error| error.to_string().trim_end().to_string())
+        let mut config: ServerConfig =
+            toml::from_str(text).map_err(|error| error.to_string().trim_end().to_string())?;
+        // A [limits] section that names some limits leaves the others at the server's
+        // defaults, not at the (larger) defaults of the protocol library.
+        let table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+        if let Some(limits) = table.get("limits").and_then(toml::Value::as_table) {
+            let defaults = ServerConfig::default().limits;
+            if !limits.contains_key("bulk_bytes_max") {
+                config.limits.bulk_bytes_max = defaults.bulk_bytes_max;
+            }
+            if !limits.contains_key("request_bytes_max") {
+                config.limits.request_bytes_max = defaults.request_bytes_max;
+            }
+        }
+        Ok(config)
     }
 
     /// Checks every bound; the error names the first bad field.
@@ -243,6 +257,17 @@ mod tests {
         let (redo, db) = config.resolved();
         assert_eq!(redo.dir, Path::new("/var/lib/redoguard/redo"));
         assert_eq!(db.dir, Path::new("/var/lib/redoguard/data"));
+    }
+
+    #[test]
+    fn a_partial_limits_section_keeps_the_server_defaults_for_the_rest() {
+        let config = ServerConfig::parse("[limits]\ndepth_max = 8").unwrap();
+        let defaults = ServerConfig::default().limits;
+        assert_eq!(config.limits.depth_max, 8);
+        assert_eq!(config.limits.bulk_bytes_max, defaults.bulk_bytes_max);
+        assert_eq!(config.limits.request_bytes_max, defaults.request_bytes_max);
+        let config = ServerConfig::parse("[limits]\nbulk_bytes_max = 1048576").unwrap();
+        assert_eq!(config.limits.bulk_bytes_max, 1 << 20);
     }
 
     #[test]
