@@ -669,7 +669,8 @@ impl Inner {
         })
     }
 
-    /// Connects a channel and returns the standby's welcome.
+    /// Connects a channel and returns the standby's welcome and the round-trip time: that of
+    /// the TCP handshake (one round trip, without the standby's own work before it welcomes).
     fn connect(
         &self,
         channel: Channel,
@@ -677,13 +678,14 @@ impl Inner {
         send_buffer: Option<u64>,
     ) -> Result<(Conn, proto::Welcome, Duration), String> {
         let config = &destination.config;
+        let started = Instant::now();
         let mut conn = Conn::connect(&config.address, config.net_timeout, send_buffer, PAYLOAD_MAX)
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
-        let started = Instant::now();
+        let rtt = started.elapsed();
         conn.send(&self.hello(channel, destination), config.net_timeout)
             .map_err(|error| format!("handshake with {}: {error}", config.address))?;
         match conn.recv(Some(config.net_timeout)) {
-            Ok(Message::Welcome(welcome)) => Ok((conn, welcome, started.elapsed())),
+            Ok(Message::Welcome(welcome)) => Ok((conn, welcome, rtt)),
             Ok(Message::Error(error)) => Err(format!(
                 "the standby at {} refused this primary: {}",
                 config.address, error.message
