@@ -63,8 +63,10 @@ pub struct StandbyReplicationStatus {
 
 #[derive(Debug, Default)]
 struct Heard {
-    peer: Option<SocketAddr>,
-    connected: u32,
+    /// The peers of the connections that passed the handshake and are still served, oldest
+    /// first: a peer that leaves is forgotten, so the status never names a connection that
+    /// is gone (one that was refused after its hello, say) while the primary's remain.
+    peers: Vec<SocketAddr>,
     at: Option<Instant>,
     primary_time_us: u64,
     current_scn: Scn,
@@ -181,8 +183,8 @@ impl StandbyService {
         StandbyReplicationStatus {
             listen: self.local_addr.to_string(),
             primary: inner.config.primary.clone(),
-            primary_peer: heard.peer.filter(|_| heard.connected > 0).map(|peer| peer.to_string()),
-            connected: heard.connected > 0,
+            primary_peer: heard.peers.last().map(SocketAddr::to_string),
+            connected: !heard.peers.is_empty(),
             last_heard_s: heard.at.map(|at| at.elapsed().as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,
@@ -335,15 +337,16 @@ impl Inner {
         tracing::info!(peer = %conn.peer, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
         {
             let mut heard = self.heard.lock();
-            heard.peer = Some(conn.peer);
-            heard.connected += 1;
+            heard.peers.push(conn.peer);
             heard.at = Some(Instant::now());
             heard.primary_time_us = hello.primary_time_us;
         }
         let result = self.receive(&mut conn);
         {
             let mut heard = self.heard.lock();
-            heard.connected = heard.connected.saturating_sub(1);
+            if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
+                heard.peers.remove(at);
+            }
             if let Err(reason) = &result {
                 heard.last_error = Some(reason.clone());
             }

@@ -343,3 +343,58 @@ fn maximum_protection_makes_commits_wait_until_a_standby_has_them() {
     primary.stop();
     standby.stop();
 }
+
+#[test]
+fn the_standby_names_its_primary_not_a_peer_that_left() {
+    use std::io::{Read, Write};
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "primary peer");
+    let standby = Standby::open();
+    let mut owner = Primary::open();
+    owner.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    owner.set("mine", "1");
+    wait_until("the standby applies its primary's redo", Duration::from_secs(10), || {
+        standby.db.applied_scn() >= Scn(1)
+    });
+    let primary_peer = standby.service.status().primary_peer.expect("connected");
+    // A peer of the same database says hello (accepted: it could be the primary
+    // reconnecting), then goes away while the primary's connection stays.
+    let (identity, config) = (owner.db.redo().identity(), owner.db.redo().config());
+    let hello = proto::Message::Hello(proto::Hello {
+        version: proto::PROTOCOL_VERSION,
+        version_min: proto::PROTOCOL_VERSION_MIN,
+        database_id: identity.database_id.0,
+        incarnation: identity.incarnation.0,
+        thread: identity.thread.0,
+        channel: proto::Channel::Control,
+        destination: "visitor".into(),
+        block_size: config.block_size,
+        log_file_size: config.log_file_size,
+        groups: config.groups,
+        primary_time_us: 0,
+    });
+    let mut visitor = std::net::TcpStream::connect(standby.address()).unwrap();
+    visitor.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    visitor.write_all(&hello.to_frame()).unwrap();
+    let mut received = Vec::new();
+    while proto::Decoder::default().decode(&received).unwrap().is_none() {
+        let mut buffer = [0u8; 256];
+        let read = visitor.read(&mut buffer).unwrap();
+        assert!(read > 0, "closed before the welcome");
+        received.extend_from_slice(&buffer[..read]);
+    }
+    let visitor_addr = visitor.local_addr().unwrap().to_string();
+    // (The standby counts a connection in once it has sent its welcome.)
+    wait_until("the standby names the newest connection", Duration::from_secs(10), || {
+        standby.service.status().primary_peer.as_deref() == Some(visitor_addr.as_str())
+    });
+    drop(visitor);
+    wait_until("the standby forgets the peer that left", Duration::from_secs(10), || {
+        let status = standby.service.status();
+        status.connected && status.primary_peer.as_deref() == Some(primary_peer.as_str())
+    });
+    owner.stop();
+    standby.stop();
+}

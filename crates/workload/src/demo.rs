@@ -10,6 +10,7 @@
 //! equals the primary's and that their archived logs are byte-identical.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +24,7 @@ use resp::Frame;
 use serde::Serialize;
 
 use crate::client::{Client, integer};
-use crate::process::ServerProcess;
+use crate::process::{ServerProcess, status_at};
 
 #[derive(Debug, Clone)]
 pub struct DemoConfig {
@@ -459,23 +460,7 @@ async fn run_in(
     let zero_data_loss = match &standby {
         Some(standby) => {
             // A failover first applies all the redo the standby received.
-            let deadline = Instant::now() + Duration::from_secs(60);
-            loop {
-                let status = standby.status()?;
-                let standby_status = status
-                    .replication
-                    .standby
-                    .as_ref()
-                    .context("the standby reports no standby status")?;
-                if status.database.applied_scn >= standby_status.received_scn {
-                    break;
-                }
-                anyhow::ensure!(
-                    Instant::now() < deadline,
-                    "the standby did not apply the redo it received within 60 s"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            wait_applied_all_received(standby.admin_addr, Duration::from_secs(60)).await?;
             Some(verify(standby.resp_addr, &shared, 0).await?)
         }
         None => None,
@@ -570,45 +555,15 @@ async fn compare(
     options: &StandbyOptions,
     zero_data_loss: Verification,
 ) -> anyhow::Result<StandbyReport> {
-    // Close the current log so that the last redo is archived too, on both sides.
-    server::status::http_post(
-        &primary.admin_addr.to_string(),
-        "/logswitch",
+    let archived = switch_and_wait_archived(
+        primary.admin_addr,
+        standby.admin_addr,
+        &primary_dir.join("archive"),
+        &standby_dir.join("archive"),
         Duration::from_secs(60),
-    )?;
-    let archived: Vec<PathBuf> = {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let status = primary.status()?;
-            let durable = status.database.redo.durable_scn;
-            let caught_up = standby.status()?.database.applied_scn >= durable;
-            let primary_archives = archive_files(&primary_dir.join("archive"))?;
-            let all_there = primary_archives.iter().all(|path| {
-                standby_dir.join("archive").join(path.file_name().expect("file")).exists()
-            });
-            if caught_up
-                && all_there
-                && status.database.redo.archive_errors.is_empty()
-                && status
-                    .database
-                    .redo
-                    .groups
-                    .iter()
-                    .filter(|group| !group.archived && group.seq.is_some())
-                    .count()
-                    <= 1
-            {
-                break primary_archives;
-            }
-            anyhow::ensure!(Instant::now() < deadline, "the standby did not catch up within 60 s");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    let mut archives_identical = true;
-    for path in &archived {
-        let theirs = standby_dir.join("archive").join(path.file_name().expect("file"));
-        archives_identical &= std::fs::read(path)? == std::fs::read(&theirs)?;
-    }
+    )
+    .await?;
+    let differing = differing_archives(&archived, &standby_dir.join("archive"))?;
     let ours = all_data(primary.resp_addr).await?;
     let theirs = all_data(standby.resp_addr).await?;
     Ok(StandbyReport {
@@ -617,13 +572,103 @@ async fn compare(
         zero_data_loss,
         data_equal: ours == theirs,
         keys_compared: ours.len() as u64,
-        archives_identical,
+        archives_identical: differing.is_empty(),
         archives_compared: archived.len() as u64,
     })
 }
 
-fn archive_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+/// Waits until the standby whose admin API is at `standby_admin` has applied all the redo it
+/// received: what a failover does first, and what makes every acknowledged commit readable.
+pub async fn wait_applied_all_received(
+    standby_admin: SocketAddr,
+    limit: Duration,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let status = status_at(standby_admin)?;
+        let standby_status =
+            status.replication.standby.as_ref().context("the standby reports no standby status")?;
+        if status.database.applied_scn >= standby_status.received_scn {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the standby did not apply the redo it received within {limit:?} (applied {}, received {})",
+            status.database.applied_scn,
+            standby_status.received_scn
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Closes the primary's current log (POST /logswitch) so that its last redo is archived too,
+/// then waits until the standby has applied everything durable on the primary and holds every
+/// log the primary archived in `primary_archive` in `standby_archive`. Returns the primary's
+/// archived logs, oldest first.
+pub async fn switch_and_wait_archived(
+    primary_admin: SocketAddr,
+    standby_admin: SocketAddr,
+    primary_archive: &Path,
+    standby_archive: &Path,
+    limit: Duration,
+) -> anyhow::Result<Vec<PathBuf>> {
+    server::status::http_post(&primary_admin.to_string(), "/logswitch", Duration::from_secs(60))?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let status = status_at(primary_admin)?;
+        let durable = status.database.redo.durable_scn;
+        let applied = status_at(standby_admin)?.database.applied_scn;
+        let primary_archives = archive_files(primary_archive)?;
+        let missing: Vec<&PathBuf> = primary_archives
+            .iter()
+            .filter(|path| !standby_archive.join(path.file_name().expect("file")).exists())
+            .collect();
+        let unarchived = status
+            .database
+            .redo
+            .groups
+            .iter()
+            .filter(|group| !group.archived && group.seq.is_some())
+            .count();
+        if applied >= durable
+            && missing.is_empty()
+            && status.database.redo.archive_errors.is_empty()
+            && unarchived <= 1
+        {
+            return Ok(primary_archives);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the standby did not catch up within {limit:?}: applied SCN {applied} of {durable}, \
+             archived logs missing on the standby {missing:?}, {unarchived} logs not archived on \
+             the primary, archive errors {:?}",
+            status.database.redo.archive_errors
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The archived logs among `archived` whose copy of the same name in `standby_archive` is
+/// missing or differs in any byte.
+pub fn differing_archives(
+    archived: &[PathBuf],
+    standby_archive: &Path,
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut differing = Vec::new();
+    for path in archived {
+        let theirs = standby_archive.join(path.file_name().context("an archived log's name")?);
+        let ours = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        if std::fs::read(&theirs).ok().is_none_or(|bytes| bytes != ours) {
+            differing.push(path.clone());
+        }
+    }
+    Ok(differing)
+}
+
+/// The archived logs (`*.arc`) in `dir`, oldest first.
+pub fn archive_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
         .filter_map(|entry| entry.ok().map(|entry| entry.path()))
         .filter(|path| path.extension().is_some_and(|extension| extension == "arc"))
         .collect();
@@ -632,7 +677,7 @@ fn archive_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Every key and value, via SCAN and MGET.
-async fn all_data(addr: std::net::SocketAddr) -> anyhow::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+pub async fn all_data(addr: SocketAddr) -> anyhow::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut client = Client::connect(addr).await?;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut cursor = b"0".to_vec();
