@@ -267,8 +267,16 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
             assert!(value == Some(replication_support::value_of(&key)), "{key} on the standby");
         }
     }
+    // (f) A flood of connections that say nothing: beyond the standby's limit (16, two of
+    // them its primary's) each is refused as busy, without a thread; the primary goes on.
+    let idle: Vec<std::net::TcpStream> = (0..14).map(|_| common::raw(addr)).collect();
+    let (frames, _) = hostile(addr, b"", "(f) one connection too many");
+    assert_refused(&frames, ErrorCode::Busy, "redo connections", "(f) flood");
+    drop(idle);
+    redis::cmd("SET").arg("after:flood").arg("1").query::<()>(&mut primary).unwrap();
+    assert_eq!(destination(&pair.primary().status()).phase, Phase::Synchronized);
     println!(
-        "5 hostile peers refused; nothing written; replication undisturbed; in {:.1?}",
+        "6 hostile peers refused; nothing written; replication undisturbed; in {:.1?}",
         started.elapsed()
     );
     pair.stop();

@@ -25,6 +25,9 @@ use crate::config::{BufferSize, StandbyConfig};
 use crate::conn::{Conn, ConnError};
 use crate::primary::PAYLOAD_MAX;
 
+/// Redo connections a standby serves at once (a primary uses two).
+const CONNECTIONS_MAX: usize = 16;
+
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// (SCN, primary time) points kept to compute the apply lag.
@@ -238,6 +241,27 @@ impl Inner {
                     continue;
                 }
             };
+            let open = {
+                let mut connections = connections.lock();
+                connections.retain(|handle| !handle.is_finished());
+                connections.len()
+            };
+            if open >= CONNECTIONS_MAX {
+                // A primary needs two per destination; anything beyond is a reconnect storm
+                // or someone else's: refused, and no thread started for it.
+                if let Ok(mut conn) = Conn::new(stream, PAYLOAD_MAX) {
+                    self.refuse(
+                        &mut conn,
+                        ErrorMessage {
+                            code: ErrorCode::Busy,
+                            message: format!(
+                                "this standby already serves {open} redo connections, its limit"
+                            ),
+                        },
+                    );
+                }
+                continue;
+            }
             let inner = self.clone();
             let handle = std::thread::Builder::new().name("redo-rfs".into()).spawn(move || {
                 let peer = stream.peer_addr().ok();
@@ -249,11 +273,7 @@ impl Inner {
                 }
             });
             match handle {
-                Ok(handle) => {
-                    let mut connections = connections.lock();
-                    connections.retain(|handle| !handle.is_finished());
-                    connections.push(handle);
-                }
+                Ok(handle) => connections.lock().push(handle),
                 Err(error) => tracing::error!(%error, "standby: cannot start a receiver thread"),
             }
         }
