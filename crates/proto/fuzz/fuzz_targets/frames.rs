@@ -1,0 +1,161 @@
+//! The frame decoder on an arbitrary byte stream, read in arbitrary pieces the way
+//! `transport`'s `Conn::recv` buffers a socket: it never panics, never allocates more than
+//! the bytes it holds (a lying length costs nothing), every read pattern yields the same
+//! messages and the same error as the whole stream at once, `frame_len` agrees with `decode`,
+//! and every decoded frame encodes back to its own bytes, up to the two things the decoder
+//! deliberately does not look at: the reserved header bytes and an unknown error code (read
+//! as `Internal`).
+#![no_main]
+
+mod largest_alloc;
+
+use libfuzzer_sys::fuzz_target;
+use proto::{Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT, Message, ProtoError};
+
+const MAGIC: &[u8; 4] = b"RGWP";
+const KIND_ERROR: u8 = 10;
+const ERROR_CODE_INTERNAL: u16 = 7;
+/// Room for an error's reason string, the only allocation not made for received bytes.
+const SLACK: usize = 256;
+
+/// The messages decoded (with the bytes each took) and the error that ended the stream.
+type Outcome = (Vec<(Message, usize)>, Option<ProtoError>);
+
+/// Decodes the whole stream at once, checking each step against `frame_len` and the
+/// allocation bound.
+fn decode_whole(decoder: &Decoder, stream: &[u8]) -> Outcome {
+    let mut messages = Vec::new();
+    let mut at = 0;
+    loop {
+        let rest = &stream[at..];
+        let (result, largest) = largest_alloc::largest_during(|| decoder.decode(rest));
+        let held = rest.len().min(FRAME_HEADER_LEN.saturating_add(decoder.payload_max));
+        assert!(
+            largest <= held.max(SLACK),
+            "allocated {largest} bytes decoding {} bytes (payload_max {})",
+            rest.len(),
+            decoder.payload_max
+        );
+        let frame_len = decoder.frame_len(rest);
+        match (&result, &frame_len) {
+            (Ok(Some((_, used))), _) => assert_eq!(frame_len, Ok(Some(*used))),
+            (Ok(None), Ok(None)) => {}
+            (Ok(None), Ok(Some(total))) => {
+                assert!(*total > rest.len(), "a whole frame is buffered")
+            }
+            (Err(error), Err(early)) => assert_eq!(error, early),
+            (Err(_), Ok(Some(total))) => assert!(*total <= rest.len()),
+            (result, frame_len) => panic!("decode {result:?} but frame_len {frame_len:?}"),
+        }
+        match result {
+            Ok(Some((message, used))) => {
+                assert!(used >= FRAME_HEADER_LEN && used <= rest.len());
+                assert!(used - FRAME_HEADER_LEN <= decoder.payload_max, "over the bound");
+                messages.push((message, used));
+                at += used;
+            }
+            Ok(None) => return (messages, None),
+            Err(error) => return (messages, Some(error)),
+        }
+    }
+}
+
+/// Decodes the stream as it arrives in reads of the given sizes (cycled), keeping a buffer
+/// and a start offset as `Conn::recv` does.
+fn decode_in_reads(decoder: &Decoder, stream: &[u8], reads: &[usize]) -> Outcome {
+    let mut buffer = Vec::new();
+    let mut start = 0;
+    let mut fed = 0;
+    let mut messages = Vec::new();
+    for &read in reads.iter().cycle() {
+        loop {
+            match decoder.decode(&buffer[start..]) {
+                Ok(Some((message, used))) => {
+                    start += used;
+                    messages.push((message, used));
+                    if start == buffer.len() {
+                        buffer.clear();
+                        start = 0;
+                    }
+                }
+                Ok(None) => break,
+                Err(error) => return (messages, Some(error)),
+            }
+        }
+        if fed == stream.len() {
+            break;
+        }
+        buffer.drain(..start);
+        start = 0;
+        let read = read.min(stream.len() - fed);
+        buffer.extend_from_slice(&stream[fed..fed + read]);
+        fed += read;
+    }
+    (messages, None)
+}
+
+/// The frame our encoder writes for the message these bytes decoded to: reserved bytes
+/// zero and an unknown error code as `Internal`, checksum recomputed.
+fn canonical(frame: &[u8]) -> Vec<u8> {
+    let mut frame = frame.to_vec();
+    frame[9..12].fill(0);
+    if frame[8] == KIND_ERROR {
+        let code = u16::from_le_bytes([frame[16], frame[17]]);
+        if !(1..=8).contains(&code) {
+            frame[16..18].copy_from_slice(&ERROR_CODE_INTERNAL.to_le_bytes());
+        }
+    }
+    fix_checksum(&mut frame);
+    frame
+}
+
+fn fix_checksum(frame: &mut [u8]) {
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[8..12]), &frame[FRAME_HEADER_LEN..]);
+    frame[12..16].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Forges the magic and the checksum of every whole frame, so that the payload decoders see
+/// the fuzzer's bytes instead of a checksum mismatch.
+fn forge(stream: &mut [u8], payload_max: usize) {
+    let mut at = 0;
+    while stream.len() - at >= FRAME_HEADER_LEN {
+        stream[at..at + 4].copy_from_slice(MAGIC);
+        let length = u32::from_le_bytes(stream[at + 4..at + 8].try_into().unwrap()) as usize;
+        if length > payload_max || stream.len() - at - FRAME_HEADER_LEN < length {
+            return;
+        }
+        let end = at + FRAME_HEADER_LEN + length;
+        fix_checksum(&mut stream[at..end]);
+        at = end;
+    }
+}
+
+fuzz_target!(|input: &[u8]| {
+    // Byte 0 picks the payload bound and whether frames are forged; bytes 1..5 the read sizes.
+    if input.len() < 5 {
+        return;
+    }
+    let (config, rest) = input.split_at(5);
+    let payload_max =
+        [0, 1, 16, 100, 4096, FRAME_PAYLOAD_MAX_DEFAULT, u32::MAX as usize, usize::MAX]
+            [usize::from(config[0] & 7)];
+    let decoder = Decoder { payload_max };
+    let mut stream = rest.to_vec();
+    if config[0] & 8 != 0 {
+        forge(&mut stream, payload_max);
+    }
+    let reads: Vec<usize> = config[1..5].iter().map(|&size| 1 + usize::from(size)).collect();
+
+    let whole = decode_whole(&decoder, &stream);
+    assert_eq!(decode_in_reads(&decoder, &stream, &reads), whole, "reads of {reads:?}");
+
+    let mut at = 0;
+    for (message, used) in &whole.0 {
+        let original = &stream[at..at + used];
+        at += used;
+        let encoded = message.to_frame();
+        assert_eq!(encoded, canonical(original), "{message:?} re-encodes to its frame");
+        let again = Decoder::default().decode(&encoded).expect("our own frame decodes");
+        assert_eq!(again, Some((message.clone(), encoded.len())));
+    }
+});
