@@ -726,7 +726,7 @@ impl Inner {
         let mut next =
             RedoAddr { seq: LogSeq(position.current_seq.max(1)), offset: position.current_offset };
         let mut gaps: VecDeque<LogSeq> =
-            (position.complete_through_seq + 1..next.seq.0).map(LogSeq).collect();
+            (position.complete_through_seq.saturating_add(1)..next.seq.0).map(LogSeq).collect();
         {
             let mut state = destination.state.lock();
             state.phase = Phase::CatchingUp;
@@ -793,7 +793,7 @@ impl Inner {
                 }
                 Ok(Message::GapRequest(gap)) => {
                     let mut state = destination.state.lock();
-                    for seq in gap.from_seq..=gap.to_seq.min(gap.from_seq + 1000) {
+                    for seq in gap.from_seq..=gap.to_seq.min(gap.from_seq.saturating_add(1000)) {
                         if !state.gaps.contains(&LogSeq(seq)) {
                             state.gaps.push(LogSeq(seq));
                         }

@@ -337,7 +337,8 @@ impl Inner {
             );
             return;
         }
-        if hello.channel == proto::Channel::Control && self.redo.config().groups < hello.groups + 1
+        if hello.channel == proto::Channel::Control
+            && self.redo.config().groups < hello.groups.saturating_add(1)
         {
             tracing::warn!(
                 standby_groups = self.redo.config().groups,
