@@ -362,7 +362,7 @@ impl Inner {
             heard.at = Some(Instant::now());
             heard.primary_time_us = hello.primary_time_us;
         }
-        let result = self.receive(&mut conn);
+        let result = self.receive(&mut conn, hello.channel);
         {
             let mut heard = self.heard.lock();
             if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
@@ -432,8 +432,10 @@ impl Inner {
         })
     }
 
-    /// Receives until the primary goes away.
-    fn receive(&self, conn: &mut Conn) -> Result<(), String> {
+    /// Receives until the primary goes away. On the SYNC channel the primary reads nothing
+    /// but the acknowledgements of its writes, so the standby's status goes on the control
+    /// channel only.
+    fn receive(&self, conn: &mut Conn, channel: proto::Channel) -> Result<(), String> {
         let mut unsynced = false;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
@@ -443,15 +445,17 @@ impl Inner {
                 });
                 return Ok(());
             }
-            // Sync what was streamed once the primary pauses (nothing more is buffered), and
-            // tell it how far this standby is.
+            // Sync what was streamed (or acknowledged on receipt) once the primary pauses
+            // (nothing more is buffered), and tell it how far this standby is.
             if unsynced && !conn.has_buffered_message() {
                 self.redo
                     .sync_received()
                     .map_err(|error| format!("syncing the standby logs: {error}"))?;
                 unsynced = false;
-                conn.send(&self.status_message(), Duration::from_secs(10))
-                    .map_err(|error| error.to_string())?;
+                if channel == proto::Channel::Control {
+                    conn.send(&self.status_message(), Duration::from_secs(10))
+                        .map_err(|error| error.to_string())?;
+                }
             }
             let message =
                 match conn.recv(Some(Duration::from_millis(if unsynced { 1 } else { 1000 }))) {

@@ -398,3 +398,29 @@ fn the_standby_names_its_primary_not_a_peer_that_left() {
     owner.stop();
     standby.stop();
 }
+
+#[test]
+fn sync_noaffirm_stays_synchronized_when_the_standby_pauses() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "sync noaffirm");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumAvailability,
+        DestinationConfig { affirm: false, ..destination(standby.address(), Transport::Sync) },
+    );
+    primary.set("first", "1");
+    wait_until("the standby is synchronized", Duration::from_secs(20), || {
+        primary.phase() == Phase::Synchronized
+    });
+    // Each pause lets the standby find nothing more to read and sync what it received:
+    // the SYNC connection must still carry nothing but the acknowledgements of its writes.
+    for n in 0..20 {
+        primary.set(&format!("key{n}"), "value");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = &primary.transport.as_ref().unwrap().status()[0];
+    assert_eq!(status.phase, Phase::Synchronized, "last error: {:?}", status.last_error);
+    assert_eq!(status.failures, 0, "last error: {:?}", status.last_error);
+    primary.stop();
+    standby.stop();
+}

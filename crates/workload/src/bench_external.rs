@@ -90,9 +90,8 @@
 //! whatever has not stopped within 30 s. The work directory inside `dir` is removed at the
 //! end, and the link's drop deletes its namespaces.
 
-use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -106,6 +105,7 @@ use serde::Serialize;
 
 use crate::bench_resp::{RedisServer, ensure_redis, free_port};
 use crate::client::Client;
+use crate::network::Network;
 
 /// Where Debian's PostgreSQL 15 keeps its programs.
 pub const POSTGRESQL_BIN: &str = "/usr/lib/postgresql/15/bin";
@@ -181,6 +181,8 @@ pub struct ExternalCase {
     /// The RTT measured between primary and standby just before the case (median of a
     /// one-byte TCP ping-pong), in milliseconds.
     pub rtt_ms: f64,
+    /// The RTT asked of the link (0: plain loopback), in milliseconds.
+    pub rtt_set_ms: u32,
     pub clients: u32,
     pub commits_per_s: f64,
     pub p50_us: f64,
@@ -274,6 +276,7 @@ pub fn run(
     // The link goes down here, after every server on it has stopped; the work directory
     // after that.
     drop(networks);
+    crate::interrupt::check()?;
     Ok(report)
 }
 
@@ -289,7 +292,7 @@ impl Bench<'_> {
         &self,
         system: &str,
         mode: &str,
-        rtt_ms: f64,
+        (rtt_set_ms, rtt_ms): (u32, f64),
         clients: u32,
         measured: &Measured,
         notes: String,
@@ -298,6 +301,7 @@ impl Bench<'_> {
             system: system.into(),
             mode: mode.into(),
             rtt_ms,
+            rtt_set_ms,
             clients,
             commits_per_s: measured.commits_per_s,
             p50_us: measured.latency_us.value_at_quantile(0.5) as f64,
@@ -309,141 +313,16 @@ impl Bench<'_> {
 }
 
 /// The outcome of one case's load.
-struct Measured {
-    commits: u64,
-    commits_per_s: f64,
-    latency_us: Histogram<u64>,
+pub(crate) struct Measured {
+    pub(crate) commits: u64,
+    pub(crate) commits_per_s: f64,
+    pub(crate) latency_us: Histogram<u64>,
     /// Transactions that failed (PostgreSQL) or WAITs no replica acknowledged (Redis).
-    failures: u64,
+    pub(crate) failures: u64,
 }
 
-fn latency_histogram() -> Histogram<u64> {
+pub(crate) fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid bounds")
-}
-
-// ---------------------------------------------------------------------------------------
-// The network: loopback, or two namespaces joined by linkemu.
-
-/// Where the primary (side A, with the clients) and the standby (side B) run.
-enum Network {
-    /// Both on this host's 127.0.0.1.
-    Loopback,
-    /// On the two sides of an emulated link.
-    Link(Box<linkemu::Link>),
-}
-
-impl Network {
-    /// A command that runs `program` on one side.
-    fn command(&self, side: Side, program: impl AsRef<OsStr>) -> Command {
-        match self {
-            Network::Loopback => Command::new(program),
-            Network::Link(link) => link.command(side, program),
-        }
-    }
-
-    /// The address one side is reached at from the other.
-    fn address(&self, side: Side) -> Ipv4Addr {
-        match self {
-            Network::Loopback => Ipv4Addr::LOCALHOST,
-            Network::Link(link) => link.address(side),
-        }
-    }
-
-    /// The addresses a server on `side` listens on: its loopback, and the link's address.
-    fn listen_addresses(&self, side: Side) -> Vec<String> {
-        match self {
-            Network::Loopback => vec!["127.0.0.1".into()],
-            Network::Link(link) => vec!["127.0.0.1".into(), link.address(side).to_string()],
-        }
-    }
-
-    /// Runs `work` on a new thread on one side (sockets it creates stay there).
-    fn run_in<R: Send>(&self, side: Side, work: impl FnOnce() -> R + Send) -> anyhow::Result<R> {
-        match self {
-            Network::Loopback => Ok(std::thread::scope(|scope| {
-                scope.spawn(work).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })),
-            Network::Link(link) => Ok(link.run_in(side, work)?),
-        }
-    }
-
-    /// Sets the link's RTT (loopback has only 0).
-    fn set_rtt(&self, rtt_ms: u32) -> anyhow::Result<()> {
-        match self {
-            Network::Loopback => Ok(()),
-            Network::Link(link) => Ok(link.set_rtt(Duration::from_millis(u64::from(rtt_ms)))?),
-        }
-    }
-
-    /// Median of 21 one-byte TCP round trips from side A to side B, in milliseconds.
-    fn measure_rtt_ms(&self) -> anyhow::Result<f64> {
-        let address_b = self.address(Side::B);
-        let listener = self.run_in(Side::B, move || TcpListener::bind((address_b, 0)))??;
-        let port = listener.local_addr()?.port();
-        listener.set_nonblocking(true)?;
-        let echo = std::thread::spawn(move || -> std::io::Result<()> {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut stream = loop {
-                match listener.accept() {
-                    Ok((stream, _)) => break stream,
-                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                        if Instant::now() > deadline {
-                            return Err(error);
-                        }
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(error) => return Err(error),
-                }
-            };
-            stream.set_nonblocking(false)?;
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-            let mut byte = [0u8; 1];
-            while stream.read(&mut byte)? == 1 {
-                stream.write_all(&byte)?;
-            }
-            Ok(())
-        });
-        let target = SocketAddr::from((address_b, port));
-        let round_trips = self.run_in(Side::A, move || -> std::io::Result<Vec<Duration>> {
-            let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(10))?;
-            stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-            let mut byte = [0u8; 1];
-            let mut samples = Vec::with_capacity(21);
-            for round in 0..24 {
-                let started = Instant::now();
-                stream.write_all(b"x")?;
-                stream.read_exact(&mut byte)?;
-                // The first three warm the path up (ARP-free TUN, but cold caches).
-                if round >= 3 {
-                    samples.push(started.elapsed());
-                }
-            }
-            Ok(samples)
-        })?;
-        let echoed = echo.join().map_err(|_| anyhow::anyhow!("the RTT echo thread panicked"))?;
-        let mut samples = round_trips.context("TCP ping-pong from A to B")?;
-        echoed.context("TCP ping-pong echo on B")?;
-        samples.sort();
-        Ok(samples[samples.len() / 2].as_secs_f64() * 1e3)
-    }
-
-    /// A name for directories: `loopback` or `link`.
-    fn label(&self) -> &'static str {
-        match self {
-            Network::Loopback => "loopback",
-            Network::Link(_) => "link",
-        }
-    }
-
-    /// "loopback" or "linkemu at 10, 25 ms".
-    fn describe(&self, rtts: &[u32]) -> String {
-        match self {
-            Network::Loopback => "loopback".into(),
-            Network::Link(_) => format!("linkemu at {rtts:?} ms RTT"),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -588,6 +467,7 @@ fn wait_until(
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
+        crate::interrupt::check()?;
         if check()? {
             return Ok(());
         }
@@ -1015,6 +895,7 @@ fn postgresql_cases(
     if matches!(network, Network::Loopback) {
         let rtt_ms = network.measure_rtt_ms()?;
         for &clients in &bench.config.clients {
+            crate::interrupt::check()?;
             progress(&format!("postgresql no_standby, loopback, {clients} clients"));
             let case_dir = bench.work.join(format!("pgbench-no_standby-0-{clients}"));
             let measured = pgbench(network, &mut cluster, "on", clients, seconds, &case_dir)?;
@@ -1025,7 +906,14 @@ fn postgresql_cases(
                 measured.commits,
                 measured.failures
             );
-            cases.push(bench.case("postgresql", "no_standby", rtt_ms, clients, &measured, notes));
+            cases.push(bench.case(
+                "postgresql",
+                "no_standby",
+                (0, rtt_ms),
+                clients,
+                &measured,
+                notes,
+            ));
         }
     }
     progress(&format!("postgresql on {}: pg_basebackup and standby", network.describe(rtts)));
@@ -1036,6 +924,7 @@ fn postgresql_cases(
         let rtt_ms = network.measure_rtt_ms()?;
         for (mode, synchronous_commit, waits) in POSTGRESQL_MODES {
             for &clients in &bench.config.clients {
+                crate::interrupt::check()?;
                 progress(&format!(
                     "postgresql {mode}, RTT {rtt} ms (measured {rtt_ms:.3}), {clients} clients"
                 ));
@@ -1055,7 +944,14 @@ fn postgresql_cases(
                     measured.commits,
                     measured.failures
                 );
-                cases.push(bench.case("postgresql", mode, rtt_ms, clients, &measured, notes));
+                cases.push(bench.case(
+                    "postgresql",
+                    mode,
+                    (rtt, rtt_ms),
+                    clients,
+                    &measured,
+                    notes,
+                ));
             }
         }
     }
@@ -1087,7 +983,7 @@ async fn redis_client(
     let mut state = seed;
     let mut latency_us = latency_histogram();
     let (mut commits, mut unacknowledged) = (0u64, 0u64);
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && !crate::interrupt::requested() {
         let key = format!("key:{:012}", next_key(&mut state));
         let set: [&[u8]; 3] = [b"SET", key.as_bytes(), &value];
         let started = Instant::now();
@@ -1121,8 +1017,9 @@ async fn redis_client(
 }
 
 /// `clients` connections to the primary on side A's 127.0.0.1:`port`, all connected
-/// before the clock starts.
-fn redis_load(
+/// before the clock starts, each committing `SET`s (with `wait`, each followed by `WAIT 1`)
+/// back to back for `duration`. Any server of the Redis protocol: Redis, or redoguard.
+pub(crate) fn set_load(
     network: &Network,
     port: u16,
     clients: u32,
@@ -1201,14 +1098,15 @@ fn redis_cases(
     if matches!(network, Network::Loopback) {
         let rtt_ms = network.measure_rtt_ms()?;
         for &clients in &bench.config.clients {
+            crate::interrupt::check()?;
             progress(&format!("redis no_standby, loopback, {clients} clients"));
-            let measured = redis_load(network, primary.port, clients, duration, false)?;
+            let measured = set_load(network, primary.port, clients, duration, false)?;
             let notes = format!(
                 "{}; no replica: the commit waits for the local AOF fdatasync only; {} commits",
                 workload(clients, false),
                 measured.commits
             );
-            cases.push(bench.case("redis", "no_standby", rtt_ms, clients, &measured, notes));
+            cases.push(bench.case("redis", "no_standby", (0, rtt_ms), clients, &measured, notes));
         }
     }
     progress(&format!("redis on {}: replica", network.describe(rtts)));
@@ -1234,10 +1132,11 @@ fn redis_cases(
         let rtt_ms = network.measure_rtt_ms()?;
         for (mode, wait) in [("no_wait", false), ("wait_1", true)] {
             for &clients in &bench.config.clients {
+                crate::interrupt::check()?;
                 progress(&format!(
                     "redis {mode}, RTT {rtt} ms (measured {rtt_ms:.3}), {clients} clients"
                 ));
-                let measured = redis_load(network, primary.port, clients, duration, wait)?;
+                let measured = set_load(network, primary.port, clients, duration, wait)?;
                 let waits = if wait {
                     format!(
                         "the commit waits for the local AOF fdatasync, then for WAIT 1: the replica acknowledged processing the write (promised: like redoguard SYNC NOAFFIRM; Redis 7.0 has no WAITAOF. Observed with strace on this Redis 7.0.15: the replica sends its ACK after its AOF fdatasync, so in practice like SYNC AFFIRM); {} WAITs answered 0 and are not counted",
@@ -1248,7 +1147,7 @@ fn redis_cases(
                 };
                 let notes =
                     format!("{}; {waits}; {} commits", workload(clients, wait), measured.commits);
-                cases.push(bench.case("redis", mode, rtt_ms, clients, &measured, notes));
+                cases.push(bench.case("redis", mode, (rtt, rtt_ms), clients, &measured, notes));
             }
         }
     }

@@ -4,6 +4,9 @@
 pub mod bench_commit;
 pub mod bench_external;
 pub mod bench_resp;
+pub mod bench_transport;
 pub mod client;
 pub mod demo;
+pub mod interrupt;
+mod network;
 pub mod process;

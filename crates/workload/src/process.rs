@@ -22,12 +22,22 @@ impl ServerProcess {
     /// Starts `binary server` with `args` (ports 0 unless given), its log in `log`; returns
     /// once it is ready for clients.
     pub fn start(binary: &Path, args: &[&str], log: &Path) -> anyhow::Result<ServerProcess> {
+        ServerProcess::start_command(Command::new(binary), args, log)
+    }
+
+    /// Like [`ServerProcess::start`], with `command` running the binary (inside a network
+    /// namespace through `ip netns exec`, say, which execs it: the child is the server).
+    pub fn start_command(
+        mut command: Command,
+        args: &[&str],
+        log: &Path,
+    ) -> anyhow::Result<ServerProcess> {
+        let shown = format!("{:?}", command.get_program());
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .with_context(|| format!("cannot open {}", log.display()))?;
-        let mut command = Command::new(binary);
         command.arg("server");
         if !args.contains(&"--port") {
             command.args(["--port", "0"]);
@@ -36,8 +46,7 @@ impl ServerProcess {
             command.args(["--admin-port", "0"]);
         }
         command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log_file);
-        let mut child =
-            command.spawn().with_context(|| format!("cannot start {}", binary.display()))?;
+        let mut child = command.spawn().with_context(|| format!("cannot start {shown}"))?;
         let stdout = child.stdout.take().expect("piped");
         let (sender, receiver) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

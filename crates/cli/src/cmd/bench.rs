@@ -1,5 +1,7 @@
 //! `redoguard bench …`: end-to-end benchmarks with JSON results.
 
+use anyhow::Context as _;
+
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
     /// nettest vs iperf3 and a minimal ping-pong, linkemu's ceiling and accuracy, and the
@@ -15,6 +17,46 @@ pub enum BenchCommand {
     /// remote_write/on) and Redis with a replica (SET, with and without WAIT 1), on loopback
     /// and through linkemu: commits/s, p50/p99, the measured RTT and raw fdatasync.
     External(ExternalArgs),
+    /// Redo transport, end to end: commits/s and commit latency p50/p99 for no standby, ASYNC,
+    /// SYNC NOAFFIRM and SYNC AFFIRM at each RTT (loopback and linkemu) and client count, the
+    /// ASYNC transport lag at steady redo rates, the raw fdatasync and RTT of the run, the
+    /// targets met or missed; PostgreSQL and Redis with a standby beside (unless
+    /// --no-external).
+    Transport(TransportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TransportArgs {
+    /// How long each case runs.
+    #[arg(long, default_value = "5s", value_parser = tools::units::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Round-trip times in ms: 0 = plain loopback, above 0 = through linkemu at 1 Gbit/s.
+    #[arg(long, value_delimiter = ',', default_value = "0,10,25")]
+    pub rtts: Vec<u32>,
+    /// Client counts of the commit cases.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub clients: Vec<u32>,
+    /// Steady redo rates of the ASYNC transport-lag cases, in MB/s.
+    #[arg(long, value_delimiter = ',', default_value = "2,20")]
+    pub lag_rates: Vec<f64>,
+    /// Leave out the ASYNC transport-lag cases.
+    #[arg(long)]
+    pub no_lag: bool,
+    /// Size of each online and standby log file of redoguard's servers. The default keeps
+    /// log switches (and the archiving they start on both servers' one disk) out of 5-second
+    /// cases; a smaller size brings them in.
+    #[arg(long, default_value = "256MiB", value_parser = tools::units::parse_size)]
+    pub log_file_size: u64,
+    /// Leave out PostgreSQL and Redis (the cases of `bench external`).
+    #[arg(long)]
+    pub no_external: bool,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +129,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::External(args) => {
+            workload::interrupt::install()?;
             let config = workload::bench_external::ExternalConfig {
                 dir: args.dir,
                 duration: args.duration,
@@ -98,6 +141,34 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             print!("{}", workload::bench_external::render(&report));
             std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
             println!("json: {}", args.json.display());
+            Ok(())
+        }
+        BenchCommand::Transport(args) => {
+            // Ctrl-C stops the servers and takes the link down on the way out.
+            workload::interrupt::install()?;
+            let config = workload::bench_transport::TransportConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                duration: args.duration,
+                rtts_ms: args.rtts,
+                clients: args.clients,
+                lag_rates_mb_per_s: if args.no_lag { Vec::new() } else { args.lag_rates },
+                log_file_size: args.log_file_size,
+                external: !args.no_external,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_transport::run(&config, |step| {
+                eprintln!("bench transport [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            print!("{}", workload::bench_transport::render(&report));
+            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("cannot write {}", args.json.display()))?;
+            println!("json: {}", args.json.display());
+            anyhow::ensure!(
+                report.failures.is_empty(),
+                "{} redoguard case(s) failed or are not valid (see FAILED above)",
+                report.failures.len()
+            );
             Ok(())
         }
         BenchCommand::Commit(args) => {

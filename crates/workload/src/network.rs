@@ -1,0 +1,138 @@
+//! Where a benchmark's primary and standby run: both on this host's loopback, or on the two
+//! sides of a linkemu link (primary and clients on side A, standby on side B), and the RTT
+//! between them as TCP sees it.
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use linkemu::Side;
+
+/// Where the primary (side A, with the clients) and the standby (side B) run.
+pub(crate) enum Network {
+    /// Both on this host's 127.0.0.1.
+    Loopback,
+    /// On the two sides of an emulated link.
+    Link(Box<linkemu::Link>),
+}
+
+impl Network {
+    /// A command that runs `program` on one side.
+    pub(crate) fn command(&self, side: Side, program: impl AsRef<OsStr>) -> Command {
+        match self {
+            Network::Loopback => Command::new(program),
+            Network::Link(link) => link.command(side, program),
+        }
+    }
+
+    /// The address one side is reached at from the other.
+    pub(crate) fn address(&self, side: Side) -> Ipv4Addr {
+        match self {
+            Network::Loopback => Ipv4Addr::LOCALHOST,
+            Network::Link(link) => link.address(side),
+        }
+    }
+
+    /// The addresses a server on `side` listens on: its loopback, and the link's address.
+    pub(crate) fn listen_addresses(&self, side: Side) -> Vec<String> {
+        match self {
+            Network::Loopback => vec!["127.0.0.1".into()],
+            Network::Link(link) => vec!["127.0.0.1".into(), link.address(side).to_string()],
+        }
+    }
+
+    /// Runs `work` on a new thread on one side (sockets it creates stay there).
+    pub(crate) fn run_in<R: Send>(
+        &self,
+        side: Side,
+        work: impl FnOnce() -> R + Send,
+    ) -> anyhow::Result<R> {
+        match self {
+            Network::Loopback => Ok(std::thread::scope(|scope| {
+                scope.spawn(work).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })),
+            Network::Link(link) => Ok(link.run_in(side, work)?),
+        }
+    }
+
+    /// Sets the link's RTT (loopback has only 0).
+    pub(crate) fn set_rtt(&self, rtt_ms: u32) -> anyhow::Result<()> {
+        match self {
+            Network::Loopback => Ok(()),
+            Network::Link(link) => Ok(link.set_rtt(Duration::from_millis(u64::from(rtt_ms)))?),
+        }
+    }
+
+    /// Median of 21 one-byte TCP round trips from side A to side B, in milliseconds.
+    pub(crate) fn measure_rtt_ms(&self) -> anyhow::Result<f64> {
+        let address_b = self.address(Side::B);
+        let listener = self.run_in(Side::B, move || TcpListener::bind((address_b, 0)))??;
+        let port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
+        let echo = std::thread::spawn(move || -> std::io::Result<()> {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                        if Instant::now() > deadline {
+                            return Err(error);
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(error) => return Err(error),
+                }
+            };
+            stream.set_nonblocking(false)?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+            let mut byte = [0u8; 1];
+            while stream.read(&mut byte)? == 1 {
+                stream.write_all(&byte)?;
+            }
+            Ok(())
+        });
+        let target = SocketAddr::from((address_b, port));
+        let round_trips = self.run_in(Side::A, move || -> std::io::Result<Vec<Duration>> {
+            let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(10))?;
+            stream.set_nodelay(true)?;
+            stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+            let mut byte = [0u8; 1];
+            let mut samples = Vec::with_capacity(21);
+            for round in 0..24 {
+                let started = Instant::now();
+                stream.write_all(b"x")?;
+                stream.read_exact(&mut byte)?;
+                // The first three warm the path up (ARP-free TUN, but cold caches).
+                if round >= 3 {
+                    samples.push(started.elapsed());
+                }
+            }
+            Ok(samples)
+        })?;
+        let echoed = echo.join().map_err(|_| anyhow::anyhow!("the RTT echo thread panicked"))?;
+        let mut samples = round_trips.context("TCP ping-pong from A to B")?;
+        echoed.context("TCP ping-pong echo on B")?;
+        samples.sort();
+        Ok(samples[samples.len() / 2].as_secs_f64() * 1e3)
+    }
+
+    /// A name for directories: `loopback` or `link`.
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Network::Loopback => "loopback",
+            Network::Link(_) => "link",
+        }
+    }
+
+    /// "loopback" or "linkemu at 10, 25 ms".
+    pub(crate) fn describe(&self, rtts: &[u32]) -> String {
+        match self {
+            Network::Loopback => "loopback".into(),
+            Network::Link(_) => format!("linkemu at {rtts:?} ms RTT"),
+        }
+    }
+}
