@@ -110,7 +110,7 @@ use crate::network::Network;
 /// Where Debian's PostgreSQL 15 keeps its programs.
 pub const POSTGRESQL_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The line rate of the emulated link.
-pub const LINK_RATE_BITS_PER_S: u64 = 1_000_000_000;
+pub use crate::network::LINK_RATE_BITS_PER_S;
 /// The longest case the benchmark accepts.
 pub const DURATION_MAX: Duration = Duration::from_secs(3600);
 /// The most clients per case.
@@ -234,31 +234,12 @@ pub fn run(
     }
     let bench = Bench { config, work: work.path(), fdatasync_p50_us };
 
-    let mut networks: Vec<(Network, Vec<u32>)> = Vec::new();
-    if config.rtts_ms.contains(&0) {
-        networks.push((Network::Loopback, vec![0]));
-    }
-    let linked: Vec<u32> = config.rtts_ms.iter().copied().filter(|&rtt| rtt > 0).collect();
-    if !linked.is_empty() {
-        let link = match linkemu::unavailable_reason() {
-            Some(reason) => Err(anyhow::anyhow!(reason)),
-            None => {
-                progress("linkemu: link up, 1 Gbit/s");
-                linkemu::Link::up(linkemu::LinkConfig {
-                    rtt: Duration::from_millis(u64::from(linked[0])),
-                    rate_bits_per_s: Some(LINK_RATE_BITS_PER_S),
-                    ..linkemu::LinkConfig::default()
-                })
-                .context("bringing the link up")
-            }
-        };
-        match link {
-            Ok(link) => networks.push((Network::Link(Box::new(link)), linked)),
-            Err(error) => report
-                .skipped
-                .push(format!("every system at RTT {linked:?} ms: no emulated link: {error:#}")),
-        }
-    }
+    let networks = crate::network::networks_for(
+        &config.rtts_ms,
+        "every system",
+        &mut report.skipped,
+        progress,
+    );
     for (network, rtts) in &networks {
         if postgresql.is_ok() {
             let result = postgresql_cases(&bench, network, rtts, &mut report.cases, progress);

@@ -69,7 +69,7 @@ use linkemu::Side;
 use resp::Frame;
 use serde::Serialize;
 
-use crate::bench_external::{self, ExternalConfig, LINK_RATE_BITS_PER_S, latency_histogram};
+use crate::bench_external::{self, ExternalConfig, latency_histogram};
 use crate::client::Client;
 use crate::network::Network;
 use crate::process::ServerProcess;
@@ -373,31 +373,8 @@ pub fn run(
         elapsed_s: 0.0,
     };
 
-    let mut networks: Vec<(Network, Vec<u32>)> = Vec::new();
-    if config.rtts_ms.contains(&0) {
-        networks.push((Network::Loopback, vec![0]));
-    }
-    let linked: Vec<u32> = config.rtts_ms.iter().copied().filter(|&rtt| rtt > 0).collect();
-    if !linked.is_empty() {
-        let link = match linkemu::unavailable_reason() {
-            Some(reason) => Err(anyhow::anyhow!(reason)),
-            None => {
-                progress("linkemu: link up, 1 Gbit/s");
-                linkemu::Link::up(linkemu::LinkConfig {
-                    rtt: Duration::from_millis(u64::from(linked[0])),
-                    rate_bits_per_s: Some(LINK_RATE_BITS_PER_S),
-                    ..linkemu::LinkConfig::default()
-                })
-                .context("bringing the link up")
-            }
-        };
-        match link {
-            Ok(link) => networks.push((Network::Link(Box::new(link)), linked)),
-            Err(error) => report
-                .skipped
-                .push(format!("redoguard at RTT {linked:?} ms: no emulated link: {error:#}")),
-        }
-    }
+    let networks =
+        crate::network::networks_for(&config.rtts_ms, "redoguard", &mut report.skipped, progress);
     for (network, rtts) in &networks {
         for &rtt in rtts {
             crate::interrupt::check()?;

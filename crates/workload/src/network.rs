@@ -19,6 +19,46 @@ pub(crate) enum Network {
     Link(Box<linkemu::Link>),
 }
 
+/// Line rate of the emulated link the benchmarks use.
+pub const LINK_RATE_BITS_PER_S: u64 = 1_000_000_000;
+
+/// The networks a benchmark runs on for `rtts_ms`: loopback for 0, and one emulated link
+/// (at the first RTT above 0; the caller sets the others) for the rest. A link that cannot
+/// be brought up is reported in `skipped` (as what `who` then misses), not an error.
+pub(crate) fn networks_for(
+    rtts_ms: &[u32],
+    who: &str,
+    skipped: &mut Vec<String>,
+    progress: &mut dyn FnMut(&str),
+) -> Vec<(Network, Vec<u32>)> {
+    let mut networks: Vec<(Network, Vec<u32>)> = Vec::new();
+    if rtts_ms.contains(&0) {
+        networks.push((Network::Loopback, vec![0]));
+    }
+    let linked: Vec<u32> = rtts_ms.iter().copied().filter(|&rtt| rtt > 0).collect();
+    if !linked.is_empty() {
+        let link = match linkemu::unavailable_reason() {
+            Some(reason) => Err(anyhow::anyhow!(reason)),
+            None => {
+                progress("linkemu: link up, 1 Gbit/s");
+                linkemu::Link::up(linkemu::LinkConfig {
+                    rtt: Duration::from_millis(u64::from(linked[0])),
+                    rate_bits_per_s: Some(LINK_RATE_BITS_PER_S),
+                    ..linkemu::LinkConfig::default()
+                })
+                .context("bringing the link up")
+            }
+        };
+        match link {
+            Ok(link) => networks.push((Network::Link(Box::new(link)), linked)),
+            Err(error) => {
+                skipped.push(format!("{who} at RTT {linked:?} ms: no emulated link: {error:#}"))
+            }
+        }
+    }
+    networks
+}
+
 impl Network {
     /// A command that runs `program` on one side.
     pub(crate) fn command(&self, side: Side, program: impl AsRef<OsStr>) -> Command {
