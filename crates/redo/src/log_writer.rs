@@ -106,12 +106,23 @@ impl WaitSlot {
 
 /// Ends the leadership of a leader that panics (a bug, in a shipper say): the writer is
 /// failed and every waiter is told so, rather than left parked for ever.
-struct LeaderPanicGuard<'a>(&'a Shared);
+/// (Armed only if the thread was not already unwinding when the round began: a round led
+/// from a destructor during another panic, a flush at shutdown say, is not the one failing.)
+struct LeaderPanicGuard<'a> {
+    shared: &'a Shared,
+    armed: bool,
+}
+
+impl<'a> LeaderPanicGuard<'a> {
+    fn new(shared: &'a Shared) -> LeaderPanicGuard<'a> {
+        LeaderPanicGuard { shared, armed: !thread::panicking() }
+    }
+}
 
 impl Drop for LeaderPanicGuard<'_> {
     fn drop(&mut self) {
-        if thread::panicking() {
-            self.0.end_leadership(Some(&RedoError::WriterFailed(
+        if self.armed && thread::panicking() {
+            self.shared.end_leadership(Some(&RedoError::WriterFailed(
                 "the log writer panicked while leading a write".into(),
             )));
         }
@@ -254,7 +265,7 @@ impl Shared {
             drop(commit);
         }
         let result = {
-            let _unwinding = LeaderPanicGuard(self);
+            let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
             work(&mut writer)
         };
@@ -265,7 +276,7 @@ impl Shared {
     /// One round as leader: write everything in the log buffer, then hand over.
     fn lead(&self) {
         let result = {
-            let _unwinding = LeaderPanicGuard(self);
+            let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
             self.write_pending(&mut writer)
         };
@@ -279,7 +290,7 @@ impl Shared {
     /// the background writer, which may block, and returns false: the task waits for it.
     fn lead_task(&self) -> bool {
         let result = {
-            let _unwinding = LeaderPanicGuard(self);
+            let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
             self.write_pending_without_switch(&mut writer)
         };

@@ -38,8 +38,8 @@ pub struct ServerSection {
     /// Default: 1h.
     #[serde(with = "units::serde_human::duration")]
     pub idle_timeout: Duration,
-    /// Threads serving clients; 0 = one per CPU but one (at least one). Bounds: 0..=256.
-    /// Default: 0.
+    /// Threads serving clients; 0 = one per CPU but one (at least one; two on a primary
+    /// with standbys). Bounds: 0..=256. Default: 0.
     pub worker_threads: u32,
 }
 

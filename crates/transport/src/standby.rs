@@ -27,6 +27,11 @@ use crate::primary::PAYLOAD_MAX;
 
 /// Redo connections a standby serves at once (a primary uses two).
 const CONNECTIONS_MAX: usize = 16;
+/// TCP keepalive of redo connections: a peer silent for 10 s is probed every 5 s, and the
+/// connection ends after 3 unanswered probes (about 25 s).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -241,6 +246,15 @@ impl Inner {
                     continue;
                 }
             };
+            // A primary that vanished without a FIN (a power cut, a long partition) must not
+            // hold its receiver for ever: the kernel probes an idle connection and ends it.
+            let keepalive = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE_IDLE)
+                .with_interval(KEEPALIVE_INTERVAL)
+                .with_retries(KEEPALIVE_RETRIES);
+            if let Err(error) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+                tracing::warn!(%error, "standby: cannot enable TCP keepalive on a redo connection");
+            }
             let open = {
                 let mut connections = connections.lock();
                 connections.retain(|handle| !handle.is_finished());
