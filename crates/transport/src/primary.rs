@@ -398,12 +398,6 @@ impl ShipWait for ProtectionWait {
                     match conn.recv(Some(left)) {
                         Ok(Message::Ack(ack)) if ack.write_id == *write_id => return Ok(()),
                         Ok(Message::Ack(_)) => continue,
-                        // After NOAFFIRM writes the standby says, once it has synced them,
-                        // how far its logs are durable: on this connection too.
-                        Ok(Message::StandbyStatus(status)) => {
-                            self.inner.note_standby_status(destination, &status);
-                            continue;
-                        }
                         Ok(Message::Error(error)) => {
                             return Err(format!(
                                 "the standby refused the write: {}",
