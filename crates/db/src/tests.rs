@@ -186,7 +186,7 @@ fn a_full_disk_refuses_writes_clearly_and_they_resume_when_space_returns() {
     let db = open(&disk).unwrap();
     db.transact(&[set("before", "1")], WAIT).unwrap();
     db.checkpoint().unwrap();
-    disk.set_capacity(Some(used_bytes(&disk) + 4096));
+    disk.set_capacity(Some(disk.used_bytes() + 4096));
     // Writes go on (into the redo log, preallocated) until archiving or a checkpoint runs out
     // of space; then new writes are refused with a message that says why.
     let db = Arc::new(db);
@@ -305,14 +305,6 @@ fn a_checkpoint_that_failed_to_update_the_control_file_succeeds_on_retry() {
     assert_eq!(db.checkpoint().unwrap(), scn);
     assert_eq!(db.redo().checkpoint_scn(), scn);
     db.shutdown().unwrap();
-}
-
-fn used_bytes(disk: &CrashDisk) -> u64 {
-    let capacity = 1 << 40;
-    disk.set_capacity(Some(capacity));
-    let used = capacity - disk.available_bytes(Path::new("/")).unwrap();
-    disk.set_capacity(None);
-    used
 }
 
 #[test]

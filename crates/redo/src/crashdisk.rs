@@ -145,6 +145,11 @@ impl CrashDisk {
         CrashDisk::default()
     }
 
+    /// Bytes the disk's content takes now (what `set_capacity` limits).
+    pub fn used_bytes(&self) -> u64 {
+        self.state.lock().used_bytes()
+    }
+
     /// Writes that would grow the disk's content beyond `bytes` fail with ENOSPC.
     pub fn set_capacity(&self, bytes: Option<u64>) {
         self.state.lock().capacity_bytes = bytes;

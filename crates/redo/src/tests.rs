@@ -380,7 +380,7 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
     let log = open_on(&disk, &config).unwrap();
     log.commit(b"before", IMMEDIATE_WAIT).unwrap();
     // The log files are preallocated: only archiving needs space.
-    disk.set_capacity(Some(disk_used(&disk) + 20_000));
+    disk.set_capacity(Some(disk.used_bytes() + 20_000));
     // A session commits until archiving fails: from then on new redo is refused with a clear
     // error, while the current log still has room for what was already accepted. (A commit
     // already waiting for a log switch that needs the unarchived group waits for space.)
@@ -478,14 +478,6 @@ fn an_async_commit_that_needs_a_log_switch_does_not_block_its_runtime() {
     assert!(log.durable_scn() >= last);
     assert_eq!(log.durable_addr().seq, LogSeq(3));
     log.shutdown().unwrap();
-}
-
-fn disk_used(disk: &CrashDisk) -> u64 {
-    let capacity = 1 << 40;
-    disk.set_capacity(Some(capacity));
-    let used = capacity - disk.available_bytes(Path::new("/")).unwrap();
-    disk.set_capacity(None);
-    used
 }
 
 #[test]
