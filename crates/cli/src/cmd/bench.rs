@@ -123,10 +123,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_resp::run(&config, |step| eprintln!("bench resp: {step}"))?;
-            print!("{}", workload::bench_resp::render(&report));
-            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
-            println!("json: {}", args.json.display());
-            Ok(())
+            write_report(&workload::bench_resp::render(&report), &report, &args.json)
         }
         BenchCommand::External(args) => {
             workload::interrupt::install()?;
@@ -138,10 +135,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_external::run(&config, |step| eprintln!("bench external: {step}"))?;
-            print!("{}", workload::bench_external::render(&report));
-            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
-            println!("json: {}", args.json.display());
-            Ok(())
+            write_report(&workload::bench_external::render(&report), &report, &args.json)
         }
         BenchCommand::Transport(args) => {
             // Ctrl-C stops the servers and takes the link down on the way out.
@@ -160,10 +154,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let report = workload::bench_transport::run(&config, |step| {
                 eprintln!("bench transport [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
             })?;
-            print!("{}", workload::bench_transport::render(&report));
-            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)
-                .with_context(|| format!("cannot write {}", args.json.display()))?;
-            println!("json: {}", args.json.display());
+            write_report(&workload::bench_transport::render(&report), &report, &args.json)?;
             anyhow::ensure!(
                 report.failures.is_empty(),
                 "{} redoguard case(s) failed or are not valid (see FAILED above)",
@@ -178,10 +169,20 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_commit::run(&config, |step| eprintln!("bench commit: {step}"))?;
-            print!("{}", workload::bench_commit::render(&report));
-            std::fs::write(&args.json, serde_json::to_string_pretty(&report)?)?;
-            println!("json: {}", args.json.display());
-            Ok(())
+            write_report(&workload::bench_commit::render(&report), &report, &args.json)
         }
     }
+}
+
+/// Prints a benchmark's table, writes its report as JSON to `json`, and says where.
+fn write_report(
+    text: &str,
+    report: &impl serde::Serialize,
+    json: &std::path::Path,
+) -> anyhow::Result<()> {
+    print!("{text}");
+    std::fs::write(json, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("cannot write {}", json.display()))?;
+    println!("json: {}", json.display());
+    Ok(())
 }
