@@ -957,12 +957,8 @@ pub fn render(report: &DemoReport) -> String {
         let loss = &standby.zero_data_loss;
         let _ = writeln!(
             out,
-            "  failover check: primary killed with SIGKILL; on the standby {} counters {}, balances sum to {}, {}/{} orders present",
-            loss.counters,
-            if loss.counters_exact { "exact" } else { "WRONG" },
-            loss.balances_sum,
-            loss.orders_checked - loss.orders_missing,
-            loss.orders_checked
+            "  failover check: primary killed with SIGKILL; on the standby {}",
+            loss.found()
         );
         let _ = writeln!(
             out,
@@ -983,13 +979,9 @@ pub fn render(report: &DemoReport) -> String {
     let verification = &report.verification;
     let _ = writeln!(
         out,
-        "  crash recovery: primary restarted; recovery replayed {} redo records; {} counters {}, balances sum to {}, {}/{} orders present",
+        "  crash recovery: primary restarted; recovery replayed {} redo records; {}",
         verification.recovered_records,
-        verification.counters,
-        if verification.counters_exact { "exact" } else { "WRONG" },
-        verification.balances_sum,
-        verification.orders_checked - verification.orders_missing,
-        verification.orders_checked
+        verification.found()
     );
     let _ = writeln!(
         out,
@@ -1016,6 +1008,20 @@ pub fn render(report: &DemoReport) -> String {
         if report.passed() { "ALL CHECKS PASSED" } else { "SOME CHECKS FAILED" }
     );
     out
+}
+
+impl Verification {
+    /// What the check found: "8 counters exact, balances sum to 0, 10/10 orders present".
+    fn found(&self) -> String {
+        format!(
+            "{} counters {}, balances sum to {}, {}/{} orders present",
+            self.counters,
+            if self.counters_exact { "exact" } else { "WRONG" },
+            self.balances_sum,
+            self.orders_checked - self.orders_missing,
+            self.orders_checked
+        )
+    }
 }
 
 fn verdict(passed: bool) -> &'static str {
