@@ -7,6 +7,8 @@
 //! idle too long, or that sends malformed protocol, is closed; nothing a client does affects
 //! another.
 
+mod admin;
+mod clients;
 pub mod config;
 mod execute;
 mod info;
@@ -16,20 +18,15 @@ pub mod status;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
-use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use db::Database;
 use redo::OsStorage;
-use resp::{Connection, ConnectionError, Frame, ServerFacts, Session};
+use resp::ServerFacts;
 use stats::{Metrics, Statistic};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 pub use config::ServerConfig;
 pub use status::ServerStatus;
@@ -203,8 +200,8 @@ impl Server {
             receiver,
             config,
         });
-        let resp = tokio::spawn(accept_clients(state.clone(), resp_listener));
-        let admin = tokio::spawn(serve_admin(state.clone(), admin_listener));
+        let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
+        let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
         Ok(Server { state, resp, admin, _lock: lock })
     }
@@ -270,7 +267,7 @@ pub(crate) fn role_name(role: transport::RoleConfig) -> &'static str {
 }
 
 /// Resolves once a shutdown has been requested.
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     // (The guard `wait_for` returns is not Send: drop it here, not across an await.)
     let _ = shutdown.wait_for(|stop| *stop).await.map(|_| ());
 }
@@ -285,241 +282,5 @@ fn raise_open_files_limit() {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
-    }
-}
-
-async fn accept_clients(state: Arc<ServerState>, listener: TcpListener) {
-    let slots = Arc::new(Semaphore::new(state.config.server.max_connections as usize));
-    let mut shutdown = state.shutdown.subscribe();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stopped(&mut shutdown) => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of descriptors (EMFILE/ENFILE) or a connection reset before accept:
-                // keep serving everyone else.
-                tracing::warn!(%error, "accept failed");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
-            }
-        };
-        state.total_connections.incr();
-        let _ = stream.set_nodelay(true);
-        match slots.clone().try_acquire_owned() {
-            Ok(permit) => {
-                let state = state.clone();
-                tokio::spawn(async move {
-                    state.connected.fetch_add(1, Ordering::Relaxed);
-                    serve_client(&state, stream, peer).await;
-                    state.connected.fetch_sub(1, Ordering::Relaxed);
-                    drop(permit);
-                });
-            }
-            Err(_) => {
-                state.rejected.incr();
-                tokio::spawn(async move {
-                    use tokio::io::AsyncWriteExt;
-                    let mut stream = stream;
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        stream.write_all(b"-ERR max number of clients reached\r\n"),
-                    )
-                    .await;
-                });
-            }
-        }
-    }
-}
-
-async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) {
-    let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let mut connection = Connection::new(stream, state.config.limits.clone());
-    let mut session = Session::new(id, &state.config.limits);
-    let idle = state.config.server.idle_timeout;
-    let mut shutdown = state.shutdown.subscribe();
-    loop {
-        let read = async {
-            if idle.is_zero() {
-                Ok(connection.read_command().await)
-            } else {
-                tokio::time::timeout(idle, connection.read_command()).await
-            }
-        };
-        let read = tokio::select! {
-            read = read => read,
-            _ = stopped(&mut shutdown) => {
-                let _ = connection.write_reply(&Frame::error("ERR the server is shutting down"), session.protocol()).await;
-                let _ = connection.shutdown().await;
-                return;
-            }
-        };
-        let parsed = match read {
-            Err(_elapsed) => {
-                tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
-                let _ = connection.shutdown().await;
-                return;
-            }
-            Ok(Ok(None)) => return,
-            Ok(Ok(Some(parsed))) => parsed,
-            Ok(Err(ConnectionError::Protocol(error))) => {
-                tracing::info!(client = id, %peer, %error, "protocol error; closing the connection");
-                let _ = connection.write_reply(&error.to_frame(), session.protocol()).await;
-                let _ = connection.shutdown().await;
-                return;
-            }
-            Ok(Err(error)) => {
-                tracing::debug!(client = id, %peer, %error, "connection ended");
-                return;
-            }
-        };
-        let outcome = match session.handle(parsed, &state.facts) {
-            resp::Action::Reply(frame) => execute::Outcome::Reply(frame),
-            resp::Action::ReplyAndClose(frame) => {
-                let _ = connection.write_reply(&frame, session.protocol()).await;
-                let _ = connection.shutdown().await;
-                return;
-            }
-            resp::Action::Execute(command) => {
-                execute::run(state, &session, vec![command], false).await
-            }
-            resp::Action::ExecuteTransaction(commands) => {
-                execute::run(state, &session, commands, true).await
-            }
-        };
-        match outcome {
-            execute::Outcome::Reply(frame) => {
-                if connection.write_reply(&frame, session.protocol()).await.is_err() {
-                    return;
-                }
-            }
-            execute::Outcome::Shutdown => {
-                tracing::info!(client = id, %peer, "SHUTDOWN");
-                let _ = connection.shutdown().await;
-                state.request_shutdown();
-                return;
-            }
-        }
-    }
-}
-
-async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
-    let app = Router::new()
-        .route("/", get(index))
-        .route("/status", get(status_json))
-        .route("/metrics", get(prometheus))
-        .route("/health", get(health))
-        .route("/logswitch", axum::routing::post(log_switch))
-        .with_state(state.clone());
-    let mut shutdown = state.shutdown.subscribe();
-    let stop = async move { stopped(&mut shutdown).await };
-    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-        tracing::error!(%error, "admin API stopped");
-    }
-}
-
-async fn index() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "redoguard admin API\n  GET  /status     everything, as JSON\n  GET  /metrics    Prometheus text format\n  GET  /health     200 while the database accepts writes\n  POST /logswitch  switch logs now (the current log is archived)\n",
-    )
-}
-
-async fn status_json(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    let status = tokio::task::spawn_blocking(move || state.status()).await;
-    match status {
-        Ok(status) => (StatusCode::OK, axum::Json(status)).into_response(),
-        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
-    }
-}
-
-async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    let status = tokio::task::spawn_blocking(move || state.status()).await;
-    let Ok(status) = status else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "status unavailable".to_string())
-            .into_response();
-    };
-    let mut text = status.metrics.to_prometheus();
-    let redo = &status.database.redo;
-    let gauges = [
-        ("redoguard_next_scn", "SCN the next commit will get.", redo.next_scn.0 as f64),
-        (
-            "redoguard_durable_scn",
-            "Every commit at or below this SCN is durable.",
-            redo.durable_scn.0 as f64,
-        ),
-        (
-            "redoguard_checkpoint_scn",
-            "The data files hold every change at or below this SCN.",
-            status.database.checkpoint_scn.0 as f64,
-        ),
-        ("redoguard_keys", "Keys in the database.", status.database.keys as f64),
-        (
-            "redoguard_unwritten_bytes",
-            "Changes not yet in the data files.",
-            status.database.unwritten_bytes as f64,
-        ),
-        (
-            "redoguard_connected_clients",
-            "Client connections.",
-            status.server.connected_clients as f64,
-        ),
-        (
-            "redoguard_archive_peak_bytes_per_second",
-            "Highest redo rate of an archived log.",
-            status.archive.peak_bytes_per_s,
-        ),
-        (
-            "redoguard_writes_refused",
-            "1 while writes are refused (full disk, failing archiving).",
-            f64::from(u8::from(status.server.writes_refused.is_some())),
-        ),
-        (
-            "redoguard_synchronized",
-            "1 while a SYNC standby protects every commit (a primary with standbys).",
-            f64::from(u8::from(status.replication.synchronized.unwrap_or(false))),
-        ),
-        (
-            "redoguard_standby_transport_lag_seconds",
-            "On a standby: how far the redo received trails the primary.",
-            status.replication.standby.as_ref().map_or(0.0, |standby| standby.transport_lag_s),
-        ),
-        (
-            "redoguard_standby_apply_lag_seconds",
-            "On a standby: how far apply trails the redo received.",
-            status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_lag_s),
-        ),
-    ];
-    for (name, help, value) in gauges {
-        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
-    }
-    for destination in &status.replication.destinations {
-        let name = &destination.name;
-        text.push_str(&format!(
-            "redoguard_destination_transport_lag_seconds{{destination=\"{name}\"}} {}\nredoguard_destination_synchronized{{destination=\"{name}\"}} {}\n",
-            destination.transport_lag_s,
-            u8::from(destination.phase == transport::Phase::Synchronized)
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
-}
-
-/// POST /logswitch: switches logs now (as ALTER SYSTEM SWITCH LOGFILE): the current log is
-/// closed and archived, here and on the standbys.
-async fn log_switch(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    let db = state.db.clone();
-    match tokio::task::spawn_blocking(move || db.redo().switch_logfile()).await {
-        Ok(Ok(seq)) => (StatusCode::OK, format!("{{\"current_seq\":{seq}}}\n")),
-        Ok(Err(error)) => (StatusCode::CONFLICT, format!("{error}\n")),
-        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
-    }
-}
-
-async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    match state.db.writes_refused() {
-        None => (StatusCode::OK, "ok\n".to_string()),
-        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {reason}\n")),
     }
 }

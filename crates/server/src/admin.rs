@@ -1,0 +1,132 @@
+//! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`, and
+//! `POST /logswitch`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use crate::{ServerState, stopped};
+
+pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
+    let app = Router::new()
+        .route("/", get(index))
+        .route("/status", get(status_json))
+        .route("/metrics", get(prometheus))
+        .route("/health", get(health))
+        .route("/logswitch", axum::routing::post(log_switch))
+        .with_state(state.clone());
+    let mut shutdown = state.shutdown.subscribe();
+    let stop = async move { stopped(&mut shutdown).await };
+    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+        tracing::error!(%error, "admin API stopped");
+    }
+}
+
+async fn index() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "redoguard admin API\n  GET  /status     everything, as JSON\n  GET  /metrics    Prometheus text format\n  GET  /health     200 while the database accepts writes\n  POST /logswitch  switch logs now (the current log is archived)\n",
+    )
+}
+
+async fn status_json(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let status = tokio::task::spawn_blocking(move || state.status()).await;
+    match status {
+        Ok(status) => (StatusCode::OK, axum::Json(status)).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
+    }
+}
+
+async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let status = tokio::task::spawn_blocking(move || state.status()).await;
+    let Ok(status) = status else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "status unavailable".to_string())
+            .into_response();
+    };
+    let mut text = status.metrics.to_prometheus();
+    let redo = &status.database.redo;
+    let gauges = [
+        ("redoguard_next_scn", "SCN the next commit will get.", redo.next_scn.0 as f64),
+        (
+            "redoguard_durable_scn",
+            "Every commit at or below this SCN is durable.",
+            redo.durable_scn.0 as f64,
+        ),
+        (
+            "redoguard_checkpoint_scn",
+            "The data files hold every change at or below this SCN.",
+            status.database.checkpoint_scn.0 as f64,
+        ),
+        ("redoguard_keys", "Keys in the database.", status.database.keys as f64),
+        (
+            "redoguard_unwritten_bytes",
+            "Changes not yet in the data files.",
+            status.database.unwritten_bytes as f64,
+        ),
+        (
+            "redoguard_connected_clients",
+            "Client connections.",
+            status.server.connected_clients as f64,
+        ),
+        (
+            "redoguard_archive_peak_bytes_per_second",
+            "Highest redo rate of an archived log.",
+            status.archive.peak_bytes_per_s,
+        ),
+        (
+            "redoguard_writes_refused",
+            "1 while writes are refused (full disk, failing archiving).",
+            f64::from(u8::from(status.server.writes_refused.is_some())),
+        ),
+        (
+            "redoguard_synchronized",
+            "1 while a SYNC standby protects every commit (a primary with standbys).",
+            f64::from(u8::from(status.replication.synchronized.unwrap_or(false))),
+        ),
+        (
+            "redoguard_standby_transport_lag_seconds",
+            "On a standby: how far the redo received trails the primary.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.transport_lag_s),
+        ),
+        (
+            "redoguard_standby_apply_lag_seconds",
+            "On a standby: how far apply trails the redo received.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_lag_s),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"));
+    }
+    for destination in &status.replication.destinations {
+        let name = &destination.name;
+        text.push_str(&format!(
+            "redoguard_destination_transport_lag_seconds{{destination=\"{name}\"}} {}\nredoguard_destination_synchronized{{destination=\"{name}\"}} {}\n",
+            destination.transport_lag_s,
+            u8::from(destination.phase == transport::Phase::Synchronized)
+        ));
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// POST /logswitch: switches logs now (as ALTER SYSTEM SWITCH LOGFILE): the current log is
+/// closed and archived, here and on the standbys.
+async fn log_switch(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let db = state.db.clone();
+    match tokio::task::spawn_blocking(move || db.redo().switch_logfile()).await {
+        Ok(Ok(seq)) => (StatusCode::OK, format!("{{\"current_seq\":{seq}}}\n")),
+        Ok(Err(error)) => (StatusCode::CONFLICT, format!("{error}\n")),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error}\n")),
+    }
+}
+
+async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    match state.db.writes_refused() {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {reason}\n")),
+    }
+}
