@@ -144,6 +144,8 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
         log_file_size: 2 << 20,
         groups: 3,
         primary_time_us: 0,
+        member: "impostor".to_string(),
+        history: Vec::new(),
     };
     let addr = pair.redo_addr;
     // (a) A primary of another database.

@@ -623,10 +623,7 @@ fn a_standby_applies_in_real_time_serves_reads_and_refuses_writes() {
     let primary = open(&primary_disk).unwrap();
     let standby = Arc::new(open_standby(&standby_disk).unwrap());
     assert_eq!(standby.role(), Role::Standby);
-    standby
-        .redo()
-        .adopt_identity(primary.database_id(), primary.redo().identity().incarnation)
-        .unwrap();
+    standby.redo().adopt_identity(primary.database_id()).unwrap();
     primary.redo().set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
     let mut model = BTreeMap::new();
     let mut rng = StdRng::seed_from_u64(11);

@@ -13,6 +13,37 @@ fn position() -> impl Strategy<Value = Position> {
     })
 }
 
+fn record() -> impl Strategy<Value = IncarnationRecord> {
+    (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>(), any::<u64>(), "[a-z]{0,12}").prop_map(
+        |(first_seq, first_scn, prev_end_offset, prev_closed_here, created_us, member)| {
+            IncarnationRecord {
+                incarnation: 0,
+                parent: 0,
+                first_seq,
+                first_scn,
+                prev_end_offset,
+                prev_closed_here,
+                created_us,
+                member,
+            }
+        },
+    )
+}
+
+/// Consecutive records from incarnation `first` on, as a history is.
+fn history() -> impl Strategy<Value = Vec<IncarnationRecord>> {
+    (2u32..1000, prop::collection::vec(record(), 0..5)).prop_map(|(first, records)| {
+        records
+            .into_iter()
+            .enumerate()
+            .map(|(index, record)| {
+                let incarnation = first + index as u32;
+                IncarnationRecord { incarnation, parent: incarnation - 1, ..record }
+            })
+            .collect()
+    })
+}
+
 fn message() -> impl Strategy<Value = Message> {
     let text = "[ -~é]{0,40}";
     prop_oneof![
@@ -27,7 +58,8 @@ fn message() -> impl Strategy<Value = Message> {
             any::<u32>(),
             any::<u64>(),
             any::<u32>(),
-            any::<u64>()
+            any::<u64>(),
+            (text, history())
         )
             .prop_map(
                 |(
@@ -42,6 +74,7 @@ fn message() -> impl Strategy<Value = Message> {
                     log_file_size,
                     groups,
                     primary_time_us,
+                    (member, history),
                 )| Message::Hello(Hello {
                     version,
                     version_min,
@@ -54,6 +87,8 @@ fn message() -> impl Strategy<Value = Message> {
                     log_file_size,
                     groups,
                     primary_time_us,
+                    member,
+                    history,
                 })
             ),
         (any::<u16>(), any::<u64>(), position(), any::<u64>()).prop_map(
@@ -133,10 +168,72 @@ fn message() -> impl Strategy<Value = Message> {
             from_seq,
             to_seq: from_seq + span
         })),
-        (1u16..=8, text).prop_map(|(code, message)| Message::Error(ErrorMessage {
-            code: ErrorCode::from_u16(code),
-            message
-        })),
+        (1u16..=10, text, any::<u32>(), text).prop_map(|(code, message, incarnation, primary)| {
+            Message::Error(ErrorMessage {
+                code: ErrorCode::from_u16(code),
+                message,
+                incarnation,
+                primary,
+            })
+        }),
+        (text, any::<u64>())
+            .prop_map(|(member, time_us)| Message::Probe(Probe { member, time_us })),
+        (text, any::<bool>(), any::<u64>(), (any::<u32>(), any::<u32>()), text, position())
+            .prop_flat_map(
+                move |(
+                    member,
+                    primary_role,
+                    database_id,
+                    (incarnation, fenced),
+                    primary,
+                    position,
+                )| {
+                    (any::<u64>(), any::<u64>(), history()).prop_map(
+                        move |(durable_scn, time_us, history)| {
+                            Message::RoleInfo(RoleInfo {
+                                member: member.clone(),
+                                role: if primary_role {
+                                    WireRole::Primary
+                                } else {
+                                    WireRole::Standby
+                                },
+                                database_id,
+                                incarnation,
+                                fenced_incarnation: fenced,
+                                primary: primary.clone(),
+                                position,
+                                durable_scn,
+                                time_us,
+                                history,
+                            })
+                        },
+                    )
+                }
+            ),
+        (text, any::<u64>())
+            .prop_map(|(member, time_us)| Message::CopyRequest(CopyRequest { member, time_us })),
+        (prop::array::uniform6(any::<u64>()), any::<u32>(), any::<u32>(), text, history())
+            .prop_map(|(v, incarnation, block_size, member, history)| Message::CopyBegin(
+                CopyBegin {
+                    database_id: v[0],
+                    incarnation,
+                    checkpoint_scn: v[1],
+                    first_seq: v[2],
+                    keys: v[3],
+                    bytes: v[4],
+                    block_size,
+                    log_file_size: v[5],
+                    member,
+                    history,
+                }
+            )),
+        prop::collection::vec(
+            (prop::collection::vec(any::<u8>(), 0..20), prop::collection::vec(any::<u8>(), 0..40)),
+            0..10
+        )
+        .prop_map(|entries| Message::CopyChunk(CopyChunk { entries })),
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(keys, bytes)| Message::CopyEnd(CopyEnd { keys, bytes })),
     ]
 }
 
@@ -188,7 +285,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Decoder::default().decode(&bytes);
         // Also behind a valid header, so that the payload decoders see them.
-        for kind in 1u8..=11 {
+        for kind in 1u8..=17 {
             let mut frame = vec![0u8; FRAME_HEADER_LEN];
             frame[0..4].copy_from_slice(b"RGWP");
             frame[4..8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -228,6 +325,8 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
         log_file_size: 64 << 20,
         groups: 3,
         primary_time_us: 0,
+        member: "east".into(),
+        history: Vec::new(),
     };
     let ours = LocalIdentity { database_id: 7, block_size: 4096, log_file_size: 64 << 20 };
     assert_eq!(check_hello(&hello, &ours), Ok(()));
@@ -247,9 +346,50 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
 
 #[test]
 fn long_text_is_cut_at_a_character_boundary() {
-    let message =
-        Message::Error(ErrorMessage { code: ErrorCode::Internal, message: "é".repeat(TEXT_MAX) });
+    let message = Message::Error(ErrorMessage::new(ErrorCode::Internal, "é".repeat(TEXT_MAX)));
     let (decoded, _) = Decoder::default().decode(&message.to_frame()).unwrap().unwrap();
     let Message::Error(error) = decoded else { panic!() };
     assert!(error.message.len() <= TEXT_MAX && error.message.chars().all(|c| c == 'é'));
+}
+
+#[test]
+fn a_history_that_skips_or_forges_an_incarnation_is_refused() {
+    let record = |incarnation: u32| IncarnationRecord {
+        incarnation,
+        parent: incarnation - 1,
+        first_seq: 10,
+        first_scn: 100,
+        ..IncarnationRecord::default()
+    };
+    let probe = |history: Vec<IncarnationRecord>| {
+        Message::RoleInfo(RoleInfo {
+            member: "west".into(),
+            role: WireRole::Standby,
+            database_id: 1,
+            incarnation: 3,
+            fenced_incarnation: 0,
+            primary: String::new(),
+            position: Position::default(),
+            durable_scn: 0,
+            time_us: 0,
+            history,
+        })
+        .to_frame()
+    };
+    assert!(Decoder::default().decode(&probe(vec![record(2), record(3)])).is_ok());
+    let skipped = Decoder::default().decode(&probe(vec![record(2), record(4)])).unwrap_err();
+    assert!(skipped.to_string().contains("consecutive"), "{skipped}");
+    let forged = IncarnationRecord { parent: 7, ..record(3) };
+    assert!(Decoder::default().decode(&probe(vec![forged])).is_err());
+}
+
+#[test]
+fn a_copy_chunk_that_claims_more_entries_than_it_holds_is_refused_before_allocating() {
+    let mut frame =
+        Message::CopyChunk(CopyChunk { entries: vec![(b"k".to_vec(), b"v".to_vec())] }).to_frame();
+    frame[FRAME_HEADER_LEN..FRAME_HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[8..12]), &frame[FRAME_HEADER_LEN..]);
+    frame[12..16].copy_from_slice(&crc.to_le_bytes());
+    let error = Decoder::default().decode(&frame).unwrap_err();
+    assert!(error.to_string().contains("cannot fit"), "{error}");
 }

@@ -47,7 +47,7 @@ pub use storage::{IoMode, OsStorage, Storage};
 pub use types::{DatabaseId, Incarnation, LogSeq, RedoAddr, RedoRecord, RedoThread, Scn};
 
 use catalog::ArchiveCatalog;
-use control::{ControlData, ControlFile};
+pub use control::{ControlData, ControlFile, Fence};
 use log_buffer::{LogBuffer, Signal};
 use log_writer::{CommitState, Urgency, WriterState};
 use online_log::GroupTable;
@@ -185,6 +185,22 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Changes the control file durably: `change` edits a copy, which is written (replacing
+    /// the file) and then becomes the engine's. Nothing changes if `change` or the write fails.
+    pub(crate) fn update_control(
+        &self,
+        change: impl FnOnce(&mut ControlData) -> Result<()>,
+    ) -> Result<ControlData> {
+        let mut control = self.control.lock();
+        let mut updated = control.clone();
+        change(&mut updated)?;
+        if updated != *control {
+            self.control_file.write(self.storage.as_ref(), &updated)?;
+            *control = updated.clone();
+        }
+        Ok(updated)
+    }
+
     pub(crate) fn durable_scn(&self) -> Scn {
         Scn(self.durable_scn.load(Ordering::Acquire))
     }
@@ -243,9 +259,10 @@ impl std::fmt::Debug for RedoLog {
 
 impl RedoLog {
     /// Opens the redo log of the database whose paths `config` names (resolved, see
-    /// `RedoConfig::resolve`), creating it if the directory holds none. Finds the true end of
-    /// redo, closes the log that was being written, and starts the background writer and the
-    /// archivers.
+    /// `RedoConfig::resolve`), creating it as a primary if the directory holds none. The role
+    /// is the database's own (its control file's): a database that has become a standby
+    /// opens as one. Finds the true end of redo, closes the log that was being written, and
+    /// starts the background writer and the archivers.
     pub fn open(
         config: RedoConfig,
         storage: Arc<dyn Storage>,
@@ -254,9 +271,10 @@ impl RedoLog {
         RedoLog::open_as(Role::Primary, config, storage, metrics)
     }
 
-    /// Opens the standby logs of a standby database (creating them if the directory holds
-    /// none; a new standby has no identity until its primary first connects). Logs found open
-    /// are scanned to their durable end and left open: the primary resumes them.
+    /// Opens the standby logs of a database, creating them as a standby if the directory
+    /// holds none (a new standby has no identity until its primary first connects). As
+    /// `open`, the role is the database's own. Logs found open are scanned to their durable
+    /// end and left open: the primary resumes them.
     pub fn open_standby(
         config: RedoConfig,
         storage: Arc<dyn Storage>,
@@ -265,8 +283,10 @@ impl RedoLog {
         RedoLog::open_as(Role::Standby, config, storage, metrics)
     }
 
-    fn open_as(
-        role: Role,
+    /// Opens the redo log in the role its control file records, or `initial` for a database
+    /// that has none yet.
+    pub fn open_as(
+        initial: Role,
         config: RedoConfig,
         storage: Arc<dyn Storage>,
         metrics: Arc<Metrics>,
@@ -282,12 +302,13 @@ impl RedoLog {
         let control_file = ControlFile::new(&config.dir);
         let write_bytes_max = write_bytes_max(&config);
         let control = if control_file.exists(storage.as_ref()) {
-            let mut control = control_file.read(storage.as_ref())?;
+            let mut control = control_file.read(storage.as_ref(), initial)?;
             check_layout(&config, &control)?;
             if control.write_bytes_max < write_bytes_max {
                 control.write_bytes_max = write_bytes_max;
-                control_file.write(storage.as_ref(), &control)?;
             }
+            // (Also upgrades a version 1 file.)
+            control_file.write(storage.as_ref(), &control)?;
             control
         } else {
             let existing = config.member_path(0, 0);
@@ -300,7 +321,7 @@ impl RedoLog {
             }
             let control = ControlData {
                 // A standby takes its primary's identity at the first contact (0: none yet).
-                database_id: DatabaseId(if role == Role::Primary {
+                database_id: DatabaseId(if initial == Role::Primary {
                     rand::random::<u64>() | 1
                 } else {
                     0
@@ -314,10 +335,16 @@ impl RedoLog {
                 members: config.members,
                 log_file_size: config.log_file_size,
                 write_bytes_max,
+                role: initial,
+                followed: false,
+                base_seq: LogSeq(0),
+                fenced: None,
+                member: String::new(),
             };
             control_file.write(storage.as_ref(), &control)?;
             control
         };
+        let role = control.role;
         let catalog = ArchiveCatalog::open(storage.as_ref(), &config.dir.join("archive_catalog"))?;
         let opened = online_log::open_groups(&config, storage.as_ref(), &control, &catalog, role)?;
         let identity = Identity {
@@ -551,17 +578,86 @@ impl RedoLog {
                 reason: format!("checkpoint SCN {scn} is beyond the durable redo ({durable})"),
             });
         }
-        {
-            let mut control = self.shared.control.lock();
-            if scn <= control.checkpoint_scn {
-                return Ok(());
-            }
-            let updated = ControlData { checkpoint_scn: scn, ..*control };
-            self.shared.control_file.write(self.shared.storage.as_ref(), &updated)?;
-            *control = updated;
+        if scn <= self.shared.control.lock().checkpoint_scn {
+            return Ok(());
         }
+        self.shared.update_control(|control| {
+            control.checkpoint_scn = control.checkpoint_scn.max(scn);
+            Ok(())
+        })?;
         self.shared.table_changed.notify_all();
         Ok(())
+    }
+
+    /// The control file's content: identity, role, incarnation, fencing, layout.
+    pub fn control(&self) -> ControlData {
+        self.shared.control.lock().clone()
+    }
+
+    /// Names the configuration member this database is, the first time; refuses another
+    /// name later (a data directory started under another member's configuration).
+    pub fn claim_member(&self, member: &str) -> Result<()> {
+        self.shared.update_control(|control| {
+            if control.member.is_empty() {
+                control.member = member.to_string();
+                Ok(())
+            } else if control.member == member {
+                Ok(())
+            } else {
+                Err(RedoError::Refused(format!(
+                    "this database is member '{}' of its configuration, not '{member}': the data directory belongs to another member",
+                    control.member
+                )))
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Records that a standby follows this primary (see `ControlData::followed`).
+    pub fn note_followed(&self) -> Result<()> {
+        if self.shared.control.lock().followed {
+            return Ok(());
+        }
+        self.shared.update_control(|control| {
+            control.followed = true;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Records durably that a newer incarnation exists that this database is not part of.
+    pub fn fence(&self, fence: Fence) -> Result<()> {
+        self.shared.update_control(|control| {
+            if control.fenced.as_ref().is_none_or(|known| known.incarnation <= fence.incarnation) {
+                control.fenced = Some(fence);
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Changes the control file of a database that is not open (a role change happens while
+    /// the database is closed: the control file is its commit point). `change` edits a copy,
+    /// which replaces the file durably.
+    pub fn rewrite_control(
+        config: &RedoConfig,
+        storage: &dyn Storage,
+        change: impl FnOnce(&mut ControlData) -> Result<()>,
+    ) -> Result<ControlData> {
+        let file = ControlFile::new(&config.dir);
+        let mut control = file.read(storage, Role::Primary)?;
+        change(&mut control)?;
+        file.write(storage, &control)?;
+        Ok(control)
+    }
+
+    /// The control file of a database that is not open, if it has one.
+    pub fn read_control(config: &RedoConfig, storage: &dyn Storage) -> Result<Option<ControlData>> {
+        let file = ControlFile::new(&config.dir);
+        if !file.exists(storage) {
+            return Ok(None);
+        }
+        file.read(storage, Role::Primary).map(Some)
     }
 
     /// Sets the function the log writer calls when a log switch waits for a checkpoint (with
@@ -646,6 +742,11 @@ impl RedoLog {
     /// The largest record `append` accepts.
     pub fn max_record_len(&self) -> usize {
         self.shared.config.max_record_len()
+    }
+
+    /// The log that holds `scn` (or will: the next log, when `scn` is beyond all redo).
+    pub fn seq_holding(&self, scn: Scn) -> Result<LogSeq> {
+        self.shared.seq_holding(scn)
     }
 
     /// A reader from the log holding `scn`: it returns records with SCN `scn` and above.

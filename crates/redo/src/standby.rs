@@ -88,27 +88,44 @@ impl RedoLog {
         Ok(())
     }
 
-    /// Takes the primary's identity, if this standby has none yet. Fails if it has another.
-    pub fn adopt_identity(&self, database_id: DatabaseId, incarnation: Incarnation) -> Result<()> {
+    /// Takes the primary's database identity, if this standby has none yet. Fails if it has
+    /// another. (Its incarnation is adopted with `adopt_incarnation`, once checked.)
+    pub fn adopt_identity(&self, database_id: DatabaseId) -> Result<()> {
         self.standby_only()?;
         let shared = &self.shared;
-        let mut control = shared.control.lock();
-        if control.database_id == database_id {
-            return Ok(());
-        }
-        if control.database_id.0 != 0 {
-            return Err(RedoError::Refused(format!(
-                "this standby protects database {}; a primary of database {database_id} was refused",
-                control.database_id
-            )));
-        }
-        let updated = crate::control::ControlData { database_id, incarnation, ..*control };
-        shared.control_file.write(shared.storage.as_ref(), &updated)?;
-        *control = updated;
+        let adopted = shared.update_control(|control| {
+            if control.database_id == database_id {
+                return Ok(());
+            }
+            if control.database_id.0 != 0 {
+                return Err(RedoError::Refused(format!(
+                    "this standby protects database {}; a primary of database {database_id} was refused",
+                    control.database_id
+                )));
+            }
+            control.database_id = database_id;
+            Ok(())
+        })?;
         let mut identity = shared.identity.write();
-        identity.database_id = database_id;
-        identity.incarnation = incarnation;
-        tracing::info!(%database_id, "standby: adopted the identity of its primary");
+        if identity.database_id != adopted.database_id {
+            identity.database_id = adopted.database_id;
+            tracing::info!(%database_id, "standby: adopted the identity of its primary");
+        }
+        Ok(())
+    }
+
+    /// Enters a newer incarnation of its primary's (which it has checked it can follow, and
+    /// whose history it has already recorded): new logs it receives belong to it.
+    pub fn adopt_incarnation(&self, incarnation: Incarnation) -> Result<()> {
+        self.standby_only()?;
+        let adopted = self.shared.update_control(|control| {
+            if incarnation > control.incarnation {
+                control.incarnation = incarnation;
+            }
+            Ok(())
+        })?;
+        self.shared.identity.write().incarnation = adopted.incarnation;
+        tracing::info!(%incarnation, "standby: entered its primary's new incarnation");
         Ok(())
     }
 
@@ -131,8 +148,10 @@ impl RedoLog {
         }
         complete.sort();
         complete.dedup();
-        let mut complete_through_seq = LogSeq(0);
-        for seq in complete {
+        // A standby built from a copy never needs the logs before its base.
+        let base = shared.control.lock().base_seq;
+        let mut complete_through_seq = base.prev_seq();
+        for seq in complete.into_iter().filter(|&seq| seq >= base) {
             if seq == complete_through_seq.next() {
                 complete_through_seq = seq;
             } else if seq > complete_through_seq.next() {

@@ -852,7 +852,7 @@ fn a_standby_fed_every_write_has_byte_identical_archives() {
         matches!(standby.switch_logfile(), Err(RedoError::Refused(message)) if message.contains("switch logs on the primary")),
         "a standby's logs switch only with its primary's"
     );
-    standby.adopt_identity(primary.identity().database_id, primary.identity().incarnation).unwrap();
+    standby.adopt_identity(primary.identity().database_id).unwrap();
     primary.set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
     let mut expected = Vec::new();
     for n in 0..300u64 {
@@ -870,10 +870,7 @@ fn a_standby_fed_every_write_has_byte_identical_archives() {
     assert_eq!(records, expected);
     assert_eq!(standby.confirmed_scn(), primary.durable_scn());
     // Another database's primary is refused.
-    assert!(matches!(
-        standby.adopt_identity(DatabaseId(42), Incarnation(1)),
-        Err(RedoError::Refused(_))
-    ));
+    assert!(matches!(standby.adopt_identity(DatabaseId(42)), Err(RedoError::Refused(_))));
     primary.shutdown().unwrap();
     standby.shutdown().unwrap();
 }
@@ -891,7 +888,7 @@ fn a_late_standby_catches_up_from_online_and_archived_logs() {
         RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
             .unwrap(),
     );
-    standby.adopt_identity(primary.identity().database_id, primary.identity().incarnation).unwrap();
+    standby.adopt_identity(primary.identity().database_id).unwrap();
     let position = standby.standby_position();
     assert_eq!(position.complete_through_seq, LogSeq(0));
     assert_eq!(position.next, RedoAddr { seq: LogSeq(1), offset: 0 });
@@ -955,7 +952,7 @@ fn a_standby_refuses_garbage_and_writes_nothing() {
     let header = primary.read_log_bytes(LogSeq(1), 0, 4096).unwrap();
     let refused = standby.receive(LogSeq(1), 0, ship::WriteKind::OpenHeader, &header).unwrap_err();
     assert!(refused.to_string().contains("belongs to database"), "{refused}");
-    standby.adopt_identity(primary.identity().database_id, primary.identity().incarnation).unwrap();
+    standby.adopt_identity(primary.identity().database_id).unwrap();
     standby.receive(LogSeq(1), 0, ship::WriteKind::OpenHeader, &header).unwrap();
     let units = primary.read_log_bytes(LogSeq(1), 8192, 4096).unwrap();
     let members = [standby_config().member_path(0, 0)];
@@ -993,7 +990,7 @@ fn a_primary_that_lost_its_tail_makes_the_standby_drop_it() {
     let standby =
         RedoLog::open_standby(standby_config(), Arc::new(CrashDisk::new()), Metrics::new())
             .unwrap();
-    standby.adopt_identity(primary.identity().database_id, primary.identity().incarnation).unwrap();
+    standby.adopt_identity(primary.identity().database_id).unwrap();
     for n in 0..3u64 {
         primary.commit(&payload_for(n, 1000), IMMEDIATE_WAIT).unwrap();
     }

@@ -89,6 +89,12 @@ impl fmt::Display for DatabaseId {
 #[serde(transparent)]
 pub struct Incarnation(pub u32);
 
+impl fmt::Display for Incarnation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// Redo thread: one per instance writing redo. redoguard has one instance, thread 1; the field
 /// exists so that archived-log names and headers read as a DBA expects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

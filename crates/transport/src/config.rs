@@ -168,24 +168,164 @@ impl Default for StandbyConfig {
     }
 }
 
+/// One member of a configuration: a database that may be primary or standby, with the
+/// addresses others reach it at and the transport attributes a primary ships to it with
+/// when it is a standby (Data Guard's VALID_FOR: the same file serves every role).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    /// The member's name: in status, in logs, in `redoguard switchover --to NAME`. Required,
+    /// unique, 1..=64 of `A-Z a-z 0-9 . _ -`.
+    pub name: String,
+    /// Where clients reach it (`host:port` of its Redis protocol). Required.
+    pub resp: String,
+    /// Where its admin API is (`host:port`). Required.
+    pub admin: String,
+    /// Where it listens for redo (`host:port`): a primary ships here, members ask each other
+    /// who is primary here. Required.
+    pub redo: String,
+    /// As a destination: `sync` or `async`. Default: `async`.
+    #[serde(default)]
+    pub transport: Transport,
+    /// As a SYNC destination: AFFIRM (`true`) or NOAFFIRM. Default: `true`.
+    #[serde(default = "default_true")]
+    pub affirm: bool,
+    /// As a destination: see `DestinationConfig::net_timeout`. Default: 30s.
+    #[serde(default = "default_net_timeout", with = "units::serde_human::duration")]
+    pub net_timeout: Duration,
+    /// Default: 5s.
+    #[serde(default = "default_reopen", with = "units::serde_human::duration")]
+    pub reopen: Duration,
+    /// Default: 0 (never give up).
+    #[serde(default)]
+    pub max_failure: u32,
+    /// Default: `default`.
+    #[serde(default)]
+    pub send_buffer: BufferSize,
+    #[serde(default)]
+    pub bandwidth: Option<String>,
+    /// Default: 1 MiB.
+    #[serde(default = "default_max_send", with = "units::serde_human::size")]
+    pub max_send: u64,
+}
+
+impl MemberConfig {
+    /// How a primary ships to this member.
+    pub fn destination(&self) -> DestinationConfig {
+        DestinationConfig {
+            name: self.name.clone(),
+            address: self.redo.clone(),
+            transport: self.transport,
+            affirm: self.affirm,
+            net_timeout: self.net_timeout,
+            reopen: self.reopen,
+            max_failure: self.max_failure,
+            send_buffer: self.send_buffer,
+            bandwidth: self.bandwidth.clone(),
+            max_send: self.max_send,
+        }
+    }
+}
+
+/// Most members of a configuration: a primary and nine standbys (LOG_ARCHIVE_DEST_2..10).
+pub const MEMBERS_MAX: usize = 10;
+
 /// The `[replication]` section.
+///
+/// Two forms. The *configuration* form names every member (`[[replication.members]]`) and
+/// which one this file runs (`member`); the database's role is its own durable state, and a
+/// primary ships to every other member: switchover, failover and reinstate move the role
+/// between members without editing a file. The *single-role* form (`role`, `destinations`,
+/// `[replication.standby]`) fixes a primary and its destinations, or a standby, and supports
+/// no role change.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplicationConfig {
-    /// `primary` or `standby`. Default: `primary`.
+    /// The role a database takes when its data directory is created: `primary` or
+    /// `standby`. Afterwards the role is the database's own state (role changes keep it).
+    /// Default: `primary`.
     pub role: RoleConfig,
     /// Default: `maximum_performance`.
     pub protection_mode: ProtectionMode,
-    /// A primary's standbys. Bounds: 0..=9 (as LOG_ARCHIVE_DEST_2..10). Default: none.
+    /// Which of `members` this file runs. Required with `members`.
+    pub member: Option<String>,
+    /// Every database of the configuration, this one included. Bounds: 0, or 2..=10.
+    pub members: Vec<MemberConfig>,
+    /// Where this member listens for redo, if not its `members` entry's `redo` address (to
+    /// bind `0.0.0.0:PORT`, say). Default: none.
+    pub redo_listen: Option<String>,
+    /// Single-role form: a primary's standbys. Bounds: 0..=9. Default: none.
     pub destinations: Vec<DestinationConfig>,
-    /// A standby's listener.
+    /// Single-role form: a standby's listener; in the configuration form only
+    /// `receive_buffer` is used.
     pub standby: StandbyConfig,
 }
 
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte))
+}
+
+fn is_host_port(address: &str) -> bool {
+    address.parse::<std::net::SocketAddr>().is_ok()
+        || address
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+}
+
 impl ReplicationConfig {
+    /// Whether this is the configuration form (members named, roles can change).
+    pub fn has_members(&self) -> bool {
+        !self.members.is_empty()
+    }
+
+    /// This file's member, in the configuration form.
+    pub fn this_member(&self) -> Option<&MemberConfig> {
+        let name = self.member.as_deref()?;
+        self.members.iter().find(|member| member.name == name)
+    }
+
+    /// The member called `name`.
+    pub fn member_named(&self, name: &str) -> Option<&MemberConfig> {
+        self.members.iter().find(|member| member.name == name)
+    }
+
+    /// The member whose redo listener is at `address`, if any.
+    pub fn member_at_redo(&self, address: &str) -> Option<&MemberConfig> {
+        self.members.iter().find(|member| member.redo == address)
+    }
+
+    /// Where a primary ships: every other member, or the single-role form's destinations.
+    pub fn destinations(&self) -> Vec<DestinationConfig> {
+        if self.has_members() {
+            self.members
+                .iter()
+                .filter(|member| Some(member.name.as_str()) != self.member.as_deref())
+                .map(MemberConfig::destination)
+                .collect()
+        } else {
+            self.destinations.clone()
+        }
+    }
+
+    /// Where this database listens for redo: always in the configuration form (a primary
+    /// answers its peers there too), only as a standby in the single-role form.
+    pub fn redo_listen(&self) -> Option<String> {
+        if self.has_members() {
+            self.redo_listen
+                .clone()
+                .or_else(|| self.this_member().map(|member| member.redo.clone()))
+        } else {
+            (self.role == RoleConfig::Standby).then(|| self.standby.listen.clone())
+        }
+    }
+
     /// Checks every bound; the error names the field.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let invalid = |field: String, reason: String| Err((field, reason));
+        if self.has_members() {
+            self.validate_members()?;
+        }
         if self.destinations.len() > 9 {
             return invalid(
                 "replication.destinations".into(),
@@ -201,73 +341,31 @@ impl ReplicationConfig {
                     format!("'{}' is empty or used twice", destination.name),
                 );
             }
-            if destination.address.parse::<std::net::SocketAddr>().is_err()
-                && !destination.address.contains(':')
-            {
-                return invalid(
-                    field("address"),
-                    format!("'{}' is not host:port", destination.address),
-                );
-            }
-            if !(Duration::from_millis(100)..=Duration::from_secs(3600))
-                .contains(&destination.net_timeout)
-            {
-                return invalid(
-                    field("net_timeout"),
-                    format!("{:?} is outside 100ms..=1h", destination.net_timeout),
-                );
-            }
-            if !(Duration::from_millis(10)..=Duration::from_secs(3600))
-                .contains(&destination.reopen)
-            {
-                return invalid(
-                    field("reopen"),
-                    format!("{:?} is outside 10ms..=1h", destination.reopen),
-                );
-            }
-            if destination.max_failure > 1000 {
-                return invalid(
-                    field("max_failure"),
-                    format!("{} is over 1000", destination.max_failure),
-                );
-            }
-            if !(64 << 10..=64 << 20).contains(&destination.max_send) {
-                return invalid(
-                    field("max_send"),
-                    format!("{} is outside 64 KiB..=64 MiB", destination.max_send),
-                );
-            }
-            if let Some(bandwidth) = &destination.bandwidth
-                && let Err(error) = units::parse_rate(bandwidth)
-            {
-                return invalid(field("bandwidth"), error);
-            }
-            if destination.send_buffer == BufferSize::Auto && destination.bandwidth.is_none() {
-                return invalid(
-                    field("send_buffer"),
-                    "\"auto\" needs the link's bandwidth (bandwidth = \"1gbit\", say)".into(),
-                );
-            }
+            destination.validate(&field)?;
         }
+        let destinations = self.destinations();
         if self.protection_mode != ProtectionMode::MaximumPerformance
-            && self.role == RoleConfig::Primary
+            && (self.role == RoleConfig::Primary || self.has_members())
         {
-            let sync_affirm = self
-                .destinations
+            let sync_affirm = destinations
                 .iter()
                 .any(|destination| destination.transport == Transport::Sync && destination.affirm);
-            let sync = self
-                .destinations
-                .iter()
-                .any(|destination| destination.transport == Transport::Sync);
+            let sync =
+                destinations.iter().any(|destination| destination.transport == Transport::Sync);
+            let whose =
+                if self.has_members() { "another member" } else { "at least one destination" };
             if self.protection_mode == ProtectionMode::MaximumProtection && !sync_affirm {
-                return invalid("replication.protection_mode".into(), "maximum_protection needs at least one destination with transport = \"sync\" and affirm = true".into());
+                return invalid(
+                    "replication.protection_mode".into(),
+                    format!(
+                        "maximum_protection needs {whose} with transport = \"sync\" and affirm = true"
+                    ),
+                );
             }
             if self.protection_mode == ProtectionMode::MaximumAvailability && !sync {
                 return invalid(
                     "replication.protection_mode".into(),
-                    "maximum_availability needs at least one destination with transport = \"sync\""
-                        .into(),
+                    format!("maximum_availability needs {whose} with transport = \"sync\""),
                 );
             }
         }
@@ -275,6 +373,114 @@ impl ReplicationConfig {
             return invalid(
                 "replication.destinations".into(),
                 "a standby has no destinations (cascading is not supported)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    fn validate_members(&self) -> Result<(), (String, String)> {
+        let invalid = |field: String, reason: String| Err((field, reason));
+        if !self.destinations.is_empty() {
+            return invalid(
+                "replication.destinations".into(),
+                "give either members (a configuration whose roles can change) or destinations, not both".into(),
+            );
+        }
+        if !(2..=MEMBERS_MAX).contains(&self.members.len()) {
+            return invalid(
+                "replication.members".into(),
+                format!("{} members; a configuration has 2..={MEMBERS_MAX}", self.members.len()),
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        let mut addresses = std::collections::BTreeSet::new();
+        for (index, member) in self.members.iter().enumerate() {
+            let field = |name: &str| format!("replication.members[{index}].{name}");
+            if !valid_name(&member.name) {
+                return invalid(
+                    field("name"),
+                    format!("'{}' is not 1..=64 of A-Z a-z 0-9 . _ -", member.name),
+                );
+            }
+            if !names.insert(member.name.as_str()) {
+                return invalid(field("name"), format!("'{}' is used twice", member.name));
+            }
+            for (key, address) in
+                [("resp", &member.resp), ("admin", &member.admin), ("redo", &member.redo)]
+            {
+                if !is_host_port(address) {
+                    return invalid(field(key), format!("'{address}' is not host:port"));
+                }
+                if !addresses.insert(address.as_str()) {
+                    return invalid(
+                        field(key),
+                        format!("'{address}' is used twice in the configuration"),
+                    );
+                }
+            }
+            member.destination().validate(&field)?;
+        }
+        match &self.member {
+            None => invalid(
+                "replication.member".into(),
+                "name which of the members this file runs (member = \"NAME\")".into(),
+            ),
+            Some(name) if self.this_member().is_none() => invalid(
+                "replication.member".into(),
+                format!(
+                    "'{name}' is not one of the members ({})",
+                    names.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            Some(_) => {
+                if let Some(listen) = &self.redo_listen
+                    && listen.parse::<std::net::SocketAddr>().is_err()
+                {
+                    return invalid(
+                        "replication.redo_listen".into(),
+                        format!("'{listen}' is not ip:port"),
+                    );
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl DestinationConfig {
+    /// Checks the bounds of a destination's attributes; `field` names one of them.
+    pub fn validate(&self, field: &dyn Fn(&str) -> String) -> Result<(), (String, String)> {
+        let invalid = |field: String, reason: String| Err((field, reason));
+        if !is_host_port(&self.address) {
+            return invalid(field("address"), format!("'{}' is not host:port", self.address));
+        }
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&self.net_timeout) {
+            return invalid(
+                field("net_timeout"),
+                format!("{:?} is outside 100ms..=1h", self.net_timeout),
+            );
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&self.reopen) {
+            return invalid(field("reopen"), format!("{:?} is outside 10ms..=1h", self.reopen));
+        }
+        if self.max_failure > 1000 {
+            return invalid(field("max_failure"), format!("{} is over 1000", self.max_failure));
+        }
+        if !(64 << 10..=64 << 20).contains(&self.max_send) {
+            return invalid(
+                field("max_send"),
+                format!("{} is outside 64 KiB..=64 MiB", self.max_send),
+            );
+        }
+        if let Some(bandwidth) = &self.bandwidth
+            && let Err(error) = units::parse_rate(bandwidth)
+        {
+            return invalid(field("bandwidth"), error);
+        }
+        if self.send_buffer == BufferSize::Auto && self.bandwidth.is_none() {
+            return invalid(
+                field("send_buffer"),
+                "\"auto\" needs the link's bandwidth (bandwidth = \"1gbit\", say)".into(),
             );
         }
         Ok(())

@@ -11,12 +11,24 @@
 
 pub mod config;
 pub mod conn;
+pub mod copy;
+pub mod listener;
 pub mod primary;
-pub mod standby;
+pub mod primary_port;
+pub mod receiver;
 
 pub use config::{
-    BufferSize, DestinationConfig, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig,
-    Transport,
+    BufferSize, DestinationConfig, MemberConfig, ProtectionMode, ReplicationConfig, RoleConfig,
+    StandbyConfig, Transport,
 };
-pub use primary::{DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryTransport};
-pub use standby::{AppliedScn, StandbyReplicationStatus, StandbyService};
+pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
+pub use listener::{RedoListener, RedoPort, Refusals, probe};
+pub use primary::{
+    DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryIdentity,
+    PrimaryTransport, TransportEvent, TransportEvents,
+};
+pub use primary_port::PrimaryPort;
+pub use receiver::{
+    AppliedScn, ReceiverContext, RoleInfoSource, StandbyReceiver, StandbyReplicationStatus,
+    StandbyService,
+};

@@ -65,7 +65,8 @@ fuzz_target!(|input: &[u8]| {
     let reply = match decoder.decode(&first) {
         Ok(None) => return,
         Ok(Some((Message::Hello(hello), _))) => {
-            assert!(hello.destination.len() <= TEXT_MAX);
+            assert!(hello.destination.len() <= TEXT_MAX && hello.member.len() <= TEXT_MAX);
+            assert!(hello.history.len() <= proto::HISTORY_MAX);
             assert!(matches!(hello.channel, Channel::Control | Channel::Sync));
             match check(&hello, &local_identity(selector, &hello)) {
                 Ok(()) => Message::Welcome(Welcome {
@@ -77,13 +78,11 @@ fuzz_target!(|input: &[u8]| {
                 Err(refusal) => Message::Error(refusal),
             }
         }
-        Ok(Some((other, _))) => Message::Error(ErrorMessage {
-            code: ErrorCode::Malformed,
-            message: format!("expected a hello, got {:?}", other.kind()),
-        }),
-        Err(error) => {
-            Message::Error(ErrorMessage { code: ErrorCode::Malformed, message: error.to_string() })
-        }
+        Ok(Some((other, _))) => Message::Error(ErrorMessage::new(
+            ErrorCode::Malformed,
+            format!("expected a hello, got {:?}", other.kind()),
+        )),
+        Err(error) => Message::Error(ErrorMessage::new(ErrorCode::Malformed, error.to_string())),
     };
     let sent = reply.to_frame();
     let (received, used) = decoder.decode(&sent).expect("our reply decodes").expect("whole");

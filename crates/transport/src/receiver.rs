@@ -1,42 +1,41 @@
-//! The standby's side of redo transport: the receiver (RFS).
+//! The standby's side of redo transport: the receiver (RFS), the port a standby's redo
+//! listener serves.
 //!
-//! It listens for its primary; each connection is served by its own thread. A primary of
-//! another database, of an incompatible protocol version or with another log layout is refused
-//! with a message saying which (and the primary logs it). Redo writes are checked unit by unit
-//! and written into the standby logs at the primary's offsets; a write that asks for it is
+//! Each connection of the primary is served on its own thread. A primary of another database,
+//! of an incompatible protocol version or with another log layout is refused with a message
+//! saying which (and the primary logs it). So is a primary of an older incarnation than this
+//! standby knows (it has been failed over: the refusal tells it so, and it fences itself), and
+//! one of a newer incarnation that branched before this standby's redo ends (this standby
+//! diverged and must be reinstated); one of a newer incarnation it can follow is followed,
+//! its history recorded first (`roles::follow`). Redo writes are checked unit by unit and
+//! written into the standby logs at the primary's offsets; a write that asks for it is
 //! acknowledged once received, or once durable. Heartbeats carry the primary's clock and SCNs,
-//! from which the standby knows its lags even while the primary is idle.
+//! from which the standby knows its lags even while the primary is idle; when the primary
+//! falls silent, the lags grow with the silence.
 
 use std::collections::VecDeque;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use proto::{ErrorCode, ErrorMessage, LocalIdentity, Message};
+use parking_lot::{Condvar, Mutex, RwLock};
+use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, LocalIdentity, Message, RoleInfo};
 use redo::ship::WriteKind;
 use redo::types::now_unix_us;
-use redo::{DatabaseId, Incarnation, LogSeq, RedoAddr, RedoLog, Scn};
+use redo::{DatabaseId, Fence, Incarnation, LogSeq, RedoAddr, RedoLog, Scn, Storage};
+use roles::{Branch, IncarnationHistory, StandbyView, Verdict};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{BufferSize, StandbyConfig};
+use crate::config::StandbyConfig;
 use crate::conn::{Conn, ConnError};
-use crate::primary::PAYLOAD_MAX;
+use crate::listener::{RedoListener, RedoPort, Refusals};
 
-/// Redo connections a standby serves at once (a primary uses two).
-const CONNECTIONS_MAX: usize = 16;
-/// TCP keepalive of redo connections: a peer silent for 10 s is probed every 5 s, and the
-/// connection ends after 3 unanswered probes (about 25 s).
-const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
-const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
-const KEEPALIVE_RETRIES: u32 = 3;
-
-/// How long a new connection may take to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// (SCN, primary time) points kept to compute the apply lag.
 const HISTORY_MAX: usize = 100_000;
+/// Silence from the primary beyond this counts as lag (heartbeats come every 500 ms).
+const SILENCE_GRACE: Duration = Duration::from_secs(1);
 
 /// The standby's replication state for a person or a monitoring system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,10 +43,12 @@ pub struct StandbyReplicationStatus {
     pub listen: String,
     /// The primary as configured (its client address).
     pub primary: Option<String>,
+    /// The member it follows, as the primary named itself in its hello.
+    pub primary_member: Option<String>,
     /// The address the primary's redo comes from, while connected.
     pub primary_peer: Option<String>,
     pub connected: bool,
-    /// Seconds since the primary was last heard from.
+    /// Seconds since the primary was last heard from (since this receiver started, if never).
     pub last_heard_s: Option<f64>,
     /// The standby holds every log up to this sequence, with no gap.
     pub complete_through_seq: LogSeq,
@@ -60,9 +61,11 @@ pub struct StandbyReplicationStatus {
     pub primary_current_scn: Scn,
     pub primary_durable_scn: Scn,
     /// How far, in seconds of primary time, the redo received here trails what the primary
-    /// generated (as the primary measures it, from its last heartbeat).
+    /// generated: as the primary measured it in its last heartbeat, plus the time since the
+    /// primary was last heard from beyond a second (a silent primary is not "no lag").
     pub transport_lag_s: f64,
-    /// How far, in seconds of primary time, apply trails the redo received.
+    /// How far, in seconds of primary time, the data applied here trails the primary: the
+    /// transport lag plus how far apply trails the redo received.
     pub apply_lag_s: f64,
     /// Primaries refused, and the last reason.
     pub refused: u64,
@@ -75,6 +78,7 @@ struct Heard {
     /// first: a peer that leaves is forgotten, so the status never names a connection that
     /// is gone (one that was refused after its hello, say) while the primary's remain.
     peers: Vec<SocketAddr>,
+    primary_member: Option<String>,
     at: Option<Instant>,
     primary_time_us: u64,
     current_scn: Scn,
@@ -83,7 +87,6 @@ struct Heard {
     received_scn: Scn,
     /// (last SCN, primary time) of redo received: when the primary generated which SCN.
     history: VecDeque<(Scn, u64)>,
-    refused: u64,
     last_error: Option<String>,
 }
 
@@ -107,123 +110,266 @@ impl Heard {
 
 /// What the receiver needs from the database: how far apply has come.
 pub type AppliedScn = Arc<dyn Fn() -> Scn + Send + Sync>;
+/// Who this member is, for a probe (the server knows).
+pub type RoleInfoSource = Arc<dyn Fn() -> RoleInfo + Send + Sync>;
 
-/// The standby's receiver.
-pub struct StandbyService {
+/// What the receiver needs to know of the member it runs for.
+pub struct ReceiverContext {
+    pub redo: RedoLog,
+    /// For writing the incarnation history beside the redo.
+    pub storage: Arc<dyn Storage>,
+    pub history: IncarnationHistory,
+    pub config: StandbyConfig,
+    pub applied: AppliedScn,
+    pub role_info: RoleInfoSource,
+    pub refusals: Arc<Refusals>,
+    /// The address the listener is bound to, for status.
+    pub listen: String,
+}
+
+/// The standby's receiver: the port of a standby's redo listener.
+pub struct StandbyReceiver {
     inner: Arc<Inner>,
-    local_addr: SocketAddr,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    gap_watch: Mutex<Option<JoinHandle<()>>>,
 }
 
 struct Inner {
     redo: RedoLog,
+    storage: Arc<dyn Storage>,
+    history: Mutex<IncarnationHistory>,
     config: StandbyConfig,
     applied: AppliedScn,
+    role_info: RoleInfoSource,
+    refusals: Arc<Refusals>,
+    listen: String,
+    started: Instant,
     heard: Mutex<Heard>,
     shutdown: AtomicBool,
+    /// Connections being served, and a signal when one ends (for `stop`).
+    serving: Mutex<usize>,
+    served: Condvar,
     /// Signalled after every write received, for a write that must wait for the bytes before
     /// it (a SYNC write overtaking the control connection's last ones).
     received: Mutex<()>,
-    arrived: parking_lot::Condvar,
+    arrived: Condvar,
+    /// The newest incarnation this standby knows (its own, or one it is fenced by): a
+    /// connection of an older one is ended at its next write.
+    newest_known: AtomicU32,
+    /// Held (shared) by every write received, and (exclusively) while a newer incarnation is
+    /// decided and adopted, so that no write of the old incarnation lands in between.
+    following: RwLock<()>,
 }
 
-impl StandbyService {
-    /// Binds the listener and starts accepting the primary.
-    pub fn start(
-        redo: RedoLog,
-        config: StandbyConfig,
-        applied: AppliedScn,
-    ) -> std::io::Result<StandbyService> {
-        let address: SocketAddr = config.listen.parse().map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("replication.standby.listen: '{}' is not ip:port", config.listen),
-            )
-        })?;
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(address),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        if let BufferSize::Bytes(bytes) = config.receive_buffer {
-            // Set before listening, so that accepted connections get the window scale for it.
-            socket.set_recv_buffer_size(bytes as usize)?;
-        }
-        socket.bind(&address.into())?;
-        socket.listen(16)?;
-        let listener: TcpListener = socket.into();
-        let local_addr = listener.local_addr()?;
+impl StandbyReceiver {
+    pub fn start(context: ReceiverContext) -> std::io::Result<Arc<StandbyReceiver>> {
+        let control = context.redo.control();
+        let newest_known = control
+            .fenced
+            .as_ref()
+            .map_or(control.incarnation, |fence| fence.incarnation.max(control.incarnation));
         let inner = Arc::new(Inner {
-            redo,
-            config,
-            applied,
+            newest_known: AtomicU32::new(newest_known.0),
+            following: RwLock::new(()),
+            redo: context.redo,
+            storage: context.storage,
+            history: Mutex::new(context.history),
+            config: context.config,
+            applied: context.applied,
+            role_info: context.role_info,
+            refusals: context.refusals,
+            listen: context.listen,
+            started: Instant::now(),
             heard: Mutex::new(Heard::default()),
             shutdown: AtomicBool::new(false),
+            serving: Mutex::new(0),
+            served: Condvar::new(),
             received: Mutex::new(()),
-            arrived: parking_lot::Condvar::new(),
+            arrived: Condvar::new(),
         });
-        let accept = {
-            let inner = inner.clone();
-            std::thread::Builder::new()
-                .name("redo-rfs-listen".into())
-                .spawn(move || inner.accept(listener))?
-        };
-        let status = {
+        let gap_watch = {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("redo-gap-watch".into())
                 .spawn(move || inner.watch_gaps())?
         };
-        tracing::info!(listen = %local_addr, "standby: waiting for the primary's redo");
-        Ok(StandbyService { inner, local_addr, threads: Mutex::new(vec![accept, status]) })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        Ok(Arc::new(StandbyReceiver { inner, gap_watch: Mutex::new(Some(gap_watch)) }))
     }
 
     pub fn status(&self) -> StandbyReplicationStatus {
         let inner = &self.inner;
         let position = inner.redo.standby_position();
         let applied = (inner.applied)();
+        let (refused, refusal) = inner.refusals.get();
         let heard = inner.heard.lock();
+        let transport_lag_us = inner.transport_lag_us(&heard);
         StandbyReplicationStatus {
-            listen: self.local_addr.to_string(),
+            listen: inner.listen.clone(),
             primary: inner.config.primary.clone(),
+            primary_member: heard.primary_member.clone(),
             primary_peer: heard.peers.last().map(SocketAddr::to_string),
             connected: !heard.peers.is_empty(),
-            last_heard_s: heard.at.map(|at| at.elapsed().as_secs_f64()),
+            last_heard_s: Some(heard.at.unwrap_or(inner.started).elapsed().as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,
             received_scn: heard.received_scn,
             applied_scn: applied,
             primary_current_scn: heard.current_scn,
             primary_durable_scn: heard.durable_scn,
-            transport_lag_s: heard.transport_lag_us as f64 / 1e6,
-            apply_lag_s: inner.apply_lag_us(&heard, applied) as f64 / 1e6,
-            refused: heard.refused,
-            last_error: heard.last_error.clone(),
+            transport_lag_s: transport_lag_us as f64 / 1e6,
+            apply_lag_s: (transport_lag_us + inner.apply_lag_us(&heard, applied)) as f64 / 1e6,
+            refused,
+            last_error: heard.last_error.clone().or(refusal),
         }
     }
 
-    pub fn stop(&self) {
+    /// Whether a primary is connected, and which member it is.
+    pub fn primary(&self) -> (bool, Option<String>) {
+        let heard = self.inner.heard.lock();
+        (!heard.peers.is_empty(), heard.primary_member.clone())
+    }
+
+    /// The incarnation history as this standby knows it.
+    pub fn history(&self) -> IncarnationHistory {
+        self.inner.history.lock().clone()
+    }
+
+    /// Ends every connection (the primary's sends are refused as "shutting down") and waits
+    /// for them, within `timeout`.
+    pub fn stop(&self, timeout: Duration) {
         self.inner.shutdown.store(true, Ordering::Release);
-        // Unblock accept().
-        let _ = std::net::TcpStream::connect_timeout(&self.local_addr, Duration::from_millis(200));
-        for thread in self.threads.lock().drain(..) {
+        {
+            let _received = self.inner.received.lock();
+            self.inner.arrived.notify_all();
+        }
+        let deadline = Instant::now() + timeout;
+        let mut serving = self.inner.serving.lock();
+        while *serving > 0 && Instant::now() < deadline {
+            self.inner.served.wait_until(&mut serving, deadline);
+        }
+        drop(serving);
+        if let Some(thread) = self.gap_watch.lock().take() {
             let _ = thread.join();
         }
     }
 }
 
-impl Drop for StandbyService {
+impl Drop for StandbyReceiver {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+impl RedoPort for StandbyReceiver {
+    fn hello(&self, conn: Conn, hello: Hello) {
+        {
+            *self.inner.serving.lock() += 1;
+        }
+        self.inner.serve(conn, hello);
+        *self.inner.serving.lock() -= 1;
+        self.inner.served.notify_all();
+    }
+
+    fn role_info(&self) -> RoleInfo {
+        (self.inner.role_info)()
+    }
+
+    fn copy(&self, mut conn: Conn, _request: CopyRequest) {
+        self.inner.refusals.refuse(
+            &mut conn,
+            ErrorMessage::new(
+                ErrorCode::NotAStandby,
+                "this member is a standby: ask the primary for a copy of the data",
+            ),
+        );
+    }
+}
+
+/// A standby's listener and receiver together: the single-role form of the configuration
+/// (and tests), where the role never changes.
+pub struct StandbyService {
+    receiver: Arc<StandbyReceiver>,
+    listener: RedoListener,
+}
+
+impl StandbyService {
+    /// Binds the listener and starts receiving the primary.
+    pub fn start(
+        redo: RedoLog,
+        config: StandbyConfig,
+        applied: AppliedScn,
+    ) -> std::io::Result<StandbyService> {
+        let refusals = Arc::new(Refusals::default());
+        let info_redo = redo.handle();
+        let role_info: RoleInfoSource = Arc::new(move || standby_role_info(&info_redo, ""));
+        let storage: Arc<dyn Storage> = Arc::new(redo::OsStorage::new(redo.config().io_mode));
+        let history = IncarnationHistory::load(
+            storage.as_ref(),
+            &redo.config().dir,
+            redo.identity().incarnation,
+        )
+        .map_err(std::io::Error::other)?;
+        let receiver = StandbyReceiver::start(ReceiverContext {
+            redo,
+            storage,
+            history,
+            listen: config.listen.clone(),
+            config: config.clone(),
+            applied,
+            role_info,
+            refusals: refusals.clone(),
+        })?;
+        let listener =
+            RedoListener::bind(&config.listen, config.receive_buffer, refusals, receiver.clone())?;
+        tracing::info!(listen = %listener.local_addr(), "standby: waiting for the primary's redo");
+        Ok(StandbyService { receiver, listener })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr()
+    }
+
+    pub fn status(&self) -> StandbyReplicationStatus {
+        let mut status = self.receiver.status();
+        status.listen = self.listener.local_addr().to_string();
+        status
+    }
+
+    /// Ends the primary's connections, then stops listening.
+    pub fn stop(&self) {
+        self.receiver.stop(Duration::from_secs(5));
+        self.listener.stop();
+    }
+}
+
+/// A standby's `RoleInfo` from its redo log alone (the server adds what it knows).
+pub fn standby_role_info(redo: &RedoLog, member: &str) -> RoleInfo {
+    let control = redo.control();
+    let position = redo.standby_position();
+    RoleInfo {
+        member: member.to_string(),
+        role: proto::WireRole::Standby,
+        database_id: control.database_id.0,
+        incarnation: control.incarnation.0,
+        fenced_incarnation: control.fenced.as_ref().map_or(0, |fence| fence.incarnation.0),
+        primary: control.fenced.map(|fence| fence.by).unwrap_or_default(),
+        position: proto::Position {
+            complete_through_seq: position.complete_through_seq.0,
+            current_seq: position.next.seq.0,
+            current_offset: position.next.offset,
+            applied_scn: 0,
+        },
+        durable_scn: redo.confirmed_scn().0,
+        time_us: now_unix_us(),
+        history: Vec::new(),
     }
 }
 
 impl Inner {
+    fn transport_lag_us(&self, heard: &Heard) -> u64 {
+        let silence = heard.at.unwrap_or(self.started).elapsed().saturating_sub(SILENCE_GRACE);
+        heard.transport_lag_us + silence.as_micros() as u64
+    }
+
     fn apply_lag_us(&self, heard: &Heard, applied: Scn) -> u64 {
         // The oldest redo received and not applied: when did the primary generate it?
         match heard.history.iter().find(|&&(scn, _)| scn > applied) {
@@ -232,106 +378,98 @@ impl Inner {
         }
     }
 
-    fn accept(self: Arc<Inner>, listener: TcpListener) {
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        for stream in listener.incoming() {
-            if self.shutdown.load(Ordering::Acquire) {
-                break;
-            }
-            let stream = match stream {
-                Ok(stream) => stream,
-                Err(error) => {
-                    tracing::warn!(%error, "standby: accept failed");
-                    std::thread::sleep(Duration::from_millis(20));
-                    continue;
-                }
-            };
-            // A primary that vanished without a FIN (a power cut, a long partition) must not
-            // hold its receiver for ever: the kernel probes an idle connection and ends it.
-            let keepalive = socket2::TcpKeepalive::new()
-                .with_time(KEEPALIVE_IDLE)
-                .with_interval(KEEPALIVE_INTERVAL)
-                .with_retries(KEEPALIVE_RETRIES);
-            if let Err(error) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
-                tracing::warn!(%error, "standby: cannot enable TCP keepalive on a redo connection");
-            }
-            let open = {
-                let mut connections = connections.lock();
-                connections.retain(|handle| !handle.is_finished());
-                connections.len()
-            };
-            if open >= CONNECTIONS_MAX {
-                // A primary needs two per destination; anything beyond is a reconnect storm
-                // or someone else's: refused, and no thread started for it.
-                if let Ok(mut conn) = Conn::new(stream, PAYLOAD_MAX) {
-                    self.refuse(
-                        &mut conn,
-                        ErrorMessage {
-                            code: ErrorCode::Busy,
-                            message: format!(
-                                "this standby already serves {open} redo connections, its limit"
-                            ),
-                        },
-                    );
-                }
-                continue;
-            }
-            let inner = self.clone();
-            let handle = std::thread::Builder::new().name("redo-rfs".into()).spawn(move || {
-                let peer = stream.peer_addr().ok();
-                match Conn::new(stream, PAYLOAD_MAX) {
-                    Ok(conn) => inner.serve(conn),
-                    Err(error) => {
-                        tracing::debug!(?peer, %error, "standby: connection lost at once")
-                    }
-                }
-            });
-            match handle {
-                Ok(handle) => connections.lock().push(handle),
-                Err(error) => tracing::error!(%error, "standby: cannot start a receiver thread"),
-            }
-        }
-        for handle in connections.lock().drain(..) {
-            let _ = handle.join();
-        }
-    }
-
     fn refuse(&self, conn: &mut Conn, error: ErrorMessage) {
-        tracing::error!(peer = %conn.peer, code = %error.code, message = %error.message, "standby: refused a primary");
-        {
-            let mut heard = self.heard.lock();
-            heard.refused += 1;
-            heard.last_error = Some(format!("refused {}: {}", conn.peer, error.message));
-        }
-        conn.refuse(error);
+        self.refusals.refuse(conn, error);
     }
 
-    /// One connection from the primary.
-    fn serve(&self, mut conn: Conn) {
-        let hello = match conn.recv(Some(HELLO_TIMEOUT)) {
-            Ok(Message::Hello(hello)) => hello,
-            Ok(other) => {
-                self.refuse(
-                    &mut conn,
-                    ErrorMessage {
-                        code: ErrorCode::Malformed,
-                        message: format!("expected a hello, got {:?}", other.kind()),
-                    },
-                );
-                return;
-            }
-            Err(ConnError::Protocol(error)) => {
-                self.refuse(
-                    &mut conn,
-                    ErrorMessage { code: ErrorCode::Malformed, message: error.to_string() },
-                );
-                return;
-            }
-            Err(error) => {
-                tracing::debug!(peer = %conn.peer, %error, "standby: connection closed before its hello");
-                return;
-            }
+    /// Whether this standby may follow the hello's primary (see `roles::follow`); records a
+    /// newer incarnation it follows, or the fence of one it cannot, before answering.
+    fn check_incarnation(&self, hello: &Hello) -> Result<(), ErrorMessage> {
+        let _following = self.following.write();
+        let control = self.redo.control();
+        let mut history = self.history.lock();
+        let theirs: Vec<Branch> = hello.history.iter().map(Branch::from_wire).collect();
+        let view = StandbyView {
+            incarnation: control.incarnation,
+            history: &history,
+            next: self.redo.standby_position().next,
+            fenced_by: control.fenced.as_ref().map(|fence| fence.incarnation),
         };
+        match roles::decide(&view, Incarnation(hello.incarnation), &theirs) {
+            Verdict::Follow => Ok(()),
+            Verdict::Adopt(branches) => {
+                let mut adopted = history.clone();
+                for branch in branches {
+                    adopted
+                        .push(branch)
+                        .map_err(|reason| ErrorMessage::new(ErrorCode::Internal, reason))?;
+                }
+                let newest = adopted.newest();
+                adopted
+                    .save(self.storage.as_ref(), &self.redo.config().dir)
+                    .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
+                *history = adopted;
+                self.redo
+                    .adopt_incarnation(newest)
+                    .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
+                self.newest_known.fetch_max(newest.0, Ordering::AcqRel);
+                tracing::info!(primary = %hello.member, %newest, "standby: follows its primary into a new incarnation");
+                Ok(())
+            }
+            Verdict::StalePrimary { newest } => {
+                let primary = self
+                    .heard
+                    .lock()
+                    .primary_member
+                    .clone()
+                    .or_else(|| control.fenced.as_ref().map(|fence| fence.by.clone()))
+                    .or_else(|| history.branch(newest).map(|branch| branch.member.clone()))
+                    .unwrap_or_default();
+                Err(ErrorMessage {
+                    code: ErrorCode::NewerIncarnation,
+                    message: format!(
+                        "this standby follows incarnation {newest}{}; the primary '{}' of incarnation {} has been failed over and must not take writes (reinstate it as a standby)",
+                        if primary.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" of primary '{primary}'")
+                        },
+                        hello.member,
+                        hello.incarnation
+                    ),
+                    incarnation: newest.0,
+                    primary,
+                })
+            }
+            Verdict::Diverged(reason) => {
+                // It can follow no primary of this incarnation or older: refuse the old
+                // branch's primary from now on too, even across restarts.
+                if let Err(error) = self.redo.fence(Fence {
+                    incarnation: Incarnation(hello.incarnation),
+                    by: hello.member.clone(),
+                }) {
+                    tracing::error!(%error, "standby: cannot record the fence");
+                }
+                self.newest_known.fetch_max(hello.incarnation, Ordering::AcqRel);
+                Err(ErrorMessage {
+                    code: ErrorCode::Diverged,
+                    message: format!("this standby cannot follow '{}': {reason}", hello.member),
+                    incarnation: hello.incarnation,
+                    primary: hello.member.clone(),
+                })
+            }
+        }
+    }
+
+    /// One connection from the primary, after its hello.
+    fn serve(&self, mut conn: Conn, hello: Hello) {
+        if self.shutdown.load(Ordering::Acquire) {
+            conn.refuse(ErrorMessage::new(
+                ErrorCode::ShuttingDown,
+                "the standby is stopping or changing its role",
+            ));
+            return;
+        }
         let config = self.redo.config();
         let local = LocalIdentity {
             database_id: self.redo.identity().database_id.0,
@@ -342,22 +480,19 @@ impl Inner {
             self.refuse(&mut conn, error);
             return;
         }
-        if let Err(error) =
-            self.redo.adopt_identity(DatabaseId(hello.database_id), Incarnation(hello.incarnation))
-        {
-            self.refuse(
-                &mut conn,
-                ErrorMessage { code: ErrorCode::WrongDatabase, message: error.to_string() },
-            );
+        if let Err(error) = self.check_incarnation(&hello) {
+            self.refuse(&mut conn, error);
             return;
         }
-        if hello.channel == proto::Channel::Control
-            && self.redo.config().groups < hello.groups.saturating_add(1)
-        {
+        if let Err(error) = self.redo.adopt_identity(DatabaseId(hello.database_id)) {
+            self.refuse(&mut conn, ErrorMessage::new(ErrorCode::WrongDatabase, error.to_string()));
+            return;
+        }
+        if hello.channel == proto::Channel::Control && self.redo.config().groups < hello.groups {
             tracing::warn!(
                 standby_groups = self.redo.config().groups,
                 primary_groups = hello.groups,
-                "standby: fewer standby log groups than the primary's groups + 1; receiving may wait for the archiver"
+                "standby: fewer standby log groups than the primary's groups; receiving may wait for the archiver"
             );
         }
         let welcome = Message::Welcome(proto::Welcome {
@@ -366,17 +501,20 @@ impl Inner {
             position: self.position(),
             standby_time_us: now_unix_us(),
         });
-        if conn.send(&welcome, HELLO_TIMEOUT).is_err() {
+        if conn.send(&welcome, crate::listener::HELLO_TIMEOUT).is_err() {
             return;
         }
-        tracing::info!(peer = %conn.peer, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
+        tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
         {
             let mut heard = self.heard.lock();
             heard.peers.push(conn.peer);
             heard.at = Some(Instant::now());
             heard.primary_time_us = hello.primary_time_us;
+            if !hello.member.is_empty() {
+                heard.primary_member = Some(hello.member.clone());
+            }
         }
-        let result = self.receive(&mut conn, hello.channel);
+        let result = self.receive(&mut conn, &hello);
         {
             let mut heard = self.heard.lock();
             if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
@@ -449,14 +587,15 @@ impl Inner {
     /// Receives until the primary goes away. On the SYNC channel the primary reads nothing
     /// but the acknowledgements of its writes, so the standby's status goes on the control
     /// channel only.
-    fn receive(&self, conn: &mut Conn, channel: proto::Channel) -> Result<(), String> {
+    fn receive(&self, conn: &mut Conn, hello: &Hello) -> Result<(), String> {
+        let channel = hello.channel;
         let mut unsynced = false;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
-                conn.refuse(ErrorMessage {
-                    code: ErrorCode::ShuttingDown,
-                    message: "the standby is shutting down".into(),
-                });
+                conn.refuse(ErrorMessage::new(
+                    ErrorCode::ShuttingDown,
+                    "the standby is shutting down or changing its role",
+                ));
                 return Ok(());
             }
             // Sync what was streamed (or acknowledged on receipt) once the primary pauses
@@ -478,15 +617,29 @@ impl Inner {
                     Err(ConnError::Closed) => return Ok(()),
                     Err(ConnError::Protocol(error)) => {
                         let message = format!("malformed redo transport frame: {error}");
-                        conn.refuse(ErrorMessage {
-                            code: ErrorCode::Malformed,
-                            message: message.clone(),
-                        });
+                        conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
                         return Err(message);
                     }
                     Err(error) => return Err(error.to_string()),
                 };
             self.heard.lock().at = Some(Instant::now());
+            // A newer incarnation has been adopted (or learned of) since this connection's
+            // hello: its primary has been failed over; nothing more of it is taken.
+            let _following = self.following.read();
+            let newest = self.newest_known.load(Ordering::Acquire);
+            if newest > hello.incarnation {
+                let message = format!(
+                    "this standby now follows incarnation {newest}; the primary '{}' of incarnation {} has been failed over",
+                    hello.member, hello.incarnation
+                );
+                conn.refuse(ErrorMessage {
+                    code: ErrorCode::NewerIncarnation,
+                    message: message.clone(),
+                    incarnation: newest,
+                    primary: self.heard.lock().primary_member.clone().unwrap_or_default(),
+                });
+                return Err(message);
+            }
             match message {
                 Message::Write(write) => {
                     let kind = match write.kind {
@@ -505,10 +658,7 @@ impl Inner {
                         Ok(received) => received,
                         Err(error) => {
                             let message = error.to_string();
-                            conn.refuse(ErrorMessage {
-                                code: ErrorCode::Malformed,
-                                message: message.clone(),
-                            });
+                            conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
                             return Err(message);
                         }
                     };
@@ -596,10 +746,7 @@ impl Inner {
                         }
                         Err(error) => {
                             let message = error.to_string();
-                            conn.refuse(ErrorMessage {
-                                code: ErrorCode::Malformed,
-                                message: message.clone(),
-                            });
+                            conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
                             return Err(message);
                         }
                     }
@@ -609,10 +756,7 @@ impl Inner {
                 }
                 other => {
                     let message = format!("unexpected {:?} from the primary", other.kind());
-                    conn.refuse(ErrorMessage {
-                        code: ErrorCode::Malformed,
-                        message: message.clone(),
-                    });
+                    conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
                     return Err(message);
                 }
             }

@@ -1,0 +1,183 @@
+//! A new standby from a running primary (Data Guard's duplicate from active database,
+//! PostgreSQL's `pg_basebackup`): the primary sends a consistent image of its data files
+//! (one snapshot, at the checkpoint SCN it holds) while it goes on taking writes, and names
+//! the first log the standby will need; the standby then receives redo from that log on, as
+//! any standby catches up, without needing the logs before it.
+//!
+//! The data never goes through this crate's owner: the primary reads it from a
+//! `DataSnapshot` the server gives (the database's), and the standby hands the chunks to a
+//! callback (that writes them into its new data files).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proto::{CopyBegin, CopyChunk, CopyEnd, CopyRequest, ErrorCode, ErrorMessage, Message};
+use redo::types::now_unix_us;
+use redo::{RedoLog, Scn};
+
+use crate::conn::Conn;
+use crate::primary::PAYLOAD_MAX;
+
+/// Bytes of key-value pairs in one `CopyChunk`.
+const CHUNK_BYTES: usize = 1 << 20;
+/// How long either side waits for the other's next frame.
+const COPY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Key-value pairs, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A consistent view of the data files, read in key order.
+pub trait DataSnapshot: Send {
+    /// Every change at or below this SCN is in the view, none above.
+    fn checkpoint_scn(&self) -> Scn;
+    /// What the view holds (for progress).
+    fn keys(&self) -> u64;
+    fn bytes(&self) -> u64;
+    /// The next pairs in key order, about `max_bytes` of them; empty once all were read.
+    fn next_entries(&mut self, max_bytes: usize) -> Result<Entries, String>;
+}
+
+/// Opens a snapshot of the primary's data.
+pub type SnapshotSource = Arc<dyn Fn() -> Result<Box<dyn DataSnapshot>, String> + Send + Sync>;
+
+/// What a primary needs to serve a copy.
+pub struct CopyServer {
+    pub redo: RedoLog,
+    pub snapshot: SnapshotSource,
+    pub member: String,
+    pub history: Vec<proto::IncarnationRecord>,
+}
+
+impl CopyServer {
+    /// Serves one copy on `conn`. Logs from the copy's first log on must stay available
+    /// until the standby has received them (the caller holds them: archive retention).
+    pub fn serve(&self, conn: &mut Conn, request: &CopyRequest) -> Result<CopyEnd, String> {
+        let started = Instant::now();
+        let mut snapshot = (self.snapshot)()?;
+        let checkpoint = snapshot.checkpoint_scn();
+        let first_seq = self.redo.seq_holding(checkpoint.next()).map_err(|error| {
+            format!("finding the log that holds SCN {}: {error}", checkpoint.next())
+        })?;
+        let identity = self.redo.identity();
+        let config = self.redo.config();
+        let begin = CopyBegin {
+            database_id: identity.database_id.0,
+            incarnation: identity.incarnation.0,
+            checkpoint_scn: checkpoint.0,
+            first_seq: first_seq.0,
+            keys: snapshot.keys(),
+            bytes: snapshot.bytes(),
+            block_size: config.block_size,
+            log_file_size: config.log_file_size,
+            member: self.member.clone(),
+            history: self.history.clone(),
+        };
+        tracing::info!(standby = %request.member, peer = %conn.peer, checkpoint_scn = %checkpoint, %first_seq, keys = begin.keys, bytes = begin.bytes, "copying the data to a new standby");
+        conn.send(&Message::CopyBegin(begin), COPY_TIMEOUT).map_err(|error| error.to_string())?;
+        let mut sent = CopyEnd { keys: 0, bytes: 0 };
+        loop {
+            let entries = snapshot.next_entries(CHUNK_BYTES)?;
+            if entries.is_empty() {
+                break;
+            }
+            sent.keys += entries.len() as u64;
+            sent.bytes +=
+                entries.iter().map(|(key, value)| (key.len() + value.len()) as u64).sum::<u64>();
+            conn.send(&Message::CopyChunk(CopyChunk { entries }), COPY_TIMEOUT)
+                .map_err(|error| format!("sending the copy: {error}"))?;
+        }
+        conn.send(&Message::CopyEnd(sent), COPY_TIMEOUT).map_err(|error| error.to_string())?;
+        // The standby says when it has everything durably, or why not.
+        match conn.recv(Some(COPY_TIMEOUT)) {
+            Ok(Message::CopyEnd(received)) if received == sent => {
+                tracing::info!(standby = %request.member, keys = sent.keys, bytes = sent.bytes, elapsed_ms = started.elapsed().as_millis() as u64, "copy to a new standby complete");
+                Ok(sent)
+            }
+            Ok(Message::Error(error)) => {
+                Err(format!("the new standby refused the copy: {}", error.message))
+            }
+            Ok(other) => Err(format!("the new standby answered the copy with {:?}", other.kind())),
+            Err(error) => Err(format!("waiting for the new standby to confirm the copy: {error}")),
+        }
+    }
+}
+
+/// Progress of a copy being received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyProgress {
+    pub keys: u64,
+    pub bytes: u64,
+    pub keys_total: u64,
+    pub bytes_total: u64,
+}
+
+/// Asks the primary at `address` (its redo listener) for a copy of its data, as member
+/// `member`. `begin` checks what is coming (and prepares for it); `chunk` stores each piece
+/// (and is told the progress); `finish` makes it all durable before the primary is told.
+pub fn fetch_copy(
+    address: &str,
+    member: &str,
+    mut begin: impl FnMut(&CopyBegin) -> Result<(), String>,
+    mut chunk: impl FnMut(Entries, CopyProgress) -> Result<(), String>,
+    finish: impl FnOnce(&CopyBegin, CopyEnd) -> Result<(), String>,
+) -> Result<(CopyBegin, CopyEnd), String> {
+    let mut conn = Conn::connect(address, Duration::from_secs(10), None, PAYLOAD_MAX)
+        .map_err(|error| format!("connecting to the primary at {address}: {error}"))?;
+    conn.send(
+        &Message::CopyRequest(CopyRequest { member: member.to_string(), time_us: now_unix_us() }),
+        COPY_TIMEOUT,
+    )
+    .map_err(|error| format!("asking {address} for a copy: {error}"))?;
+    let started = match conn.recv(Some(COPY_TIMEOUT)) {
+        Ok(Message::CopyBegin(started)) => started,
+        Ok(Message::Error(error)) => {
+            return Err(format!("{address} refused to copy its data: {}", error.message));
+        }
+        Ok(other) => {
+            return Err(format!("{address} answered a copy request with {:?}", other.kind()));
+        }
+        Err(error) => return Err(format!("asking {address} for a copy: {error}")),
+    };
+    if let Err(reason) = begin(&started) {
+        conn.refuse(ErrorMessage::new(ErrorCode::Internal, reason.clone()));
+        return Err(reason);
+    }
+    let mut progress =
+        CopyProgress { keys: 0, bytes: 0, keys_total: started.keys, bytes_total: started.bytes };
+    loop {
+        match conn.recv(Some(COPY_TIMEOUT)) {
+            Ok(Message::CopyChunk(CopyChunk { entries })) => {
+                progress.keys += entries.len() as u64;
+                progress.bytes += entries
+                    .iter()
+                    .map(|(key, value)| (key.len() + value.len()) as u64)
+                    .sum::<u64>();
+                if let Err(reason) = chunk(entries, progress) {
+                    conn.refuse(ErrorMessage::new(ErrorCode::Internal, reason.clone()));
+                    return Err(reason);
+                }
+            }
+            Ok(Message::CopyEnd(end)) => {
+                if end.keys != progress.keys || end.bytes != progress.bytes {
+                    let reason = format!(
+                        "the primary sent {} keys ({} bytes) but {} keys ({} bytes) arrived",
+                        end.keys, end.bytes, progress.keys, progress.bytes
+                    );
+                    conn.refuse(ErrorMessage::new(ErrorCode::Malformed, reason.clone()));
+                    return Err(reason);
+                }
+                if let Err(reason) = finish(&started, end) {
+                    conn.refuse(ErrorMessage::new(ErrorCode::Internal, reason.clone()));
+                    return Err(reason);
+                }
+                let _ = conn.send(&Message::CopyEnd(end), COPY_TIMEOUT);
+                return Ok((started, end));
+            }
+            Ok(Message::Error(error)) => {
+                return Err(format!("the primary stopped the copy: {}", error.message));
+            }
+            Ok(other) => return Err(format!("unexpected {:?} during the copy", other.kind())),
+            Err(error) => return Err(format!("receiving the copy from {address}: {error}")),
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The redo listener: where a member of a configuration is reached by its peers.
+//!
+//! Every member listens on its redo address whatever its role. The first frame of a
+//! connection says what the peer wants, and the member's current *port* (`RedoPort`) answers:
+//!
+//! - `Hello`: a primary shipping redo. A standby's port receives it (`receiver`); a primary's
+//!   port refuses it, telling the sender which incarnation it is primary in (so that a stale
+//!   primary learns it has been failed over), and learns from it if the sender is primary in
+//!   a newer incarnation than its own.
+//! - `Probe`: "who are you?": answered with the member's `RoleInfo`.
+//! - `CopyRequest`: a new standby asking a primary for a copy of its data (`copy`).
+//!
+//! The port is replaced when the member's role changes; the listener (and its address) stays.
+//! What a peer can hold here is bounded: 16 connections at once (the 17th is refused as busy
+//! without a thread), 10 s to send its first frame, and TCP keepalive on every connection.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, Message, Probe, RoleInfo};
+
+use crate::config::BufferSize;
+use crate::conn::{Conn, ConnError};
+use crate::primary::PAYLOAD_MAX;
+
+/// Redo connections a member serves at once (a primary uses two per destination).
+pub const CONNECTIONS_MAX: usize = 16;
+/// TCP keepalive of redo connections: a peer silent for 10 s is probed every 5 s, and the
+/// connection ends after 3 unanswered probes (about 25 s).
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_RETRIES: u32 = 3;
+/// How long a new connection may take to send its first frame.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a member does with the connections its peers open.
+pub trait RedoPort: Send + Sync {
+    /// A primary's hello: serve the connection (receive its redo) or refuse it.
+    fn hello(&self, conn: Conn, hello: Hello);
+    /// Who this member is.
+    fn role_info(&self) -> RoleInfo;
+    /// A new standby asks for a copy of the data: serve it, or refuse.
+    fn copy(&self, conn: Conn, request: CopyRequest);
+}
+
+/// Refusals, counted for status: who was refused last, and why.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    state: Mutex<(u64, Option<String>)>,
+}
+
+impl Refusals {
+    /// Logs the refusal, counts it, and tells the peer before closing.
+    pub fn refuse(&self, conn: &mut Conn, error: ErrorMessage) {
+        tracing::error!(peer = %conn.peer, code = %error.code, message = %error.message, "redo listener: refused a peer");
+        {
+            let mut state = self.state.lock();
+            state.0 += 1;
+            state.1 = Some(format!("refused {}: {}", conn.peer, error.message));
+        }
+        conn.refuse(error);
+    }
+
+    /// How many were refused, and the last reason.
+    pub fn get(&self) -> (u64, Option<String>) {
+        self.state.lock().clone()
+    }
+}
+
+/// A port that answers every hello and copy request with "try again" (while the member's
+/// role is changing) and probes with what it is given.
+pub struct Unavailable {
+    pub refusals: Arc<Refusals>,
+    pub info: RoleInfo,
+    pub reason: String,
+}
+
+impl RedoPort for Unavailable {
+    fn hello(&self, mut conn: Conn, _hello: Hello) {
+        self.refusals
+            .refuse(&mut conn, ErrorMessage::new(ErrorCode::ShuttingDown, self.reason.clone()));
+    }
+
+    fn role_info(&self) -> RoleInfo {
+        self.info.clone()
+    }
+
+    fn copy(&self, mut conn: Conn, _request: CopyRequest) {
+        self.refusals
+            .refuse(&mut conn, ErrorMessage::new(ErrorCode::ShuttingDown, self.reason.clone()));
+    }
+}
+
+/// The listener.
+pub struct RedoListener {
+    inner: Arc<Inner>,
+    local_addr: SocketAddr,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    port: RwLock<Arc<dyn RedoPort>>,
+    refusals: Arc<Refusals>,
+    shutdown: AtomicBool,
+}
+
+impl RedoListener {
+    /// Binds `address` (`ip:port`; port 0 picks one) with `receive_buffer` set before
+    /// listening (so accepted connections get the window scale for it), and serves `port`.
+    pub fn bind(
+        address: &str,
+        receive_buffer: BufferSize,
+        refusals: Arc<Refusals>,
+        port: Arc<dyn RedoPort>,
+    ) -> std::io::Result<RedoListener> {
+        let address: SocketAddr = address.parse().map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the redo listener address '{address}' is not ip:port"),
+            )
+        })?;
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(address),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        if let BufferSize::Bytes(bytes) = receive_buffer {
+            socket.set_recv_buffer_size(bytes as usize)?;
+        }
+        socket.bind(&address.into())?;
+        socket.listen(16)?;
+        let listener: TcpListener = socket.into();
+        let local_addr = listener.local_addr()?;
+        let inner =
+            Arc::new(Inner { port: RwLock::new(port), refusals, shutdown: AtomicBool::new(false) });
+        let thread = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("redo-listen".into())
+                .spawn(move || inner.accept(listener))?
+        };
+        Ok(RedoListener { inner, local_addr, thread: Mutex::new(Some(thread)) })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves `port` from the next connection on (connections already served by the old
+    /// port end as that port stops them).
+    pub fn set_port(&self, port: Arc<dyn RedoPort>) {
+        *self.inner.port.write() = port;
+    }
+
+    pub fn refusals(&self) -> &Arc<Refusals> {
+        &self.inner.refusals
+    }
+
+    /// Stops accepting and waits for the connections being served to end.
+    pub fn stop(&self) {
+        self.inner.shutdown.store(true, Ordering::Release);
+        // Unblock accept().
+        let _ = std::net::TcpStream::connect_timeout(&self.local_addr, Duration::from_millis(200));
+        if let Some(thread) = self.thread.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for RedoListener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    fn accept(self: Arc<Inner>, listener: TcpListener) {
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        for stream in listener.incoming() {
+            if self.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            let stream = match stream {
+                Ok(stream) => stream,
+                Err(error) => {
+                    tracing::warn!(%error, "redo listener: accept failed");
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+            };
+            // A peer that vanished without a FIN (a power cut, a long partition) must not
+            // hold its connection for ever: the kernel probes an idle connection and ends it.
+            let keepalive = socket2::TcpKeepalive::new()
+                .with_time(KEEPALIVE_IDLE)
+                .with_interval(KEEPALIVE_INTERVAL)
+                .with_retries(KEEPALIVE_RETRIES);
+            if let Err(error) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+                tracing::warn!(%error, "redo listener: cannot enable TCP keepalive");
+            }
+            let open = {
+                let mut connections = connections.lock();
+                connections.retain(|handle| !handle.is_finished());
+                connections.len()
+            };
+            if open >= CONNECTIONS_MAX {
+                // A primary needs two per destination; anything beyond is a reconnect storm
+                // or someone else's: refused, and no thread started for it.
+                if let Ok(mut conn) = Conn::new(stream, PAYLOAD_MAX) {
+                    self.refusals.refuse(
+                        &mut conn,
+                        ErrorMessage::new(
+                            ErrorCode::Busy,
+                            format!(
+                                "this member already serves {open} redo connections, its limit"
+                            ),
+                        ),
+                    );
+                }
+                continue;
+            }
+            let inner = self.clone();
+            let handle = std::thread::Builder::new().name("redo-rfs".into()).spawn(move || {
+                let peer = stream.peer_addr().ok();
+                match Conn::new(stream, PAYLOAD_MAX) {
+                    Ok(conn) => inner.serve(conn),
+                    Err(error) => {
+                        tracing::debug!(?peer, %error, "redo listener: connection lost at once")
+                    }
+                }
+            });
+            match handle {
+                Ok(handle) => connections.lock().push(handle),
+                Err(error) => tracing::error!(%error, "redo listener: cannot start a thread"),
+            }
+        }
+        for handle in connections.lock().drain(..) {
+            let _ = handle.join();
+        }
+    }
+
+    /// One connection: its first frame says what it is for.
+    fn serve(&self, mut conn: Conn) {
+        let first = match conn.recv(Some(HELLO_TIMEOUT)) {
+            Ok(message) => message,
+            Err(ConnError::Protocol(error)) => {
+                self.refusals
+                    .refuse(&mut conn, ErrorMessage::new(ErrorCode::Malformed, error.to_string()));
+                return;
+            }
+            Err(error) => {
+                tracing::debug!(peer = %conn.peer, %error, "redo listener: connection closed before its first frame");
+                return;
+            }
+        };
+        let port = self.port.read().clone();
+        match first {
+            Message::Hello(hello) => port.hello(conn, hello),
+            Message::Probe(Probe { member, .. }) => {
+                tracing::debug!(peer = %conn.peer, member, "redo listener: probed");
+                let _ = conn.send(&Message::RoleInfo(port.role_info()), Duration::from_secs(10));
+                conn.shutdown();
+            }
+            Message::CopyRequest(request) => port.copy(conn, request),
+            other => self.refusals.refuse(
+                &mut conn,
+                ErrorMessage::new(
+                    ErrorCode::Malformed,
+                    format!("expected a hello, a probe or a copy request, got {:?}", other.kind()),
+                ),
+            ),
+        }
+    }
+}
+
+/// Asks the member at `address` who it is (a `Probe`), within `timeout`.
+pub fn probe(address: &str, asking: &str, timeout: Duration) -> Result<RoleInfo, String> {
+    let mut conn = Conn::connect(address, timeout, None, PAYLOAD_MAX)
+        .map_err(|error| format!("connecting to {address}: {error}"))?;
+    conn.send(
+        &Message::Probe(Probe { member: asking.to_string(), time_us: redo::types::now_unix_us() }),
+        timeout,
+    )
+    .map_err(|error| format!("asking {address}: {error}"))?;
+    match conn.recv(Some(timeout)) {
+        Ok(Message::RoleInfo(info)) => Ok(info),
+        Ok(Message::Error(error)) => Err(format!("{address} refused: {}", error.message)),
+        Ok(other) => Err(format!("{address} answered with {:?}", other.kind())),
+        Err(error) => Err(format!("asking {address}: {error}")),
+    }
+}

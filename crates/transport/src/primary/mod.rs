@@ -1,0 +1,494 @@
+//! The primary's side of redo transport: one sender per destination.
+//!
+//! Each destination has a *control connection*, run by its own thread: handshake, catch-up
+//! (what the standby lacks, read from the online logs and the archive), ASYNC streaming of new
+//! writes from an in-memory queue (the copy of the log buffer each write leaves behind; when
+//! the queue overflows, the sender reads the online log files instead, without a gap),
+//! archived logs for gap resolution, and heartbeats. A SYNC destination that has caught up is
+//! *synchronized*: from then on the log writer itself sends each write on a second, *SYNC*
+//! connection before its local write, and reads the acknowledgement after its local sync, so
+//! that nothing but the network and the standby's own write sits between a commit and its
+//! acknowledgement. A destination that fails is retried after `reopen` and given up after
+//! `max_failure` consecutive failures.
+//!
+//! The protection mode decides what the log writer waits for (see `ProtectionWait`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use parking_lot::{Condvar, Mutex};
+use proto::{AckWanted, Write};
+use redo::ship::{LogWrite, ShipWait, Shipper, WriteKind};
+use redo::types::now_unix_us;
+use redo::{LogSeq, RedoAddr, RedoLog, Scn};
+use serde::{Deserialize, Serialize};
+use stats::{Metrics, WaitEvent};
+
+use crate::config::{DestinationConfig, ProtectionMode, Transport};
+use crate::conn::Conn;
+
+mod sender;
+mod sync;
+
+/// Bytes of writes a destination may hold in memory; beyond it the sender reads the files.
+const QUEUE_BYTES_MAX: usize = 64 << 20;
+/// How often an idle control connection sends a heartbeat.
+const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
+/// Largest frame either side accepts.
+pub(crate) const PAYLOAD_MAX: usize = (64 << 20) + 4096;
+/// The largest log buffer of a primary with standbys: a log write (at most the buffer, plus
+/// unit headers and padding) must fit in one frame.
+pub const LOG_BUFFER_MAX_SHIPPED: u64 = 48 << 20;
+/// Transport-lag samples kept per destination.
+const UNACKED_MAX: usize = 1 << 20;
+
+/// Where a destination is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Phase {
+    Connecting,
+    /// Connected, shipping what the standby lacks.
+    CatchingUp,
+    /// ASYNC and caught up: new redo is streamed as it is written.
+    Streaming,
+    /// SYNC and caught up: every log write waits for this standby.
+    Synchronized,
+    /// Not connected; retried after `reopen`.
+    Disconnected,
+    /// Failed `max_failure` times in a row; not retried until the primary restarts.
+    GaveUp,
+}
+
+/// A destination for a person or a monitoring system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DestinationStatus {
+    pub name: String,
+    pub address: String,
+    pub transport: String,
+    pub affirm: bool,
+    pub phase: Phase,
+    pub last_error: Option<String>,
+    pub failures: u32,
+    /// The next byte to send.
+    pub sent: RedoAddr,
+    /// The standby holds everything before this durably.
+    pub acknowledged: RedoAddr,
+    pub applied_scn: Scn,
+    /// Age of the oldest redo sent and not yet acknowledged, in seconds of primary time (0
+    /// when the standby has everything).
+    pub transport_lag_s: f64,
+    /// The standby's apply lag, as it last reported it.
+    pub apply_lag_s: f64,
+    pub rtt_us: Option<u64>,
+    pub send_buffer_bytes: Option<u64>,
+    pub bytes_sent: u64,
+    /// Seconds since the standby was last heard from.
+    pub last_heard_s: Option<f64>,
+    /// Logs being shipped whole (gap resolution), oldest first.
+    pub gaps: Vec<LogSeq>,
+}
+
+/// Transport lag samples of a destination: how long each write took from the log writer to
+/// the standby's acknowledgement (for benchmarks).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LagSummary {
+    pub samples: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Where the log a closed header closes ends.
+fn closed_end(write: &LogWrite) -> Option<u64> {
+    match redo::format::decode_header(&write.bytes, write.offset) {
+        Ok(redo::format::HeaderBlock::Closed(_, end)) => Some(end.end_offset),
+        _ => None,
+    }
+}
+
+/// What comes after `write` in stream order.
+fn after(write: &LogWrite) -> RedoAddr {
+    match write.kind {
+        WriteKind::Units => write.end(),
+        WriteKind::OpenHeader => RedoAddr { seq: write.seq, offset: 2 * write.bytes.len() as u64 },
+        WriteKind::ClosedHeader => RedoAddr { seq: write.seq.next(), offset: 0 },
+    }
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    writes: VecDeque<Arc<LogWrite>>,
+    bytes: usize,
+    overflowed: bool,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    last_error: Option<String>,
+    failures: u32,
+    sent: RedoAddr,
+    acknowledged: RedoAddr,
+    applied_scn: Scn,
+    apply_lag_us: u64,
+    /// Where the log writer's last write ends (in stream order).
+    last_write_end: RedoAddr,
+    /// Sent and not yet acknowledged: where each piece ends, and when it was written.
+    unacked: VecDeque<(RedoAddr, u64)>,
+    rtt_us: Option<u64>,
+    send_buffer_bytes: Option<u64>,
+    bytes_sent: u64,
+    last_heard: Option<Instant>,
+    gaps: Vec<LogSeq>,
+    /// The control connection must be dropped and made again (set by a failed SYNC write).
+    reconnect: bool,
+}
+
+/// One destination.
+struct Destination {
+    config: DestinationConfig,
+    bandwidth_bytes_per_s: Option<f64>,
+    state: Mutex<State>,
+    queue: Mutex<Queue>,
+    /// Signalled (with `queue`) when there is something for the control thread to do.
+    wake: Condvar,
+    /// The SYNC connection, once synchronized.
+    sync: Mutex<Option<Conn>>,
+    lag: Mutex<Histogram<u64>>,
+}
+
+impl Destination {
+    fn is_sync(&self) -> bool {
+        self.config.transport == Transport::Sync
+    }
+
+    fn ack_wanted(&self) -> AckWanted {
+        if self.config.affirm { AckWanted::Durable } else { AckWanted::Received }
+    }
+
+    fn notify(&self) {
+        let _queue = self.queue.lock();
+        self.wake.notify_all();
+    }
+
+    /// The standby holds everything before `acknowledged`: retire what that covers.
+    fn acknowledge(&self, state: &mut State, acknowledged: RedoAddr) {
+        let key = (acknowledged.seq.0, acknowledged.offset);
+        if key > (state.acknowledged.seq.0, state.acknowledged.offset) {
+            state.acknowledged = acknowledged;
+        }
+        let now = now_unix_us();
+        let mut lag = self.lag.lock();
+        while let Some(&(end, time_us)) = state.unacked.front() {
+            if (end.seq.0, end.offset) > key {
+                break;
+            }
+            state.unacked.pop_front();
+            let _ = lag.record(now.saturating_sub(time_us).max(1));
+        }
+    }
+
+    fn transport_lag_us(&self, state: &State) -> u64 {
+        state.unacked.front().map_or(0, |&(_, time_us)| now_unix_us().saturating_sub(time_us))
+    }
+}
+
+/// Who the primary is, as its hellos say.
+#[derive(Debug, Clone, Default)]
+pub struct PrimaryIdentity {
+    /// Its member name (empty in the single-role form).
+    pub member: String,
+    /// Its incarnation history (the newest records go in every hello).
+    pub history: Vec<proto::IncarnationRecord>,
+}
+
+/// What a primary learns from its standbys that concerns its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportEvent {
+    /// A standby accepted this primary (a `Welcome`): some member follows it.
+    Followed { destination: String },
+    /// A standby refused this primary because it knows a newer incarnation: the primary has
+    /// been failed over and must stop taking writes.
+    Fenced { incarnation: u32, primary: String, reason: String },
+}
+
+/// Where a primary's transport reports `TransportEvent`s.
+pub type TransportEvents = Arc<dyn Fn(TransportEvent) + Send + Sync>;
+
+/// The primary's redo transport. Plug `shipper()` into the redo log.
+pub struct PrimaryTransport {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct Inner {
+    redo: RedoLog,
+    identity: PrimaryIdentity,
+    events: TransportEvents,
+    mode: ProtectionMode,
+    destinations: Vec<Arc<Destination>>,
+    shutdown: AtomicBool,
+    /// Signalled when any destination's acknowledged position moves (Maximum Protection).
+    progress: Mutex<()>,
+    progressed: Condvar,
+    next_write_id: AtomicU64,
+    /// Maximum Availability: whether the primary is synchronized, for logging transitions.
+    synchronized: AtomicBool,
+    sync_remote_write: Arc<WaitEvent>,
+    protection_wait: Arc<WaitEvent>,
+}
+
+impl PrimaryTransport {
+    /// Starts a sender for every destination. `redo` is a handle on the primary's redo log.
+    pub fn start(
+        redo: RedoLog,
+        mode: ProtectionMode,
+        destinations: Vec<DestinationConfig>,
+        metrics: &Metrics,
+    ) -> std::io::Result<PrimaryTransport> {
+        PrimaryTransport::start_as(
+            redo,
+            PrimaryIdentity::default(),
+            mode,
+            destinations,
+            metrics,
+            Arc::new(|_| {}),
+        )
+    }
+
+    /// Starts a sender for every destination, for the primary `identity`, reporting what it
+    /// learns about its role to `events`.
+    pub fn start_as(
+        redo: RedoLog,
+        identity: PrimaryIdentity,
+        mode: ProtectionMode,
+        destinations: Vec<DestinationConfig>,
+        metrics: &Metrics,
+        events: TransportEvents,
+    ) -> std::io::Result<PrimaryTransport> {
+        // Where the log writer's next write starts, in stream order: after a closed log, the
+        // next log's open header.
+        let durable = redo.durable_addr();
+        // Where the log writer's next write will start, as a ship cursor counts it: the next
+        // log's beginning after a closed log, and log 1's in a database that has written none.
+        let current = match redo.log_extent(durable.seq) {
+            Some(extent) if extent.end.is_some() => RedoAddr { seq: durable.seq.next(), offset: 0 },
+            None if durable == RedoAddr::default() => RedoAddr { seq: LogSeq(1), offset: 0 },
+            _ => durable,
+        };
+        let destinations: Vec<Arc<Destination>> = destinations
+            .into_iter()
+            .map(|config| {
+                Arc::new(Destination {
+                    bandwidth_bytes_per_s: config
+                        .bandwidth
+                        .as_deref()
+                        .and_then(|text| units::parse_rate(text).ok())
+                        .map(|rate| rate.bytes_per_s()),
+                    state: Mutex::new(State {
+                        phase: Phase::Connecting,
+                        last_error: None,
+                        failures: 0,
+                        sent: RedoAddr::default(),
+                        acknowledged: RedoAddr::default(),
+                        applied_scn: Scn(0),
+                        apply_lag_us: 0,
+                        last_write_end: current,
+                        unacked: VecDeque::new(),
+                        rtt_us: None,
+                        send_buffer_bytes: None,
+                        bytes_sent: 0,
+                        last_heard: None,
+                        gaps: Vec::new(),
+                        reconnect: false,
+                    }),
+                    queue: Mutex::new(Queue::default()),
+                    wake: Condvar::new(),
+                    sync: Mutex::new(None),
+                    lag: Mutex::new(
+                        Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
+                    ),
+                    config,
+                })
+            })
+            .collect();
+        let inner = Arc::new(Inner {
+            redo,
+            identity,
+            events,
+            mode,
+            destinations,
+            shutdown: AtomicBool::new(false),
+            progress: Mutex::new(()),
+            progressed: Condvar::new(),
+            next_write_id: AtomicU64::new(1),
+            synchronized: AtomicBool::new(false),
+            sync_remote_write: metrics.wait("SYNC remote write"),
+            protection_wait: metrics.wait("Maximum Protection standby wait"),
+        });
+        let mut threads = Vec::new();
+        for destination in &inner.destinations {
+            let inner = inner.clone();
+            let destination = destination.clone();
+            let name = format!("redo-send-{}", destination.config.name);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || inner.control(&destination))?,
+            );
+        }
+        Ok(PrimaryTransport { inner, threads: Mutex::new(threads) })
+    }
+
+    /// The hook for `RedoLog::set_shipper`.
+    pub fn shipper(&self) -> Arc<dyn Shipper> {
+        Arc::new(ShipperHandle(self.inner.clone()))
+    }
+
+    pub fn mode(&self) -> ProtectionMode {
+        self.inner.mode
+    }
+
+    /// Whether every commit is currently protected as the mode promises: some SYNC standby is
+    /// synchronized (always true in Maximum Performance).
+    pub fn synchronized(&self) -> bool {
+        self.inner.mode == ProtectionMode::MaximumPerformance || self.inner.any_synchronized()
+    }
+
+    pub fn status(&self) -> Vec<DestinationStatus> {
+        self.inner
+            .destinations
+            .iter()
+            .map(|destination| self.inner.status_of(destination))
+            .collect()
+    }
+
+    /// Transport lag samples per destination since the last call (and resets them).
+    pub fn take_lag(&self) -> Vec<(String, LagSummary)> {
+        self.inner
+            .destinations
+            .iter()
+            .map(|destination| {
+                let mut histogram = destination.lag.lock();
+                let summary = LagSummary {
+                    samples: histogram.len(),
+                    p50_ms: histogram.value_at_quantile(0.5) as f64 / 1000.0,
+                    p99_ms: histogram.value_at_quantile(0.99) as f64 / 1000.0,
+                    max_ms: histogram.max() as f64 / 1000.0,
+                };
+                histogram.reset();
+                (destination.config.name.clone(), summary)
+            })
+            .collect()
+    }
+
+    /// Stops every sender (the redo log must no longer use the shipper).
+    pub fn stop(&self) {
+        self.inner.shutdown.store(true, Ordering::Release);
+        for destination in &self.inner.destinations {
+            if let Some(conn) = destination.sync.lock().take() {
+                conn.shutdown();
+            }
+            destination.notify();
+        }
+        {
+            let _progress = self.inner.progress.lock();
+            self.inner.progressed.notify_all();
+        }
+        for thread in self.threads.lock().drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for PrimaryTransport {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct ShipperHandle(Arc<Inner>);
+
+impl Shipper for ShipperHandle {
+    fn ship(&self, write: &Arc<LogWrite>) -> Option<Box<dyn ShipWait>> {
+        self.0.ship(write)
+    }
+}
+
+impl Inner {
+    fn any_synchronized(&self) -> bool {
+        self.destinations.iter().any(|destination| {
+            destination.is_sync() && destination.state.lock().phase == Phase::Synchronized
+        })
+    }
+
+    /// Logs Maximum Availability's transitions between synchronized and not.
+    fn note_synchronization(&self) {
+        if self.mode == ProtectionMode::MaximumPerformance {
+            return;
+        }
+        let now = self.any_synchronized();
+        if self.synchronized.swap(now, Ordering::AcqRel) != now {
+            if now {
+                tracing::info!(mode = ?self.mode, "primary is SYNCHRONIZED: commits are protected by a SYNC standby again");
+            } else if self.mode == ProtectionMode::MaximumAvailability {
+                tracing::warn!(
+                    "primary is UNSYNCHRONIZED (Maximum Availability): commits go on without a SYNC standby until one catches up"
+                );
+            } else {
+                tracing::warn!(
+                    "no SYNC AFFIRM standby is synchronized (Maximum Protection): commits wait until one has their redo"
+                );
+            }
+        }
+    }
+
+    fn status_of(&self, destination: &Destination) -> DestinationStatus {
+        let state = destination.state.lock();
+        DestinationStatus {
+            name: destination.config.name.clone(),
+            address: destination.config.address.clone(),
+            transport: if destination.is_sync() { "SYNC".into() } else { "ASYNC".into() },
+            affirm: destination.config.affirm,
+            phase: state.phase,
+            last_error: state.last_error.clone(),
+            failures: state.failures,
+            sent: state.sent,
+            acknowledged: state.acknowledged,
+            applied_scn: state.applied_scn,
+            transport_lag_s: destination.transport_lag_us(&state) as f64 / 1e6,
+            apply_lag_s: state.apply_lag_us as f64 / 1e6,
+            rtt_us: state.rtt_us,
+            send_buffer_bytes: state.send_buffer_bytes,
+            bytes_sent: state.bytes_sent,
+            last_heard_s: state.last_heard.map(|at| at.elapsed().as_secs_f64()),
+            gaps: state.gaps.clone(),
+        }
+    }
+}
+
+fn wire_kind(kind: WriteKind) -> proto::WriteKind {
+    match kind {
+        WriteKind::Units => proto::WriteKind::Units,
+        WriteKind::OpenHeader => proto::WriteKind::OpenHeader,
+        WriteKind::ClosedHeader => proto::WriteKind::ClosedHeader,
+    }
+}
+
+fn frame_of(write: &LogWrite, write_id: u64, ack: AckWanted, durable: Scn) -> Write {
+    Write {
+        write_id,
+        seq: write.seq.0,
+        offset: write.offset,
+        kind: wire_kind(write.kind),
+        ack,
+        primary_time_us: write.time_us,
+        last_scn: write.last_scn.0,
+        primary_durable_scn: durable.0.max(write.durable_scn.0),
+        bytes: write.bytes.to_vec(),
+    }
+}

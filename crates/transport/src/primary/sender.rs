@@ -1,0 +1,562 @@
+//! A destination's sender: the control connection's thread. It connects and handshakes,
+//! catches the standby up from the log files and the archive, streams ASYNC redo from the
+//! in-memory queue, ships missing logs (gap resolution), sends heartbeats, opens the SYNC
+//! connection and hands it to the log writer once the standby has caught up, and reconnects
+//! after `reopen` when anything fails.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proto::{AckWanted, Channel, Hello, Message, Write};
+use redo::ship::{ShipCursor, Shipment, WriteKind};
+use redo::types::now_unix_us;
+use redo::{LogSeq, RedoAddr, Scn};
+
+use super::*;
+use crate::config::BufferSize;
+use crate::conn::{Conn, ConnError};
+
+impl Inner {
+    /// The control thread of one destination: connect, catch up, stream, retry.
+    pub(super) fn control(self: &Arc<Inner>, destination: &Arc<Destination>) {
+        let name = &destination.config.name;
+        while !self.shutdown.load(Ordering::Acquire) {
+            let result = self.session(destination);
+            if self.shutdown.load(Ordering::Acquire) {
+                break;
+            }
+            if let Some(conn) = destination.sync.lock().take() {
+                conn.shutdown();
+            }
+            let give_up = {
+                let mut state = destination.state.lock();
+                state.phase = Phase::Disconnected;
+                state.reconnect = false;
+                let reason = match &result {
+                    Ok(()) => "connection closed".to_string(),
+                    Err(reason) => reason.clone(),
+                };
+                tracing::warn!(destination = %name, reason, failures = state.failures + 1, "redo transport to the standby failed; retrying after reopen");
+                state.last_error = Some(reason);
+                state.failures += 1;
+                let max = destination.config.max_failure;
+                if max > 0 && state.failures >= max {
+                    state.phase = Phase::GaveUp;
+                    true
+                } else {
+                    false
+                }
+            };
+            self.note_synchronization();
+            if give_up {
+                tracing::error!(destination = %name, failures = destination.config.max_failure, "destination given up after max_failure consecutive failures; restart the primary to retry it");
+                return;
+            }
+            let mut queue = destination.queue.lock();
+            let deadline = Instant::now() + destination.config.reopen;
+            while !self.shutdown.load(Ordering::Acquire) && Instant::now() < deadline {
+                destination.wake.wait_until(&mut queue, deadline);
+            }
+            // What queued meanwhile is read from the files after the reconnection.
+            queue.writes.clear();
+            queue.bytes = 0;
+            queue.overflowed = true;
+        }
+    }
+
+    pub(super) fn hello(&self, channel: Channel, destination: &Destination) -> Message {
+        let identity = self.redo.identity();
+        let config = self.redo.config();
+        Message::Hello(Hello {
+            version: proto::PROTOCOL_VERSION,
+            version_min: proto::PROTOCOL_VERSION_MIN,
+            database_id: identity.database_id.0,
+            incarnation: identity.incarnation.0,
+            thread: identity.thread.0,
+            channel,
+            destination: destination.config.name.clone(),
+            block_size: config.block_size,
+            log_file_size: config.log_file_size,
+            groups: config.groups,
+            primary_time_us: now_unix_us(),
+            member: self.identity.member.clone(),
+            history: self.identity.history.clone(),
+        })
+    }
+
+    /// Connects a channel and returns the standby's welcome and the round-trip time: that of
+    /// the TCP handshake (one round trip, without the standby's own work before it welcomes).
+    pub(super) fn connect(
+        &self,
+        channel: Channel,
+        destination: &Destination,
+        send_buffer: Option<u64>,
+    ) -> Result<(Conn, proto::Welcome, Duration), String> {
+        let config = &destination.config;
+        let started = Instant::now();
+        let mut conn = Conn::connect(&config.address, config.net_timeout, send_buffer, PAYLOAD_MAX)
+            .map_err(|error| format!("connecting to {}: {error}", config.address))?;
+        let rtt = started.elapsed();
+        conn.send(&self.hello(channel, destination), config.net_timeout)
+            .map_err(|error| format!("handshake with {}: {error}", config.address))?;
+        match conn.recv(Some(config.net_timeout)) {
+            Ok(Message::Welcome(welcome)) => {
+                if channel == Channel::Control {
+                    (self.events)(TransportEvent::Followed { destination: config.name.clone() });
+                }
+                Ok((conn, welcome, rtt))
+            }
+            Ok(Message::Error(error)) => {
+                let reason = format!(
+                    "the standby at {} refused this primary: {}",
+                    config.address, error.message
+                );
+                self.note_refusal(&error, &reason);
+                Err(reason)
+            }
+            Ok(other) => Err(format!(
+                "the standby at {} answered the handshake with {:?}",
+                config.address,
+                other.kind()
+            )),
+            Err(error) => Err(format!("handshake with {}: {error}", config.address)),
+        }
+    }
+
+    /// One connection's life.
+    pub(super) fn session(self: &Arc<Inner>, destination: &Arc<Destination>) -> Result<(), String> {
+        let config = &destination.config;
+        destination.state.lock().phase = Phase::Connecting;
+        let send_buffer = match config.send_buffer {
+            BufferSize::Default => None,
+            BufferSize::Bytes(bytes) => Some(bytes),
+            BufferSize::Auto => {
+                let rtt = crate::conn::probe_rtt(&config.address, config.net_timeout)
+                    .unwrap_or(Duration::from_millis(1));
+                destination
+                    .bandwidth_bytes_per_s
+                    .map(|bandwidth| ((3.0 * bandwidth * rtt.as_secs_f64()) as u64).max(64 << 10))
+            }
+        };
+        let (mut conn, welcome, rtt) = self.connect(Channel::Control, destination, send_buffer)?;
+        let newest = self.redo.durable_addr().seq;
+        let position = welcome.position;
+        if position.current_seq > newest.0 + 1 {
+            return Err(format!(
+                "the standby holds log {} but this primary's newest log is {newest}: it belongs to another history; recreate the standby",
+                position.current_seq
+            ));
+        }
+        let mut next =
+            RedoAddr { seq: LogSeq(position.current_seq.max(1)), offset: position.current_offset };
+        let mut gaps: VecDeque<LogSeq> =
+            (position.complete_through_seq.saturating_add(1)..next.seq.0).map(LogSeq).collect();
+        {
+            let mut state = destination.state.lock();
+            state.phase = Phase::CatchingUp;
+            state.rtt_us = Some(rtt.as_micros() as u64);
+            state.send_buffer_bytes = send_buffer;
+            state.sent = next;
+            state.acknowledged = next;
+            state.applied_scn = Scn(position.applied_scn);
+            state.unacked.clear();
+            state.last_heard = Some(Instant::now());
+            state.gaps = gaps.iter().copied().collect();
+        }
+        tracing::info!(destination = %config.name, next = %next, gaps = gaps.len(), rtt_us = rtt.as_micros() as u64, "connected to the standby; catching up");
+        // Incoming: the standby's status and gap requests.
+        let broken = Arc::new(Mutex::new(None::<String>));
+        let reader = {
+            let mut incoming = conn.try_clone().map_err(|error| error.to_string())?;
+            let inner = self.clone();
+            let destination = destination.clone();
+            let broken = broken.clone();
+            std::thread::Builder::new()
+                .name(format!("redo-recv-{}", config.name))
+                .spawn(move || inner.incoming(&destination, &mut incoming, &broken))
+                .map_err(|error| error.to_string())?
+        };
+        let result = self.stream(destination, &mut conn, &mut next, &mut gaps, &broken);
+        conn.shutdown();
+        let _ = reader.join();
+        result
+    }
+
+    /// What a standby said about itself: how far its logs are durable and applied.
+    pub(super) fn note_standby_status(
+        &self,
+        destination: &Destination,
+        status: &proto::StandbyStatus,
+    ) {
+        let mut state = destination.state.lock();
+        let durable = RedoAddr {
+            seq: LogSeq(status.position.current_seq),
+            offset: status.position.current_offset,
+        };
+        destination.acknowledge(&mut state, durable);
+        state.applied_scn = Scn(status.position.applied_scn);
+        state.apply_lag_us = status.apply_lag_us;
+        state.last_heard = Some(Instant::now());
+        drop(state);
+        let _progress = self.progress.lock();
+        self.progressed.notify_all();
+    }
+
+    /// Reads what the standby sends on the control connection.
+    pub(super) fn incoming(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        broken: &Mutex<Option<String>>,
+    ) {
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            match conn.recv(Some(Duration::from_millis(500))) {
+                Ok(Message::StandbyStatus(status)) => {
+                    self.note_standby_status(destination, &status)
+                }
+                Ok(Message::ArchiveAck(ack)) => {
+                    let mut state = destination.state.lock();
+                    state.last_heard = Some(Instant::now());
+                    if ack.complete {
+                        state.gaps.retain(|seq| seq.0 != ack.seq);
+                    }
+                }
+                Ok(Message::GapRequest(gap)) => {
+                    let mut state = destination.state.lock();
+                    for seq in gap.from_seq..=gap.to_seq.min(gap.from_seq.saturating_add(1000)) {
+                        if !state.gaps.contains(&LogSeq(seq)) {
+                            state.gaps.push(LogSeq(seq));
+                        }
+                    }
+                    drop(state);
+                    destination.notify();
+                }
+                Ok(Message::Error(error)) => {
+                    let reason = format!("the standby reported: {}", error.message);
+                    self.note_refusal(&error, &reason);
+                    *broken.lock() = Some(reason);
+                    destination.notify();
+                    return;
+                }
+                Ok(other) => {
+                    *broken.lock() =
+                        Some(format!("unexpected {:?} from the standby", other.kind()));
+                    destination.notify();
+                    return;
+                }
+                Err(ConnError::TimedOut(_)) => {}
+                Err(error) => {
+                    *broken.lock() = Some(format!("control connection: {error}"));
+                    destination.notify();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Ships what the standby lacks, then new redo as it is written, with heartbeats and
+    /// gap logs in between, until the connection breaks or the primary stops.
+    pub(super) fn stream(
+        self: &Arc<Inner>,
+        destination: &Arc<Destination>,
+        conn: &mut Conn,
+        next: &mut RedoAddr,
+        gaps: &mut VecDeque<LogSeq>,
+        broken: &Mutex<Option<String>>,
+    ) -> Result<(), String> {
+        let config = &destination.config;
+        let max_send = config.max_send as usize;
+        let mut last_sent = Instant::now();
+        let mut gap_offset = 0u64;
+        // The SYNC connection, opened while catching up and handed to the log writer once
+        // synchronized.
+        let mut pending_sync: Option<Conn> = None;
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if let Some(reason) = broken.lock().take() {
+                return Err(reason);
+            }
+            if destination.state.lock().reconnect {
+                return Err(destination
+                    .state
+                    .lock()
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "SYNC connection failed".into()));
+            }
+            // Gap requests that arrived on the other thread.
+            {
+                let state = destination.state.lock();
+                for seq in &state.gaps {
+                    if !gaps.contains(seq) && *seq < next.seq {
+                        gaps.push_back(*seq);
+                    }
+                }
+            }
+            let synchronized = destination.state.lock().phase == Phase::Synchronized;
+            let mut progressed = false;
+            if !synchronized {
+                progressed = self.ship_next(destination, conn, next, max_send)?;
+            }
+            if let Some(&seq) = gaps.front() {
+                if self.ship_gap_chunk(destination, conn, seq, &mut gap_offset, max_send)? {
+                    gaps.pop_front();
+                    gap_offset = 0;
+                }
+                progressed = true;
+            }
+            if progressed {
+                last_sent = Instant::now();
+            } else {
+                if destination.is_sync()
+                    && !synchronized
+                    && self.try_synchronize(destination, *next, &mut pending_sync)?
+                {
+                    continue;
+                }
+                if !synchronized {
+                    let mut state = destination.state.lock();
+                    if state.phase == Phase::CatchingUp
+                        && destination.queue.lock().writes.is_empty()
+                        && !destination.is_sync()
+                    {
+                        state.phase = Phase::Streaming;
+                        state.failures = 0;
+                        state.last_error = None;
+                        tracing::info!(destination = %config.name, "standby caught up; streaming (ASYNC)");
+                    }
+                }
+                if last_sent.elapsed() >= HEARTBEAT_INTERVAL {
+                    self.heartbeat(destination, conn)?;
+                    last_sent = Instant::now();
+                }
+                let mut queue = destination.queue.lock();
+                if queue.writes.is_empty() && !queue.overflowed && broken.lock().is_none() {
+                    let wait =
+                        if synchronized { HEARTBEAT_INTERVAL } else { Duration::from_millis(20) };
+                    destination.wake.wait_for(&mut queue, wait);
+                }
+            }
+        }
+    }
+
+    /// Sends the next piece the standby lacks: from the queue if it starts where the standby
+    /// is, else from the files. Returns whether anything was sent.
+    pub(super) fn ship_next(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        next: &mut RedoAddr,
+        max_send: usize,
+    ) -> Result<bool, String> {
+        let next_key = (next.seq.0, next.offset);
+        let from_queue = {
+            let mut queue = destination.queue.lock();
+            if queue.overflowed {
+                queue.writes.clear();
+                queue.bytes = 0;
+                queue.overflowed = false;
+            }
+            let mut found = None;
+            while let Some(front) = queue.writes.front() {
+                let end = after(front);
+                if (end.seq.0, end.offset) <= next_key {
+                    // Already shipped (from the files).
+                    let dropped = queue.writes.pop_front().expect("front");
+                    queue.bytes -= dropped.bytes.len();
+                    continue;
+                }
+                let matches = match front.kind {
+                    WriteKind::OpenHeader => *next == RedoAddr { seq: front.seq, offset: 0 },
+                    WriteKind::Units => {
+                        front.seq == next.seq
+                            && front.offset <= next.offset
+                            && next.offset < front.end().offset
+                    }
+                    // Only once the standby holds every unit of the log.
+                    WriteKind::ClosedHeader => {
+                        front.seq == next.seq
+                            && closed_end(front).is_some_and(|end| next.offset >= end)
+                    }
+                };
+                if matches {
+                    let write = queue.writes.pop_front().expect("front");
+                    queue.bytes -= write.bytes.len();
+                    found = Some(write);
+                }
+                break;
+            }
+            found
+        };
+        if let Some(write) = from_queue {
+            let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
+            self.send_write(
+                destination,
+                conn,
+                frame_of(&write, write_id, AckWanted::None, self.redo.durable_scn()),
+                after(&write),
+                write.time_us,
+            )?;
+            *next = after(&write);
+            return Ok(true);
+        }
+        let mut cursor = ShipCursor::new(*next);
+        match cursor
+            .next_shipment(&self.redo, max_send)
+            .map_err(|error| format!("reading redo to ship: {error}"))?
+        {
+            Shipment::CaughtUp => Ok(false),
+            Shipment::Write { seq, offset, kind, bytes } => {
+                let time_us = self
+                    .redo
+                    .log_extent(seq)
+                    .map_or_else(now_unix_us, |extent| extent.header.first_time_us);
+                let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
+                let frame = Write {
+                    write_id,
+                    seq: seq.0,
+                    offset,
+                    kind: wire_kind(kind),
+                    ack: AckWanted::None,
+                    primary_time_us: now_unix_us(),
+                    last_scn: 0,
+                    primary_durable_scn: self.redo.durable_scn().0,
+                    bytes,
+                };
+                self.send_write(destination, conn, frame, cursor.next, time_us)?;
+                *next = cursor.next;
+                Ok(true)
+            }
+        }
+    }
+
+    pub(super) fn send_write(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        frame: Write,
+        end: RedoAddr,
+        time_us: u64,
+    ) -> Result<(), String> {
+        let bytes = frame.bytes.len() as u64;
+        conn.send(&Message::Write(frame), destination.config.net_timeout)
+            .map_err(|error| format!("sending redo: {error}"))?;
+        let mut state = destination.state.lock();
+        state.sent = end;
+        state.bytes_sent += bytes;
+        if state.unacked.len() < UNACKED_MAX {
+            state.unacked.push_back((end, time_us));
+        }
+        Ok(())
+    }
+
+    /// Sends the next piece of a whole archived log; returns whether the log is done.
+    pub(super) fn ship_gap_chunk(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        seq: LogSeq,
+        offset: &mut u64,
+        max_send: usize,
+    ) -> Result<bool, String> {
+        let extent = self.redo.log_extent(seq).ok_or_else(|| {
+            format!("the standby lacks log {seq}, which this primary no longer has")
+        })?;
+        let Some(end) = extent.end else {
+            return Err(format!("the standby lacks log {seq}, which is still open here"));
+        };
+        let total = end.end_offset;
+        let len = (total - *offset).min(max_send as u64);
+        let bytes = self
+            .redo
+            .read_log_bytes(seq, *offset, len as usize)
+            .map_err(|error| format!("reading log {seq} to ship: {error}"))?;
+        conn.send(
+            &Message::ArchiveChunk(proto::ArchiveChunk {
+                seq: seq.0,
+                offset: *offset,
+                total_len: total,
+                bytes,
+            }),
+            destination.config.net_timeout,
+        )
+        .map_err(|error| format!("sending log {seq}: {error}"))?;
+        destination.state.lock().bytes_sent += len;
+        *offset += len;
+        if *offset == total {
+            tracing::info!(destination = %destination.config.name, %seq, bytes = total, "shipped a missing log to the standby (gap resolution)");
+        }
+        Ok(*offset == total)
+    }
+
+    pub(super) fn heartbeat(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+    ) -> Result<(), String> {
+        let durable = self.redo.durable_addr();
+        let lag = destination.transport_lag_us(&destination.state.lock());
+        let beat = proto::Heartbeat {
+            primary_time_us: now_unix_us(),
+            current_scn: self.redo.next_scn().prev().0,
+            durable_scn: self.redo.durable_scn().0,
+            current_seq: durable.seq.0,
+            current_offset: durable.offset,
+            transport_lag_us: lag,
+        };
+        conn.send(&Message::Heartbeat(beat), destination.config.net_timeout)
+            .map_err(|error| format!("sending a heartbeat: {error}"))
+    }
+
+    /// A SYNC destination to which everything the log writer wrote has been sent becomes
+    /// synchronized: from the next write on, the log writer sends on the SYNC connection
+    /// (opened beforehand, so that the switch itself is instantaneous). The standby orders a
+    /// SYNC write after the control connection's bytes before it.
+    pub(super) fn try_synchronize(
+        &self,
+        destination: &Arc<Destination>,
+        next: RedoAddr,
+        pending: &mut Option<Conn>,
+    ) -> Result<bool, String> {
+        if destination.state.lock().last_write_end != next {
+            return Ok(false);
+        }
+        if pending.is_none() {
+            let (conn, _, _) = self.connect(Channel::Sync, destination, None)?;
+            *pending = Some(conn);
+        }
+        let mut state = destination.state.lock();
+        let queue = destination.queue.lock();
+        if state.last_write_end != next || !queue.writes.is_empty() || state.reconnect {
+            return Ok(false);
+        }
+        *destination.sync.lock() = pending.take();
+        state.phase = Phase::Synchronized;
+        state.failures = 0;
+        state.last_error = None;
+        drop(queue);
+        drop(state);
+        tracing::info!(destination = %destination.config.name, "standby caught up; SYNCHRONIZED");
+        self.note_synchronization();
+        Ok(true)
+    }
+
+    /// A standby's refusal that says this primary has been failed over is reported at once.
+    pub(super) fn note_refusal(&self, error: &proto::ErrorMessage, reason: &str) {
+        if error.code == proto::ErrorCode::NewerIncarnation {
+            (self.events)(TransportEvent::Fenced {
+                incarnation: error.incarnation,
+                primary: error.primary.clone(),
+                reason: reason.to_string(),
+            });
+        }
+    }
+}
