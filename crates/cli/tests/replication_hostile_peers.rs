@@ -199,7 +199,7 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
     // Each was logged as an error and counted.
     let standby_said = replication_support::log_since(&pair.standby_log(), log_start);
     let refusals: Vec<&str> =
-        standby_said.lines().filter(|line| line.contains("refused a primary")).collect();
+        standby_said.lines().filter(|line| line.contains("refused a peer")).collect();
     assert_eq!(refusals.len(), 4, "the standby logged:\n{standby_said}");
     for (line, says) in
         refusals.iter().zip(["WrongDatabase", "bad magic", "checksum", "exceeds the limit"])

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod change;
 pub mod config;
+pub mod copy;
 pub mod error;
 pub mod ops;
 pub mod store;
@@ -147,6 +148,9 @@ struct Inner {
     checkpoint_running: Mutex<()>,
     cursors: Mutex<Cursors>,
     shut_down: AtomicBool,
+    /// Set on a database that must not write its data files past where they are (a fenced
+    /// primary, whose changes past a failover point a reinstate may have to rewind).
+    checkpoints_suspended: AtomicBool,
     recovered_records: AtomicU64,
     waits: Waits,
     stats: Stats,
@@ -176,7 +180,7 @@ impl Database {
     ) -> Result<Database> {
         config.validate()?;
         let redo = RedoLog::open(redo_config, storage.clone(), metrics.clone())?;
-        Database::open_with(config, redo, &storage, &metrics)
+        Database::open_with(config, redo, &storage, &metrics, false)
     }
 
     /// Opens a standby database: its standby logs receive the primary's redo (see
@@ -190,7 +194,22 @@ impl Database {
     ) -> Result<Database> {
         config.validate()?;
         let redo = RedoLog::open_standby(redo_config, storage.clone(), metrics.clone())?;
-        Database::open_with(config, redo, &storage, &metrics)
+        Database::open_with(config, redo, &storage, &metrics, false)
+    }
+
+    /// Opens the database over a redo log already open (in its role): the data files at
+    /// their checkpoint, crash recovery on a primary, real-time apply on a standby.
+    /// With `suspend_checkpoints`, the data files stay at their checkpoint (see
+    /// `suspend_checkpoints`) from the start.
+    pub fn open_with_redo(
+        config: DbConfig,
+        redo: RedoLog,
+        storage: &Arc<dyn Storage>,
+        metrics: &Arc<Metrics>,
+        suspend_checkpoints: bool,
+    ) -> Result<Database> {
+        config.validate()?;
+        Database::open_with(config, redo, storage, metrics, suspend_checkpoints)
     }
 
     fn open_with(
@@ -198,8 +217,16 @@ impl Database {
         redo: RedoLog,
         storage: &Arc<dyn Storage>,
         metrics: &Arc<Metrics>,
+        suspend_checkpoints: bool,
     ) -> Result<Database> {
         let role = redo.role();
+        let marker = copy::copy_marker(&config);
+        if storage.exists(&marker) {
+            return Err(DbError::Mismatch(format!(
+                "{} says a copy from the primary was interrupted: these data files are not a database; start the standby again with --from PRIMARY to make the copy again",
+                marker.display()
+            )));
+        }
         let store = Store::open(storage, &config.data_file(), config.cache_size)?;
         let identity = redo.identity();
         let meta = store.meta()?;
@@ -266,6 +293,7 @@ impl Database {
             checkpoint_running: Mutex::new(()),
             cursors: Mutex::new(Cursors { next: 1, ..Cursors::default() }),
             shut_down: AtomicBool::new(false),
+            checkpoints_suspended: AtomicBool::new(suspend_checkpoints),
             recovered_records: AtomicU64::new(records),
             waits: Waits {
                 free_buffer: metrics.wait("free buffer waits"),
@@ -310,6 +338,12 @@ impl Database {
 
     pub fn redo(&self) -> &RedoLog {
         &self.inner.redo
+    }
+
+    /// A consistent view of the data files as of their last checkpoint (for a copy to a new
+    /// standby): redo after its checkpoint SCN brings it forward.
+    pub fn snapshot(&self) -> Result<store::StoreSnapshot> {
+        self.inner.store.snapshot()
     }
 
     pub fn database_id(&self) -> DatabaseId {
@@ -365,6 +399,20 @@ impl Database {
             self.commit_blocking(scn, options)?;
         }
         Ok(executed)
+    }
+
+    /// The SCN the data files hold (their last completed checkpoint).
+    pub fn checkpoint_scn(&self) -> Scn {
+        self.inner.checkpoint.lock().last_scn
+    }
+
+    /// From now on no checkpoint writes the data files (not even at shutdown): they stay the
+    /// database at `checkpoint_scn`. For a primary that has been failed over, so that a
+    /// reinstate can rewind it to the failover point without undoing a checkpoint.
+    pub fn suspend_checkpoints(&self) {
+        if !self.inner.checkpoints_suspended.swap(true, Ordering::AcqRel) {
+            tracing::warn!(checkpoint_scn = %self.checkpoint_scn(), "checkpoints suspended: the data files stay as they are");
+        }
     }
 
     /// Checkpoints now; returns the SCN the data files hold.
@@ -695,6 +743,9 @@ impl Inner {
     /// transaction, then lets the redo log reuse what that covers.
     fn run_checkpoint_locked(&self) -> Result<Scn> {
         let _running = self.checkpoint_running.lock();
+        if self.checkpoints_suspended.load(Ordering::Acquire) {
+            return Ok(self.checkpoint.lock().last_scn);
+        }
         self.promote();
         let last_scn = self.checkpoint.lock().last_scn;
         let (changed, scn) = {

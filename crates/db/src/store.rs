@@ -255,6 +255,83 @@ impl Store {
     }
 }
 
+/// Key-value pairs, in key order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One consistent view of the data files (a redb read transaction): the key space at one
+/// checkpoint, read in key order, while checkpoints go on writing newer ones.
+pub struct StoreSnapshot {
+    transaction: redb::ReadTransaction,
+    path: PathBuf,
+    pub checkpoint_scn: Scn,
+    pub database_id: Option<DatabaseId>,
+    pub keys: u64,
+    /// Bytes of keys and values the view holds (redb's count of stored bytes).
+    pub bytes: u64,
+    after: Option<Vec<u8>>,
+}
+
+impl StoreSnapshot {
+    /// The next pairs in key order, about `max_bytes` of them (at least one); empty once all
+    /// were read.
+    pub fn next_entries(&mut self, max_bytes: usize) -> Result<Pairs, DbError> {
+        let fail = store_error(&self.path, "read a snapshot");
+        let table = self.transaction.open_table(KV).map_err(|error| fail(&error))?;
+        let lower = match &self.after {
+            Some(key) => Bound::Excluded(key.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let range =
+            table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for entry in range {
+            let (key, value) = entry.map_err(|error| fail(&error))?;
+            bytes += key.value().len() + value.value().len();
+            out.push((key.value().to_vec(), value.value().to_vec()));
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        if let Some((key, _)) = out.last() {
+            self.after = Some(key.clone());
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// A consistent view of the data files as of their last checkpoint.
+    pub fn snapshot(&self) -> Result<StoreSnapshot, DbError> {
+        let fail = store_error(&self.path, "take a snapshot");
+        let db = self.database("take a snapshot")?;
+        let transaction = db.begin_read().map_err(|error| fail(&error))?;
+        let (checkpoint_scn, database_id, keys, bytes) = {
+            let meta = transaction.open_table(META).map_err(|error| fail(&error))?;
+            let get = |key: &str| -> Result<Option<u64>, DbError> {
+                Ok(meta.get(key).map_err(|error| fail(&error))?.map(|value| value.value()))
+            };
+            let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+            let stats = table.stats().map_err(|error| fail(&error))?;
+            (
+                Scn(get(META_CHECKPOINT_SCN)?.unwrap_or(0)),
+                get(META_DATABASE_ID)?.map(DatabaseId),
+                table.len().map_err(|error| fail(&error))?,
+                stats.stored_bytes(),
+            )
+        };
+        Ok(StoreSnapshot {
+            transaction,
+            path: self.path.clone(),
+            checkpoint_scn,
+            database_id,
+            keys,
+            bytes,
+            after: None,
+        })
+    }
+}
+
 /// Opens (creating it if missing) the redb file at `path` on `storage`.
 fn open_database(
     storage: &Arc<dyn Storage>,

@@ -173,6 +173,29 @@ impl ArchiveCatalog {
         Ok(())
     }
 
+    /// Keeps only the entries `keep` accepts: the catalog is rewritten durably without the
+    /// others (which are returned). Their files are the caller's to remove or move.
+    pub fn retain(
+        &self,
+        storage: &dyn Storage,
+        keep: impl Fn(&ArchivedLog) -> bool,
+    ) -> Result<Vec<ArchivedLog>> {
+        let mut state = self.state.lock();
+        let (kept, removed): (Vec<ArchivedLog>, Vec<ArchivedLog>) =
+            state.entries.iter().cloned().partition(|entry| keep(entry));
+        if removed.is_empty() {
+            return Ok(removed);
+        }
+        let bytes: Vec<u8> = kept.iter().flat_map(ArchivedLog::encode).collect();
+        crate::storage::replace_durably(storage, &self.path, &bytes)
+            .map_err(|error| RedoError::io("rewrite", &self.path, error))?;
+        state.file =
+            storage.open(&self.path).map_err(|error| RedoError::io("open", &self.path, error))?;
+        state.end = bytes.len() as u64;
+        state.entries = kept;
+        Ok(removed)
+    }
+
     /// Every entry, in the order they were appended.
     pub fn entries(&self) -> Vec<ArchivedLog> {
         self.state.lock().entries.clone()
@@ -235,6 +258,25 @@ mod tests {
         let again = ArchiveCatalog::open(&disk, path).unwrap();
         assert_eq!(again.entries(), vec![entry(1), entry(2), entry(3)]);
         assert_eq!(again.find(LogSeq(3)), vec![entry(3)]);
+    }
+
+    #[test]
+    fn entries_taken_out_stay_out_and_appends_go_on() {
+        let disk = CrashDisk::new();
+        disk.create_dir_all(Path::new("/r")).unwrap();
+        let path = Path::new("/r/archive_catalog");
+        let catalog = ArchiveCatalog::open(&disk, path).unwrap();
+        for seq in 1..=4 {
+            catalog.append(entry(seq)).unwrap();
+        }
+        let removed = catalog.retain(&disk, |entry| entry.seq.0 % 2 == 0).unwrap();
+        assert_eq!(removed, vec![entry(1), entry(3)]);
+        catalog.append(entry(5)).unwrap();
+        assert_eq!(catalog.entries(), vec![entry(2), entry(4), entry(5)]);
+        assert_eq!(
+            ArchiveCatalog::open(&disk, path).unwrap().entries(),
+            vec![entry(2), entry(4), entry(5)]
+        );
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod log_buffer;
 pub mod log_writer;
 pub mod online_log;
 pub mod reader;
+pub mod rewind;
 pub mod ship;
 pub mod standby;
 pub mod storage;

@@ -279,7 +279,8 @@ impl Shared {
             }
             // Beyond all redo and the newest log is closed: the next log, once it exists.
             (_, Some(&(seq, _, _))) => Ok(seq.next()),
-            _ => Ok(LogSeq(1)),
+            // No log yet: the first one (of a standby built from a copy: its base).
+            _ => Ok(LogSeq(1).max(self.control.lock().base_seq)),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`, and
-//! `POST /logswitch`.
+//! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`,
+//! `POST /logswitch`, and the role endpoints (`/configuration`, `/roles/...`, in
+//! `role::http`).
 
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) 
         .route("/metrics", get(prometheus))
         .route("/health", get(health))
         .route("/logswitch", axum::routing::post(log_switch))
+        .merge(crate::role::http::routes())
         .with_state(state.clone());
     let mut shutdown = state.shutdown.subscribe();
     let stop = async move { stopped(&mut shutdown).await };
@@ -30,22 +32,23 @@ pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) 
 async fn index() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "redoguard admin API\n  GET  /status     everything, as JSON\n  GET  /metrics    Prometheus text format\n  GET  /health     200 while the database accepts writes\n  POST /logswitch  switch logs now (the current log is archived)\n",
+        "redoguard admin API\n  GET  /status         everything, as JSON\n  GET  /metrics        Prometheus text format\n  GET  /health         200 while the database accepts writes\n  GET  /configuration  the members of the configuration (JSON)\n  POST /logswitch      switch logs now (the current log is archived)\n  POST /roles/...      role changes (redoguard switchover, failover, reinstate; see docs/roles.md)\n",
     )
 }
 
 async fn status_json(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
     let status = tokio::task::spawn_blocking(move || state.status()).await;
     match status {
-        Ok(status) => (StatusCode::OK, axum::Json(status)).into_response(),
+        Ok(Ok(status)) => (StatusCode::OK, axum::Json(status)).into_response(),
+        Ok(Err(error)) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error:#}\n")).into_response(),
         Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response(),
     }
 }
 
 async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
     let status = tokio::task::spawn_blocking(move || state.status()).await;
-    let Ok(status) = status else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "status unavailable".to_string())
+    let Ok(Ok(status)) = status else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "status unavailable\n".to_string())
             .into_response();
     };
     let mut text = status.metrics.to_prometheus();
@@ -116,7 +119,10 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
 /// POST /logswitch: switches logs now (as ALTER SYSTEM SWITCH LOGFILE): the current log is
 /// closed and archived, here and on the standbys.
 async fn log_switch(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    let db = state.db.clone();
+    let Some(running) = state.roles.current_or_wait().await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "the database is not open\n".to_string());
+    };
+    let db = running.db.clone();
     match tokio::task::spawn_blocking(move || db.redo().switch_logfile()).await {
         Ok(Ok(seq)) => (StatusCode::OK, format!("{{\"current_seq\":{seq}}}\n")),
         Ok(Err(error)) => (StatusCode::CONFLICT, format!("{error}\n")),
@@ -124,8 +130,24 @@ async fn log_switch(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
     }
 }
 
+/// GET /health: 200 while the database accepts writes (a primary whose gate is open and
+/// whose disk takes writes); 503 with the reason otherwise.
 async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    match state.db.writes_refused() {
+    let Some(running) = state.roles.current() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "writes refused: the role is changing\n".to_string(),
+        );
+    };
+    let gate = state.roles.gate.state();
+    if gate != crate::role::gate::GateState::Open {
+        let refusal = match gate.refusal() {
+            resp::Frame::Error(text) => String::from_utf8_lossy(&text).into_owned(),
+            _ => String::new(),
+        };
+        return (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {refusal}\n"));
+    }
+    match running.db.writes_refused() {
         None => (StatusCode::OK, "ok\n".to_string()),
         Some(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {reason}\n")),
     }

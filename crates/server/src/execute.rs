@@ -7,7 +7,7 @@ use db::{DbError, Op, OpResult, SetCondition};
 use redo::{CommitLogging, CommitOptions, CommitWait};
 use resp::{Command, Frame, Session};
 
-use crate::ServerState;
+use crate::{Running, ServerState};
 
 /// What the connection should do after a command ran.
 #[derive(Debug)]
@@ -118,15 +118,28 @@ pub async fn run(
         }
     }
     state.commands_processed.add(steps.len() as u64);
+    let Some(running) = state.roles.current_or_wait().await else {
+        return Outcome::Reply(Frame::error("TRYAGAIN the database's role is changing: retry"));
+    };
     let mut results: Vec<Option<OpResult>> = Vec::new();
     if !transaction && !ops.iter().any(Op::is_write) {
         // A lone read needs no transaction (and so no write lock).
-        match read(state, &ops) {
+        match read(&running, &ops) {
             Ok(read) => results = read.into_iter().map(Some).collect(),
             Err(error) => return Outcome::Reply(error_frame(&error)),
         }
     } else if !ops.is_empty() {
-        let db = state.db.clone();
+        // Writes pass the gate (a standby, a fenced primary, a switchover, a restarted
+        // primary not yet confirmed), and count as writers until their commit is done.
+        let _writer = if ops.iter().any(Op::is_write) {
+            match state.roles.enter_write().await {
+                Ok(writer) => Some(writer),
+                Err(refusal) => return Outcome::Reply(refusal),
+            }
+        } else {
+            None
+        };
+        let db = running.db.clone();
         let executed = match db.execute(&ops) {
             Ok(executed) => executed,
             Err(error) => return Outcome::Reply(error_frame(&error)),
@@ -145,7 +158,7 @@ pub async fn run(
         frames.push(match step {
             Step::Op(index) => frame_of(results[index].take().expect("one result per operation")),
             Step::Ready(frame) => frame,
-            Step::After(command) => after(state, command),
+            Step::After(command) => after(state, &running, command),
         });
     }
     if transaction {
@@ -155,8 +168,8 @@ pub async fn run(
     }
 }
 
-fn read(state: &ServerState, ops: &[Op]) -> Result<Vec<OpResult>, DbError> {
-    let db = &state.db;
+fn read(running: &Running, ops: &[Op]) -> Result<Vec<OpResult>, DbError> {
+    let db = &running.db;
     ops.iter()
         .map(|op| {
             Ok(match op {
@@ -178,20 +191,21 @@ fn read(state: &ServerState, ops: &[Op]) -> Result<Vec<OpResult>, DbError> {
 }
 
 /// Commands that read the whole key space or the server.
-fn after(state: &ServerState, command: Command) -> Frame {
+fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
     match command {
-        Command::DbSize => Frame::Integer(state.db.dbsize() as i64),
-        Command::Keys { pattern } => match state.db.keys(&|key| resp::glob::matches(&pattern, key))
-        {
-            Ok(keys) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
-            Err(error) => error_frame(&error),
-        },
+        Command::DbSize => Frame::Integer(running.db.dbsize() as i64),
+        Command::Keys { pattern } => {
+            match running.db.keys(&|key| resp::glob::matches(&pattern, key)) {
+                Ok(keys) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
+                Err(error) => error_frame(&error),
+            }
+        }
         Command::Scan { cursor, pattern, count } => {
             let count = count.unwrap_or(10).clamp(1, 100_000) as usize;
             let matches = |key: &[u8]| {
                 pattern.as_ref().is_none_or(|pattern| resp::glob::matches(pattern, key))
             };
-            match state.db.scan(cursor, count, &matches) {
+            match running.db.scan(cursor, count, &matches) {
                 Ok((next, keys)) => Frame::Array(vec![
                     Frame::Bulk(Bytes::from(next.to_string())),
                     Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
@@ -200,7 +214,7 @@ fn after(state: &ServerState, command: Command) -> Frame {
             }
         }
         Command::Info { sections } => {
-            Frame::Bulk(Bytes::from(crate::info::render(state, &sections)))
+            Frame::Bulk(Bytes::from(crate::info::render(state, running, &sections)))
         }
         other => Frame::error(format!("ERR '{}' cannot run here", other.name())),
     }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::ServerState;
+use crate::{Running, ServerState};
 
 /// Sections in the order INFO prints them; INFO with no argument (or `all`, `everything`,
 /// `default`) prints every one.
@@ -32,7 +32,7 @@ fn group_state(state: redo::GroupState) -> &'static str {
     }
 }
 
-pub fn render(state: &ServerState, requested: &[String]) -> String {
+pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> String {
     let all = requested.is_empty()
         || requested
             .iter()
@@ -43,7 +43,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
         .filter(|section| all || requested.iter().any(|asked| asked == section))
         .collect();
     let mut out = String::new();
-    let status = state.db.status();
+    let status = running.db.status();
     let metrics = state.metrics.snapshot();
     for section in wanted {
         if !out.is_empty() {
@@ -56,7 +56,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
                 field(out, "redis_version", REDIS_COMPATIBLE_VERSION);
                 field(out, "redoguard_version", env!("CARGO_PKG_VERSION"));
                 field(out, "redis_mode", "standalone");
-                field(out, "role", crate::role_name(state.config.replication.role));
+                field(out, "role", crate::role_name(running.role()));
                 field(out, "os", std::env::consts::OS);
                 field(out, "process_id", std::process::id());
                 field(out, "tcp_port", state.resp_addr.port());
@@ -92,7 +92,10 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
                 field(
                     out,
                     "writes_refused",
-                    state.db.writes_refused().map_or("no".to_string(), |reason| one_line(&reason)),
+                    running
+                        .db
+                        .writes_refused()
+                        .map_or("no".to_string(), |reason| one_line(&reason)),
                 );
             }
             "stats" => {
@@ -101,7 +104,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
                 field(out, "total_commands_processed", state.commands_processed.get());
                 field(out, "user_commits", metrics.stat("user commits"));
             }
-            "replication" => replication_section(state, out),
+            "replication" => replication_section(state, running, out),
             "redo" => {
                 out.push_str("# Redo\r\n");
                 let redo = &status.redo;
@@ -152,7 +155,7 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
             }
             "keyspace" => {
                 out.push_str("# Keyspace\r\n");
-                let keys = state.db.dbsize();
+                let keys = running.db.dbsize();
                 if keys > 0 {
                     field(out, "db0", format!("keys={keys},expires=0,avg_ttl=0"));
                 }
@@ -163,9 +166,9 @@ pub fn render(state: &ServerState, requested: &[String]) -> String {
     out
 }
 
-fn replication_section(state: &ServerState, out: &mut String) {
+fn replication_section(state: &ServerState, running: &Running, out: &mut String) {
     out.push_str("# Replication\r\n");
-    let replication = state.replication();
+    let replication = state.replication_of(running);
     match &replication.standby {
         Some(standby) => {
             // The names Redis clients look for, then ours.

@@ -13,15 +13,15 @@ pub mod config;
 mod execute;
 mod info;
 pub mod lock;
+pub mod role;
 pub mod status;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use db::Database;
 use redo::OsStorage;
 use resp::ServerFacts;
 use stats::{Metrics, Statistic};
@@ -29,16 +29,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use config::ServerConfig;
+pub use role::{Roles, Running};
 pub use status::ServerStatus;
 
 /// Everything a connection or the admin API needs.
 pub struct ServerState {
     pub config: ServerConfig,
-    pub db: Arc<Database>,
-    /// A primary's redo transport (if it has destinations).
-    pub transport: Option<transport::PrimaryTransport>,
-    /// A standby's receiver.
-    pub receiver: Option<transport::StandbyService>,
+    /// The database in its role, and what the role runs (see `role`).
+    pub roles: Arc<Roles>,
     pub metrics: Arc<Metrics>,
     pub facts: ServerFacts,
     pub started: Instant,
@@ -53,14 +51,36 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// The status the admin API serves.
-    pub fn status(&self) -> ServerStatus {
-        let catalog = self.db.redo().archived_logs();
-        ServerStatus {
+    /// What runs now, waiting (briefly, on a blocking thread) while the role is changing.
+    fn running_blocking(&self) -> anyhow::Result<Arc<Running>> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(running) = self.roles.current() {
+                return Ok(running);
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "the database is not open: {}",
+                    match self.roles.gate.state() {
+                        role::gate::GateState::Unavailable { reason } => reason,
+                        _ => "its role is changing".to_string(),
+                    }
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The status the admin API serves (call it on a blocking thread).
+    pub fn status(&self) -> anyhow::Result<ServerStatus> {
+        let running = self.running_blocking()?;
+        let db = &running.db;
+        let catalog = db.redo().archived_logs();
+        Ok(ServerStatus {
             server: status::ServerInfo {
                 version: env!("CARGO_PKG_VERSION").to_string(),
                 pid: std::process::id(),
-                role: role_name(self.config.replication.role).to_string(),
+                role: role_name(db.role()).to_string(),
                 uptime_s: self.started.elapsed().as_secs(),
                 data_dir: self.config.server.data_dir.display().to_string(),
                 resp_addr: self.resp_addr.to_string(),
@@ -69,28 +89,29 @@ impl ServerState {
                 total_connections: self.total_connections.get(),
                 rejected_connections: self.rejected.get(),
                 commands_processed: self.commands_processed.get(),
-                writes_refused: self.db.writes_refused(),
+                writes_refused: db.writes_refused(),
             },
-            database: self.db.status(),
-            replication: self.replication(),
+            database: db.status(),
+            replication: self.replication_of(&running),
+            roles: self.roles.status(),
             archive: status::ArchiveSummary::of(&catalog, 10),
             metrics: self.metrics.snapshot(),
-        }
+        })
     }
 
     /// The database's role and its standbys (or, on a standby, its primary).
-    pub fn replication(&self) -> status::ReplicationStatus {
+    pub fn replication_of(&self, running: &Running) -> status::ReplicationStatus {
         let replication = &self.config.replication;
         status::ReplicationStatus {
-            role: role_name(replication.role).to_string(),
+            role: role_name(running.role()).to_string(),
             protection_mode: replication.protection_mode,
-            synchronized: self.transport.as_ref().map(transport::PrimaryTransport::synchronized),
-            destinations: self
+            synchronized: running.transport.as_ref().map(transport::PrimaryTransport::synchronized),
+            destinations: running
                 .transport
                 .as_ref()
                 .map(transport::PrimaryTransport::status)
                 .unwrap_or_default(),
-            standby: self.receiver.as_ref().map(transport::StandbyService::status),
+            standby: running.receiver.as_ref().map(|receiver| receiver.status()),
         }
     }
 
@@ -100,11 +121,20 @@ impl ServerState {
     }
 }
 
+/// How a server starts, beyond its configuration.
+#[derive(Debug, Clone, Default)]
+pub struct StartOptions {
+    /// A new standby: first copy the data of the primary whose redo listener is here (a
+    /// member name of the configuration, or `host:port`).
+    pub from: Option<String>,
+}
+
 /// A started server.
 pub struct Server {
     state: Arc<ServerState>,
     resp: tokio::task::JoinHandle<()>,
     admin: tokio::task::JoinHandle<()>,
+    events: tokio::task::JoinHandle<()>,
     _lock: lock::DataDirLock,
 }
 
@@ -112,64 +142,36 @@ impl Server {
     /// Locks the data directory, opens the database (running crash recovery), and binds both
     /// listeners. Returns once clients can connect.
     pub async fn start(config: ServerConfig) -> anyhow::Result<Server> {
+        Server::start_with(config, StartOptions::default()).await
+    }
+
+    /// `start`, for a new standby copied from its primary first (`StartOptions::from`).
+    pub async fn start_with(config: ServerConfig, options: StartOptions) -> anyhow::Result<Server> {
         config.validate()?;
         raise_open_files_limit();
         let lock = lock::DataDirLock::acquire(&config.server.data_dir)?;
-        let (redo_config, db_config) = config.resolved();
+        let (redo_config, _) = config.resolved();
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
-        let role = config.replication.role;
-        let db = {
-            let metrics = metrics.clone();
-            tokio::task::spawn_blocking(move || match role {
-                transport::RoleConfig::Primary => {
-                    Database::open(db_config, redo_config, storage, metrics)
-                }
-                transport::RoleConfig::Standby => {
-                    Database::open_standby(db_config, redo_config, storage, metrics)
-                }
+        if let Some(from) = &options.from {
+            let address = match config.replication.member_named(from) {
+                Some(member) => member.redo.clone(),
+                None if from.contains(':') => from.clone(),
+                None => anyhow::bail!(
+                    "--from {from}: not a member of this configuration, nor host:port"
+                ),
+            };
+            let member = config.replication.member.clone().unwrap_or_else(|| "standby".to_string());
+            let (config, storage) = (config.clone(), storage.clone());
+            tokio::task::spawn_blocking(move || {
+                role::copy_from_primary(&config, &storage, &address, &member)
             })
             .await?
-            .context("cannot open the database")?
-        };
-        let db = Arc::new(db);
-        let replication = &config.replication;
-        let transport =
-            if role == transport::RoleConfig::Primary && !replication.destinations.is_empty() {
-                let transport = transport::PrimaryTransport::start(
-                    db.redo().handle(),
-                    replication.protection_mode,
-                    replication.destinations.clone(),
-                    &metrics,
-                )
-                .context("starting redo transport")?;
-                db.redo().set_shipper(Some(transport.shipper()));
-                Some(transport)
-            } else {
-                None
-            };
-        let receiver = if role == transport::RoleConfig::Standby {
-            let applied = {
-                let db = Arc::downgrade(&db);
-                Arc::new(move || db.upgrade().map_or(redo::Scn(0), |db| db.applied_scn()))
-                    as transport::AppliedScn
-            };
-            Some(
-                transport::StandbyService::start(
-                    db.redo().handle(),
-                    replication.standby.clone(),
-                    applied,
-                )
-                .with_context(|| {
-                    format!(
-                        "cannot listen for the primary's redo on {}",
-                        replication.standby.listen
-                    )
-                })?,
-            )
-        } else {
-            None
-        };
+            .with_context(|| format!("cannot make this standby from a copy of {from}"))?;
+        }
+        let (roles, events) = Roles::bind(&config, &metrics, storage)?;
+        let roles = Arc::new(roles);
+        roles.open().await?;
         let server = &config.server;
         let resp_listener =
             TcpListener::bind((server.bind, server.port)).await.with_context(|| {
@@ -195,15 +197,19 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             shutdown,
             metrics,
-            db,
-            transport,
-            receiver,
+            roles: roles.clone(),
             config,
+        });
+        let events = tokio::spawn(async move {
+            let mut events = events;
+            while let Some(event) = events.recv().await {
+                roles.on_event(event).await;
+            }
         });
         let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
-        Ok(Server { state, resp, admin, _lock: lock })
+        Ok(Server { state, resp, admin, events, _lock: lock })
     }
 
     pub fn state(&self) -> &Arc<ServerState> {
@@ -216,6 +222,11 @@ impl Server {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.state.admin_addr
+    }
+
+    /// Where peers reach this member's redo listener, if it has one.
+    pub fn redo_addr(&self) -> Option<SocketAddr> {
+        self.state.roles.redo_addr()
     }
 
     /// Serves until SHUTDOWN, SIGINT or SIGTERM, then stops: no new connections, open ones
@@ -237,32 +248,20 @@ impl Server {
         self.state.request_shutdown();
         self.resp.abort();
         self.admin.abort();
+        self.events.abort();
         let _ = self.resp.await;
         let _ = self.admin.await;
-        let state = self.state.clone();
-        tokio::task::spawn_blocking(move || {
-            // A standby stops receiving first; a primary flushes its redo (still shipping it)
-            // before its senders stop.
-            if let Some(receiver) = &state.receiver {
-                receiver.stop();
-            }
-            let stopped = state.db.shutdown();
-            if let Some(transport) = &state.transport {
-                transport.stop();
-            }
-            stopped
-        })
-        .await?
-        .context("stopping the database")?;
+        let _ = self.events.await;
+        self.state.roles.stop().await?;
         tracing::info!("redoguard server stopped");
         Ok(())
     }
 }
 
-pub(crate) fn role_name(role: transport::RoleConfig) -> &'static str {
+pub(crate) fn role_name(role: redo::Role) -> &'static str {
     match role {
-        transport::RoleConfig::Primary => "primary",
-        transport::RoleConfig::Standby => "standby",
+        redo::Role::Primary => "primary",
+        redo::Role::Standby => "standby",
     }
 }
 

@@ -70,6 +70,9 @@ pub struct ServerStatus {
     pub server: ServerInfo,
     pub database: DbStatus,
     pub replication: ReplicationStatus,
+    /// The member's role in its configuration (none in the single-role form's old files).
+    #[serde(default)]
+    pub roles: Option<crate::role::api::RoleStatus>,
     pub archive: ArchiveSummary,
     pub metrics: MetricsSnapshot,
 }
@@ -132,7 +135,12 @@ fn bytes(value: u64) -> String {
     units::format_bytes(value)
 }
 
-fn time_us(micros: u64) -> String {
+/// Now, as `time_us` prints it.
+pub fn now_text() -> String {
+    time_us(redo::types::now_unix_us())
+}
+
+pub fn time_us(micros: u64) -> String {
     if micros == 0 {
         return "-".to_string();
     }

@@ -82,11 +82,8 @@ impl ServerProcess {
                 .collect();
             text.parse().with_context(|| format!("unexpected address in: {line}"))
         };
-        let redo_addr = if line.contains("redo from the primary on ") {
-            Some(address("redo from the primary on ")?)
-        } else {
-            None
-        };
+        let redo_addr =
+            if line.contains(", redo on ") { Some(address(", redo on ")?) } else { None };
         Ok(ServerProcess {
             resp_addr: address("RESP on ")?,
             admin_addr: address("http://")?,

@@ -21,6 +21,12 @@ pub struct Args {
     /// Address to listen on for clients (overrides `server.bind`).
     #[arg(long)]
     pub bind: Option<std::net::IpAddr>,
+    /// Make a new standby from a running primary first: copy a consistent image of its data
+    /// (while it goes on taking writes), then receive its redo from there on. PRIMARY is a
+    /// member name of the configuration, or the `host:port` of its redo listener. The data
+    /// directory must be empty.
+    #[arg(long, value_name = "PRIMARY")]
+    pub from: Option<String>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -50,7 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         // worker for the SYNC acknowledgement (up to net_timeout), and the other worker
         // must go on serving reads, the admin API and signals meanwhile.
         0 => {
-            let floor = if config.replication.destinations.is_empty() { 1 } else { 2 };
+            let floor = if config.replication.destinations().is_empty() { 1 } else { 2 };
             std::thread::available_parallelism()
                 .map_or(floor, |cpus| cpus.get().saturating_sub(1).max(floor))
         }
@@ -62,10 +68,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let server = server::Server::start(config).await?;
+        let server =
+            server::Server::start_with(config, server::StartOptions { from: args.from }).await?;
         // One line a person (or a script) can read: where to connect.
-        let redo = match &server.state().receiver {
-            Some(receiver) => format!(", redo from the primary on {}", receiver.local_addr()),
+        let redo = match server.redo_addr() {
+            Some(address) => format!(", redo on {address}"),
             None => String::new(),
         };
         println!(

@@ -1,0 +1,84 @@
+//! What the admin API says about roles, and what its role-change endpoints take and answer
+//! (JSON): shared with the `redoguard` commands that call them.
+
+use redo::{Fence, LogSeq, RedoAddr, Scn};
+use roles::Branch;
+use serde::{Deserialize, Serialize};
+
+use super::gate::GateState;
+
+/// A member's role, as `/status` reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleStatus {
+    /// The member this server runs (none in the single-role form).
+    pub member: Option<String>,
+    /// `primary` or `standby`: the database's own, durable role.
+    pub role: String,
+    pub incarnation: u32,
+    /// A newer incarnation this database is not part of: it must be reinstated.
+    pub fenced: Option<Fence>,
+    /// Where each incarnation after the first began.
+    pub history: Vec<Branch>,
+    /// Whether it takes writes now, and if not why.
+    pub gate: GateState,
+    /// A standby built from a copy: the first log it needed.
+    pub base_seq: LogSeq,
+    /// The last role change, for a person.
+    pub last_change: Option<String>,
+    pub last_error: Option<String>,
+    /// A switchover prepared on this (old) primary and not completed on its target.
+    pub switchover_to: Option<String>,
+}
+
+/// The old primary's answer to `POST /roles/switchover/prepare`: it is now a standby, and
+/// this is where its redo ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SwitchoverPrepared {
+    pub end: RedoAddr,
+    pub last_scn: Scn,
+    pub incarnation: u32,
+    pub elapsed_ms: u64,
+}
+
+/// The new primary's answer to a promotion (switchover or failover).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Promoted {
+    pub member: String,
+    pub incarnation: u32,
+    /// The first SCN it gives (the redo it had ends just before).
+    pub first_scn: Scn,
+    /// A failover: the newest SCN the old primary was last known to have handed out (from
+    /// its heartbeats) and durable, and how many SCNs past the new primary's end that is (an
+    /// upper bound on what may be lost; 0 when the standby had everything).
+    pub old_primary_scn: Option<Scn>,
+    pub old_primary_durable_scn: Option<Scn>,
+    pub lost_scns_at_most: Option<u64>,
+    /// The redo that was received and not yet applied when the command came (applied while
+    /// opening).
+    pub unapplied_scns: u64,
+    pub elapsed_ms: u64,
+}
+
+/// A divergent tail set aside by a reinstate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DivergedTail {
+    pub from_scn: Scn,
+    pub to_scn: Scn,
+    pub records: u64,
+    /// Where it is kept: the logs as they were, and `records.jsonl` (one record a line).
+    pub dir: String,
+    pub logs: Vec<LogSeq>,
+}
+
+/// The answer to `POST /roles/reinstate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reinstated {
+    pub member: String,
+    pub primary: String,
+    pub incarnation: u32,
+    pub diverged: Option<DivergedTail>,
+    /// The data files held changes past the failover point: they were set aside too, and
+    /// the database was rebuilt from a copy of the new primary's.
+    pub rebuilt: bool,
+    pub elapsed_ms: u64,
+}

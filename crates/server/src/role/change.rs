@@ -1,0 +1,706 @@
+//! Changes of role, as this member takes part in them (the `redoguard` commands drive them
+//! across members; `docs/roles.md` has the protocol and why it never makes two primaries):
+//!
+//! - switchover, on the old primary (`prepare_switchover`): close the write gate, wait for the
+//!   writers past it, make everything durable, wait until the target has it all, then become a
+//!   standby of the target (control file first). On the target (`complete_switchover`): wait
+//!   until it has received and applied that end, then become the primary, same incarnation.
+//!   `abort_switchover` gives the old primary its role back when the target refused.
+//! - failover, on a standby (`failover`): stop receiving, apply what was received (or not,
+//!   `immediate`), and open as the primary of a new incarnation that begins right after the
+//!   redo it holds (its history records where).
+//! - fence, on a primary that learns of a newer incarnation: it takes no write again (durably)
+//!   and stops shipping redo.
+//! - reinstate, on a fenced member: set its redo past the failover point aside (with the
+//!   records, for the DBA), rewind to the branch (or rebuild from a copy when its data files
+//!   already hold changes past it), and become a standby of the new primary.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use redo::{Fence, Incarnation, LogSeq, RedoAddr, RedoLog, Role, Scn};
+use roles::Branch;
+use transport::{PrimaryPort, RedoPort};
+
+use super::api::{DivergedTail, Promoted, Reinstated, SwitchoverPrepared};
+use super::gate::GateState;
+use super::{Roles, Running};
+
+/// How long the old primary waits for the target to have everything it wrote.
+const SWITCHOVER_SHIP_WAIT: Duration = Duration::from_secs(30);
+/// How long writers already past the gate may take to finish their commits.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+/// How long a target waits to have received and applied the old primary's end.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(60);
+
+/// A refusal: nothing was changed, and this says why.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+fn refuse<T>(reason: impl Into<String>) -> anyhow::Result<T> {
+    Err(Refused(reason.into()).into())
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(work).await?
+}
+
+impl Roles {
+    fn running(&self) -> anyhow::Result<Arc<Running>> {
+        self.current().ok_or_else(|| {
+            Refused("the database is not open (a role change failed or is under way)".into()).into()
+        })
+    }
+
+    fn member_name(&self) -> String {
+        self.config.replication.member.clone().unwrap_or_default()
+    }
+
+    fn require_members(&self) -> anyhow::Result<()> {
+        if !self.config.replication.has_members() {
+            return refuse(
+                "this server runs the single-role form of the configuration: name its members ([[replication.members]]) to change roles",
+            );
+        }
+        Ok(())
+    }
+
+    /// Replaces what runs: closes the database, lets `change` rewrite it while it is closed,
+    /// and opens it again in the role its control file then names. Requests wait meanwhile.
+    async fn reopen<T: Send + 'static>(
+        self: &Arc<Roles>,
+        reason: &str,
+        change: impl FnOnce(&Roles) -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        self.gate.set(GateState::Changing { reason: reason.to_string() });
+        let running = self.current.write().take();
+        if let Some(listener) = &self.listener {
+            listener.set_port(Arc::new(transport::listener::Unavailable {
+                refusals: self.refusals.clone(),
+                info: super::placeholder_info(&self.member_name()),
+                reason: format!("{reason}: retry"),
+            }));
+        }
+        let roles = self.clone();
+        let outcome = blocking(move || {
+            if let Some(running) = running {
+                if let Some(transport) = &running.transport {
+                    running.db.redo().set_shipper(None);
+                    transport.stop();
+                }
+                running.stop()?;
+                drop(running);
+            }
+            let changed = change(&roles);
+            let opened = roles.open_blocking();
+            Ok((changed, opened))
+        })
+        .await;
+        match outcome {
+            Ok((changed, Ok((running, gate)))) => {
+                self.install(Some(Arc::new(running)));
+                self.gate.set(gate);
+                changed
+            }
+            Ok((_, Err(error))) | Err(error) => {
+                let reason = format!("cannot open the database after '{reason}': {error:#}");
+                tracing::error!(reason, "role change left the database closed");
+                self.note_error(&reason);
+                self.gate.set(GateState::Unavailable { reason: reason.clone() });
+                Err(anyhow!(reason))
+            }
+        }
+    }
+
+    /// Switchover, old primary's part: on return it is a standby of `to`, and the answer says
+    /// where its redo ends.
+    pub async fn prepare_switchover(
+        self: &Arc<Roles>,
+        to: &str,
+    ) -> anyhow::Result<SwitchoverPrepared> {
+        self.require_members()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Primary || control.fenced.is_some() {
+            return refuse(format!("'{}' is not the primary", self.member_name()));
+        }
+        if to == self.member_name() || self.config.replication.member_named(to).is_none() {
+            return refuse(format!("'{to}' is not another member of this configuration"));
+        }
+        let Some(transport) = &running.transport else {
+            return refuse("this primary ships redo to no standby");
+        };
+        let Some(target) =
+            transport.status().into_iter().find(|destination| destination.name == to)
+        else {
+            return refuse(format!("'{to}' is not a destination of this primary"));
+        };
+        if !matches!(target.phase, transport::Phase::Synchronized | transport::Phase::Streaming) {
+            return refuse(format!(
+                "'{to}' is {:?}{}: it must be connected and caught up (SYNCHRONIZED or STREAMING)",
+                target.phase,
+                target.last_error.map_or(String::new(), |error| format!(" ({error})"))
+            ));
+        }
+        self.gate.set(GateState::Quiesced { to: to.to_string() });
+        let undo = |roles: &Roles, reason: String| {
+            roles.gate.set(GateState::Open);
+            roles.note_error(&reason);
+            Err::<SwitchoverPrepared, _>(anyhow::Error::from(Refused(reason)))
+        };
+        if !self.gate.drained(DRAIN_WAIT).await {
+            return undo(
+                self,
+                format!(
+                    "writers did not finish their commits within {DRAIN_WAIT:?}; the switchover was abandoned"
+                ),
+            );
+        }
+        let db = running.db.clone();
+        let (end, last_scn) = match blocking(move || {
+            let scn = db.redo().flush()?;
+            Ok((db.redo().durable_addr(), scn))
+        })
+        .await
+        {
+            Ok(flushed) => flushed,
+            Err(error) => return undo(self, format!("making the redo durable: {error:#}")),
+        };
+        let deadline = Instant::now() + SWITCHOVER_SHIP_WAIT;
+        loop {
+            let acknowledged = transport
+                .status()
+                .into_iter()
+                .find(|destination| destination.name == to)
+                .map(|destination| destination.acknowledged);
+            if acknowledged.is_some_and(|acknowledged| acknowledged >= end) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return undo(
+                    self,
+                    format!(
+                        "'{to}' did not acknowledge the redo up to {end} within {SWITCHOVER_SHIP_WAIT:?}"
+                    ),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(running);
+        self.notes.lock().switchover_to = Some(to.to_string());
+        let target = to.to_string();
+        self.reopen(&format!("switchover to '{to}'"), move |roles| {
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Standby;
+                control.followed = false;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.note_change(format!(
+            "became a standby of '{target}' (switchover; redo ends at {end}, SCN {last_scn})"
+        ));
+        Ok(SwitchoverPrepared {
+            end,
+            last_scn,
+            incarnation: control.incarnation.0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Switchover, target's part: once it holds and has applied the old primary's end, it
+    /// becomes the primary (same incarnation).
+    pub async fn complete_switchover(
+        self: &Arc<Roles>,
+        from: &str,
+        end: RedoAddr,
+        last_scn: Scn,
+    ) -> anyhow::Result<Promoted> {
+        self.require_members()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Standby || control.fenced.is_some() {
+            return refuse(format!("'{}' is not a standby that can take over", self.member_name()));
+        }
+        let deadline = Instant::now() + CATCH_UP_WAIT;
+        loop {
+            let received = running.db.redo().standby_position().next;
+            let applied = running.db.applied_scn();
+            if received >= end && applied >= last_scn {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return refuse(format!(
+                    "within {CATCH_UP_WAIT:?} this standby received redo up to {received} and applied SCN {applied}, not {end} and {last_scn}: it stays a standby"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(running);
+        self.reopen(&format!("switchover from '{from}'"), |roles| {
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Primary;
+                control.followed = false;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.notes.lock().switchover_to = None;
+        let running = self.running()?;
+        self.note_change(format!("became the primary (switchover from '{from}')"));
+        Ok(Promoted {
+            member: self.member_name(),
+            incarnation: control.incarnation.0,
+            first_scn: running.db.redo().next_scn(),
+            old_primary_scn: Some(last_scn),
+            old_primary_durable_scn: Some(last_scn),
+            lost_scns_at_most: Some(0),
+            unapplied_scns: 0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Gives the role back to an old primary whose target refused to take it.
+    pub async fn abort_switchover(self: &Arc<Roles>) -> anyhow::Result<()> {
+        let _transition = self.transition.lock().await;
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        let pending = self.notes.lock().switchover_to.clone();
+        let Some(target) = pending else {
+            return refuse("no switchover is pending on this member");
+        };
+        if control.role != Role::Standby || control.fenced.is_some() {
+            return refuse("this member is not the old primary of a pending switchover");
+        }
+        drop(running);
+        self.reopen(&format!("switchover to '{target}' aborted"), |roles| {
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Primary;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.notes.lock().switchover_to = None;
+        self.note_change(format!("the primary again (switchover to '{target}' aborted)"));
+        Ok(())
+    }
+
+    /// Failover: this standby becomes the primary of a new incarnation.
+    pub async fn failover(
+        self: &Arc<Roles>,
+        immediate: bool,
+        force: bool,
+    ) -> anyhow::Result<Promoted> {
+        self.require_members()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Standby {
+            return refuse(format!("'{}' is the primary already", self.member_name()));
+        }
+        if let Some(fence) = &control.fenced {
+            return refuse(format!(
+                "this standby holds redo past the point where incarnation {} of '{}' began: it cannot become primary; reinstate it",
+                fence.incarnation, fence.by
+            ));
+        }
+        let Some(receiver) = running.receiver.clone() else {
+            return refuse("this standby has no receiver");
+        };
+        let heard = receiver.status();
+        if heard.connected && !force {
+            return refuse(format!(
+                "the primary{} is connected to this standby: it is not lost; use switchover (or failover --force, which fences it)",
+                heard.primary_member.as_ref().map_or(String::new(), |name| format!(" '{name}'"))
+            ));
+        }
+        // No more redo from anyone: what this standby holds now is what the new incarnation
+        // begins after.
+        receiver.stop(Duration::from_secs(5));
+        let db = running.db.clone();
+        let branch_of = blocking(move || {
+            let durable = db.redo().sync_received()?;
+            let _ = durable;
+            branch_point(db.redo())
+        });
+        let (first_seq, first_scn, prev_end_offset, prev_closed_here) = branch_of.await?;
+        let received_scn = first_scn.prev();
+        let unapplied_scns = received_scn.0.saturating_sub(running.db.applied_scn().0);
+        if !immediate {
+            let deadline = Instant::now() + CATCH_UP_WAIT;
+            while running.db.applied_scn() < received_scn {
+                if Instant::now() >= deadline {
+                    return refuse(format!(
+                        "apply reached SCN {} of {received_scn} within {CATCH_UP_WAIT:?}; use failover --immediate to open without waiting for it (the redo is replayed as the database opens)",
+                        running.db.applied_scn()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let incarnation = Incarnation(control.incarnation.0 + 1);
+        let branch = Branch {
+            incarnation,
+            first_seq,
+            first_scn,
+            prev_end_offset,
+            prev_closed_here,
+            created_us: redo::types::now_unix_us(),
+            member: self.member_name(),
+        };
+        drop(running);
+        let history = self.history.clone();
+        self.reopen("failover", move |roles| {
+            let (redo_config, _) = roles.config.resolved();
+            let mut updated = history.lock().clone();
+            updated.push(branch).map_err(|reason| anyhow!(reason))?;
+            // The history first, then the control file (the commit point): a crash between
+            // leaves a record the control file does not name, dropped at the next open.
+            updated.save(roles.storage.as_ref(), &redo_config.dir)?;
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Primary;
+                control.incarnation = incarnation;
+                control.followed = false;
+                control.fenced = None;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        let running = self.running()?;
+        let next = running.db.redo().next_scn();
+        if next != first_scn {
+            tracing::error!(expected = %first_scn, opened_at = %next, "failover: the new primary's redo does not end where the branch says");
+        }
+        let old_primary_scn =
+            (heard.primary_current_scn.0 > 0).then_some(heard.primary_current_scn);
+        let old_primary_durable_scn =
+            (heard.primary_durable_scn.0 > 0).then_some(heard.primary_durable_scn);
+        let lost = old_primary_scn.map(|scn| scn.0.saturating_sub(received_scn.0));
+        self.note_change(format!(
+            "became the primary of incarnation {incarnation} (failover{}; first SCN {first_scn}, log {first_seq})",
+            if immediate { ", immediate" } else { "" }
+        ));
+        Ok(Promoted {
+            member: self.member_name(),
+            incarnation: incarnation.0,
+            first_scn,
+            old_primary_scn,
+            old_primary_durable_scn,
+            lost_scns_at_most: lost,
+            unapplied_scns,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// This primary has been failed over: it takes no write again until it is reinstated,
+    /// and ships no more redo.
+    pub async fn fence(
+        self: &Arc<Roles>,
+        incarnation: u32,
+        primary: &str,
+        reason: &str,
+    ) -> anyhow::Result<()> {
+        let _transition = self.transition.lock().await;
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Primary || Incarnation(incarnation) <= control.incarnation {
+            return refuse(format!(
+                "incarnation {incarnation} is not newer than this database's {}",
+                control.incarnation
+            ));
+        }
+        if control.fenced.as_ref().is_some_and(|fence| fence.incarnation.0 >= incarnation) {
+            return Ok(());
+        }
+        self.gate.set(GateState::Fenced {
+            incarnation,
+            primary: primary.to_string(),
+            primary_resp: self
+                .config
+                .replication
+                .member_named(primary)
+                .map(|member| member.resp.clone()),
+        });
+        // Its data files stay where they are: a reinstate may rewind it to the failover point.
+        running.db.suspend_checkpoints();
+        let db = running.db.clone();
+        let fence = Fence { incarnation: Incarnation(incarnation), by: primary.to_string() };
+        blocking(move || Ok(db.redo().fence(fence)?)).await?;
+        tracing::error!(
+            primary,
+            incarnation,
+            reason,
+            "FENCED: another member is the primary in a newer incarnation; this database takes no write until it is reinstated"
+        );
+        if let Some(transport) = &running.transport {
+            running.db.redo().set_shipper(None);
+            let running = running.clone();
+            blocking(move || {
+                if let Some(transport) = &running.transport {
+                    transport.stop();
+                }
+                Ok(())
+            })
+            .await?;
+            let _ = transport;
+        }
+        if let Some(listener) = &self.listener {
+            let events = self.events.clone();
+            listener.set_port(Arc::new(PrimaryPort {
+                member: self.member_name(),
+                incarnation: control.incarnation,
+                role_info: self.role_info_source(&running.db),
+                events: Arc::new(move |event| {
+                    let _ = events.send(event);
+                }),
+                refusals: self.refusals.clone(),
+                copy: None,
+            }) as Arc<dyn RedoPort>);
+        }
+        self.note_change(format!(
+            "fenced: '{primary}' is the primary of incarnation {incarnation} ({reason})"
+        ));
+        Ok(())
+    }
+
+    /// Reinstate: this fenced member becomes a standby of `primary`.
+    pub async fn reinstate(self: &Arc<Roles>, primary: &str) -> anyhow::Result<Reinstated> {
+        self.require_members()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        let Some(fence) = control.fenced.clone() else {
+            return match control.role {
+                Role::Primary => refuse(format!(
+                    "'{}' is a primary that has not been failed over: there is nothing to reinstate (to make it a standby, switch over)",
+                    self.member_name()
+                )),
+                Role::Standby => refuse(format!(
+                    "'{}' is a standby on its primary's branch: there is nothing to reinstate",
+                    self.member_name()
+                )),
+            };
+        };
+        let Some(member) = self.config.replication.member_named(primary).cloned() else {
+            return refuse(format!("'{primary}' is not a member of this configuration"));
+        };
+        let address = member.redo.clone();
+        let asking = self.member_name();
+        let info = blocking(move || {
+            transport::probe(&address, &asking, Duration::from_secs(5))
+                .map_err(|reason| anyhow!(reason))
+        })
+        .await
+        .map_err(|error| Refused(format!("'{primary}' cannot be reached: {error:#}")))?;
+        if info.role != proto::WireRole::Primary || info.fenced_incarnation != 0 {
+            return refuse(format!(
+                "'{primary}' is not an open primary (it says it is a {:?}{})",
+                info.role,
+                if info.fenced_incarnation != 0 { ", fenced" } else { "" }
+            ));
+        }
+        if info.database_id != control.database_id.0 {
+            return refuse(format!("'{primary}' is the primary of another database"));
+        }
+        if Incarnation(info.incarnation) < fence.incarnation
+            || Incarnation(info.incarnation) <= control.incarnation
+        {
+            return refuse(format!(
+                "'{primary}' is in incarnation {}, not in one newer than this database's {}",
+                info.incarnation, control.incarnation
+            ));
+        }
+        let branch = info
+            .history
+            .iter()
+            .map(Branch::from_wire)
+            .find(|branch| branch.incarnation.0 == control.incarnation.0 + 1);
+        let aside = self.aside_dir(&fence)?;
+        let db = running.db.clone();
+        let checkpoint = running.db.checkpoint_scn();
+        let (first_scn, keep_before) = match &branch {
+            Some(branch) => (
+                branch.first_scn,
+                if branch.prev_closed_here {
+                    branch.first_seq.prev_seq()
+                } else {
+                    branch.first_seq
+                },
+            ),
+            None => (Scn(0), LogSeq(1)),
+        };
+        // The records past the failover point, for the DBA, before anything is changed.
+        let tail_dir = aside.clone();
+        let diverged = blocking(move || write_divergent_tail(&db, first_scn, &tail_dir)).await?;
+        let rewind = branch.is_some() && checkpoint < first_scn;
+        drop(running);
+        let primary_name = primary.to_string();
+        let redo_address = member.redo.clone();
+        let aside_for_change = aside.clone();
+        let logs = self
+            .reopen(&format!("reinstate as a standby of '{primary}'"), move |roles| {
+                let (redo_config, db_config) = roles.config.resolved();
+                if rewind {
+                    let set = redo::rewind::set_aside_logs(
+                        &redo_config,
+                        roles.storage.as_ref(),
+                        keep_before,
+                        &aside_for_change,
+                    )?;
+                    RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                        control.role = Role::Standby;
+                        control.fenced = None;
+                        control.followed = false;
+                        Ok(())
+                    })?;
+                    Ok(set.logs)
+                } else {
+                    // Its data files already hold changes past the branch: they cannot be
+                    // rewound. Everything is set aside and the database is rebuilt from a copy
+                    // of the new primary's.
+                    let set = redo::rewind::set_aside_logs(
+                        &redo_config,
+                        roles.storage.as_ref(),
+                        LogSeq(1),
+                        &aside_for_change,
+                    )?;
+                    super::copy::set_aside_database(
+                        roles.storage.as_ref(),
+                        &redo_config,
+                        &db_config,
+                        &aside_for_change,
+                    )?;
+                    super::copy::copy_from_primary(
+                        &roles.config,
+                        &roles.storage,
+                        &redo_address,
+                        &roles.member_name(),
+                    )?;
+                    Ok(set.logs)
+                }
+            })
+            .await?;
+        let incarnation = info.incarnation;
+        self.note_change(format!(
+            "reinstated as a standby of '{primary_name}' (incarnation {incarnation}){}",
+            if rewind { String::new() } else { ", rebuilt from a copy".to_string() }
+        ));
+        Ok(Reinstated {
+            member: self.member_name(),
+            primary: primary_name,
+            incarnation,
+            diverged: diverged.map(|(from_scn, to_scn, records)| DivergedTail {
+                from_scn,
+                to_scn,
+                records,
+                dir: aside.display().to_string(),
+                logs,
+            }),
+            rebuilt: !rewind,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// A new directory for what a reinstate sets aside.
+    fn aside_dir(&self, fence: &Fence) -> anyhow::Result<PathBuf> {
+        let stamp = redo::types::now_unix_us() / 1_000_000;
+        let dir = self
+            .config
+            .server
+            .data_dir
+            .join("diverged")
+            .join(format!("{stamp}-before-incarnation-{}", fence.incarnation));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(dir)
+    }
+}
+
+/// Where a standby's redo ends, as the branch of a new incarnation records it: the first log
+/// and SCN of the new incarnation, where the last log ends, and whether it is still open here
+/// (the new primary closes it).
+fn branch_point(redo: &RedoLog) -> anyhow::Result<(LogSeq, Scn, u64, bool)> {
+    let next = redo.standby_position().next;
+    if next.offset == 0 {
+        // The newest log is closed (or there is none): the next log begins the incarnation.
+        let last = next.seq.prev_seq();
+        return Ok(match redo.log_extent(last).and_then(|extent| extent.end) {
+            Some(end) => (next.seq, end.next_scn, end.end_offset, false),
+            None => (next.seq.max(LogSeq(1)), redo.next_scn(), 0, false),
+        });
+    }
+    let extent =
+        redo.log_extent(next.seq).ok_or_else(|| anyhow!("log {} is not readable", next.seq))?;
+    let mut last_scn = extent.header.first_scn.prev();
+    let mut reader = redo.read_from_seq(next.seq);
+    while let Some(record) = reader.next_record()? {
+        last_scn = record.scn;
+    }
+    Ok((next.seq.next(), last_scn.next(), next.offset, true))
+}
+
+/// Writes the records from `first_scn` on into `dir/records.jsonl`: `(first, last, count)`,
+/// or `None` if there are none.
+fn write_divergent_tail(
+    db: &db::Database,
+    first_scn: Scn,
+    dir: &std::path::Path,
+) -> anyhow::Result<Option<(Scn, Scn, u64)>> {
+    if first_scn.0 == 0 {
+        return Ok(None);
+    }
+    let mut reader = match db.redo().read_from_scn(first_scn) {
+        Ok(reader) => reader,
+        Err(redo::RedoError::ScnNotAvailable { .. }) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    let path = dir.join("records.jsonl");
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?,
+    );
+    let mut range: Option<(Scn, Scn, u64)> = None;
+    while let Some(record) = reader.next_record()? {
+        let changes = db::change::decode(&bytes::Bytes::from(record.payload))
+            .map_err(|error| anyhow!("record at SCN {}: {error}", record.scn))?;
+        let changes: Vec<serde_json::Value> = changes
+            .iter()
+            .map(|change| {
+                serde_json::json!({
+                    "key": String::from_utf8_lossy(change.key()),
+                    "value": change.value().map(|value| String::from_utf8_lossy(value).into_owned()),
+                })
+            })
+            .collect();
+        serde_json::to_writer(
+            &mut out,
+            &serde_json::json!({ "scn": record.scn.0, "changes": changes }),
+        )?;
+        out.write_all(b"\n")?;
+        range = Some(match range {
+            None => (record.scn, record.scn, 1),
+            Some((first, _, count)) => (first, record.scn, count + 1),
+        });
+    }
+    out.into_inner().map_err(|error| anyhow!("writing {}: {error}", path.display()))?.sync_all()?;
+    Ok(range)
+}

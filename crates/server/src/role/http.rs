@@ -1,0 +1,132 @@
+//! The role endpoints of the admin API. What a member does in a role change is `change`;
+//! these only parse the request and say what happened (409 with the reason when a change is
+//! refused and nothing changed, 500 when it failed part way).
+//!
+//! - `GET /configuration`: the members of the configuration, as this member's file names them.
+//! - `POST /roles/switchover/prepare?to=NAME`: on the primary.
+//! - `POST /roles/switchover/complete?from=NAME&end_seq=S&end_offset=O&last_scn=N`: on its target.
+//! - `POST /roles/switchover/abort`: on the old primary, if the target refused.
+//! - `POST /roles/failover[?immediate=true][&force=true]`: on a standby.
+//! - `POST /roles/fence?incarnation=N&primary=NAME`: on a primary that has been failed over.
+//! - `POST /roles/reinstate?primary=NAME`: on a fenced member.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use redo::{LogSeq, RedoAddr, Scn};
+use serde::{Deserialize, Serialize};
+
+use super::change::Refused;
+use crate::ServerState;
+
+/// What `GET /configuration` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigurationView {
+    /// The member this server runs.
+    pub member: Option<String>,
+    pub protection_mode: transport::ProtectionMode,
+    pub members: Vec<transport::MemberConfig>,
+}
+
+pub fn routes() -> Router<Arc<ServerState>> {
+    Router::new()
+        .route("/configuration", get(configuration))
+        .route("/roles/switchover/prepare", post(prepare_switchover))
+        .route("/roles/switchover/complete", post(complete_switchover))
+        .route("/roles/switchover/abort", post(abort_switchover))
+        .route("/roles/failover", post(failover))
+        .route("/roles/fence", post(fence))
+        .route("/roles/reinstate", post(reinstate))
+}
+
+fn answer<T: Serialize>(outcome: anyhow::Result<T>) -> Response {
+    match outcome {
+        Ok(value) => (StatusCode::OK, axum::Json(value)).into_response(),
+        Err(error) if error.is::<Refused>() => {
+            (StatusCode::CONFLICT, format!("{error}\n")).into_response()
+        }
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")).into_response(),
+    }
+}
+
+async fn configuration(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let replication = &state.config.replication;
+    axum::Json(ConfigurationView {
+        member: replication.member.clone(),
+        protection_mode: replication.protection_mode,
+        members: replication.members.clone(),
+    })
+}
+
+#[derive(Deserialize)]
+struct To {
+    to: String,
+}
+
+async fn prepare_switchover(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<To>,
+) -> Response {
+    answer(state.roles.prepare_switchover(&query.to).await)
+}
+
+#[derive(Deserialize)]
+struct Complete {
+    from: String,
+    end_seq: u64,
+    end_offset: u64,
+    last_scn: u64,
+}
+
+async fn complete_switchover(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<Complete>,
+) -> Response {
+    let end = RedoAddr { seq: LogSeq(query.end_seq), offset: query.end_offset };
+    answer(state.roles.complete_switchover(&query.from, end, Scn(query.last_scn)).await)
+}
+
+async fn abort_switchover(State(state): State<Arc<ServerState>>) -> Response {
+    answer(state.roles.abort_switchover().await)
+}
+
+#[derive(Deserialize)]
+struct Failover {
+    #[serde(default)]
+    immediate: bool,
+    #[serde(default)]
+    force: bool,
+}
+
+async fn failover(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<Failover>,
+) -> Response {
+    answer(state.roles.failover(query.immediate, query.force).await)
+}
+
+#[derive(Deserialize)]
+struct Fence {
+    incarnation: u32,
+    primary: String,
+}
+
+async fn fence(State(state): State<Arc<ServerState>>, Query(query): Query<Fence>) -> Response {
+    answer(state.roles.fence(query.incarnation, &query.primary, "told by the broker").await)
+}
+
+#[derive(Deserialize)]
+struct Reinstate {
+    primary: String,
+}
+
+async fn reinstate(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<Reinstate>,
+) -> Response {
+    answer(state.roles.reinstate(&query.primary).await)
+}

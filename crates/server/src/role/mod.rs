@@ -1,0 +1,439 @@
+//! The database's role and everything that runs for it: a primary's redo transport and the
+//! port its peers reach it at, or a standby's receiver; the write gate; and the changes of role
+//! (`change`) that replace them.
+//!
+//! A role change closes the database and opens it again in its new role, in the same process:
+//! the data directory stays locked, the RESP and admin listeners and the redo listener stay
+//! bound, and requests that arrive meanwhile wait (briefly) for the new role. The control file
+//! is the commit point of every change: it names the role (and the incarnation) the database
+//! opens in, whatever happens after it is written.
+
+pub mod api;
+mod change;
+mod copy;
+pub mod gate;
+pub mod http;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use db::Database;
+use parking_lot::{Mutex, RwLock};
+use redo::{Role, Storage};
+use roles::IncarnationHistory;
+use stats::Metrics;
+use tokio::sync::{mpsc, watch};
+use transport::{
+    CopyServer, PrimaryIdentity, PrimaryPort, PrimaryTransport, ReceiverContext, RedoListener,
+    RedoPort, Refusals, StandbyReceiver, TransportEvent,
+};
+
+pub use copy::copy_from_primary;
+use gate::{Gate, GateState};
+
+use crate::config::ServerConfig;
+
+/// What runs for the database's current role.
+pub struct Running {
+    pub db: Arc<Database>,
+    /// A primary's redo transport (if it has destinations and is not fenced).
+    pub transport: Option<PrimaryTransport>,
+    /// A standby's receiver.
+    pub receiver: Option<Arc<StandbyReceiver>>,
+}
+
+impl Running {
+    pub fn role(&self) -> Role {
+        self.db.role()
+    }
+
+    /// Stops it: a standby stops receiving first; a primary flushes its redo (still shipping
+    /// it) before its senders stop.
+    fn stop(&self) -> anyhow::Result<()> {
+        if let Some(receiver) = &self.receiver {
+            receiver.stop(Duration::from_secs(5));
+        }
+        let stopped = self.db.shutdown();
+        if let Some(transport) = &self.transport {
+            transport.stop();
+        }
+        stopped.context("stopping the database")
+    }
+}
+
+/// A note for status: what happened last, and when.
+#[derive(Debug, Default)]
+struct Notes {
+    last_change: Option<String>,
+    last_error: Option<String>,
+    switchover_to: Option<String>,
+}
+
+/// The role slot of a server.
+pub struct Roles {
+    config: ServerConfig,
+    metrics: Arc<Metrics>,
+    storage: Arc<dyn Storage>,
+    current: RwLock<Option<Arc<Running>>>,
+    /// Bumped at every swap, so that requests waiting for the database see it.
+    swapped: watch::Sender<u64>,
+    pub gate: Arc<Gate>,
+    /// One role change at a time.
+    transition: tokio::sync::Mutex<()>,
+    listener: Option<RedoListener>,
+    refusals: Arc<Refusals>,
+    history: Arc<Mutex<IncarnationHistory>>,
+    events: mpsc::UnboundedSender<TransportEvent>,
+    notes: Mutex<Notes>,
+}
+
+impl Roles {
+    /// Binds the redo listener (if this member has one) and returns the slot, empty, with the
+    /// receiving end of the transport's events.
+    pub fn bind(
+        config: &ServerConfig,
+        metrics: &Arc<Metrics>,
+        storage: Arc<dyn Storage>,
+    ) -> anyhow::Result<(Roles, mpsc::UnboundedReceiver<TransportEvent>)> {
+        let refusals = Arc::new(Refusals::default());
+        let replication = &config.replication;
+        let listener = match replication.redo_listen() {
+            Some(address) => {
+                let opening: Arc<dyn RedoPort> = Arc::new(transport::listener::Unavailable {
+                    refusals: refusals.clone(),
+                    info: placeholder_info(replication.member.as_deref().unwrap_or_default()),
+                    reason: "the database is opening".into(),
+                });
+                Some(
+                    RedoListener::bind(
+                        &address,
+                        replication.standby.receive_buffer,
+                        refusals.clone(),
+                        opening,
+                    )
+                    .with_context(|| format!("cannot listen for redo on {address}"))?,
+                )
+            }
+            None => None,
+        };
+        let (events, receiver) = mpsc::unbounded_channel();
+        Ok((
+            Roles {
+                config: config.clone(),
+                metrics: metrics.clone(),
+                storage,
+                current: RwLock::new(None),
+                swapped: watch::Sender::new(0),
+                gate: Arc::new(Gate::default()),
+                transition: tokio::sync::Mutex::new(()),
+                listener,
+                refusals,
+                history: Arc::default(),
+                events,
+                notes: Mutex::default(),
+            },
+            receiver,
+        ))
+    }
+
+    /// The redo listener's address, if there is one.
+    pub fn redo_addr(&self) -> Option<std::net::SocketAddr> {
+        self.listener.as_ref().map(RedoListener::local_addr)
+    }
+
+    /// What runs now (none while the role is changing).
+    pub fn current(&self) -> Option<Arc<Running>> {
+        self.current.read().clone()
+    }
+
+    /// What runs now, waiting (up to 10 s) while the role is changing.
+    pub async fn current_or_wait(&self) -> Option<Arc<Running>> {
+        let mut swapped = self.swapped.subscribe();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(running) = self.current() {
+                return Some(running);
+            }
+            if tokio::time::timeout_at(deadline, swapped.changed()).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    fn install(&self, running: Option<Arc<Running>>) {
+        *self.current.write() = running;
+        self.swapped.send_modify(|count| *count += 1);
+    }
+
+    /// Opens the database in its role (the configuration's `role` for a new one) and starts
+    /// what the role runs.
+    pub async fn open(self: &Arc<Roles>) -> anyhow::Result<()> {
+        let roles = self.clone();
+        let (running, gate) = tokio::task::spawn_blocking(move || roles.open_blocking()).await??;
+        self.install(Some(Arc::new(running)));
+        self.gate.set(gate);
+        Ok(())
+    }
+
+    fn open_blocking(self: &Arc<Roles>) -> anyhow::Result<(Running, GateState)> {
+        let (redo_config, db_config) = self.config.resolved();
+        let replication = &self.config.replication;
+        let initial = match replication.role {
+            transport::RoleConfig::Primary => Role::Primary,
+            transport::RoleConfig::Standby => Role::Standby,
+        };
+        let redo = redo::RedoLog::open_as(
+            initial,
+            redo_config,
+            self.storage.clone(),
+            self.metrics.clone(),
+        )
+        .context("cannot open the redo log")?;
+        if let Some(member) = &replication.member {
+            redo.claim_member(member)?;
+        }
+        // A fenced database's data files stay at their checkpoint (see `change::fence`).
+        let fenced = redo.control().fenced.is_some();
+        let db = Arc::new(
+            Database::open_with_redo(db_config, redo, &self.storage, &self.metrics, fenced)
+                .context("cannot open the database")?,
+        );
+        let control = db.redo().control();
+        let history = IncarnationHistory::load(
+            self.storage.as_ref(),
+            &db.redo().config().dir,
+            control.incarnation,
+        )?;
+        *self.history.lock() = history.clone();
+        let member = replication.member.clone().unwrap_or_default();
+        match control.role {
+            Role::Primary => {
+                let fenced = control.fenced.clone();
+                let destinations = replication.destinations();
+                let transport = if fenced.is_none() && !destinations.is_empty() {
+                    let events = self.events.clone();
+                    let transport = PrimaryTransport::start_as(
+                        db.redo().handle(),
+                        PrimaryIdentity { member: member.clone(), history: history.to_wire() },
+                        replication.protection_mode,
+                        destinations,
+                        &self.metrics,
+                        Arc::new(move |event| {
+                            let _ = events.send(event);
+                        }),
+                    )
+                    .context("starting redo transport")?;
+                    db.redo().set_shipper(Some(transport.shipper()));
+                    Some(transport)
+                } else {
+                    None
+                };
+                if let Some(listener) = &self.listener {
+                    let events = self.events.clone();
+                    listener.set_port(Arc::new(PrimaryPort {
+                        member: member.clone(),
+                        incarnation: control.incarnation,
+                        role_info: self.role_info_source(&db),
+                        events: Arc::new(move |event| {
+                            let _ = events.send(event);
+                        }),
+                        refusals: self.refusals.clone(),
+                        copy: fenced.is_none().then(|| CopyServer {
+                            redo: db.redo().handle(),
+                            snapshot: copy::snapshot_source(&db),
+                            member: member.clone(),
+                            history: history.to_wire(),
+                        }),
+                    }));
+                }
+                let gate = match fenced {
+                    Some(fence) => GateState::Fenced {
+                        incarnation: fence.incarnation.0,
+                        primary_resp: replication
+                            .member_named(&fence.by)
+                            .map(|member| member.resp.clone()),
+                        primary: fence.by,
+                    },
+                    // Restarted after some standby followed it: a failover may have happened
+                    // meanwhile. It takes writes once a standby has welcomed it again.
+                    None if control.followed && transport.is_some() => GateState::Unconfirmed {
+                        members: replication
+                            .destinations()
+                            .into_iter()
+                            .map(|destination| destination.name)
+                            .collect(),
+                    },
+                    None => GateState::Open,
+                };
+                Ok((Running { db, transport, receiver: None }, gate))
+            }
+            Role::Standby => {
+                let Some(listener) = &self.listener else {
+                    anyhow::bail!(
+                        "this database is a standby, but the configuration gives it no redo listener (replication.standby.listen, or its member's redo address)"
+                    );
+                };
+                let applied = {
+                    let db = Arc::downgrade(&db);
+                    Arc::new(move || db.upgrade().map_or(redo::Scn(0), |db| db.applied_scn()))
+                        as transport::AppliedScn
+                };
+                let receiver = StandbyReceiver::start(ReceiverContext {
+                    redo: db.redo().handle(),
+                    storage: self.storage.clone(),
+                    history,
+                    config: replication.standby.clone(),
+                    applied,
+                    role_info: self.role_info_source(&db),
+                    refusals: self.refusals.clone(),
+                    listen: listener.local_addr().to_string(),
+                })?;
+                listener.set_port(receiver.clone());
+                let gate = match &control.fenced {
+                    Some(fence) => GateState::Fenced {
+                        incarnation: fence.incarnation.0,
+                        primary: fence.by.clone(),
+                        primary_resp: replication
+                            .member_named(&fence.by)
+                            .map(|member| member.resp.clone()),
+                    },
+                    None => GateState::Standby {
+                        primary: None,
+                        primary_resp: replication.standby.primary.clone(),
+                    },
+                };
+                Ok((Running { db, transport: None, receiver: Some(receiver) }, gate))
+            }
+        }
+    }
+
+    /// Who this member is, for a peer's probe.
+    fn role_info_source(&self, db: &Arc<Database>) -> transport::RoleInfoSource {
+        let db = Arc::downgrade(db);
+        let member = self.config.replication.member.clone().unwrap_or_default();
+        let history = self.history.clone();
+        Arc::new(move || {
+            let Some(db) = db.upgrade() else { return placeholder_info(&member) };
+            let redo = db.redo();
+            let mut info = transport::receiver::standby_role_info(redo, &member);
+            info.history = history.lock().to_wire();
+            if redo.role() == Role::Primary {
+                let durable = redo.durable_addr();
+                info.role = proto::WireRole::Primary;
+                info.position.current_seq = durable.seq.0;
+                info.position.current_offset = durable.offset;
+                info.durable_scn = redo.durable_scn().0;
+            }
+            info.position.applied_scn = db.applied_scn().0;
+            info
+        })
+    }
+
+    /// Lets a write through the gate, or says what to tell the client (a standby names the
+    /// primary it follows).
+    pub async fn enter_write(&self) -> Result<gate::Writer<'_>, resp::Frame> {
+        self.gate.enter().await.map_err(|state| match state {
+            GateState::Standby { primary: None, .. } => {
+                let primary = self.current().and_then(|running| {
+                    running.receiver.as_ref().and_then(|receiver| receiver.primary().1)
+                });
+                let primary_resp = primary
+                    .as_deref()
+                    .and_then(|name| self.config.replication.member_named(name))
+                    .map(|member| member.resp.clone())
+                    .or_else(|| self.config.replication.standby.primary.clone());
+                GateState::Standby { primary, primary_resp }.refusal()
+            }
+            other => other.refusal(),
+        })
+    }
+
+    /// Stops what runs (the server is stopping).
+    pub async fn stop(self: &Arc<Roles>) -> anyhow::Result<()> {
+        let _transition = self.transition.lock().await;
+        let running = self.current.write().take();
+        let roles = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let stopped = running.map_or(Ok(()), |running| running.stop());
+            if let Some(listener) = &roles.listener {
+                listener.stop();
+            }
+            stopped
+        })
+        .await?
+    }
+
+    /// What `/status` says about the role.
+    pub fn status(&self) -> Option<api::RoleStatus> {
+        let running = self.current()?;
+        let control = running.db.redo().control();
+        let notes = self.notes.lock();
+        Some(api::RoleStatus {
+            member: self.config.replication.member.clone(),
+            role: crate::role_name(control.role).to_string(),
+            incarnation: control.incarnation.0,
+            fenced: control.fenced,
+            history: self.history.lock().branches.clone(),
+            gate: self.gate.state(),
+            base_seq: control.base_seq,
+            last_change: notes.last_change.clone(),
+            last_error: notes.last_error.clone(),
+            switchover_to: notes.switchover_to.clone(),
+        })
+    }
+
+    /// Handles what the transport learns about this primary's role: a standby followed it
+    /// (a restarted primary's confirmation), or it has been failed over (it fences itself).
+    pub async fn on_event(self: &Arc<Roles>, event: TransportEvent) {
+        match event {
+            TransportEvent::Followed { destination } => {
+                let Some(running) = self.current() else { return };
+                if running.role() != Role::Primary || running.db.redo().control().fenced.is_some() {
+                    return;
+                }
+                if let Err(error) = running.db.redo().note_followed() {
+                    tracing::error!(%error, "cannot record that a standby follows this primary");
+                }
+                if self.gate.replace(
+                    |state| matches!(state, GateState::Unconfirmed { .. }),
+                    GateState::Open,
+                ) {
+                    tracing::info!(standby = %destination, "a standby accepted this primary in its incarnation: writes are taken");
+                }
+            }
+            TransportEvent::Fenced { incarnation, primary, reason } => {
+                if let Err(error) = self.fence(incarnation, &primary, &reason).await {
+                    tracing::error!(%error, "cannot fence this primary");
+                }
+            }
+        }
+    }
+
+    fn note_change(&self, change: String) {
+        tracing::warn!(change, "role change");
+        let mut notes = self.notes.lock();
+        notes.last_change = Some(format!("{} {change}", crate::status::now_text()));
+        notes.last_error = None;
+    }
+
+    fn note_error(&self, error: &str) {
+        self.notes.lock().last_error = Some(format!("{} {error}", crate::status::now_text()));
+    }
+}
+
+/// A `RoleInfo` for a member whose database is not open.
+fn placeholder_info(member: &str) -> proto::RoleInfo {
+    proto::RoleInfo {
+        member: member.to_string(),
+        role: proto::WireRole::Standby,
+        database_id: 0,
+        incarnation: 0,
+        fenced_incarnation: 0,
+        primary: String::new(),
+        position: proto::Position::default(),
+        durable_scn: 0,
+        time_us: redo::types::now_unix_us(),
+        history: Vec::new(),
+    }
+}
