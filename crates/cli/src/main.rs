@@ -26,6 +26,17 @@ enum Command {
     Status(cmd::status::Args),
     /// Switches logs now on a running primary: the current log is closed and archived.
     Logswitch(cmd::logswitch::Args),
+    /// Shows the configuration (every member) or one member of it.
+    #[command(subcommand)]
+    Show(cmd::roles::ShowCommand),
+    /// Is a standby ready to become the primary? Says what is missing.
+    Validate(cmd::roles::ValidateArgs),
+    /// Planned role change: the primary role moves to a standby, losing nothing.
+    Switchover(cmd::roles::SwitchoverArgs),
+    /// The primary is lost: a standby becomes the primary of a new incarnation.
+    Failover(cmd::roles::FailoverArgs),
+    /// Makes a failed-over primary a standby of the new one (its divergent redo set aside).
+    Reinstate(cmd::roles::ReinstateArgs),
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -66,6 +77,11 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Logswitch(args) => cmd::logswitch::run(args),
+        Command::Show(command) => cmd::roles::show(command),
+        Command::Validate(args) => cmd::roles::validate(args),
+        Command::Switchover(args) => cmd::roles::switchover(args),
+        Command::Failover(args) => cmd::roles::failover(args),
+        Command::Reinstate(args) => cmd::roles::reinstate(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),

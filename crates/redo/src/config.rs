@@ -12,6 +12,20 @@ use crate::error::RedoError;
 use crate::format::{self, BLOCK_SIZE_MAX, BLOCK_SIZE_MIN};
 use crate::storage::IoMode;
 
+/// When archived logs may be deleted (Data Guard's archivelog deletion policy). Logs still
+/// needed by this database (crash recovery, apply) are never deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeletionPolicy {
+    /// Never: the archive grows until someone removes logs.
+    #[default]
+    None,
+    /// Once every standby has applied the log.
+    AppliedOnAllStandby,
+    /// Once every standby has received the log.
+    ShippedToAllStandby,
+}
+
 /// Who performs group commit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -92,6 +106,24 @@ pub struct RedoConfig {
     /// 10 ms..=10 min. Default: 1 s.
     #[serde(with = "units::serde_human::duration")]
     pub archive_retry_interval: Duration,
+
+    /// When an archived log may be deleted: `none`, `applied_on_all_standby` or
+    /// `shipped_to_all_standby`. A log is deleted once the policy no longer needs it, nor
+    /// does this database (its checkpoint and, on a standby, its apply are past it), nor a new
+    /// standby being copied, and it is older than `archive_keep_min` (or the archive is over
+    /// `archive_max_bytes`). Default: `none`.
+    pub archive_deletion_policy: DeletionPolicy,
+
+    /// Archived logs no longer needed are kept at least this long after they were archived
+    /// (for backups, or a standby to be built). Bounds: 0..=365 d. Default: 1 h.
+    #[serde(with = "units::serde_human::duration")]
+    pub archive_keep_min: Duration,
+
+    /// When the archive holds more than this, logs no longer needed are deleted without
+    /// waiting for `archive_keep_min`, oldest first (logs still needed are never deleted;
+    /// status says so when they alone pass it). 0 = no budget. Default: 0.
+    #[serde(with = "units::serde_human::size")]
+    pub archive_max_bytes: u64,
 }
 
 impl Default for RedoConfig {
@@ -112,6 +144,9 @@ impl Default for RedoConfig {
             archive_dests: vec![PathBuf::from("archive")],
             archiver_workers: 2,
             archive_retry_interval: Duration::from_secs(1),
+            archive_deletion_policy: DeletionPolicy::None,
+            archive_keep_min: Duration::from_secs(3600),
+            archive_max_bytes: 0,
         }
     }
 }
@@ -248,6 +283,12 @@ impl RedoConfig {
             return Err(invalid(
                 "archiver_workers",
                 format!("{} is outside 1..=30", self.archiver_workers),
+            ));
+        }
+        if self.archive_keep_min > Duration::from_secs(365 * 86_400) {
+            return Err(invalid(
+                "archive_keep_min",
+                format!("{:?} is over 365 days", self.archive_keep_min),
             ));
         }
         if !(Duration::from_millis(10)..=Duration::from_secs(600))

@@ -21,6 +21,7 @@ pub mod log_buffer;
 pub mod log_writer;
 pub mod online_log;
 pub mod reader;
+pub mod retention;
 pub mod rewind;
 pub mod ship;
 pub mod standby;
@@ -39,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use stats::{Metrics, Statistic, WaitEvent};
 
 pub use catalog::ArchivedLog;
-pub use config::{RedoConfig, WriterMode};
+pub use config::{DeletionPolicy, RedoConfig, WriterMode};
 pub use error::{RedoError, Result};
 pub use log_writer::Durable;
 pub use online_log::{GroupState, GroupStatus, MemberState, MemberStatus};

@@ -71,7 +71,11 @@ pub fn error_frame(error: &DbError) -> Frame {
             Frame::error(format!("ERR writes are refused: {reason}"))
         }
         DbError::TooLarge { .. } => Frame::error(format!("ERR {error}")),
-        DbError::Shutdown => Frame::error("ERR the server is shutting down"),
+        // (A role change closes the database too: a client retries, and finds it in its new
+        // role, or the server gone.)
+        DbError::Shutdown => Frame::error(
+            "TRYAGAIN the database is closing (a role change, or the server stopping): retry",
+        ),
         DbError::InvalidCursor => Frame::error("ERR invalid cursor"),
         DbError::ReadOnly => Frame::error("READONLY You can't write against a read only replica."),
         other => Frame::error(format!("ERR {other}")),
@@ -213,6 +217,7 @@ fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
                 Err(error) => error_frame(&error),
             }
         }
+        Command::Role => crate::info::role_reply(state, running),
         Command::Info { sections } => {
             Frame::Bulk(Bytes::from(crate::info::render(state, running, &sections)))
         }

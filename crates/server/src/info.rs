@@ -166,26 +166,111 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
     out
 }
 
+/// A member's client address as `(host, port)`, from the configuration.
+fn resp_address_of(state: &ServerState, member: Option<&str>) -> Option<(String, String)> {
+    let replication = &state.config.replication;
+    let address = match member.and_then(|name| replication.member_named(name)) {
+        Some(member) => member.resp.clone(),
+        None => replication.standby.primary.clone()?,
+    };
+    let (host, port) = address.rsplit_once(':')?;
+    Some((host.to_string(), port.to_string()))
+}
+
+/// Whom a standby (or a fenced primary) follows, as clients should find it.
+fn primary_of(running: &Running) -> (Option<String>, bool) {
+    let fence = running.db.redo().control().fenced;
+    match (&running.receiver, fence) {
+        (_, Some(fence)) => (Some(fence.by), false),
+        (Some(receiver), None) => {
+            let (connected, primary) = receiver.primary();
+            (primary, connected)
+        }
+        (None, None) => (None, false),
+    }
+}
+
+/// `ROLE`, as Redis answers it: `master` with its durable offset (an SCN here) and each
+/// connected replica's address and applied SCN, or `slave` with its master's address, the
+/// link's state and its applied SCN. A fenced primary answers as the replica it must become.
+pub fn role_reply(state: &ServerState, running: &Running) -> resp::Frame {
+    use resp::Frame;
+    let replication = state.replication_of(running);
+    let is_master =
+        running.role() == redo::Role::Primary && running.db.redo().control().fenced.is_none();
+    if is_master {
+        let replicas = replication
+            .destinations
+            .iter()
+            .filter(|destination| {
+                matches!(
+                    destination.phase,
+                    transport::Phase::Synchronized
+                        | transport::Phase::Streaming
+                        | transport::Phase::CatchingUp
+                )
+            })
+            .filter_map(|destination| {
+                let (host, port) = resp_address_of(state, Some(&destination.name))?;
+                Some(Frame::Array(vec![
+                    Frame::Bulk(host.into()),
+                    Frame::Bulk(port.into()),
+                    Frame::Bulk(destination.applied_scn.0.to_string().into()),
+                ]))
+            })
+            .collect();
+        return Frame::Array(vec![
+            Frame::Bulk("master".into()),
+            Frame::Integer(running.db.redo().durable_scn().0 as i64),
+            Frame::Array(replicas),
+        ]);
+    }
+    let (primary, connected) = primary_of(running);
+    let (host, port) = resp_address_of(state, primary.as_deref()).unwrap_or_default();
+    Frame::Array(vec![
+        Frame::Bulk("slave".into()),
+        Frame::Bulk(host.into()),
+        Frame::Integer(port.parse().unwrap_or(0)),
+        Frame::Bulk(if connected { "connected" } else { "connect" }.into()),
+        Frame::Integer(running.db.applied_scn().0 as i64),
+    ])
+}
+
 fn replication_section(state: &ServerState, running: &Running, out: &mut String) {
     out.push_str("# Replication\r\n");
     let replication = state.replication_of(running);
-    match &replication.standby {
-        Some(standby) => {
-            // The names Redis clients look for, then ours.
-            field(out, "role", "slave");
-            if let Some((host, port)) =
-                standby.primary.as_deref().and_then(|primary| primary.rsplit_once(':'))
-            {
-                field(out, "master_host", host);
-                field(out, "master_port", port);
-            }
-            field(out, "master_link_status", if standby.connected { "up" } else { "down" });
-            field(
-                out,
-                "master_last_io_seconds_ago",
-                standby.last_heard_s.map_or(-1, |seconds| seconds as i64),
-            );
-            field(out, "redoguard_role", "standby");
+    let fenced = running.db.redo().control().fenced;
+    if running.role() == redo::Role::Standby || fenced.is_some() {
+        // The names Redis clients look for, then ours.
+        let (primary, connected) = primary_of(running);
+        field(out, "role", "slave");
+        if let Some((host, port)) = resp_address_of(state, primary.as_deref()) {
+            field(out, "master_host", host);
+            field(out, "master_port", port);
+        }
+        field(out, "master_link_status", if connected { "up" } else { "down" });
+        let standby = replication.standby.as_ref();
+        field(
+            out,
+            "master_last_io_seconds_ago",
+            standby.and_then(|standby| standby.last_heard_s).map_or(-1, |seconds| seconds as i64),
+        );
+        field(out, "master_sync_in_progress", 0);
+        let applied = running.db.applied_scn().0;
+        field(out, "slave_read_repl_offset", applied);
+        field(out, "slave_repl_offset", applied);
+        field(out, "slave_priority", 100);
+        field(out, "slave_read_only", 1);
+        field(out, "replica_announced", 1);
+        field(out, "connected_slaves", 0);
+        field(out, "master_failover_state", "no-failover");
+        field(out, "master_repl_offset", applied);
+        field(out, "redoguard_role", if fenced.is_some() { "fenced" } else { "standby" });
+        field(out, "incarnation", running.db.redo().identity().incarnation);
+        if let Some(primary) = &primary {
+            field(out, "primary_member", primary);
+        }
+        if let Some(standby) = standby {
             field(out, "transport_lag_s", format!("{:.3}", standby.transport_lag_s));
             field(out, "apply_lag_s", format!("{:.3}", standby.apply_lag_s));
             field(out, "received_seq", standby.received.seq);
@@ -198,41 +283,68 @@ fn replication_section(state: &ServerState, running: &Running, out: &mut String)
                 field(out, "last_error", one_line(error));
             }
         }
-        None => {
-            field(out, "role", "master");
-            let connected = replication
-                .destinations
-                .iter()
-                .filter(|destination| destination.last_heard_s.is_some_and(|seconds| seconds < 5.0))
-                .count();
-            field(out, "connected_slaves", connected);
-            field(out, "redoguard_role", "primary");
-            field(out, "protection_mode", format!("{:?}", replication.protection_mode));
-            let synchronized = match replication.synchronized {
-                Some(true) => "yes",
-                Some(false) => "no",
-                None => "-",
-            };
-            field(out, "synchronized", synchronized);
-            for (index, destination) in replication.destinations.iter().enumerate() {
-                field(
-                    out,
-                    &format!("destination{index}"),
-                    format!(
-                        "name={},address={},transport={},affirm={},state={:?},sent={},acknowledged={},transport_lag_s={:.3},apply_lag_s={:.3},failures={}",
-                        destination.name,
-                        destination.address,
-                        destination.transport,
-                        u8::from(destination.affirm),
-                        destination.phase,
-                        destination.sent,
-                        destination.acknowledged,
-                        destination.transport_lag_s,
-                        destination.apply_lag_s,
-                        destination.failures
-                    ),
-                );
-            }
-        }
+        return;
+    }
+    field(out, "role", "master");
+    let connected: Vec<&transport::DestinationStatus> = replication
+        .destinations
+        .iter()
+        .filter(|destination| {
+            matches!(
+                destination.phase,
+                transport::Phase::Synchronized
+                    | transport::Phase::Streaming
+                    | transport::Phase::CatchingUp
+            )
+        })
+        .collect();
+    field(out, "connected_slaves", connected.len());
+    for (index, destination) in connected.iter().enumerate() {
+        let (host, port) = resp_address_of(state, Some(&destination.name)).unwrap_or_default();
+        field(
+            out,
+            &format!("slave{index}"),
+            format!(
+                "ip={host},port={port},state={},offset={},lag={}",
+                if destination.phase == transport::Phase::CatchingUp {
+                    "wait_bgsave"
+                } else {
+                    "online"
+                },
+                destination.applied_scn,
+                destination.last_heard_s.map_or(0, |seconds| seconds as u64)
+            ),
+        );
+    }
+    field(out, "master_failover_state", "no-failover");
+    let durable = running.db.redo().durable_scn().0;
+    field(out, "master_repl_offset", durable);
+    field(out, "redoguard_role", "primary");
+    field(out, "incarnation", running.db.redo().identity().incarnation);
+    field(out, "protection_mode", format!("{:?}", replication.protection_mode));
+    let synchronized = match replication.synchronized {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    };
+    field(out, "synchronized", synchronized);
+    for (index, destination) in replication.destinations.iter().enumerate() {
+        field(
+            out,
+            &format!("destination{index}"),
+            format!(
+                "name={},address={},transport={},affirm={},state={:?},sent={},acknowledged={},transport_lag_s={:.3},apply_lag_s={:.3},failures={}",
+                destination.name,
+                destination.address,
+                destination.transport,
+                u8::from(destination.affirm),
+                destination.phase,
+                destination.sent,
+                destination.acknowledged,
+                destination.transport_lag_s,
+                destination.apply_lag_s,
+                destination.failures
+            ),
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod config;
 mod execute;
 mod info;
 pub mod lock;
+pub mod retention;
 pub mod role;
 pub mod status;
 
@@ -46,6 +47,8 @@ pub struct ServerState {
     pub total_connections: Arc<Statistic>,
     pub rejected: Arc<Statistic>,
     pub commands_processed: Arc<Statistic>,
+    /// What archive retention last did.
+    pub retention: retention::RetentionSlot,
     shutdown: watch::Sender<bool>,
     next_client_id: AtomicU64,
 }
@@ -95,6 +98,7 @@ impl ServerState {
             replication: self.replication_of(&running),
             roles: self.roles.status(),
             archive: status::ArchiveSummary::of(&catalog, 10),
+            retention: self.retention.lock().clone(),
             metrics: self.metrics.snapshot(),
         })
     }
@@ -135,6 +139,7 @@ pub struct Server {
     resp: tokio::task::JoinHandle<()>,
     admin: tokio::task::JoinHandle<()>,
     events: tokio::task::JoinHandle<()>,
+    retention: tokio::task::JoinHandle<()>,
     _lock: lock::DataDirLock,
 }
 
@@ -197,6 +202,7 @@ impl Server {
             next_client_id: AtomicU64::new(1),
             shutdown,
             metrics,
+            retention: Arc::default(),
             roles: roles.clone(),
             config,
         });
@@ -208,8 +214,9 @@ impl Server {
         });
         let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
+        let retention = tokio::spawn(retention::run(state.clone()));
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
-        Ok(Server { state, resp, admin, events, _lock: lock })
+        Ok(Server { state, resp, admin, events, retention, _lock: lock })
     }
 
     pub fn state(&self) -> &Arc<ServerState> {
@@ -249,6 +256,8 @@ impl Server {
         self.resp.abort();
         self.admin.abort();
         self.events.abort();
+        self.retention.abort();
+        let _ = self.retention.await;
         let _ = self.resp.await;
         let _ = self.admin.await;
         let _ = self.events.await;

@@ -74,6 +74,9 @@ pub struct ServerStatus {
     #[serde(default)]
     pub roles: Option<crate::role::api::RoleStatus>,
     pub archive: ArchiveSummary,
+    /// Archive retention: what is kept and why (none before its first pass).
+    #[serde(default)]
+    pub retention: Option<crate::retention::RetentionStatus>,
     pub metrics: MetricsSnapshot,
 }
 
@@ -88,6 +91,21 @@ pub fn http_post(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<St
 }
 
 fn http_request(addr: &str, method: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
+    let (code, body) = http_call(addr, method, path, timeout)?;
+    if code != 200 {
+        anyhow::bail!("{addr}{path} answered {code}: {}", body.trim());
+    }
+    Ok(body)
+}
+
+/// Sends one request to the admin API at `addr` (HTTP/1.1, an empty body) and returns the
+/// status code and the body, whatever the code.
+pub fn http_call(
+    addr: &str,
+    method: &str,
+    path: &str,
+    timeout: Duration,
+) -> anyhow::Result<(u16, String)> {
     let target: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|error| anyhow::anyhow!("cannot resolve {addr}: {error}"))?
@@ -109,13 +127,17 @@ fn http_request(addr: &str, method: &str, path: &str, timeout: Duration) -> anyh
     let (head, body) =
         text.split_once("\r\n\r\n").ok_or_else(|| anyhow::anyhow!("{addr} did not answer HTTP"))?;
     let status_line = head.lines().next().unwrap_or_default();
-    if !status_line.contains(" 200 ") {
-        anyhow::bail!("{addr}{path} answered {status_line}");
-    }
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        return Ok(dechunk(body));
-    }
-    Ok(body.to_string())
+    let code = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(|| anyhow::anyhow!("{addr} answered {status_line}"))?;
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((code, body))
 }
 
 fn dechunk(mut body: &str) -> String {
@@ -188,6 +210,25 @@ pub fn render(status: &ServerStatus) -> String {
         server.rejected_connections,
         server.commands_processed
     );
+    if let Some(roles) = &status.roles {
+        let _ = writeln!(
+            out,
+            "  member {} · incarnation {} · writes {}{}",
+            roles.member.as_deref().unwrap_or("-"),
+            roles.incarnation,
+            match &roles.gate {
+                crate::role::gate::GateState::Open => "OPEN".to_string(),
+                other => match other.refusal() {
+                    resp::Frame::Error(text) => String::from_utf8_lossy(&text).into_owned(),
+                    _ => String::new(),
+                },
+            },
+            roles
+                .last_change
+                .as_ref()
+                .map_or(String::new(), |change| format!("\n  last role change: {change}"))
+        );
+    }
     if let Some(reason) = &server.writes_refused {
         let _ = writeln!(out, "  WRITES REFUSED: {reason}");
     }
@@ -272,6 +313,22 @@ pub fn render(status: &ServerStatus) -> String {
     }
     for (seq, error) in &redo.archive_errors {
         let _ = writeln!(out, "  ARCHIVING OF LOG {seq} FAILS: {error}");
+    }
+    if let Some(retention) = &status.retention {
+        let _ = writeln!(
+            out,
+            "  retention: {:?}; logs from {} on are kept ({}){}{}",
+            retention.policy,
+            retention.needed_from,
+            retention.held_by,
+            retention.last_pass.as_ref().map_or(String::new(), |pass| format!(
+                "; deleted {} logs ({}) at the last pass, {} no longer needed kept for archive_keep_min",
+                pass.deleted_logs,
+                bytes(pass.deleted_bytes),
+                pass.kept_young
+            )),
+            retention.last_error.as_ref().map_or(String::new(), |error| format!("; LAST PASS FAILED: {error}"))
+        );
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "top wait events");

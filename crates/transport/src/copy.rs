@@ -46,6 +46,20 @@ pub struct CopyServer {
     pub snapshot: SnapshotSource,
     pub member: String,
     pub history: Vec<proto::IncarnationRecord>,
+    /// The first log of every copy being served: archive retention keeps them.
+    pub holds: Arc<parking_lot::Mutex<Vec<redo::LogSeq>>>,
+}
+
+/// Releases a copy's hold on the logs it needs when the copy ends.
+struct Hold<'a>(&'a parking_lot::Mutex<Vec<redo::LogSeq>>, redo::LogSeq);
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        let mut holds = self.0.lock();
+        if let Some(at) = holds.iter().position(|seq| *seq == self.1) {
+            holds.remove(at);
+        }
+    }
 }
 
 impl CopyServer {
@@ -58,6 +72,8 @@ impl CopyServer {
         let first_seq = self.redo.seq_holding(checkpoint.next()).map_err(|error| {
             format!("finding the log that holds SCN {}: {error}", checkpoint.next())
         })?;
+        self.holds.lock().push(first_seq);
+        let _hold = Hold(&self.holds, first_seq);
         let identity = self.redo.identity();
         let config = self.redo.config();
         let begin = CopyBegin {

@@ -69,6 +69,11 @@ impl Refusals {
     pub fn get(&self) -> (u64, Option<String>) {
         self.state.lock().clone()
     }
+
+    /// Forgets the last reason (it belonged to the member's previous role).
+    pub fn forget_last(&self) {
+        self.state.lock().1 = None;
+    }
 }
 
 /// A port that answers every hello and copy request with "try again" (while the member's

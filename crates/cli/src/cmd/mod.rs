@@ -7,5 +7,6 @@ pub mod iotest;
 pub mod linkemu;
 pub mod logswitch;
 pub mod nettest;
+pub mod roles;
 pub mod server;
 pub mod status;

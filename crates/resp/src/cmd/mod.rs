@@ -65,6 +65,8 @@ pub enum Command {
     Discard,
     /// `INFO [section …]`, section names in lower case.
     Info { sections: Vec<String> },
+    /// `ROLE`: master with its replicas, or slave with its master (as Redis answers).
+    Role,
     /// `SHUTDOWN [NOSAVE|SAVE]`
     Shutdown { save: Option<ShutdownSave> },
     /// `QUIT`: reply `+OK`, then close.
@@ -110,7 +112,7 @@ impl Command {
             "ping" | "echo" | "quit" | "hello" | "client" | "auth" => connection::parse(spec, args),
             "set" | "get" | "incr" | "incrby" | "mset" | "mget" => strings::parse(spec, args),
             "del" | "exists" | "dbsize" | "keys" | "scan" | "select" => keyspace::parse(spec, args),
-            "info" | "shutdown" | "config" | "command" => server::parse(spec, args),
+            "info" | "shutdown" | "config" | "command" | "role" => server::parse(spec, args),
             "commitmode" => commit_mode::parse(args),
             "multi" => Ok(Command::Multi),
             "exec" => Ok(Command::Exec),
@@ -139,6 +141,7 @@ impl Command {
             Command::Exec => "exec",
             Command::Discard => "discard",
             Command::Info { .. } => "info",
+            Command::Role => "role",
             Command::Shutdown { .. } => "shutdown",
             Command::Quit => "quit",
             Command::Hello { .. } => "hello",
@@ -191,6 +194,7 @@ impl Command {
                 | Command::Ping { .. }
                 | Command::Echo { .. }
                 | Command::Info { .. }
+                | Command::Role
         )
     }
 }

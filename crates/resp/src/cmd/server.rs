@@ -119,6 +119,7 @@ pub(super) fn parse(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comm
                 .collect(),
         }),
         "shutdown" => parse_shutdown(&args[1..]),
+        "role" => Ok(Command::Role),
         "config" | "command" => parse_container(spec, args),
         other => unreachable!("{other} is not a server command"),
     }

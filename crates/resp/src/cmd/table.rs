@@ -116,6 +116,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("multi", 1, &["noscript", "loading", "stale", "fast", "allow_busy"], NO_KEYS),
     spec("ping", -1, &["fast"], NO_KEYS),
     spec("quit", -1, CONNECTION, NO_KEYS),
+    spec("role", 1, &["noscript", "loading", "stale", "fast"], NO_KEYS),
     spec("scan", -2, &["readonly"], NO_KEYS),
     spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
     spec("set", -3, &["write", "denyoom"], ONE_KEY),

@@ -59,15 +59,17 @@ pub struct Promoted {
     pub elapsed_ms: u64,
 }
 
-/// A divergent tail set aside by a reinstate.
+/// What a reinstate set aside: the logs from the failover point on, as this member had them,
+/// and the records among them that the new primary never had (its divergent tail).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DivergedTail {
-    pub from_scn: Scn,
-    pub to_scn: Scn,
-    pub records: u64,
+pub struct SetAside {
     /// Where it is kept: the logs as they were, and `records.jsonl` (one record a line).
     pub dir: String,
     pub logs: Vec<LogSeq>,
+    /// The divergent records, if any: their SCN range and count.
+    pub first_scn: Option<Scn>,
+    pub last_scn: Option<Scn>,
+    pub records: u64,
 }
 
 /// The answer to `POST /roles/reinstate`.
@@ -76,7 +78,7 @@ pub struct Reinstated {
     pub member: String,
     pub primary: String,
     pub incarnation: u32,
-    pub diverged: Option<DivergedTail>,
+    pub set_aside: SetAside,
     /// The data files held changes past the failover point: they were set aside too, and
     /// the database was rebuilt from a copy of the new primary's.
     pub rebuilt: bool,

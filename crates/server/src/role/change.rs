@@ -25,7 +25,7 @@ use redo::{Fence, Incarnation, LogSeq, RedoAddr, RedoLog, Role, Scn};
 use roles::Branch;
 use transport::{PrimaryPort, RedoPort};
 
-use super::api::{DivergedTail, Promoted, Reinstated, SwitchoverPrepared};
+use super::api::{Promoted, Reinstated, SetAside, SwitchoverPrepared};
 use super::gate::GateState;
 use super::{Roles, Running};
 
@@ -102,6 +102,7 @@ impl Roles {
             Ok((changed, opened))
         })
         .await;
+        self.refusals.forget_last();
         match outcome {
             Ok((changed, Ok((running, gate)))) => {
                 self.install(Some(Arc::new(running)));
@@ -608,13 +609,13 @@ impl Roles {
             member: self.member_name(),
             primary: primary_name,
             incarnation,
-            diverged: diverged.map(|(from_scn, to_scn, records)| DivergedTail {
-                from_scn,
-                to_scn,
-                records,
+            set_aside: SetAside {
                 dir: aside.display().to_string(),
                 logs,
-            }),
+                first_scn: diverged.map(|(first, _, _)| first),
+                last_scn: diverged.map(|(_, last, _)| last),
+                records: diverged.map_or(0, |(_, _, count)| count),
+            },
             rebuilt: !rewind,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })

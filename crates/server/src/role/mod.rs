@@ -86,6 +86,8 @@ pub struct Roles {
     history: Arc<Mutex<IncarnationHistory>>,
     events: mpsc::UnboundedSender<TransportEvent>,
     notes: Mutex<Notes>,
+    /// The first log of each copy a new standby is taking from this primary.
+    pub copy_holds: Arc<Mutex<Vec<redo::LogSeq>>>,
 }
 
 impl Roles {
@@ -132,6 +134,7 @@ impl Roles {
                 history: Arc::default(),
                 events,
                 notes: Mutex::default(),
+                copy_holds: Arc::default(),
             },
             receiver,
         ))
@@ -244,6 +247,7 @@ impl Roles {
                             snapshot: copy::snapshot_source(&db),
                             member: member.clone(),
                             history: history.to_wire(),
+                            holds: self.copy_holds.clone(),
                         }),
                     }));
                 }

@@ -1,0 +1,452 @@
+//! The configuration as its members report it: who is primary, each standby's transport,
+//! state and lags, what is wrong. `redoguard show configuration` prints it; `validate` and the
+//! role changes decide from it.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use redo::{Fence, LogSeq, RedoAddr, Scn};
+use serde::{Deserialize, Serialize};
+use server::ServerStatus;
+use transport::{MemberConfig, ProtectionMode, Transport};
+
+use crate::client::{Admin, CallError};
+
+/// Lags beyond this are a warning (Data Guard's default threshold).
+pub const LAG_THRESHOLD_S: f64 = 30.0;
+
+/// One member, as it reports itself (and as the primary sees it, for a standby).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberReport {
+    pub name: String,
+    pub resp: String,
+    pub admin: String,
+    pub redo: String,
+    /// How a primary ships to it: `SYNC AFFIRM`, `SYNC NOAFFIRM` or `ASYNC`.
+    pub transport: String,
+    pub reachable: bool,
+    /// Why it could not be reached.
+    pub error: Option<String>,
+    pub role: Option<String>,
+    pub incarnation: Option<u32>,
+    pub fenced: Option<Fence>,
+    /// Whether it takes writes, and if not why (`OPEN`, `STANDBY`, `FENCED`, ...).
+    pub writes: Option<String>,
+    /// A standby: the member it follows, and whether that primary is connected now.
+    pub follows: Option<String>,
+    pub connected: Option<bool>,
+    /// A standby, as the primary sees it: `SYNCHRONIZED`, `STREAMING`, `CATCHING_UP`, ...
+    pub state: Option<String>,
+    pub synchronized: Option<bool>,
+    pub transport_lag_s: Option<f64>,
+    pub apply_lag_s: Option<f64>,
+    pub applied_scn: Option<Scn>,
+    pub received: Option<RedoAddr>,
+    pub complete_through_seq: Option<LogSeq>,
+    /// A primary: the newest SCN and the durable one.
+    pub next_scn: Option<Scn>,
+    pub durable_scn: Option<Scn>,
+    pub last_error: Option<String>,
+    pub warnings: Vec<String>,
+    /// The member's whole status, for callers that need more.
+    #[serde(skip)]
+    pub status: Option<Box<ServerStatus>>,
+}
+
+/// The configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Configuration {
+    pub protection_mode: ProtectionMode,
+    /// The open (not fenced) primary, if exactly one member says it is.
+    pub primary: Option<String>,
+    pub members: Vec<MemberReport>,
+    pub lag_threshold_s: f64,
+    /// Everything that needs a DBA's attention; empty when all is well.
+    pub warnings: Vec<String>,
+}
+
+impl Configuration {
+    pub fn member(&self, name: &str) -> Option<&MemberReport> {
+        self.members.iter().find(|member| member.name == name)
+    }
+
+    /// The admin API of member `name`.
+    pub fn admin(&self, name: &str) -> Option<Admin> {
+        self.member(name).map(|member| Admin::new(&member.admin))
+    }
+}
+
+fn transport_of(member: &MemberConfig) -> String {
+    match (member.transport, member.affirm) {
+        (Transport::Sync, true) => "SYNC AFFIRM".into(),
+        (Transport::Sync, false) => "SYNC NOAFFIRM".into(),
+        (Transport::Async, _) => "ASYNC".into(),
+    }
+}
+
+fn phase_name(phase: transport::Phase) -> String {
+    serde_json::to_value(phase)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{phase:?}"))
+}
+
+/// Asks the member at `addr` for the configuration, then every member for its status.
+pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
+    let view = Admin::new(addr)
+        .configuration()
+        .map_err(|error| anyhow::anyhow!("cannot read the configuration from {addr}: {error}"))?;
+    if view.members.is_empty() {
+        anyhow::bail!(
+            "{addr} runs the single-role form of the configuration: it names no members ([[replication.members]]), so roles cannot change"
+        );
+    }
+    let statuses: Vec<Result<ServerStatus, CallError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = view
+            .members
+            .iter()
+            .map(|member| {
+                scope.spawn(|| Admin::with_timeout(&member.admin, Duration::from_secs(3)).status())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle.join().unwrap_or_else(|_| Err(CallError::Failed("panicked".into())))
+            })
+            .collect()
+    });
+    let mut members: Vec<MemberReport> = view
+        .members
+        .iter()
+        .zip(statuses)
+        .map(|(member, status)| report_of(member, status))
+        .collect();
+    let primaries: Vec<&MemberReport> = members
+        .iter()
+        .filter(|member| member.role.as_deref() == Some("primary") && member.fenced.is_none())
+        .collect();
+    let mut warnings = Vec::new();
+    let primary = match primaries.as_slice() {
+        [one] => Some(one.name.clone()),
+        [] => {
+            warnings.push("no member is an open primary".to_string());
+            None
+        }
+        many => {
+            warnings.push(format!(
+                "{} members say they are an open primary: {}",
+                many.len(),
+                many.iter().map(|member| member.name.as_str()).collect::<Vec<_>>().join(", ")
+            ));
+            None
+        }
+    };
+    // A standby, as its primary sees it.
+    if let Some(primary) = primary
+        .as_deref()
+        .and_then(|name| members.iter().find(|member| member.name == name))
+        .cloned()
+        && let Some(status) = &primary.status
+    {
+        for destination in &status.replication.destinations {
+            if let Some(member) = members.iter_mut().find(|member| member.name == destination.name)
+            {
+                member.state = Some(phase_name(destination.phase));
+                member.synchronized = Some(destination.phase == transport::Phase::Synchronized);
+                if member.last_error.is_none()
+                    && destination.phase != transport::Phase::Synchronized
+                    && destination.phase != transport::Phase::Streaming
+                {
+                    member.last_error = destination.last_error.clone();
+                }
+            }
+        }
+    }
+    for member in &mut members {
+        member.warnings = warnings_of(member, primary.as_deref());
+        warnings
+            .extend(member.warnings.iter().map(|warning| format!("{}: {warning}", member.name)));
+    }
+    Ok(Configuration {
+        protection_mode: view.protection_mode,
+        primary,
+        members,
+        lag_threshold_s: LAG_THRESHOLD_S,
+        warnings,
+    })
+}
+
+fn report_of(member: &MemberConfig, status: Result<ServerStatus, CallError>) -> MemberReport {
+    let mut report = MemberReport {
+        name: member.name.clone(),
+        resp: member.resp.clone(),
+        admin: member.admin.clone(),
+        redo: member.redo.clone(),
+        transport: transport_of(member),
+        reachable: false,
+        error: None,
+        role: None,
+        incarnation: None,
+        fenced: None,
+        writes: None,
+        follows: None,
+        connected: None,
+        state: None,
+        synchronized: None,
+        transport_lag_s: None,
+        apply_lag_s: None,
+        applied_scn: None,
+        received: None,
+        complete_through_seq: None,
+        next_scn: None,
+        durable_scn: None,
+        last_error: None,
+        warnings: Vec::new(),
+        status: None,
+    };
+    let status = match status {
+        Ok(status) => status,
+        Err(error) => {
+            report.error = Some(error.to_string());
+            return report;
+        }
+    };
+    report.reachable = true;
+    report.role = Some(status.server.role.clone());
+    report.incarnation = Some(status.database.redo.identity.incarnation.0);
+    report.applied_scn = Some(status.database.applied_scn);
+    if let Some(roles) = &status.roles {
+        report.fenced = roles.fenced.clone();
+        report.writes = Some(gate_summary(&roles.gate));
+        report.last_error = roles.last_error.clone();
+    }
+    match &status.replication.standby {
+        Some(standby) => {
+            report.follows = standby.primary_member.clone();
+            report.connected = Some(standby.connected);
+            report.transport_lag_s = Some(standby.transport_lag_s);
+            report.apply_lag_s = Some(standby.apply_lag_s);
+            report.received = Some(standby.received);
+            report.complete_through_seq = Some(standby.complete_through_seq);
+            if report.last_error.is_none() {
+                report.last_error = standby.last_error.clone();
+            }
+        }
+        None => {
+            report.next_scn = Some(status.database.redo.next_scn);
+            report.durable_scn = Some(status.database.redo.durable_scn);
+        }
+    }
+    report.status = Some(Box::new(status));
+    report
+}
+
+fn gate_summary(gate: &server::role::gate::GateState) -> String {
+    use server::role::gate::GateState;
+    match gate {
+        GateState::Open => "OPEN".into(),
+        GateState::Unconfirmed { .. } => "WAITING FOR A STANDBY TO CONFIRM".into(),
+        GateState::Quiesced { to } => format!("QUIESCED (switchover to {to})"),
+        GateState::Changing { reason } => format!("CHANGING ({reason})"),
+        GateState::Fenced { primary, incarnation, .. } => {
+            format!("FENCED ({primary} is primary in incarnation {incarnation})")
+        }
+        GateState::Standby { .. } => "READ ONLY".into(),
+        GateState::Unavailable { reason } => format!("UNAVAILABLE ({reason})"),
+    }
+}
+
+fn warnings_of(member: &MemberReport, primary: Option<&str>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if !member.reachable {
+        warnings
+            .push(format!("cannot be reached: {}", member.error.as_deref().unwrap_or("no answer")));
+        return warnings;
+    }
+    if let Some(fence) = &member.fenced {
+        warnings.push(format!(
+            "fenced: '{}' is primary in incarnation {}; reinstate this member",
+            fence.by, fence.incarnation
+        ));
+    }
+    if member.role.as_deref() == Some("standby") && member.fenced.is_none() {
+        if member.connected == Some(false) {
+            warnings.push("its primary is not connected".into());
+        }
+        if let Some(lag) = member.transport_lag_s
+            && lag > LAG_THRESHOLD_S
+        {
+            warnings.push(format!("transport lag {lag:.1} s is over {LAG_THRESHOLD_S} s"));
+        }
+        if let Some(lag) = member.apply_lag_s
+            && lag > LAG_THRESHOLD_S
+        {
+            warnings.push(format!("apply lag {lag:.1} s is over {LAG_THRESHOLD_S} s"));
+        }
+        if let (Some(received), Some(complete)) = (member.received, member.complete_through_seq)
+            && complete.0 + 1 < received.seq.0
+        {
+            warnings.push(format!(
+                "logs {}..={} are missing (a gap)",
+                complete.0 + 1,
+                received.seq.0 - 1
+            ));
+        }
+        if let (Some(follows), Some(primary)) = (member.follows.as_deref(), primary)
+            && follows != primary
+        {
+            warnings.push(format!("follows '{follows}', not the primary '{primary}'"));
+        }
+    }
+    if member.role.as_deref() == Some("primary")
+        && member.fenced.is_none()
+        && member.writes.as_deref() != Some("OPEN")
+    {
+        warnings.push(format!("takes no writes: {}", member.writes.as_deref().unwrap_or("?")));
+    }
+    warnings
+}
+
+fn seconds(value: Option<f64>) -> String {
+    value.map_or("-".to_string(), |value| format!("{value:.1} s"))
+}
+
+/// `redoguard show configuration`.
+pub fn render(configuration: &Configuration) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Configuration - protection mode: {:?}", configuration.protection_mode);
+    let _ = writeln!(out, "  Primary: {}", configuration.primary.as_deref().unwrap_or("(none)"));
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "  {:<12} {:<16} {:>4} {:<14} {:<14} {:>10} {:>10}  writes / last error",
+        "member", "role", "inc", "transport", "state", "transport", "apply"
+    );
+    let _ = writeln!(
+        out,
+        "  {:<12} {:<16} {:>4} {:<14} {:<14} {:>10} {:>10}",
+        "", "", "", "", "", "lag", "lag"
+    );
+    for member in &configuration.members {
+        let role = match (&member.role, &member.fenced) {
+            (None, _) => "UNREACHABLE".to_string(),
+            (Some(_), Some(_)) => "fenced".to_string(),
+            (Some(role), None) if role == "primary" => "Primary".to_string(),
+            (Some(_), None) => "Physical standby".to_string(),
+        };
+        let state = if member.role.as_deref() == Some("primary") && member.fenced.is_none() {
+            "-".to_string()
+        } else {
+            member.state.clone().unwrap_or_else(|| "-".to_string())
+        };
+        // A healthy member shows whether it takes writes; one with a problem, the problem.
+        let note = match (&member.writes, &member.last_error) {
+            (_, Some(error)) if !member.warnings.is_empty() => error.clone(),
+            (Some(writes), _) => writes.clone(),
+            (None, _) => member.error.clone().unwrap_or_default(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<12} {:<16} {:>4} {:<14} {:<14} {:>10} {:>10}  {}",
+            member.name,
+            role,
+            member.incarnation.map_or("-".to_string(), |incarnation| incarnation.to_string()),
+            member.transport,
+            state,
+            seconds(member.transport_lag_s),
+            seconds(member.apply_lag_s),
+            note
+        );
+    }
+    let _ = writeln!(out);
+    if configuration.warnings.is_empty() {
+        let _ = writeln!(out, "Configuration status: SUCCESS");
+    } else {
+        let _ = writeln!(out, "Configuration status: WARNING");
+        for warning in &configuration.warnings {
+            let _ = writeln!(out, "  - {warning}");
+        }
+    }
+    out
+}
+
+/// `redoguard show database NAME`.
+pub fn render_member(configuration: &Configuration, name: &str) -> Option<String> {
+    let member = configuration.member(name)?;
+    let mut out = String::new();
+    let line = |out: &mut String, key: &str, value: String| {
+        let _ = writeln!(out, "  {key:<24} {value}");
+    };
+    let _ = writeln!(out, "Database - {}", member.name);
+    line(&mut out, "role", member.role.clone().unwrap_or_else(|| "unreachable".into()));
+    if let Some(error) = &member.error {
+        line(&mut out, "error", error.clone());
+    }
+    line(
+        &mut out,
+        "addresses",
+        format!("resp {}  admin {}  redo {}", member.resp, member.admin, member.redo),
+    );
+    line(&mut out, "as a destination", member.transport.clone());
+    if let Some(incarnation) = member.incarnation {
+        line(&mut out, "incarnation", incarnation.to_string());
+    }
+    if let Some(fence) = &member.fenced {
+        line(&mut out, "fenced by", format!("'{}' (incarnation {})", fence.by, fence.incarnation));
+    }
+    if let Some(writes) = &member.writes {
+        line(&mut out, "writes", writes.clone());
+    }
+    if let Some(follows) = &member.follows {
+        line(
+            &mut out,
+            "follows",
+            format!(
+                "{follows} ({})",
+                if member.connected == Some(true) { "connected" } else { "not connected" }
+            ),
+        );
+    }
+    if let Some(state) = &member.state {
+        line(&mut out, "state at the primary", state.clone());
+    }
+    line(&mut out, "transport lag", seconds(member.transport_lag_s));
+    line(&mut out, "apply lag", seconds(member.apply_lag_s));
+    if let Some(received) = member.received {
+        line(&mut out, "received up to", received.to_string());
+    }
+    if let Some(complete) = member.complete_through_seq {
+        line(&mut out, "complete through log", complete.to_string());
+    }
+    if let Some(applied) = member.applied_scn {
+        line(&mut out, "applied SCN", applied.to_string());
+    }
+    if let (Some(next), Some(durable)) = (member.next_scn, member.durable_scn) {
+        line(&mut out, "SCN next / durable", format!("{next} / {durable}"));
+    }
+    if let Some(status) = &member.status
+        && let Some(roles) = &status.roles
+    {
+        for branch in &roles.history {
+            line(
+                &mut out,
+                &format!("incarnation {}", branch.incarnation),
+                format!(
+                    "began at SCN {}, log {} (failover to {})",
+                    branch.first_scn, branch.first_seq, branch.member
+                ),
+            );
+        }
+        if let Some(change) = &roles.last_change {
+            line(&mut out, "last role change", change.clone());
+        }
+    }
+    if let Some(error) = &member.last_error {
+        line(&mut out, "last error", error.clone());
+    }
+    for warning in &member.warnings {
+        line(&mut out, "WARNING", warning.clone());
+    }
+    Some(out)
+}
