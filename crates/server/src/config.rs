@@ -118,6 +118,28 @@ impl ServerConfig {
         // A [limits] section that names some limits leaves the others at the server's
         // defaults, not at the (larger) defaults of the protocol library.
         let table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+        // In the configuration form, this member's entry says where it listens: [server]
+        // need not repeat it (a value it does give wins, and must agree; see `validate`).
+        if let Some(member) = config.replication.this_member().cloned() {
+            let server = table.get("server").and_then(toml::Value::as_table);
+            let given = |key: &str| server.is_some_and(|server| server.contains_key(key));
+            if let Ok(resp) = member.resp.parse::<std::net::SocketAddr>() {
+                if !given("port") {
+                    config.server.port = resp.port();
+                }
+                if !given("bind") {
+                    config.server.bind = resp.ip();
+                }
+            }
+            if let Ok(admin) = member.admin.parse::<std::net::SocketAddr>() {
+                if !given("admin_port") {
+                    config.server.admin_port = admin.port();
+                }
+                if !given("admin_bind") {
+                    config.server.admin_bind = admin.ip();
+                }
+            }
+        }
         if let Some(limits) = table.get("limits").and_then(toml::Value::as_table) {
             let defaults = ServerConfig::default().limits;
             if !limits.contains_key("bulk_bytes_max") {
@@ -199,6 +221,27 @@ impl ServerConfig {
                     transport::LOG_BUFFER_MAX_SHIPPED >> 20
                 ),
             );
+        }
+        // Others reach this member where its entry says: it must listen there.
+        if let Some(member) = self.replication.this_member() {
+            let port_of = |address: &str| {
+                address.rsplit_once(':').and_then(|(_, port)| port.parse::<u16>().ok())
+            };
+            for (field, listening, advertised) in [
+                ("server.port", self.server.port, port_of(&member.resp)),
+                ("server.admin_port", self.server.admin_port, port_of(&member.admin)),
+            ] {
+                if listening != 0 && advertised.is_some_and(|advertised| advertised != listening) {
+                    return invalid(
+                        field,
+                        format!(
+                            "{listening}, but member '{}' is reached at port {} (replication.members): they must agree",
+                            member.name,
+                            advertised.unwrap_or_default()
+                        ),
+                    );
+                }
+            }
         }
         if self.replication.role == transport::RoleConfig::Standby
             && let Ok(listen) = self.replication.standby.listen.parse::<std::net::SocketAddr>()

@@ -106,6 +106,15 @@ impl Server {
         Server { process, pid }
     }
 
+    /// Starts `redoguard server ARGS` (which must give the data directory), its log in `log`.
+    pub fn start_args(args: &[&str], log: &Path) -> Server {
+        let process = ServerProcess::start(binary(), args, log)
+            .unwrap_or_else(|error| panic!("starting the server: {error:#}"));
+        let pid = process.pid().expect("a running child");
+        register(Cleanup::Kill(pid));
+        Server { process, pid }
+    }
+
     pub fn pid(&self) -> u32 {
         self.pid
     }

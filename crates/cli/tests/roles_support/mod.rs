@@ -1,0 +1,344 @@
+//! What the role-transition tests share: a configuration of named members (real `redoguard
+//! server` processes on loopback ports chosen for them), each with its own file listing every
+//! member; start, kill -9, restart by name; and the `redoguard` broker commands.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::common::{self, Server};
+
+/// One member.
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    pub name: &'static str,
+    /// `sync` or `async`: how a primary ships to it.
+    pub transport: &'static str,
+    pub affirm: bool,
+    /// `role` for a new database: `primary` or `standby`.
+    pub initial_role: &'static str,
+}
+
+impl MemberSpec {
+    pub fn new(
+        name: &'static str,
+        transport: &'static str,
+        initial_role: &'static str,
+    ) -> MemberSpec {
+        MemberSpec { name, transport, affirm: true, initial_role }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub members: Vec<MemberSpec>,
+    pub protection_mode: &'static str,
+    pub net_timeout: &'static str,
+    pub reopen: &'static str,
+    pub log_file_size: &'static str,
+    pub checkpoint_interval: &'static str,
+    /// Extra lines for the `[redo]` section (retention, say).
+    pub redo_extra: String,
+}
+
+impl ClusterConfig {
+    /// A primary `east` and a SYNC AFFIRM standby `west`, under Maximum Availability.
+    pub fn pair() -> ClusterConfig {
+        ClusterConfig {
+            members: vec![
+                MemberSpec::new("east", "sync", "primary"),
+                MemberSpec::new("west", "sync", "standby"),
+            ],
+            protection_mode: "maximum_availability",
+            // Generous: a shared 2-core machine can stall a process for seconds, and a standby
+            // dropped from the synchronized set would void a zero-loss check.
+            net_timeout: "10s",
+            reopen: "200ms",
+            log_file_size: "2MiB",
+            checkpoint_interval: "1s",
+            redo_extra: String::new(),
+        }
+    }
+}
+
+/// Ports a member listens on.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    pub resp: u16,
+    pub admin: u16,
+    pub redo: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The members, in one temporary directory (deleted at the end, after the servers are killed).
+pub struct Cluster {
+    pub config: ClusterConfig,
+    pub ports: BTreeMap<&'static str, Ports>,
+    servers: BTreeMap<&'static str, Option<Server>>,
+    pub root: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Writes every member's file, starts the standbys, then the primary, and waits until the
+    /// primary ships to every standby (SYNCHRONIZED or STREAMING).
+    pub fn start(config: ClusterConfig) -> Cluster {
+        let root = tempfile::tempdir().unwrap();
+        let ports: BTreeMap<&'static str, Ports> = config
+            .members
+            .iter()
+            .map(|member| {
+                (member.name, Ports { resp: free_port(), admin: free_port(), redo: free_port() })
+            })
+            .collect();
+        let mut cluster = Cluster { config, ports, servers: BTreeMap::new(), root };
+        for member in cluster.config.members.clone() {
+            std::fs::write(cluster.config_path(member.name), cluster.config_text(&member)).unwrap();
+        }
+        let (primaries, standbys): (Vec<MemberSpec>, Vec<MemberSpec>) = cluster
+            .config
+            .members
+            .clone()
+            .into_iter()
+            .partition(|member| member.initial_role == "primary");
+        for member in standbys.iter().chain(&primaries) {
+            cluster.start_member(member.name);
+        }
+        let primary = primaries.first().expect("a primary").name;
+        cluster.wait_shipping(primary, Duration::from_secs(60));
+        cluster
+    }
+
+    fn members_text(&self) -> String {
+        let mut text = String::new();
+        for member in &self.config.members {
+            let ports = self.ports[member.name];
+            text += &format!(
+                "[[replication.members]]\nname = \"{}\"\nresp = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:{}\"\nredo = \"127.0.0.1:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"{}\"\nreopen = \"{}\"\n",
+                member.name,
+                ports.resp,
+                ports.admin,
+                ports.redo,
+                member.transport,
+                member.affirm,
+                self.config.net_timeout,
+                self.config.reopen
+            );
+        }
+        text
+    }
+
+    fn config_text(&self, member: &MemberSpec) -> String {
+        format!(
+            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\nprotection_mode = \"{}\"\n{}",
+            self.config.log_file_size,
+            self.config.redo_extra,
+            self.config.checkpoint_interval,
+            member.name,
+            member.initial_role,
+            self.config.protection_mode,
+            self.members_text()
+        )
+    }
+
+    pub fn config_path(&self, name: &str) -> PathBuf {
+        self.root.path().join(format!("{name}.toml"))
+    }
+
+    pub fn data_dir(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        self.root.path().join(format!("{name}.log"))
+    }
+
+    /// Starts (or restarts) a member on its data directory and its ports; `extra` are more
+    /// arguments (`--from`, say).
+    pub fn start_member_with(&mut self, name: &'static str, extra: &[&str]) {
+        assert!(self.servers.get(name).is_none_or(Option::is_none), "{name} is running");
+        let ports = self.ports[name];
+        let (resp, admin) = (ports.resp.to_string(), ports.admin.to_string());
+        let config = self.config_path(name);
+        let data_dir = self.data_dir(name);
+        let mut args = vec![
+            "--config",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "--port",
+            &resp,
+            "--admin-port",
+            &admin,
+        ];
+        args.extend_from_slice(extra);
+        let server = Server::start_args(&args, &self.log_path(name));
+        self.servers.insert(name, Some(server));
+    }
+
+    pub fn start_member(&mut self, name: &'static str) {
+        self.start_member_with(name, &[]);
+    }
+
+    pub fn server(&self, name: &str) -> &Server {
+        self.servers
+            .get(name)
+            .and_then(Option::as_ref)
+            .unwrap_or_else(|| panic!("{name} is not running"))
+    }
+
+    pub fn is_running(&self, name: &str) -> bool {
+        self.servers.get(name).is_some_and(Option::is_some)
+    }
+
+    /// SIGKILL.
+    pub fn kill(&mut self, name: &str) {
+        let server = self
+            .servers
+            .get_mut(name)
+            .and_then(Option::take)
+            .unwrap_or_else(|| panic!("{name} is not running"));
+        server.kill();
+    }
+
+    /// A running member's admin address, for `--addr`.
+    pub fn addr_of(&self, name: &str) -> String {
+        format!("127.0.0.1:{}", self.ports[name].admin)
+    }
+
+    /// Any running member's admin address.
+    pub fn any_addr(&self) -> String {
+        let name = self
+            .servers
+            .iter()
+            .find(|(_, server)| server.is_some())
+            .map(|(name, _)| *name)
+            .expect("a running member");
+        self.addr_of(name)
+    }
+
+    pub fn resp_addr(&self, name: &str) -> SocketAddr {
+        format!("127.0.0.1:{}", self.ports[name].resp).parse().unwrap()
+    }
+
+    /// Runs `redoguard ARGS --addr <a running member>` (unless ARGS give `--addr`):
+    /// (succeeded, stdout, stderr).
+    pub fn redoguard(&self, args: &[&str]) -> (bool, String, String) {
+        let addr = self.any_addr();
+        let mut command = std::process::Command::new(common::binary());
+        command.args(args);
+        if !args.contains(&"--addr") {
+            command.args(["--addr", &addr]);
+        }
+        common::run_bounded(&mut command, Duration::from_secs(180))
+    }
+
+    /// `redoguard ARGS`, which must succeed.
+    pub fn must(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.redoguard(args);
+        assert!(ok, "redoguard {args:?} failed:\n{stdout}{stderr}\n{}", self.logs());
+        stdout
+    }
+
+    /// Waits until `primary` ships to every other running member (SYNCHRONIZED or STREAMING).
+    pub fn wait_shipping(&self, primary: &str, limit: Duration) {
+        let others: Vec<&str> = self
+            .servers
+            .iter()
+            .filter(|(name, server)| **name != primary && server.is_some())
+            .map(|(name, _)| *name)
+            .collect();
+        let ok = common::poll_until(limit, || {
+            let status = self.server(primary).status();
+            others.iter().all(|other| {
+                status.replication.destinations.iter().any(|destination| {
+                    destination.name == *other
+                        && matches!(
+                            destination.phase,
+                            transport::Phase::Synchronized | transport::Phase::Streaming
+                        )
+                })
+            })
+        });
+        assert!(
+            ok,
+            "{primary} does not ship to {others:?}: {:?}\n{}",
+            self.server(primary).status().replication.destinations,
+            self.logs()
+        );
+    }
+
+    /// Waits until member `name` has applied everything `primary` has made durable.
+    pub fn wait_applied(&self, name: &str, primary: &str, limit: Duration) {
+        let durable = self.server(primary).status().database.redo.durable_scn;
+        let ok = common::poll_until(limit, || {
+            self.server(name).status().database.applied_scn >= durable
+        });
+        assert!(ok, "{name} did not apply up to SCN {durable} within {limit:?}\n{}", self.logs());
+    }
+
+    /// The ends of every member's log.
+    pub fn logs(&self) -> String {
+        self.config
+            .members
+            .iter()
+            .map(|member| {
+                format!(
+                    "--- {} log:\n{}\n",
+                    member.name,
+                    common::tail(&self.log_path(member.name), 30)
+                )
+            })
+            .collect()
+    }
+}
+
+/// Every key and value of the database at `addr` (SCAN), sorted.
+pub fn all_data(connection: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut cursor: u64 = 0;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let (next, batch): (u64, Vec<Vec<u8>>) =
+            redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(1000).query(connection).unwrap();
+        keys.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    keys.sort();
+    keys.dedup();
+    let mut pairs = Vec::with_capacity(keys.len());
+    for chunk in keys.chunks(500) {
+        let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET").arg(chunk).query(connection).unwrap();
+        for (key, value) in chunk.iter().zip(values) {
+            if let Some(value) = value {
+                pairs.push((key.clone(), value));
+            }
+        }
+    }
+    pairs
+}
+
+/// The archived logs of a member, by file name, with their bytes.
+pub fn archives(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir.join("archive"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|entry| entry.file_name().to_string_lossy().ends_with(".arc"))
+                .map(|entry| {
+                    (
+                        entry.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(entry.path()).unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
