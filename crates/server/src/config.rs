@@ -337,4 +337,30 @@ mod tests {
             assert!(error.to_string().starts_with(field), "{text}: {error}");
         }
     }
+
+    #[test]
+    fn the_example_configurations_are_valid() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut files = Vec::new();
+        for dir in [examples.clone(), examples.join("trio")] {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|extension| extension == "toml") {
+                    files.push(path);
+                }
+            }
+        }
+        assert!(files.len() >= 5, "{files:?}");
+        for path in files {
+            let config = ServerConfig::load(&path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            let member = config.replication.this_member().expect("a member");
+            assert_eq!(
+                config.server.port.to_string(),
+                member.resp.rsplit_once(':').unwrap().1,
+                "{}",
+                path.display()
+            );
+        }
+    }
 }

@@ -174,6 +174,8 @@ impl Roles {
     pub async fn open(self: &Arc<Roles>) -> anyhow::Result<()> {
         let roles = self.clone();
         let (running, gate) = tokio::task::spawn_blocking(move || roles.open_blocking()).await??;
+        // (Peers refused while the database was opening are not its problem now.)
+        self.refusals.forget_last();
         self.install(Some(Arc::new(running)));
         self.gate.set(gate);
         Ok(())
