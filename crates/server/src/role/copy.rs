@@ -87,6 +87,22 @@ pub fn copy_from_primary(
     member: &str,
 ) -> anyhow::Result<()> {
     let (redo_config, db_config) = config.resolved();
+    let marker = db::copy::copy_marker(&db_config);
+    if storage.exists(&marker) {
+        // An earlier copy was interrupted: what it left is no database; start again.
+        tracing::warn!(dir = %config.server.data_dir.display(), "an interrupted copy is discarded and made again");
+        for path in [
+            redo_config.dir.join("control"),
+            IncarnationHistory::path(&redo_config.dir),
+            redo_config.dir.join("archive_catalog"),
+            db_config.data_file(),
+            marker.clone(),
+        ] {
+            if storage.exists(&path) {
+                storage.remove(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+            }
+        }
+    }
     if ControlFile::new(&redo_config.dir).exists(storage.as_ref()) {
         bail!(
             "{} holds a database already: --from needs an empty data directory",
