@@ -249,6 +249,7 @@ fn gate_summary(gate: &server::role::gate::GateState) -> String {
         GateState::Unconfirmed { .. } => "WAITING FOR A STANDBY TO CONFIRM".into(),
         GateState::Quiesced { to } => format!("QUIESCED (switchover to {to})"),
         GateState::Changing { reason } => format!("CHANGING ({reason})"),
+        GateState::Isolated => "ISOLATED (neither its standby nor the observer answers)".into(),
         GateState::Fenced { primary, incarnation, .. } => {
             format!("FENCED ({primary} is primary in incarnation {incarnation})")
         }

@@ -26,6 +26,9 @@ enum Command {
     Status(cmd::status::Args),
     /// Switches logs now on a running primary: the current log is closed and archived.
     Logswitch(cmd::logswitch::Args),
+    /// The fast-start failover observer: fails over by itself when the primary is lost, and
+    /// answers Redis Sentinel clients.
+    Observer(cmd::observer::Args),
     /// Shows the configuration (every member) or one member of it.
     #[command(subcommand)]
     Show(cmd::roles::ShowCommand),
@@ -62,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::Nettest(cmd::nettest::NettestCommand::Server(_)) => "info",
         Command::Linkemu(cmd::linkemu::LinkemuCommand::Up(_)) => "info",
         Command::Server(_) => "info",
+        Command::Observer(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -77,6 +81,7 @@ fn main() -> std::process::ExitCode {
         Command::Server(args) => cmd::server::run(args),
         Command::Status(args) => cmd::status::run(args),
         Command::Logswitch(args) => cmd::logswitch::run(args),
+        Command::Observer(args) => cmd::observer::run(args),
         Command::Show(command) => cmd::roles::show(command),
         Command::Validate(args) => cmd::roles::validate(args),
         Command::Switchover(args) => cmd::roles::switchover(args),

@@ -9,6 +9,7 @@
 //! - `roles`: what members tell each other about roles and incarnations (`Probe`,
 //!   `RoleInfo`, the incarnation history a hello carries);
 //! - `copy`: a consistent copy of a primary's data files for a new standby;
+//! - `observer`: the fast-start failover observer's pings and the members' answers;
 //! - `handshake`: a standby's checks of a primary's hello.
 //!
 //! *Architecture Invariant*: this crate does no I/O and reads no clock. Times travel as fields
@@ -20,6 +21,7 @@ mod error;
 mod frame;
 mod handshake;
 mod message;
+mod observer;
 mod roles;
 
 pub use copy::{CopyBegin, CopyChunk, CopyEnd, CopyRequest};
@@ -30,6 +32,7 @@ pub use message::{
     Ack, AckWanted, ArchiveAck, ArchiveChunk, Channel, GapRequest, Heartbeat, Hello, Kind, Message,
     Position, StandbyStatus, Welcome, Write, WriteKind,
 };
+pub use observer::{ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.

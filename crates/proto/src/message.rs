@@ -4,6 +4,7 @@
 use crate::copy::{CopyBegin, CopyChunk, CopyEnd, CopyRequest};
 use crate::error::{ErrorCode, ErrorMessage, ProtoError};
 use crate::frame::{Reader, Writer};
+use crate::observer::{ObserverPing, ObserverPong};
 use crate::roles::{self, IncarnationRecord, Probe, RoleInfo};
 
 /// Message kinds on the wire.
@@ -26,6 +27,8 @@ pub enum Kind {
     CopyBegin = 14,
     CopyChunk = 15,
     CopyEnd = 16,
+    ObserverPing = 17,
+    ObserverPong = 18,
 }
 
 impl Kind {
@@ -47,6 +50,8 @@ impl Kind {
             14 => Kind::CopyBegin,
             15 => Kind::CopyChunk,
             16 => Kind::CopyEnd,
+            17 => Kind::ObserverPing,
+            18 => Kind::ObserverPong,
             _ => return None,
         })
     }
@@ -160,7 +165,7 @@ pub struct Ack {
     pub durable: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Heartbeat {
     pub primary_time_us: u64,
     /// The last SCN the primary handed out, and the last durable one.
@@ -170,6 +175,11 @@ pub struct Heartbeat {
     pub current_offset: u64,
     /// The primary's measure of this destination's transport lag.
     pub transport_lag_us: u64,
+    /// Whether this destination is caught up: SYNCHRONIZED (SYNC) or STREAMING (ASYNC).
+    pub caught_up: bool,
+    /// The observer the primary takes fast-start failover decisions from (empty: none): the
+    /// standby takes a failover only from it.
+    pub observer: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +231,8 @@ pub enum Message {
     CopyBegin(CopyBegin),
     CopyChunk(CopyChunk),
     CopyEnd(CopyEnd),
+    ObserverPing(ObserverPing),
+    ObserverPong(ObserverPong),
 }
 
 impl Message {
@@ -242,6 +254,8 @@ impl Message {
             Message::CopyBegin(_) => Kind::CopyBegin,
             Message::CopyChunk(_) => Kind::CopyChunk,
             Message::CopyEnd(_) => Kind::CopyEnd,
+            Message::ObserverPing(_) => Kind::ObserverPing,
+            Message::ObserverPong(_) => Kind::ObserverPong,
         }
     }
 }
@@ -297,6 +311,8 @@ pub(crate) fn encode_payload(message: &Message, w: &mut Writer<'_>) {
             ] {
                 w.u64(value);
             }
+            w.bool(beat.caught_up);
+            w.text(&beat.observer);
         }
         Message::StandbyStatus(status) => {
             w.position(&status.position);
@@ -329,6 +345,8 @@ pub(crate) fn encode_payload(message: &Message, w: &mut Writer<'_>) {
         Message::CopyBegin(begin) => begin.encode(w),
         Message::CopyChunk(chunk) => chunk.encode(w),
         Message::CopyEnd(end) => end.encode(w),
+        Message::ObserverPing(ping) => ping.encode(w),
+        Message::ObserverPong(pong) => pong.encode(w),
     }
 }
 
@@ -422,6 +440,8 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
             current_seq: r.u64()?,
             current_offset: r.u64()?,
             transport_lag_us: r.u64()?,
+            caught_up: r.bool()?,
+            observer: r.text()?,
         }),
         Kind::StandbyStatus => Message::StandbyStatus(StandbyStatus {
             position: r.position()?,
@@ -463,5 +483,7 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
         Kind::CopyBegin => Message::CopyBegin(CopyBegin::decode(r)?),
         Kind::CopyChunk => Message::CopyChunk(CopyChunk::decode(r)?),
         Kind::CopyEnd => Message::CopyEnd(CopyEnd::decode(r)?),
+        Kind::ObserverPing => Message::ObserverPing(ObserverPing::decode(r)?),
+        Kind::ObserverPong => Message::ObserverPong(ObserverPong::decode(r)?),
     })
 }

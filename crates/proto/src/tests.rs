@@ -142,14 +142,77 @@ fn message() -> impl Strategy<Value = Message> {
                 durable
             })
         ),
-        prop::array::uniform6(any::<u64>()).prop_map(|v| Message::Heartbeat(Heartbeat {
-            primary_time_us: v[0],
-            current_scn: v[1],
-            durable_scn: v[2],
-            current_seq: v[3],
-            current_offset: v[4],
-            transport_lag_us: v[5],
-        })),
+        (prop::array::uniform6(any::<u64>()), any::<bool>(), text).prop_map(
+            |(v, caught_up, observer)| Message::Heartbeat(Heartbeat {
+                primary_time_us: v[0],
+                current_scn: v[1],
+                durable_scn: v[2],
+                current_seq: v[3],
+                current_offset: v[4],
+                transport_lag_us: v[5],
+                caught_up,
+                observer,
+            })
+        ),
+        (text, any::<u64>(), (any::<bool>(), any::<bool>(), any::<bool>()), any::<u32>(), text)
+            .prop_map(
+                |(
+                    observer,
+                    time_us,
+                    (lease, grant_unsync, failover),
+                    newer_incarnation,
+                    new_primary,
+                )| {
+                    Message::ObserverPing(ObserverPing {
+                        observer,
+                        time_us,
+                        lease,
+                        grant_unsync,
+                        failover,
+                        newer_incarnation,
+                        new_primary,
+                    })
+                }
+            ),
+        (
+            text,
+            (any::<bool>(), any::<bool>(), any::<bool>()),
+            prop::array::uniform3(any::<u64>()),
+            text,
+            position()
+        )
+            .prop_map(
+                |(
+                    active_observer,
+                    (synchronized, wants_unsync, isolated),
+                    v,
+                    refusal,
+                    position,
+                )| {
+                    Message::ObserverPong(ObserverPong {
+                        info: RoleInfo {
+                            member: "east".into(),
+                            role: WireRole::Primary,
+                            database_id: v[0],
+                            incarnation: 2,
+                            fenced_incarnation: 0,
+                            primary: String::new(),
+                            position,
+                            durable_scn: v[1],
+                            time_us: v[2],
+                            history: Vec::new(),
+                        },
+                        active_observer,
+                        synchronized,
+                        wants_unsync,
+                        isolated,
+                        primary_silence_ms: v[0],
+                        transport_lag_ms: v[1],
+                        apply_lag_ms: v[2],
+                        refusal,
+                    })
+                }
+            ),
         (position(), any::<u64>(), any::<u64>()).prop_map(
             |(position, apply_lag_us, standby_time_us)| Message::StandbyStatus(StandbyStatus {
                 position,
@@ -285,7 +348,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Decoder::default().decode(&bytes);
         // Also behind a valid header, so that the payload decoders see them.
-        for kind in 1u8..=17 {
+        for kind in 1u8..=19 {
             let mut frame = vec![0u8; FRAME_HEADER_LEN];
             frame[0..4].copy_from_slice(b"RGWP");
             frame[4..8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());

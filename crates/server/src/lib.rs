@@ -140,6 +140,7 @@ pub struct Server {
     admin: tokio::task::JoinHandle<()>,
     events: tokio::task::JoinHandle<()>,
     retention: tokio::task::JoinHandle<()>,
+    observers: Option<tokio::task::JoinHandle<()>>,
     _lock: lock::DataDirLock,
 }
 
@@ -215,8 +216,9 @@ impl Server {
         let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
         let retention = tokio::spawn(retention::run(state.clone()));
+        let observers = state.roles.serve_observers();
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
-        Ok(Server { state, resp, admin, events, retention, _lock: lock })
+        Ok(Server { state, resp, admin, events, retention, observers, _lock: lock })
     }
 
     pub fn state(&self) -> &Arc<ServerState> {
@@ -258,6 +260,10 @@ impl Server {
         self.events.abort();
         self.retention.abort();
         let _ = self.retention.await;
+        if let Some(observers) = self.observers {
+            observers.abort();
+            let _ = observers.await;
+        }
         let _ = self.resp.await;
         let _ = self.admin.await;
         let _ = self.events.await;

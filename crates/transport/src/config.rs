@@ -229,6 +229,63 @@ impl MemberConfig {
 
 /// Most members of a configuration: a primary and nine standbys (LOG_ARCHIVE_DEST_2..10).
 pub const MEMBERS_MAX: usize = 10;
+/// Most observers of a configuration.
+pub const OBSERVERS_MAX: usize = 4;
+
+fn default_threshold() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_lag_limit() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `[replication.fast_start_failover]`: an observer fails over by itself when the primary is
+/// lost (docs/fast-start-failover.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FastStartFailoverConfig {
+    /// Default: `false`.
+    pub enabled: bool,
+    /// How long the primary may be unreachable before the observer fails over; also how long
+    /// a primary that hears from neither its SYNC target nor the observer goes on
+    /// acknowledging commits. Bounds: 500ms..=1h. Default: 2s.
+    #[serde(with = "units::serde_human::duration")]
+    pub threshold: Duration,
+    /// Under Maximum Performance, the most a target may lag (transport and apply) and still
+    /// be failed over to. Bounds: 0..=1h. Default: 30s.
+    #[serde(with = "units::serde_human::duration")]
+    pub lag_limit: Duration,
+    /// The members that may be failed over to, in order of preference. Default: every other
+    /// member, in the order `members` lists them.
+    pub target: Vec<String>,
+    /// Whether the observer reinstates an old primary by itself when it comes back. Default:
+    /// `true`.
+    pub auto_reinstate: bool,
+}
+
+impl Default for FastStartFailoverConfig {
+    fn default() -> FastStartFailoverConfig {
+        FastStartFailoverConfig {
+            enabled: false,
+            threshold: default_threshold(),
+            lag_limit: default_lag_limit(),
+            target: Vec::new(),
+            auto_reinstate: true,
+        }
+    }
+}
+
+/// `[[replication.observers]]`: an observer process (`redoguard observer`), in order of
+/// priority: the first one a primary hears from is the one it takes decisions from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverEntry {
+    /// Its name (`redoguard observer --name`). Required, unique.
+    pub name: String,
+    /// Where it answers the Redis Sentinel protocol (`host:port`), for clients. Required.
+    pub sentinel: String,
+}
 
 /// The `[replication]` section.
 ///
@@ -238,7 +295,7 @@ pub const MEMBERS_MAX: usize = 10;
 /// between members without editing a file. The *single-role* form (`role`, `destinations`,
 /// `[replication.standby]`) fixes a primary and its destinations, or a standby, and supports
 /// no role change.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplicationConfig {
     /// The role a database takes when its data directory is created: `primary` or
@@ -259,6 +316,30 @@ pub struct ReplicationConfig {
     /// Single-role form: a standby's listener; in the configuration form only
     /// `receive_buffer` is used.
     pub standby: StandbyConfig,
+    /// The configuration's name: the master name Redis Sentinel clients ask the observers
+    /// for. Default: `redoguard`.
+    pub name: String,
+    /// Fast-start failover (configuration form only).
+    pub fast_start_failover: FastStartFailoverConfig,
+    /// The observers, in order of priority.
+    pub observers: Vec<ObserverEntry>,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> ReplicationConfig {
+        ReplicationConfig {
+            role: RoleConfig::default(),
+            protection_mode: ProtectionMode::default(),
+            member: None,
+            members: Vec::new(),
+            redo_listen: None,
+            destinations: Vec::new(),
+            standby: StandbyConfig::default(),
+            name: "redoguard".to_string(),
+            fast_start_failover: FastStartFailoverConfig::default(),
+            observers: Vec::new(),
+        }
+    }
 }
 
 fn valid_name(name: &str) -> bool {
@@ -320,12 +401,23 @@ impl ReplicationConfig {
         }
     }
 
+    /// The members fast-start failover may fail over to, in order of preference.
+    pub fn failover_targets(&self) -> Vec<String> {
+        let targets = &self.fast_start_failover.target;
+        if targets.is_empty() {
+            self.members.iter().map(|member| member.name.clone()).collect()
+        } else {
+            targets.clone()
+        }
+    }
+
     /// Checks every bound; the error names the field.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let invalid = |field: String, reason: String| Err((field, reason));
         if self.has_members() {
             self.validate_members()?;
         }
+        self.validate_fast_start()?;
         if self.destinations.len() > 9 {
             return invalid(
                 "replication.destinations".into(),
@@ -374,6 +466,83 @@ impl ReplicationConfig {
                 "replication.destinations".into(),
                 "a standby has no destinations (cascading is not supported)".into(),
             );
+        }
+        Ok(())
+    }
+
+    /// The fast-start failover section and the observers; also what an observer checks of the
+    /// file it runs with.
+    pub fn validate_fast_start(&self) -> Result<(), (String, String)> {
+        let invalid = |field: String, reason: String| Err((field, reason));
+        if !valid_name(&self.name) {
+            return invalid(
+                "replication.name".into(),
+                format!("'{}' is not 1..=64 of A-Z a-z 0-9 . _ -", self.name),
+            );
+        }
+        if self.observers.len() > OBSERVERS_MAX {
+            return invalid(
+                "replication.observers".into(),
+                format!("{} observers; at most {OBSERVERS_MAX}", self.observers.len()),
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (index, observer) in self.observers.iter().enumerate() {
+            let field = |name: &str| format!("replication.observers[{index}].{name}");
+            if !valid_name(&observer.name)
+                || !names.insert(observer.name.as_str())
+                || self.member_named(&observer.name).is_some()
+            {
+                return invalid(
+                    field("name"),
+                    format!("'{}' is not a valid name, or is used twice", observer.name),
+                );
+            }
+            if !is_host_port(&observer.sentinel) {
+                return invalid(
+                    field("sentinel"),
+                    format!("'{}' is not host:port", observer.sentinel),
+                );
+            }
+        }
+        let fast_start = &self.fast_start_failover;
+        let field = |name: &str| format!("replication.fast_start_failover.{name}");
+        if !(Duration::from_millis(500)..=Duration::from_secs(3600)).contains(&fast_start.threshold)
+        {
+            return invalid(
+                field("threshold"),
+                format!("{:?} is outside 500ms..=1h", fast_start.threshold),
+            );
+        }
+        if fast_start.lag_limit > Duration::from_secs(3600) {
+            return invalid(field("lag_limit"), format!("{:?} is over 1h", fast_start.lag_limit));
+        }
+        for target in &fast_start.target {
+            if self.member_named(target).is_none() {
+                return invalid(field("target"), format!("'{target}' is not a member"));
+            }
+        }
+        if fast_start.enabled {
+            if !self.has_members() {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover needs the configuration form ([[replication.members]])"
+                        .into(),
+                );
+            }
+            if self.observers.is_empty() {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover needs an observer ([[replication.observers]])".into(),
+                );
+            }
+            if self.protection_mode == ProtectionMode::MaximumProtection {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover runs under maximum_availability or maximum_performance"
+                        .into(),
+                );
+            }
         }
         Ok(())
     }

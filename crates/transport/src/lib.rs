@@ -12,16 +12,18 @@
 pub mod config;
 pub mod conn;
 pub mod copy;
+pub mod fast_start;
 pub mod listener;
 pub mod primary;
 pub mod primary_port;
 pub mod receiver;
 
 pub use config::{
-    BufferSize, DestinationConfig, MemberConfig, ProtectionMode, ReplicationConfig, RoleConfig,
-    StandbyConfig, Transport,
+    BufferSize, DestinationConfig, FastStartFailoverConfig, MemberConfig, ObserverEntry,
+    ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
+pub use fast_start::{FastStart, ObserverHooks};
 pub use listener::{RedoListener, RedoPort, Refusals, probe};
 pub use primary::{
     DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryIdentity,

@@ -111,6 +111,8 @@ struct Inner {
     port: RwLock<Arc<dyn RedoPort>>,
     refusals: Arc<Refusals>,
     shutdown: AtomicBool,
+    /// Answers observers (fast-start failover), whatever the role; none: refused.
+    observer: RwLock<Option<Arc<dyn crate::fast_start::ObserverHooks>>>,
 }
 
 impl RedoListener {
@@ -141,8 +143,12 @@ impl RedoListener {
         socket.listen(16)?;
         let listener: TcpListener = socket.into();
         let local_addr = listener.local_addr()?;
-        let inner =
-            Arc::new(Inner { port: RwLock::new(port), refusals, shutdown: AtomicBool::new(false) });
+        let inner = Arc::new(Inner {
+            port: RwLock::new(port),
+            refusals,
+            shutdown: AtomicBool::new(false),
+            observer: RwLock::new(None),
+        });
         let thread = {
             let inner = inner.clone();
             std::thread::Builder::new()
@@ -160,6 +166,11 @@ impl RedoListener {
     /// port end as that port stops them).
     pub fn set_port(&self, port: Arc<dyn RedoPort>) {
         *self.inner.port.write() = port;
+    }
+
+    /// Answers observers from now on.
+    pub fn set_observer_hooks(&self, hooks: Arc<dyn crate::fast_start::ObserverHooks>) {
+        *self.inner.observer.write() = Some(hooks);
     }
 
     pub fn refusals(&self) -> &Arc<Refusals> {
@@ -271,11 +282,18 @@ impl Inner {
                 conn.shutdown();
             }
             Message::CopyRequest(request) => port.copy(conn, request),
+            Message::ObserverPing(ping) => match self.observer.read().clone() {
+                Some(hooks) => crate::fast_start::serve_observer(conn, ping, hooks.as_ref()),
+                None => self.refusals.refuse(
+                    &mut conn,
+                    ErrorMessage::new(ErrorCode::NotAStandby, "this member takes no observer (fast-start failover is not configured here)"),
+                ),
+            },
             other => self.refusals.refuse(
                 &mut conn,
                 ErrorMessage::new(
                     ErrorCode::Malformed,
-                    format!("expected a hello, a probe or a copy request, got {:?}", other.kind()),
+                    format!("expected a hello, a probe, a copy request or an observer ping, got {:?}", other.kind()),
                 ),
             ),
         }

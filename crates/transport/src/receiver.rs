@@ -70,6 +70,13 @@ pub struct StandbyReplicationStatus {
     /// Primaries refused, and the last reason.
     pub refused: u64,
     pub last_error: Option<String>,
+    /// The primary's last heartbeat (even if the primary is gone since) said this standby is
+    /// caught up (SYNCHRONIZED or STREAMING), and named the fast-start failover observer it
+    /// takes decisions from.
+    #[serde(default)]
+    pub caught_up: bool,
+    #[serde(default)]
+    pub active_observer: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +92,8 @@ struct Heard {
     durable_scn: Scn,
     transport_lag_us: u64,
     received_scn: Scn,
+    caught_up: bool,
+    observer: Option<String>,
     /// (last SCN, primary time) of redo received: when the primary generated which SCN.
     history: VecDeque<(Scn, u64)>,
     last_error: Option<String>,
@@ -219,6 +228,8 @@ impl StandbyReceiver {
             apply_lag_s: (transport_lag_us + inner.apply_lag_us(&heard, applied)) as f64 / 1e6,
             refused,
             last_error: heard.last_error.clone().or(refusal),
+            caught_up: heard.caught_up,
+            active_observer: heard.observer.clone(),
         }
     }
 
@@ -716,6 +727,8 @@ impl Inner {
                         heard.current_scn = Scn(beat.current_scn);
                         heard.durable_scn = Scn(beat.durable_scn);
                         heard.transport_lag_us = beat.transport_lag_us;
+                        heard.caught_up = beat.caught_up;
+                        heard.observer = (!beat.observer.is_empty()).then(|| beat.observer.clone());
                         heard.note(Scn(beat.current_scn), beat.primary_time_us);
                     }
                     self.redo

@@ -7,6 +7,7 @@ pub mod iotest;
 pub mod linkemu;
 pub mod logswitch;
 pub mod nettest;
+pub mod observer;
 pub mod roles;
 pub mod server;
 pub mod status;

@@ -58,7 +58,7 @@ impl Roles {
         })
     }
 
-    fn member_name(&self) -> String {
+    pub(crate) fn member_name(&self) -> String {
         self.config.replication.member.clone().unwrap_or_default()
     }
 

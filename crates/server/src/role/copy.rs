@@ -99,7 +99,9 @@ pub fn copy_from_primary(
             marker.clone(),
         ] {
             if storage.exists(&path) {
-                storage.remove(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+                storage
+                    .remove(&path)
+                    .with_context(|| format!("cannot remove {}", path.display()))?;
             }
         }
     }

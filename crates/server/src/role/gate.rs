@@ -9,6 +9,9 @@
 //! - `Quiesced`: a switchover is moving the primary role away; writes wait, and get
 //!   `-READONLY` naming the new primary once it has moved (or go on if it is aborted).
 //! - `Changing`: the role is being changed; writes wait, briefly.
+//! - `Isolated`: a primary under fast-start failover that hears from neither its SYNC target
+//!   nor the observer; writes wait, then `-TRYAGAIN` (commits already in flight wait in the
+//!   transport, see `transport::fast_start`).
 //! - `Fenced`: another member is primary in a newer incarnation: `-READONLY` naming it.
 //! - `Standby`: `-READONLY` naming the primary.
 //!
@@ -40,6 +43,9 @@ pub enum GateState {
     Changing {
         reason: String,
     },
+    /// A primary under fast-start failover that hears from neither its SYNC target nor the
+    /// observer: a failover may be under way on the other side.
+    Isolated,
     Fenced {
         incarnation: u32,
         primary: String,
@@ -76,6 +82,9 @@ impl GateState {
                 "TRYAGAIN a switchover to '{to}' is in progress: retry, the primary is moving"
             )),
             GateState::Changing { reason } => Frame::error(format!("TRYAGAIN {reason}: retry")),
+            GateState::Isolated => Frame::error(
+                "TRYAGAIN this primary hears from neither its standby nor the fast-start failover observer: it takes no write until one answers (a failover may be under way)",
+            ),
             GateState::Fenced { incarnation, primary, primary_resp } => Frame::error(format!(
                 "{READONLY} This database was failed over: '{primary}' is the primary (incarnation {incarnation}){}; reinstate this one as its standby",
                 primary_resp.as_ref().map_or(String::new(), |address| format!(" at {address}"))

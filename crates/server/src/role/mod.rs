@@ -11,6 +11,7 @@
 pub mod api;
 mod change;
 mod copy;
+mod fast_start;
 pub mod gate;
 pub mod http;
 
@@ -41,6 +42,8 @@ pub struct Running {
     pub transport: Option<PrimaryTransport>,
     /// A standby's receiver.
     pub receiver: Option<Arc<StandbyReceiver>>,
+    /// A primary's fast-start failover state (lease, grant), when it is enabled.
+    pub fast_start: Option<Arc<transport::FastStart>>,
 }
 
 impl Running {
@@ -140,6 +143,20 @@ impl Roles {
         ))
     }
 
+    /// Answers fast-start failover observers on the redo listener, and keeps an isolated
+    /// primary's gate closed.
+    pub fn serve_observers(self: &Arc<Roles>) -> Option<tokio::task::JoinHandle<()>> {
+        let listener = self.listener.as_ref()?;
+        if self.config.replication.observers.is_empty() {
+            return None;
+        }
+        listener.set_observer_hooks(Arc::new(fast_start::Hooks {
+            roles: Arc::downgrade(self),
+            runtime: tokio::runtime::Handle::current(),
+        }));
+        Some(tokio::spawn(fast_start::watch_isolation(self.clone())))
+    }
+
     /// The redo listener's address, if there is one.
     pub fn redo_addr(&self) -> Option<std::net::SocketAddr> {
         self.listener.as_ref().map(RedoListener::local_addr)
@@ -216,6 +233,22 @@ impl Roles {
             Role::Primary => {
                 let fenced = control.fenced.clone();
                 let destinations = replication.destinations();
+                let fast_start = (replication.fast_start_failover.enabled && fenced.is_none())
+                    .then(|| {
+                        transport::FastStart::new(
+                            replication.fast_start_failover.clone(),
+                            replication
+                                .observers
+                                .iter()
+                                .map(|observer| observer.name.clone())
+                                .collect(),
+                            replication
+                                .failover_targets()
+                                .into_iter()
+                                .filter(|target| Some(target) != replication.member.as_ref())
+                                .collect(),
+                        )
+                    });
                 let transport = if fenced.is_none() && !destinations.is_empty() {
                     let events = self.events.clone();
                     let transport = PrimaryTransport::start_as(
@@ -227,6 +260,7 @@ impl Roles {
                         Arc::new(move |event| {
                             let _ = events.send(event);
                         }),
+                        fast_start.clone(),
                     )
                     .context("starting redo transport")?;
                     db.redo().set_shipper(Some(transport.shipper()));
@@ -272,7 +306,7 @@ impl Roles {
                     },
                     None => GateState::Open,
                 };
-                Ok((Running { db, transport, receiver: None }, gate))
+                Ok((Running { db, transport, receiver: None, fast_start }, gate))
             }
             Role::Standby => {
                 let Some(listener) = &self.listener else {
@@ -309,13 +343,16 @@ impl Roles {
                         primary_resp: replication.standby.primary.clone(),
                     },
                 };
-                Ok((Running { db, transport: None, receiver: Some(receiver) }, gate))
+                Ok((
+                    Running { db, transport: None, receiver: Some(receiver), fast_start: None },
+                    gate,
+                ))
             }
         }
     }
 
     /// Who this member is, for a peer's probe.
-    fn role_info_source(&self, db: &Arc<Database>) -> transport::RoleInfoSource {
+    pub(crate) fn role_info_source(&self, db: &Arc<Database>) -> transport::RoleInfoSource {
         let db = Arc::downgrade(db);
         let member = self.config.replication.member.clone().unwrap_or_default();
         let history = self.history.clone();

@@ -229,6 +229,8 @@ struct Inner {
     redo: RedoLog,
     identity: PrimaryIdentity,
     events: TransportEvents,
+    /// Fast-start failover's lease and grant, when it is enabled.
+    fast_start: Option<Arc<crate::fast_start::FastStart>>,
     mode: ProtectionMode,
     destinations: Vec<Arc<Destination>>,
     shutdown: AtomicBool,
@@ -240,6 +242,8 @@ struct Inner {
     synchronized: AtomicBool,
     sync_remote_write: Arc<WaitEvent>,
     protection_wait: Arc<WaitEvent>,
+    /// Commits waiting for the fast-start failover observer's lease or grant.
+    lease_wait: Arc<WaitEvent>,
 }
 
 impl PrimaryTransport {
@@ -257,6 +261,7 @@ impl PrimaryTransport {
             destinations,
             metrics,
             Arc::new(|_| {}),
+            None,
         )
     }
 
@@ -269,6 +274,7 @@ impl PrimaryTransport {
         destinations: Vec<DestinationConfig>,
         metrics: &Metrics,
         events: TransportEvents,
+        fast_start: Option<Arc<crate::fast_start::FastStart>>,
     ) -> std::io::Result<PrimaryTransport> {
         // Where the log writer's next write starts, in stream order: after a closed log, the
         // next log's open header.
@@ -320,6 +326,7 @@ impl PrimaryTransport {
             redo,
             identity,
             events,
+            fast_start,
             mode,
             destinations,
             shutdown: AtomicBool::new(false),
@@ -329,6 +336,7 @@ impl PrimaryTransport {
             synchronized: AtomicBool::new(false),
             sync_remote_write: metrics.wait("SYNC remote write"),
             protection_wait: metrics.wait("Maximum Protection standby wait"),
+            lease_wait: metrics.wait("fast-start failover observer wait"),
         });
         let mut threads = Vec::new();
         for destination in &inner.destinations {
@@ -395,6 +403,9 @@ impl PrimaryTransport {
             }
             destination.notify();
         }
+        if let Some(fast_start) = &self.inner.fast_start {
+            fast_start.wake();
+        }
         {
             let _progress = self.inner.progress.lock();
             self.inner.progressed.notify_all();
@@ -428,6 +439,14 @@ impl Inner {
 
     /// Logs Maximum Availability's transitions between synchronized and not.
     fn note_synchronization(&self) {
+        if let Some(fast_start) = &self.fast_start {
+            let synchronized = self.destinations.iter().any(|destination| {
+                destination.is_sync()
+                    && fast_start.targets.contains(&destination.config.name)
+                    && destination.state.lock().phase == Phase::Synchronized
+            });
+            fast_start.set_synchronized(synchronized);
+        }
         if self.mode == ProtectionMode::MaximumPerformance {
             return;
         }

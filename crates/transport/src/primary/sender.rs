@@ -503,7 +503,10 @@ impl Inner {
         conn: &mut Conn,
     ) -> Result<(), String> {
         let durable = self.redo.durable_addr();
-        let lag = destination.transport_lag_us(&destination.state.lock());
+        let (lag, phase) = {
+            let state = destination.state.lock();
+            (destination.transport_lag_us(&state), state.phase)
+        };
         let beat = proto::Heartbeat {
             primary_time_us: now_unix_us(),
             current_scn: self.redo.next_scn().prev().0,
@@ -511,6 +514,12 @@ impl Inner {
             current_seq: durable.seq.0,
             current_offset: durable.offset,
             transport_lag_us: lag,
+            caught_up: matches!(phase, Phase::Synchronized | Phase::Streaming),
+            observer: self
+                .fast_start
+                .as_ref()
+                .and_then(|fast_start| fast_start.active())
+                .unwrap_or_default(),
         };
         conn.send(&Message::Heartbeat(beat), destination.config.net_timeout)
             .map_err(|error| format!("sending a heartbeat: {error}"))

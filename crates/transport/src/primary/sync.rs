@@ -27,6 +27,7 @@ impl ShipWait for ProtectionWait {
     fn wait(self: Box<Self>) -> Result<(), RedoError> {
         let started = Instant::now();
         let end = after(&self.write);
+        let mut acknowledged_by_target = false;
         for (destination, write_id, sent_at) in &self.sent {
             let deadline = *sent_at + destination.config.net_timeout;
             let outcome = (|| -> Result<(), String> {
@@ -70,6 +71,10 @@ impl ShipWait for ProtectionWait {
                     let mut state = destination.state.lock();
                     destination.acknowledge(&mut state, end);
                     state.last_heard = Some(Instant::now());
+                    acknowledged_by_target |=
+                        self.inner.fast_start.as_ref().is_some_and(|fast_start| {
+                            fast_start.targets.contains(&destination.config.name)
+                        });
                 }
                 Err(reason) => self.inner.desynchronize(destination, &reason),
             }
@@ -77,6 +82,19 @@ impl ShipWait for ProtectionWait {
         self.inner.sync_remote_write.record_since(started);
         if self.inner.mode == ProtectionMode::MaximumProtection {
             self.inner.wait_for_protection(end)?;
+        }
+        // Fast-start failover: redo no synchronized target acknowledged is declared durable
+        // only under the observer's lease (and, under Maximum Availability, its grant).
+        if let Some(fast_start) = &self.inner.fast_start
+            && !acknowledged_by_target
+        {
+            let inner = &self.inner;
+            let stop = || inner.shutdown.load(Ordering::Acquire) || inner.redo.is_shut_down();
+            let waited = Instant::now();
+            fast_start.admit_alone(inner.mode, &stop).map_err(|_| RedoError::Shutdown)?;
+            if waited.elapsed() > Duration::from_millis(1) {
+                inner.lease_wait.record_since(waited);
+            }
         }
         {
             let _progress = self.inner.progress.lock();
@@ -142,7 +160,10 @@ impl Inner {
             }
             destination.wake.notify_all();
         }
-        if sent.is_empty() && self.mode != ProtectionMode::MaximumProtection {
+        if sent.is_empty()
+            && self.mode != ProtectionMode::MaximumProtection
+            && self.fast_start.is_none()
+        {
             return None;
         }
         Some(Box::new(ProtectionWait { inner: self.clone(), write: write.clone(), sent }))

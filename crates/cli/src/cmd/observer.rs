@@ -1,0 +1,31 @@
+//! `redoguard observer`: the fast-start failover observer (and Redis Sentinel front).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The observer's file: the configuration's [replication] section (members, fast-start
+    /// failover, observers; no `member`) and [observer] name = "..." (docs/fast-start-failover.md).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Which of the configuration's observers this is (overrides `observer.name`).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut config = observer::ObserverConfig::load(&args.config)?;
+    if let Some(name) = args.name {
+        config.observer.name = name;
+        config.validate()?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("redoguard-observer")
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(observer::run(config))
+}

@@ -1,0 +1,97 @@
+//! The observer's file: the same `[replication]` section as the members' (the members, the
+//! fast-start failover settings, the observers) and `[observer] name`, which of the observers
+//! this process is.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use transport::ReplicationConfig;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverSection {
+    /// Which of `[[replication.observers]]` this process is. Required.
+    pub name: String,
+    /// How often each member is pinged; 0: a twentieth of the fast-start threshold. Bounds: 0
+    /// or 10ms..=1s. Default: 0.
+    #[serde(default, with = "units::serde_human::duration")]
+    pub interval: Duration,
+    /// The admin API token, if the members require one for role changes (reinstate).
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverConfig {
+    pub observer: ObserverSection,
+    pub replication: ReplicationConfig,
+}
+
+impl ObserverConfig {
+    pub fn load(path: &Path) -> anyhow::Result<ObserverConfig> {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            anyhow::anyhow!("cannot read the configuration file {}: {error}", path.display())
+        })?;
+        let config: ObserverConfig = toml::from_str(&text).map_err(|error| {
+            anyhow::anyhow!(
+                "configuration file {}: {}",
+                path.display(),
+                error.to_string().trim_end()
+            )
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what the observer needs; the error names the field.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let replication = &self.replication;
+        replication
+            .validate_fast_start()
+            .map_err(|(field, reason)| anyhow::anyhow!("{field}: {reason}"))?;
+        if replication.members.len() < 2 {
+            anyhow::bail!(
+                "replication.members: an observer watches a configuration of at least two members"
+            );
+        }
+        if !replication.observers.iter().any(|observer| observer.name == self.observer.name) {
+            anyhow::bail!(
+                "observer.name: '{}' is not one of [[replication.observers]] ({})",
+                self.observer.name,
+                replication
+                    .observers
+                    .iter()
+                    .map(|observer| observer.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let interval = self.observer.interval;
+        if !interval.is_zero()
+            && !(Duration::from_millis(10)..=Duration::from_secs(1)).contains(&interval)
+        {
+            anyhow::bail!("observer.interval: {interval:?} is neither 0 nor within 10ms..=1s");
+        }
+        Ok(())
+    }
+
+    /// How often members are pinged.
+    pub fn interval(&self) -> Duration {
+        if self.observer.interval.is_zero() {
+            (self.replication.fast_start_failover.threshold / 20).max(Duration::from_millis(10))
+        } else {
+            self.observer.interval
+        }
+    }
+
+    /// Where this observer answers Sentinel clients.
+    pub fn sentinel_address(&self) -> Option<String> {
+        self.replication
+            .observers
+            .iter()
+            .find(|observer| observer.name == self.observer.name)
+            .map(|observer| observer.sentinel.clone())
+    }
+}

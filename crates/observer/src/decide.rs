@@ -1,0 +1,399 @@
+//! What the observer does with what it sees (`docs/fast-start-failover.md`):
+//!
+//! - **lease**: every ping to the member it knows as the primary renews the primary's lease,
+//!   until the observer decides that primary is lost;
+//! - **grant**: a primary that asks to go on without its SYNC target (Maximum Availability) is
+//!   granted it, and from then on the observer does not fail over to that target until the
+//!   primary says it is synchronized again;
+//! - **failover**: the active observer (the one the primary last named) asks the first ready
+//!   target to take over once the primary has not answered for `threshold` × 1.2 (after the
+//!   primary's own lease has run out), or at once if nothing listens on the primary's redo port
+//!   (the process is gone: it can take no write);
+//! - **fence** and **reinstate**: an old primary that answers again is told of the newer
+//!   incarnation, and (with `auto_reinstate`) reinstated as a standby of the new primary.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proto::{ObserverPing, ObserverPong, WireRole};
+use serde::Serialize;
+use transport::ProtectionMode;
+
+use crate::config::ObserverConfig;
+
+/// What a watcher saw.
+pub enum Outcome {
+    Answered(Box<ObserverPong>),
+    Unreachable { refused: bool, error: String },
+}
+
+/// One member, as the observer sees it.
+#[derive(Debug, Clone, Default)]
+pub struct MemberView {
+    pub pong: Option<ObserverPong>,
+    pub answered_at: Option<Instant>,
+    /// Connections refused in a row since the last answer.
+    pub refused_in_a_row: u32,
+    pub error: Option<String>,
+}
+
+/// A failover the observer made.
+#[derive(Debug, Clone, Serialize)]
+pub struct FailoverRecord {
+    pub from: String,
+    pub to: String,
+    pub incarnation: u32,
+    /// Milliseconds from the primary's last answer to the new primary's first answer as such.
+    pub after_last_answer_ms: u64,
+    pub fast_path: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct ObserverState {
+    pub views: BTreeMap<String, MemberView>,
+    /// The primary as the observer knows it, and its incarnation.
+    pub primary: Option<String>,
+    pub incarnation: u32,
+    /// The observer the primary last named (from its pongs).
+    pub active: Option<String>,
+    /// No lease to this primary (of this incarnation) any more: the observer failed over.
+    failed_from: Option<(String, u32)>,
+    /// The primary asked to go on without its SYNC target, and was granted it.
+    pub unsync_granted: bool,
+    /// A failover request being made to this target, since when, from whom.
+    failover_to: Option<(String, Instant, String, bool)>,
+    pub failovers: Vec<FailoverRecord>,
+    /// A reinstate under way.
+    reinstating: bool,
+    pub last_event: Option<String>,
+}
+
+/// What the watchers, the decider and the Sentinel front share.
+pub struct Shared {
+    pub me: String,
+    pub state: Mutex<ObserverState>,
+    stop: AtomicBool,
+    /// `+switch-master` messages for Sentinel subscribers.
+    pub switches: tokio::sync::broadcast::Sender<String>,
+}
+
+impl Shared {
+    pub fn new(config: &ObserverConfig) -> Shared {
+        let views = config
+            .replication
+            .members
+            .iter()
+            .map(|member| (member.name.clone(), MemberView::default()))
+            .collect();
+        Shared {
+            me: config.observer.name.clone(),
+            state: Mutex::new(ObserverState { views, ..ObserverState::default() }),
+            stop: AtomicBool::new(false),
+            switches: tokio::sync::broadcast::channel(64).0,
+        }
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// The ping member `name` gets now.
+    pub fn ping_for(&self, name: &str) -> ObserverPing {
+        let state = self.state.lock();
+        let view = state.views.get(name);
+        let incarnation =
+            view.and_then(|view| view.pong.as_ref()).map_or(0, |pong| pong.info.incarnation);
+        let is_primary = state.primary.as_deref() == Some(name);
+        let lease =
+            is_primary && state.failed_from.as_ref() != Some(&(name.to_string(), incarnation));
+        let wants_unsync =
+            view.and_then(|view| view.pong.as_ref()).is_some_and(|pong| pong.wants_unsync);
+        // An old primary (a member that says primary in an older incarnation) hears the news.
+        let stale_primary = view.and_then(|view| view.pong.as_ref()).is_some_and(|pong| {
+            pong.info.role == WireRole::Primary
+                && pong.info.fenced_incarnation == 0
+                && pong.info.incarnation < state.incarnation
+        });
+        ObserverPing {
+            observer: self.me.clone(),
+            time_us: redo::types::now_unix_us(),
+            lease,
+            grant_unsync: lease
+                && wants_unsync
+                && state.active.as_deref() == Some(self.me.as_str()),
+            failover: state.failover_to.as_ref().is_some_and(|(target, ..)| target == name),
+            newer_incarnation: if stale_primary { state.incarnation } else { 0 },
+            new_primary: if stale_primary {
+                state.primary.clone().unwrap_or_default()
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    /// Records what a watcher saw.
+    pub fn note(&self, name: &str, outcome: Outcome) {
+        let mut state = self.state.lock();
+        let Some(view) = state.views.get_mut(name) else { return };
+        match outcome {
+            Outcome::Answered(pong) => {
+                view.answered_at = Some(Instant::now());
+                view.refused_in_a_row = 0;
+                view.error = None;
+                view.pong = Some(*pong);
+            }
+            Outcome::Unreachable { refused, error } => {
+                view.refused_in_a_row = if refused { view.refused_in_a_row + 1 } else { 0 };
+                view.error = Some(error);
+            }
+        }
+    }
+
+    /// The current primary's client address, for Sentinel clients.
+    pub fn primary(&self) -> Option<String> {
+        self.state.lock().primary.clone()
+    }
+}
+
+fn log(state: &mut ObserverState, event: String) {
+    tracing::warn!(event, "observer");
+    state.last_event = Some(event);
+}
+
+/// The decision loop, until the observer stops.
+pub fn run(config: &ObserverConfig, shared: &Arc<Shared>) {
+    let interval = config.interval();
+    while !shared.stopped() {
+        let reinstate = step(config, shared);
+        if let Some((old, primary)) = reinstate {
+            spawn_reinstate(config, shared, old, primary);
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// One step; returns a reinstate to start (old primary, new primary).
+fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
+    let replication = &config.replication;
+    let fast_start = &replication.fast_start_failover;
+    let threshold = fast_start.threshold;
+    let now = Instant::now();
+    let mut state = shared.state.lock();
+    let state = &mut *state;
+    // A failover under way: done, or refused?
+    if let Some((target, since, from, fast_path)) = state.failover_to.clone() {
+        let pong = state.views.get(&target).and_then(|view| view.pong.clone());
+        match pong {
+            Some(pong)
+                if pong.info.role == WireRole::Primary
+                    && pong.info.incarnation > state.incarnation =>
+            {
+                let after = state
+                    .views
+                    .get(&from)
+                    .and_then(|view| view.answered_at)
+                    .map_or(0, |at| now.duration_since(at).as_millis() as u64);
+                state.failovers.push(FailoverRecord {
+                    from: from.clone(),
+                    to: target.clone(),
+                    incarnation: pong.info.incarnation,
+                    after_last_answer_ms: after,
+                    fast_path,
+                });
+                let (old, new) = (address_of(replication, &from), address_of(replication, &target));
+                state.primary = Some(target.clone());
+                state.incarnation = pong.info.incarnation;
+                state.failover_to = None;
+                state.unsync_granted = false;
+                log(
+                    state,
+                    format!(
+                        "fast-start failover: '{target}' is the primary of incarnation {} ({} ms after '{from}' last answered)",
+                        pong.info.incarnation, after
+                    ),
+                );
+                let _ = shared.switches.send(format!("{} {} {}", replication.name, old, new));
+            }
+            Some(pong) if !pong.refusal.is_empty() => {
+                log(state, format!("fast-start failover to '{target}' refused: {}", pong.refusal));
+                state.failover_to = None;
+                state.failed_from = None;
+            }
+            _ if since.elapsed() > Duration::from_secs(120) => {
+                log(
+                    state,
+                    format!("fast-start failover to '{target}' did not complete within 120 s"),
+                );
+                state.failover_to = None;
+            }
+            _ => {}
+        }
+        return None;
+    }
+    // Who is primary: the open primary of the newest incarnation that answered.
+    let newest = state
+        .views
+        .iter()
+        .filter_map(|(name, view)| view.pong.as_ref().map(|pong| (name, pong, view.answered_at)))
+        .filter(|(_, pong, _)| {
+            pong.info.role == WireRole::Primary && pong.info.fenced_incarnation == 0
+        })
+        .max_by_key(|(_, pong, _)| pong.info.incarnation)
+        .map(|(name, pong, _)| {
+            (
+                name.clone(),
+                pong.info.incarnation,
+                pong.active_observer.clone(),
+                pong.wants_unsync,
+                pong.synchronized,
+            )
+        });
+    if let Some((name, incarnation, active, wants_unsync, synchronized)) = newest
+        && incarnation >= state.incarnation
+    {
+        if state.primary.as_deref() != Some(name.as_str()) || state.incarnation != incarnation {
+            log(state, format!("the primary is '{name}' (incarnation {incarnation})"));
+        }
+        state.primary = Some(name.clone());
+        state.incarnation = incarnation;
+        if !active.is_empty() {
+            state.active = Some(active);
+        }
+        if synchronized {
+            if state.unsync_granted {
+                log(state, format!("'{name}' is synchronized with its target again"));
+            }
+            state.unsync_granted = false;
+        } else if wants_unsync
+            && state.active.as_deref() == Some(shared.me.as_str())
+            && !state.unsync_granted
+        {
+            // The ping grants it (see `ping_for`); from now on, no failover to the target.
+            state.unsync_granted = true;
+            log(
+                state,
+                format!(
+                    "'{name}' lost its SYNC target: it may go on unsynchronized; no fast-start failover until the target is synchronized again"
+                ),
+            );
+        }
+    }
+    // A fenced member, and a primary to reinstate it under.
+    if fast_start.auto_reinstate
+        && !state.reinstating
+        && let Some(primary) = state.primary.clone()
+        && let Some(old) = state.views.iter().find_map(|(name, view)| {
+            let pong = view.pong.as_ref()?;
+            (pong.info.fenced_incarnation != 0
+                && view.answered_at.is_some_and(|at| at.elapsed() < threshold))
+            .then(|| name.clone())
+        })
+    {
+        state.reinstating = true;
+        return Some((old, primary));
+    }
+    if !fast_start.enabled {
+        return None;
+    }
+    // Is the primary lost?
+    let primary = state.primary.clone()?;
+    if state.active.as_deref() != Some(shared.me.as_str()) {
+        return None;
+    }
+    let view = state.views.get(&primary).cloned().unwrap_or_default();
+    let silent = view.answered_at.map_or(Duration::MAX, |at| now.duration_since(at));
+    let fast_path = view.refused_in_a_row >= 2;
+    // Slow path: past the primary's own lease (its last ping came before its last answer).
+    let lost = fast_path || silent >= threshold + threshold / 5;
+    if !lost {
+        return None;
+    }
+    // The first ready target.
+    let target =
+        replication.failover_targets().into_iter().filter(|name| *name != primary).find(|name| {
+            let Some(view) = state.views.get(name) else { return false };
+            let Some(pong) = &view.pong else { return false };
+            let recent = view.answered_at.is_some_and(|at| at.elapsed() < threshold);
+            let standby = pong.info.role == WireRole::Standby
+                && pong.info.fenced_incarnation == 0
+                && pong.info.incarnation == state.incarnation;
+            let ready = match replication.protection_mode {
+                ProtectionMode::MaximumAvailability => pong.synchronized && !state.unsync_granted,
+                _ => {
+                    let limit = fast_start.lag_limit.as_millis() as u64;
+                    pong.synchronized
+                        && pong.transport_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
+                        && pong.apply_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
+                }
+            };
+            recent && standby && ready
+        });
+    let Some(target) = target else {
+        if state.last_event.as_deref().is_none_or(|event| !event.starts_with("the primary is lost"))
+        {
+            log(
+                state,
+                format!(
+                    "the primary is lost ('{primary}' silent {:.1} s), but no target is ready (synchronized, reachable): no failover",
+                    silent.as_secs_f64().min(1e6)
+                ),
+            );
+        }
+        return None;
+    };
+    let incarnation = state.incarnation;
+    state.failed_from = Some((primary.clone(), incarnation));
+    state.failover_to = Some((target.clone(), now, primary.clone(), fast_path));
+    log(
+        state,
+        format!(
+            "fast-start failover: '{primary}' is lost ({}), failing over to '{target}'",
+            if fast_path {
+                "its redo port refuses connections".to_string()
+            } else {
+                format!("silent {:.1} s", silent.as_secs_f64())
+            }
+        ),
+    );
+    None
+}
+
+fn address_of(replication: &transport::ReplicationConfig, member: &str) -> String {
+    let resp =
+        replication.member_named(member).map(|member| member.resp.clone()).unwrap_or_default();
+    match resp.rsplit_once(':') {
+        Some((host, port)) => format!("{host} {port}"),
+        None => resp,
+    }
+}
+
+fn spawn_reinstate(config: &ObserverConfig, shared: &Arc<Shared>, old: String, primary: String) {
+    let admin = config
+        .replication
+        .member_named(&primary)
+        .map(|member| member.admin.clone())
+        .unwrap_or_default();
+    log(&mut shared.state.lock(), format!("reinstating '{old}' as a standby of '{primary}'"));
+    // The reinstate runs on its own thread; the decider goes on.
+    let shared = shared.clone();
+    std::thread::spawn(move || {
+        let outcome = broker::transitions::reinstate(&admin, &old);
+        let mut state = shared.state.lock();
+        state.reinstating = false;
+        let event = match outcome {
+            Ok(done) => format!(
+                "'{old}' reinstated as a standby of '{primary}' ({} divergent records set aside)",
+                done.set_aside.records
+            ),
+            Err(error) => format!("reinstating '{old}' failed: {error:#}"),
+        };
+        log(&mut state, event);
+    });
+}

@@ -1,0 +1,68 @@
+//! The fast-start failover observer (`redoguard observer`): a process on a third host that
+//! watches every member of a configuration, fails over to the target standby by itself when the
+//! primary is lost (as `redoguard failover` would, but with the guarantees of
+//! `docs/fast-start-failover.md`), reinstates the old primary when it comes back, and answers
+//! the part of the Redis Sentinel protocol that client libraries use to find the primary.
+//!
+//! - `config`: the observer's file (the configuration's members, fast-start settings, the
+//!   observers, and which one this is);
+//! - `watch`: a connection to every member's redo listener, a ping every tick, the answers;
+//! - `decide`: what the observer does with what it sees (lease, grant, failover, fence,
+//!   reinstate): a state machine over the members' answers and the time;
+//! - `sentinel`: the Redis Sentinel front for clients.
+
+pub mod config;
+pub mod decide;
+pub mod sentinel;
+pub mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+pub use config::ObserverConfig;
+
+/// Runs the observer until SIGINT or SIGTERM.
+pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
+    config.validate()?;
+    let shared = Arc::new(decide::Shared::new(&config));
+    let watchers = watch::start(&config, shared.clone());
+    let decider = {
+        let (config, shared) = (config.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("observer-decide".into())
+            .spawn(move || decide::run(&config, &shared))?
+    };
+    let sentinel = match config.sentinel_address() {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(&address)
+                .await
+                .with_context(|| format!("cannot listen for Sentinel clients on {address}"))?;
+            println!(
+                "redoguard observer '{}' ready: Sentinel on {}, watching {} members of '{}'",
+                config.observer.name,
+                listener.local_addr()?,
+                config.replication.members.len(),
+                config.replication.name
+            );
+            Some(tokio::spawn(sentinel::serve(listener, config.clone(), shared.clone())))
+        }
+        None => None,
+    };
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = terminate.recv() => {},
+    }
+    shared.stop();
+    if let Some(sentinel) = sentinel {
+        sentinel.abort();
+    }
+    for watcher in watchers {
+        let _ = watcher.join();
+    }
+    let _ = decider.join();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    Ok(())
+}

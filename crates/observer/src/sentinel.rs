@@ -1,0 +1,285 @@
+//! The Redis Sentinel front: the part of the Sentinel protocol that client libraries use to
+//! find the primary (redis-py's `Sentinel`, Jedis, go-redis, ioredis), with the
+//! configuration's `name` as the master name.
+//!
+//! `PING`, `ROLE`, `INFO`, `SENTINEL get-master-addr-by-name | masters | master | replicas |
+//! slaves | sentinels`, `SUBSCRIBE`/`PSUBSCRIBE` (a `+switch-master <name> <old ip> <old port>
+//! <new ip> <new port>` message after every failover), `CLIENT SETNAME|SETINFO|GETNAME`,
+//! `QUIT`. Anything else gets `-ERR unknown command`. Connections are bounded in number and in
+//! what they may buffer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use proto::WireRole;
+use resp::{Connection, Frame, Limits, ProtocolVersion};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::config::ObserverConfig;
+use crate::decide::Shared;
+
+const CONNECTIONS_MAX: usize = 256;
+const IDLE: Duration = Duration::from_secs(600);
+
+pub async fn serve(listener: TcpListener, config: ObserverConfig, shared: Arc<Shared>) {
+    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let config = Arc::new(config);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
+        let (config, shared) = (config.clone(), shared.clone());
+        tokio::spawn(async move {
+            connection(stream, &config, &shared).await;
+            drop(permit);
+        });
+    }
+}
+
+fn bulk(text: impl Into<String>) -> Frame {
+    Frame::Bulk(Bytes::from(text.into()))
+}
+
+fn pairs(fields: Vec<(&str, String)>) -> Frame {
+    Frame::Array(fields.into_iter().flat_map(|(key, value)| [bulk(key), bulk(value)]).collect())
+}
+
+fn host_port(address: &str) -> (String, String) {
+    match address.rsplit_once(':') {
+        Some((host, port)) => (host.to_string(), port.to_string()),
+        None => (address.to_string(), String::new()),
+    }
+}
+
+async fn connection(stream: TcpStream, config: &ObserverConfig, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let limits =
+        Limits { bulk_bytes_max: 64 << 10, request_bytes_max: 1 << 20, ..Limits::default() };
+    let mut conn = Connection::new(stream, limits);
+    let mut switches = shared.switches.subscribe();
+    let mut channels: Vec<String> = Vec::new();
+    let mut patterns: Vec<String> = Vec::new();
+    loop {
+        let request = tokio::select! {
+            request = tokio::time::timeout(IDLE, conn.read_request()) => request,
+            switch = switches.recv(), if !channels.is_empty() || !patterns.is_empty() => {
+                let Ok(switch) = switch else { continue };
+                let channel = "+switch-master";
+                let message = if channels.iter().any(|name| name == channel) {
+                    Frame::Array(vec![bulk("message"), bulk(channel), bulk(switch)])
+                } else {
+                    let pattern = patterns.first().cloned().unwrap_or_default();
+                    Frame::Array(vec![bulk("pmessage"), bulk(pattern), bulk(channel), bulk(switch)])
+                };
+                if conn.write_reply(&message, ProtocolVersion::Resp2).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Ok(Ok(Some(request))) = request else { return };
+        let args: Vec<String> =
+            request.args().iter().map(|arg| String::from_utf8_lossy(arg).into_owned()).collect();
+        let Some(command) = args.first().map(|name| name.to_ascii_lowercase()) else { continue };
+        let reply = match command.as_str() {
+            "ping" if !channels.is_empty() || !patterns.is_empty() => {
+                Frame::Array(vec![bulk("pong"), bulk("")])
+            }
+            "ping" => Frame::simple("PONG"),
+            "quit" => {
+                let _ = conn.write_reply(&Frame::ok(), ProtocolVersion::Resp2).await;
+                return;
+            }
+            "client" => match args.get(1).map(|sub| sub.to_ascii_lowercase()).as_deref() {
+                Some("getname") => Frame::Null,
+                _ => Frame::ok(),
+            },
+            "role" => Frame::Array(vec![
+                bulk("sentinel"),
+                Frame::Array(vec![bulk(config.replication.name.clone())]),
+            ]),
+            "info" => bulk(info(config, shared)),
+            "subscribe" | "psubscribe" => {
+                let pattern = command == "psubscribe";
+                let mut replies = Vec::new();
+                for name in &args[1..] {
+                    let list = if pattern { &mut patterns } else { &mut channels };
+                    if !list.contains(name) {
+                        list.push(name.clone());
+                    }
+                    replies.push(Frame::Array(vec![
+                        bulk(command.clone()),
+                        bulk(name.clone()),
+                        Frame::Integer((channels.len() + patterns.len()) as i64),
+                    ]));
+                }
+                for reply in &replies[..replies.len().saturating_sub(1)] {
+                    conn.buffer_reply(reply, ProtocolVersion::Resp2);
+                }
+                replies.pop().unwrap_or_else(|| {
+                    Frame::error("ERR wrong number of arguments for 'subscribe' command")
+                })
+            }
+            "unsubscribe" | "punsubscribe" => {
+                channels.clear();
+                patterns.clear();
+                Frame::Array(vec![bulk(command.clone()), Frame::Null, Frame::Integer(0)])
+            }
+            "sentinel" => sentinel(config, shared, &args[1..]),
+            other => Frame::error(format!("ERR unknown command '{other}'")),
+        };
+        if conn.write_reply(&reply, ProtocolVersion::Resp2).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn sentinel(config: &ObserverConfig, shared: &Shared, args: &[String]) -> Frame {
+    let Some(sub) = args.first().map(|sub| sub.to_ascii_lowercase()) else {
+        return Frame::error("ERR wrong number of arguments for 'sentinel' command");
+    };
+    let name = &config.replication.name;
+    let named = |at: usize| args.get(at).is_some_and(|asked| asked == name);
+    match sub.as_str() {
+        "get-master-addr-by-name" => match (named(1), master_address(config, shared)) {
+            (true, Some(address)) => {
+                let (host, port) = host_port(&address);
+                Frame::Array(vec![bulk(host), bulk(port)])
+            }
+            _ => Frame::Null,
+        },
+        "masters" => Frame::Array(master_state(config, shared).into_iter().collect()),
+        "master" if named(1) => master_state(config, shared)
+            .unwrap_or_else(|| Frame::error("ERR No such master with that name")),
+        "replicas" | "slaves" if named(1) => Frame::Array(replicas(config, shared)),
+        "sentinels" if named(1) => Frame::Array(
+            config
+                .replication
+                .observers
+                .iter()
+                .filter(|observer| observer.name != config.observer.name)
+                .map(|observer| {
+                    let (host, port) = host_port(&observer.sentinel);
+                    pairs(vec![
+                        ("name", observer.name.clone()),
+                        ("ip", host),
+                        ("port", port),
+                        ("runid", observer.name.clone()),
+                        ("flags", "sentinel".into()),
+                    ])
+                })
+                .collect(),
+        ),
+        "master" | "replicas" | "slaves" | "sentinels" => {
+            Frame::error("ERR No such master with that name")
+        }
+        other => Frame::error(format!("ERR unknown sentinel subcommand '{other}'")),
+    }
+}
+
+/// The primary's client address, if the observer knows an open primary that answers.
+fn master_address(config: &ObserverConfig, shared: &Shared) -> Option<String> {
+    let primary = shared.primary()?;
+    config.replication.member_named(&primary).map(|member| member.resp.clone())
+}
+
+fn master_state(config: &ObserverConfig, shared: &Shared) -> Option<Frame> {
+    let state = shared.state.lock();
+    let primary = state.primary.clone()?;
+    let member = config.replication.member_named(&primary)?;
+    let view = state.views.get(&primary);
+    let down = view
+        .and_then(|view| view.answered_at)
+        .is_none_or(|at| at.elapsed() > config.replication.fast_start_failover.threshold);
+    let last_ok = view
+        .and_then(|view| view.answered_at)
+        .map_or(u64::MAX / 2, |at| at.elapsed().as_millis() as u64);
+    let standbys = state
+        .views
+        .values()
+        .filter(|view| view.pong.as_ref().is_some_and(|pong| pong.info.role == WireRole::Standby))
+        .count();
+    let (host, port) = host_port(&member.resp);
+    let threshold = config.replication.fast_start_failover.threshold.as_millis() as u64;
+    Some(pairs(vec![
+        ("name", config.replication.name.clone()),
+        ("ip", host),
+        ("port", port),
+        ("runid", primary.clone()),
+        ("flags", if down { "master,s_down".into() } else { "master".into() }),
+        ("link-pending-commands", "0".into()),
+        ("link-refcount", "1".into()),
+        ("last-ping-sent", "0".into()),
+        ("last-ok-ping-reply", last_ok.to_string()),
+        ("last-ping-reply", last_ok.to_string()),
+        ("down-after-milliseconds", threshold.to_string()),
+        ("info-refresh", last_ok.to_string()),
+        ("role-reported", "master".into()),
+        ("role-reported-time", "0".into()),
+        ("config-epoch", state.incarnation.to_string()),
+        ("num-slaves", standbys.to_string()),
+        ("num-other-sentinels", config.replication.observers.len().saturating_sub(1).to_string()),
+        ("quorum", "1".into()),
+        ("failover-timeout", "60000".into()),
+        ("parallel-syncs", "1".into()),
+    ]))
+}
+
+fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
+    let state = shared.state.lock();
+    let threshold = config.replication.fast_start_failover.threshold;
+    let primary = state.primary.clone().and_then(|name| {
+        config.replication.member_named(&name).map(|member| host_port(&member.resp))
+    });
+    state
+        .views
+        .iter()
+        .filter_map(|(name, view)| {
+            let pong = view.pong.as_ref()?;
+            if pong.info.role != WireRole::Standby {
+                return None;
+            }
+            let member = config.replication.member_named(name)?;
+            let (host, port) = host_port(&member.resp);
+            let down = view.answered_at.is_none_or(|at| at.elapsed() > threshold);
+            let (master_host, master_port) = primary.clone().unwrap_or_default();
+            Some(pairs(vec![
+                ("name", format!("{host}:{port}")),
+                ("ip", host),
+                ("port", port),
+                ("runid", name.clone()),
+                ("flags", if down { "slave,s_down".into() } else { "slave".into() }),
+                ("master-link-status", if pong.synchronized { "ok".into() } else { "err".into() }),
+                ("master-host", master_host),
+                ("master-port", master_port),
+                ("slave-priority", "100".into()),
+                ("slave-repl-offset", pong.info.position.applied_scn.to_string()),
+            ]))
+        })
+        .collect()
+}
+
+fn info(config: &ObserverConfig, shared: &Shared) -> String {
+    let address = master_address(config, shared).unwrap_or_default();
+    let state = shared.state.lock();
+    let standbys = state
+        .views
+        .values()
+        .filter(|view| view.pong.as_ref().is_some_and(|pong| pong.info.role == WireRole::Standby))
+        .count();
+    format!(
+        "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:0\r\nsentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\nmaster0:name={},status={},address={},slaves={},sentinels={}\r\nredoguard_observer:{}\r\nredoguard_active_observer:{}\r\nredoguard_failovers:{}\r\n",
+        config.replication.name,
+        if address.is_empty() { "sdown" } else { "ok" },
+        address,
+        standbys,
+        config.replication.observers.len(),
+        config.observer.name,
+        state.active.clone().unwrap_or_default(),
+        state.failovers.len()
+    )
+}

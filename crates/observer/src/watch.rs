@@ -1,0 +1,85 @@
+//! A watcher per member: a connection to its redo listener, kept open, a ping every tick
+//! (carrying what `decide` wants that member told), and the answer recorded. A connection that
+//! fails is made again at the next tick; a refused connection (nothing listens: the process is
+//! gone) is recorded as such, for the fast path of a failover.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use proto::Message;
+use transport::conn::{Conn, ConnError};
+
+use crate::config::ObserverConfig;
+use crate::decide::{Outcome, Shared};
+
+/// Largest frame the observer reads.
+const PAYLOAD_MAX: usize = 1 << 20;
+/// How long a ping that asks for a failover may take to be answered (the target applies what
+/// it received and opens as the primary).
+const FAILOVER_WAIT: Duration = Duration::from_secs(90);
+
+pub fn start(config: &ObserverConfig, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
+    config
+        .replication
+        .members
+        .iter()
+        .map(|member| {
+            let (name, address) = (member.name.clone(), member.redo.clone());
+            let (shared, interval, threshold) = (
+                shared.clone(),
+                config.interval(),
+                config.replication.fast_start_failover.threshold,
+            );
+            std::thread::Builder::new()
+                .name(format!("observe-{name}"))
+                .spawn(move || watch(&name, &address, interval, threshold, &shared))
+                .expect("a thread")
+        })
+        .collect()
+}
+
+fn watch(name: &str, address: &str, interval: Duration, threshold: Duration, shared: &Shared) {
+    let mut conn: Option<Conn> = None;
+    let answer_wait = (threshold / 2).max(Duration::from_millis(100));
+    while !shared.stopped() {
+        let tick = Instant::now();
+        if conn.is_none() {
+            match Conn::connect(address, answer_wait.min(Duration::from_secs(1)), None, PAYLOAD_MAX)
+            {
+                Ok(connected) => conn = Some(connected),
+                Err(error) => {
+                    let refused = matches!(&error, ConnError::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused);
+                    shared.note(name, Outcome::Unreachable { refused, error: error.to_string() });
+                }
+            }
+        }
+        if let Some(open) = conn.as_mut() {
+            let ping = shared.ping_for(name);
+            let wait = if ping.failover { FAILOVER_WAIT } else { answer_wait };
+            let answered = open
+                .send(&Message::ObserverPing(ping), answer_wait)
+                .map_err(|error| error.to_string())
+                .and_then(|()| match open.recv(Some(wait)) {
+                    Ok(Message::ObserverPong(pong)) => Ok(pong),
+                    Ok(Message::Error(error)) => Err(format!("refused: {}", error.message)),
+                    Ok(other) => Err(format!("answered {:?}", other.kind())),
+                    Err(error) => Err(error.to_string()),
+                });
+            match answered {
+                Ok(pong) => shared.note(name, Outcome::Answered(Box::new(pong))),
+                Err(error) => {
+                    shared.note(name, Outcome::Unreachable { refused: false, error });
+                    conn = None;
+                }
+            }
+        }
+        // After a failure, try again soon: a refused connection twice in a row is the fast path
+        // of a failover.
+        let next = if conn.is_none() { interval.min(Duration::from_millis(50)) } else { interval };
+        let spent = tick.elapsed();
+        if spent < next {
+            std::thread::sleep(next - spent);
+        }
+    }
+}
