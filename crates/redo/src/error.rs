@@ -29,7 +29,10 @@ pub enum RedoError {
     #[error("the log files do not match the configuration: {0}")]
     Layout(String),
 
-    #[error("the log writer has failed and refuses further redo ({0}); restart the database")]
+    /// The log writer refuses further redo: a write or sync failed (fsync errors are not
+    /// retryable), or the redo shipped could not be protected as the protection mode requires
+    /// (the database was fenced or is stopping). No commit waiting then is acknowledged.
+    #[error("the log writer refuses further redo: {0}")]
     WriterFailed(String),
 
     #[error("the redo log is shut down")]

@@ -628,7 +628,17 @@ impl RedoLog {
     }
 
     /// Records durably that a newer incarnation exists that this database is not part of.
+    /// From then on this redo log writes nothing and makes nothing durable: a commit still
+    /// waiting gets an error (its redo is part of the divergent tail a reinstate sets aside),
+    /// never a late acknowledgement from a write that no standby protects.
     pub fn fence(&self, fence: Fence) -> Result<()> {
+        let reason = format!(
+            "this database was fenced: '{}' is the primary of incarnation {}; commits not yet acknowledged never will be",
+            fence.by, fence.incarnation
+        );
+        if !self.shared.is_standby() {
+            self.shared.refuse_further_redo(&reason);
+        }
         self.shared.update_control(|control| {
             if control.fenced.as_ref().is_none_or(|known| known.incarnation <= fence.incarnation) {
                 control.fenced = Some(fence);

@@ -302,6 +302,53 @@ impl Shared {
         !declined
     }
 
+    /// Waits for what the shipper asked for. If that fails (the protection mode cannot be
+    /// met: the primary is fenced or stopping), the redo just written locally must never count
+    /// as durable, nor anything after it: the writer refuses all further redo, and every
+    /// commit waiting gets the error.
+    fn wait_shipped(&self, wait: Box<dyn ShipWait>) -> Result<()> {
+        wait.wait().map_err(|error| {
+            let cause = match &error {
+                RedoError::WriterFailed(cause) => cause.clone(),
+                other => other.to_string(),
+            };
+            let reason = format!(
+                "the redo could not be protected as the protection mode requires ({cause})"
+            );
+            self.refuse_further_redo(&reason);
+            self.failure().unwrap_or(error)
+        })
+    }
+
+    /// From now on no redo is written or made durable, and every commit waiting (and every
+    /// later one) gets `WriterFailed(reason)`; the first reason stays. Used when the database
+    /// may not acknowledge anything more (fenced), or a ship wait failed.
+    pub(crate) fn refuse_further_redo(&self, reason: &str) {
+        {
+            let mut failure = self.failure.lock();
+            if failure.is_some() {
+                return;
+            }
+            *failure = Some(reason.to_string());
+        }
+        tracing::warn!(reason, "the log writer refuses further redo");
+        let durable = self.durable_scn();
+        let mut wake = Vec::new();
+        let mut commit = self.commit.lock();
+        let mut index = 0;
+        while index < commit.waiters.len() {
+            if commit.waiters[index].scn.is_some_and(|scn| scn > durable) {
+                wake.push(commit.waiters.swap_remove(index).slot);
+            } else {
+                index += 1;
+            }
+        }
+        drop(commit);
+        for slot in wake {
+            slot.complete(FAILED);
+        }
+    }
+
     fn end_leadership(&self, error: Option<&RedoError>) {
         if let Some(error) = error
             && !matches!(error, RedoError::Shutdown | RedoError::ArchiverStuck { .. })
@@ -310,7 +357,7 @@ impl Shared {
             // A write or sync failed on every member: fsync errors are not retryable, so the
             // writer refuses all further redo rather than pretend.
             tracing::error!(%error, "log writer failed; no further redo will be accepted");
-            *self.failure.lock() = Some(error.to_string());
+            *self.failure.lock() = Some(format!("{error}; restart the database"));
         }
         let stopped = self.failure().is_some() || self.is_shut_down();
         let durable = self.durable_scn();
@@ -456,7 +503,7 @@ impl Shared {
             writer.next_scn = last_scn.next();
             *self.written_addr.lock() = RedoAddr { seq: current.header.seq, offset };
             if let Some(wait) = wait {
-                wait.wait()?;
+                self.wait_shipped(wait)?;
             }
             self.publish_durable(last_scn, RedoAddr { seq: current.header.seq, offset });
             self.stats.redo_writes.incr();
@@ -648,7 +695,7 @@ impl Shared {
                 }
                 self.queue_archive(current.header.seq);
                 if let Some(wait) = wait {
-                    wait.wait()?;
+                    self.wait_shipped(wait)?;
                 }
             }
             self.wait_reusable(next_group)?;
@@ -703,7 +750,7 @@ impl Shared {
             *self.written_addr.lock() =
                 RedoAddr { seq, offset: format::first_unit_offset(block_size) };
             if let Some(wait) = wait {
-                wait.wait()?;
+                self.wait_shipped(wait)?;
             }
             {
                 let mut durable = self.durable_addr.lock();

@@ -143,6 +143,8 @@ impl Conn {
                     self.buffer.truncate(have);
                     return Err(ConnError::TimedOut(timeout.unwrap_or_default()));
                 }
+                // A signal (SIGSTOP then SIGCONT, say) is no fault of the peer: read again.
+                Err(error) if error.kind() == ErrorKind::Interrupted => self.buffer.truncate(have),
                 Err(error) => {
                     self.buffer.truncate(have);
                     return Err(error.into());

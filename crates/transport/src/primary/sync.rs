@@ -91,7 +91,7 @@ impl ShipWait for ProtectionWait {
             let inner = &self.inner;
             let stop = || inner.shutdown.load(Ordering::Acquire) || inner.redo.is_shut_down();
             let waited = Instant::now();
-            fast_start.admit_alone(inner.mode, &stop).map_err(|_| RedoError::Shutdown)?;
+            fast_start.admit_alone(inner.mode, &stop).map_err(RedoError::WriterFailed)?;
             if waited.elapsed() > Duration::from_millis(1) {
                 inner.lease_wait.record_since(waited);
             }
