@@ -318,6 +318,36 @@ pub fn render(configuration: &Configuration) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Configuration - protection mode: {:?}", configuration.protection_mode);
     let _ = writeln!(out, "  Primary: {}", configuration.primary.as_deref().unwrap_or("(none)"));
+    let fast_start = configuration
+        .primary
+        .as_deref()
+        .and_then(|name| configuration.member(name))
+        .and_then(|member| member.status.as_ref())
+        .and_then(|status| status.roles.as_ref())
+        .and_then(|roles| roles.fast_start.clone());
+    match fast_start {
+        Some(fast_start) => {
+            let _ = writeln!(
+                out,
+                "  Fast-start failover: ENABLED  threshold {:.1} s  targets {}  observer {}{}{}",
+                fast_start.threshold_s,
+                fast_start.targets.join(", "),
+                fast_start.observer.as_deref().unwrap_or("(none heard)"),
+                fast_start
+                    .observer_last_contact_s
+                    .map_or(String::new(), |seconds| format!(" (last contact {seconds:.1} s ago)")),
+                match (fast_start.isolated, fast_start.wants_unsync) {
+                    (Some(true), _) => "  ISOLATED",
+                    (_, Some(true)) =>
+                        "  waiting for the observer's consent to go on unsynchronized",
+                    _ => "",
+                }
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  Fast-start failover: DISABLED");
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,

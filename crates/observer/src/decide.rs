@@ -63,8 +63,10 @@ pub struct ObserverState {
     failed_from: Option<(String, u32)>,
     /// The primary asked to go on without its SYNC target, and was granted it.
     pub unsync_granted: bool,
-    /// A failover request being made to this target, since when, from whom.
+    /// A failover request being made to this target, since when, from whom, by the fast
+    /// path; and whether its ping has gone (it goes once).
     failover_to: Option<(String, Instant, String, bool)>,
+    failover_sent: bool,
     pub failovers: Vec<FailoverRecord>,
     /// A reinstate under way.
     reinstating: bool,
@@ -106,7 +108,12 @@ impl Shared {
 
     /// The ping member `name` gets now.
     pub fn ping_for(&self, name: &str) -> ObserverPing {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
+        let failover = !state.failover_sent
+            && state.failover_to.as_ref().is_some_and(|(target, ..)| target == name);
+        if failover {
+            state.failover_sent = true;
+        }
         let view = state.views.get(name);
         let incarnation =
             view.and_then(|view| view.pong.as_ref()).map_or(0, |pong| pong.info.incarnation);
@@ -128,7 +135,7 @@ impl Shared {
             grant_unsync: lease
                 && wants_unsync
                 && state.active.as_deref() == Some(self.me.as_str()),
-            failover: state.failover_to.as_ref().is_some_and(|(target, ..)| target == name),
+            failover,
             newer_incarnation: if stale_primary { state.incarnation } else { 0 },
             new_primary: if stale_primary {
                 state.primary.clone().unwrap_or_default()
@@ -351,6 +358,7 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
     let incarnation = state.incarnation;
     state.failed_from = Some((primary.clone(), incarnation));
     state.failover_to = Some((target.clone(), now, primary.clone(), fast_path));
+    state.failover_sent = false;
     log(
         state,
         format!(

@@ -127,6 +127,17 @@ impl FastStart {
         (state.synchronized, state.wants_unsync && !state.granted, isolated)
     }
 
+    /// For status: the active observer and how long ago it last pinged (seconds).
+    pub fn observer_contact(&self) -> (Option<String>, Option<f64>) {
+        let state = self.state.lock();
+        let last = state
+            .active
+            .as_ref()
+            .and_then(|active| state.heard.get(active))
+            .map(|at| at.elapsed().as_secs_f64());
+        (state.active.clone(), last)
+    }
+
     /// Whether this primary takes no write now: no synchronized target and no lease.
     pub fn isolated(&self) -> bool {
         self.view().2

@@ -127,7 +127,9 @@ pub struct ReceiverContext {
     pub redo: RedoLog,
     /// For writing the incarnation history beside the redo.
     pub storage: Arc<dyn Storage>,
-    pub history: IncarnationHistory,
+    /// The incarnation history, shared with whoever else keeps it (the server): an
+    /// incarnation adopted here is in it at once.
+    pub history: Arc<Mutex<IncarnationHistory>>,
     pub config: StandbyConfig,
     pub applied: AppliedScn,
     pub role_info: RoleInfoSource,
@@ -145,7 +147,7 @@ pub struct StandbyReceiver {
 struct Inner {
     redo: RedoLog,
     storage: Arc<dyn Storage>,
-    history: Mutex<IncarnationHistory>,
+    history: Arc<Mutex<IncarnationHistory>>,
     config: StandbyConfig,
     applied: AppliedScn,
     role_info: RoleInfoSource,
@@ -181,7 +183,7 @@ impl StandbyReceiver {
             following: RwLock::new(()),
             redo: context.redo,
             storage: context.storage,
-            history: Mutex::new(context.history),
+            history: context.history,
             config: context.config,
             applied: context.applied,
             role_info: context.role_info,
@@ -322,7 +324,7 @@ impl StandbyService {
         let receiver = StandbyReceiver::start(ReceiverContext {
             redo,
             storage,
-            history,
+            history: Arc::new(Mutex::new(history)),
             listen: config.listen.clone(),
             config: config.clone(),
             applied,

@@ -161,6 +161,65 @@ impl Drop for Server {
     }
 }
 
+/// A child process other than a server (an observer, say), killed (SIGKILL) when dropped.
+pub struct Service {
+    child: std::process::Child,
+    pub log: PathBuf,
+}
+
+impl Service {
+    /// Starts `command` (stderr appended to `log`) and waits, 60 s at most, for a line on its
+    /// stdout that contains `ready`.
+    pub fn start(mut command: Command, ready: &str, log: &Path) -> Service {
+        use std::io::BufRead;
+        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .unwrap_or_else(|error| panic!("starting {command:?}: {error}"));
+        register(Cleanup::Kill(child.id()));
+        let stdout = child.stdout.take().expect("piped");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let marker = ready.to_string();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            for line in lines.by_ref().map_while(Result::ok) {
+                if line.contains(&marker) {
+                    let _ = sender.send(line);
+                    break;
+                }
+            }
+            for _ in lines {}
+        });
+        if receiver.recv_timeout(Duration::from_secs(60)).is_err() {
+            let _ = child.kill();
+            panic!("{command:?} did not become ready:\n{}", tail(log, 20));
+        }
+        Service { child, log: log.to_path_buf() }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let pid = self.child.id();
+        unregister(|cleanup| matches!(cleanup, Cleanup::Kill(p) if *p == pid));
+    }
+}
+
 /// The last `lines` lines of a text file.
 pub fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();

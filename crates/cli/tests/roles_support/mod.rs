@@ -42,6 +42,11 @@ pub struct ClusterConfig {
     pub checkpoint_interval: &'static str,
     /// Extra lines for the `[redo]` section (retention, say).
     pub redo_extra: String,
+    /// Fast-start failover: the observers (in priority order; none: disabled), the threshold,
+    /// and whether the observer reinstates by itself.
+    pub observers: Vec<&'static str>,
+    pub threshold: &'static str,
+    pub auto_reinstate: bool,
 }
 
 impl ClusterConfig {
@@ -60,7 +65,15 @@ impl ClusterConfig {
             log_file_size: "2MiB",
             checkpoint_interval: "1s",
             redo_extra: String::new(),
+            observers: Vec::new(),
+            threshold: "2s",
+            auto_reinstate: true,
         }
+    }
+
+    /// The pair, with fast-start failover and one observer.
+    pub fn pair_with_observer() -> ClusterConfig {
+        ClusterConfig { observers: vec!["obs1"], ..ClusterConfig::pair() }
     }
 }
 
@@ -80,7 +93,10 @@ fn free_port() -> u16 {
 pub struct Cluster {
     pub config: ClusterConfig,
     pub ports: BTreeMap<&'static str, Ports>,
+    /// The Sentinel port of each observer.
+    pub sentinel_ports: BTreeMap<&'static str, u16>,
     servers: BTreeMap<&'static str, Option<Server>>,
+    observers: BTreeMap<&'static str, Option<common::Service>>,
     pub root: tempfile::TempDir,
 }
 
@@ -96,9 +112,24 @@ impl Cluster {
                 (member.name, Ports { resp: free_port(), admin: free_port(), redo: free_port() })
             })
             .collect();
-        let mut cluster = Cluster { config, ports, servers: BTreeMap::new(), root };
+        let sentinel_ports = config.observers.iter().map(|name| (*name, free_port())).collect();
+        let mut cluster = Cluster {
+            config,
+            ports,
+            sentinel_ports,
+            servers: BTreeMap::new(),
+            observers: BTreeMap::new(),
+            root,
+        };
         for member in cluster.config.members.clone() {
             std::fs::write(cluster.config_path(member.name), cluster.config_text(&member)).unwrap();
+        }
+        for observer in cluster.config.observers.clone() {
+            let text = format!(
+                "[observer]\nname = \"{observer}\"\n[replication]\n{}",
+                cluster.shared_text()
+            );
+            std::fs::write(cluster.config_path(observer), text).unwrap();
         }
         let (primaries, standbys): (Vec<MemberSpec>, Vec<MemberSpec>) = cluster
             .config
@@ -111,7 +142,63 @@ impl Cluster {
         }
         let primary = primaries.first().expect("a primary").name;
         cluster.wait_shipping(primary, Duration::from_secs(60));
+        for observer in cluster.config.observers.clone() {
+            cluster.start_observer(observer);
+        }
         cluster
+    }
+
+    /// What every member's and observer's `[replication]` shares: the protection mode, the
+    /// fast-start settings, the observers and the members.
+    fn shared_text(&self) -> String {
+        let mut text =
+            format!("protection_mode = \"{}\"\nname = \"cluster\"\n", self.config.protection_mode);
+        if !self.config.observers.is_empty() {
+            text += &format!(
+                "[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}\"\nauto_reinstate = {}\n",
+                self.config.threshold, self.config.auto_reinstate
+            );
+            for observer in &self.config.observers {
+                text += &format!(
+                    "[[replication.observers]]\nname = \"{observer}\"\nsentinel = \"127.0.0.1:{}\"\n",
+                    self.sentinel_ports[observer]
+                );
+            }
+        }
+        text + &self.members_text()
+    }
+
+    /// Starts (or restarts) an observer.
+    pub fn start_observer(&mut self, name: &'static str) {
+        let mut command = std::process::Command::new(common::binary());
+        command.args(["observer", "--config", self.config_path(name).to_str().unwrap()]);
+        let service = common::Service::start(command, "ready", &self.log_path(name));
+        self.observers.insert(name, Some(service));
+    }
+
+    /// SIGKILL to an observer.
+    pub fn kill_observer(&mut self, name: &str) {
+        if let Some(service) = self.observers.get_mut(name).and_then(Option::take) {
+            service.kill();
+        }
+    }
+
+    /// The primary's client address as an observer's Sentinel front says it.
+    pub fn sentinel_master(&self, observer: &str) -> Option<SocketAddr> {
+        let addr: SocketAddr =
+            format!("127.0.0.1:{}", self.sentinel_ports[observer]).parse().unwrap();
+        let mut connection = common::redis_connection(addr);
+        let answer: Option<(String, String)> = redis::cmd("SENTINEL")
+            .arg("get-master-addr-by-name")
+            .arg("cluster")
+            .query(&mut connection)
+            .ok()?;
+        answer.and_then(|(host, port)| format!("{host}:{port}").parse().ok())
+    }
+
+    /// The member whose client port is `addr`.
+    pub fn member_at(&self, addr: SocketAddr) -> Option<&'static str> {
+        self.ports.iter().find(|(_, ports)| ports.resp == addr.port()).map(|(name, _)| *name)
     }
 
     fn members_text(&self) -> String {
@@ -135,14 +222,13 @@ impl Cluster {
 
     fn config_text(&self, member: &MemberSpec) -> String {
         format!(
-            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\nprotection_mode = \"{}\"\n{}",
+            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\n{}",
             self.config.log_file_size,
             self.config.redo_extra,
             self.config.checkpoint_interval,
             member.name,
             member.initial_role,
-            self.config.protection_mode,
-            self.members_text()
+            self.shared_text()
         )
     }
 
@@ -287,13 +373,9 @@ impl Cluster {
         self.config
             .members
             .iter()
-            .map(|member| {
-                format!(
-                    "--- {} log:\n{}\n",
-                    member.name,
-                    common::tail(&self.log_path(member.name), 30)
-                )
-            })
+            .map(|member| member.name)
+            .chain(self.config.observers.iter().copied())
+            .map(|name| format!("--- {name} log:\n{}\n", common::tail(&self.log_path(name), 30)))
             .collect()
     }
 }

@@ -28,6 +28,25 @@ pub struct RoleStatus {
     pub last_error: Option<String>,
     /// A switchover prepared on this (old) primary and not completed on its target.
     pub switchover_to: Option<String>,
+    /// Fast-start failover as this member sees it (none when it is not enabled).
+    #[serde(default)]
+    pub fast_start: Option<FastStartStatus>,
+}
+
+/// Fast-start failover, as a member sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FastStartStatus {
+    pub threshold_s: f64,
+    pub targets: Vec<String>,
+    /// The observer this member takes decisions from (a primary names it; a standby knows it
+    /// from its primary), and when the primary last heard from it.
+    pub observer: Option<String>,
+    pub observer_last_contact_s: Option<f64>,
+    /// A primary: some target is synchronized; it waits for the observer's consent to go on
+    /// without its target; it is isolated (takes no write).
+    pub synchronized: Option<bool>,
+    pub wants_unsync: Option<bool>,
+    pub isolated: Option<bool>,
 }
 
 /// The old primary's answer to `POST /roles/switchover/prepare`: it is now a standby, and

@@ -322,7 +322,7 @@ impl Roles {
                 let receiver = StandbyReceiver::start(ReceiverContext {
                     redo: db.redo().handle(),
                     storage: self.storage.clone(),
-                    history,
+                    history: self.history.clone(),
                     config: replication.standby.clone(),
                     applied,
                     role_info: self.role_info_source(&db),
@@ -423,7 +423,37 @@ impl Roles {
             last_change: notes.last_change.clone(),
             last_error: notes.last_error.clone(),
             switchover_to: notes.switchover_to.clone(),
+            fast_start: self.fast_start_status(&running),
         })
+    }
+
+    fn fast_start_status(&self, running: &Running) -> Option<api::FastStartStatus> {
+        let replication = &self.config.replication;
+        let config = &replication.fast_start_failover;
+        if !config.enabled {
+            return None;
+        }
+        let mut status = api::FastStartStatus {
+            threshold_s: config.threshold.as_secs_f64(),
+            targets: replication.failover_targets(),
+            observer: None,
+            observer_last_contact_s: None,
+            synchronized: None,
+            wants_unsync: None,
+            isolated: None,
+        };
+        if let Some(fast_start) = &running.fast_start {
+            let (observer, last) = fast_start.observer_contact();
+            let (synchronized, wants_unsync, isolated) = fast_start.view();
+            status.observer = observer;
+            status.observer_last_contact_s = last;
+            status.synchronized = Some(synchronized);
+            status.wants_unsync = Some(wants_unsync);
+            status.isolated = Some(isolated);
+        } else if let Some(receiver) = &running.receiver {
+            status.observer = receiver.status().active_observer;
+        }
+        Some(status)
     }
 
     /// Handles what the transport learns about this primary's role: a standby followed it

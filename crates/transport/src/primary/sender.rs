@@ -320,6 +320,10 @@ impl Inner {
                     && !synchronized
                     && self.try_synchronize(destination, *next, &mut pending_sync)?
                 {
+                    // Tell the standby at once that it is synchronized (fast-start failover
+                    // fails over only to a standby its primary called so).
+                    self.heartbeat(destination, conn)?;
+                    last_sent = Instant::now();
                     continue;
                 }
                 if !synchronized {

@@ -1,0 +1,282 @@
+//! Fast-start failover on the real binary, on loopback: an observer process watches a SYNC
+//! AFFIRM pair under Maximum Availability and fails over by itself.
+//!
+//! - kill -9 of the primary under load, seeded rounds: the observer fails over within the
+//!   threshold + 1 s, no acknowledged commit is lost, the old primary comes back and is
+//!   reinstated by the observer, and the next round kills the new primary;
+//! - a frozen primary (SIGSTOP: to everyone it is as if the network were cut), with clients
+//!   writing to it: after the failover, nothing it acknowledges ever again, even once it runs;
+//! - an old primary that comes back while clients still talk to it refuses every write until
+//!   it is reinstated;
+//! - a writer using redis-py's `Sentinel` carries on against the new primary.
+//!
+//! Partitions that cut some parties but not others are in `fast_start_partitions.rs` (linkemu).
+
+mod common;
+mod replication_support;
+mod roles_support;
+
+use std::time::{Duration, Instant};
+
+use common::Watchdog;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use replication_support::{Load, acknowledged, connections, verify_acknowledged};
+use roles_support::{Cluster, ClusterConfig, all_data};
+
+/// The primary, as the observer's Sentinel front names it (waiting for it to name one), once
+/// fast-start failover is ready: the standby knows it is synchronized and which observer is
+/// active.
+fn sentinel_primary(cluster: &Cluster, limit: Duration) -> &'static str {
+    let mut named = None;
+    common::poll_until(limit, || {
+        named = cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr));
+        named.is_some()
+    });
+    let primary =
+        named.unwrap_or_else(|| panic!("the observer names no primary\n{}", cluster.logs()));
+    let standby = if primary == "east" { "west" } else { "east" };
+    let ready = common::poll_until(limit, || {
+        cluster.server(standby).status().replication.standby.is_some_and(|standby| {
+            standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
+        })
+    });
+    assert!(ready, "fast-start failover is not ready\n{}", cluster.logs());
+    primary
+}
+
+/// Waits until the observer names `other` as the primary and it takes a write: the time from
+/// `since`.
+fn failed_over_to(
+    cluster: &Cluster,
+    other: &'static str,
+    since: Instant,
+    limit: Duration,
+) -> Duration {
+    let mut last = String::new();
+    let ok = common::poll_until(limit, || {
+        if cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr)) != Some(other) {
+            return false;
+        }
+        let mut connection = common::redis_connection(cluster.resp_addr(other));
+        match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection) {
+            Ok(()) => true,
+            Err(error) => {
+                last = error.to_string();
+                false
+            }
+        }
+    });
+    assert!(ok, "no failover to {other} within {limit:?} ({last})\n{}", cluster.logs());
+    since.elapsed()
+}
+
+/// Waits until `name` is a standby of `primary` with everything applied.
+fn reinstated(cluster: &Cluster, name: &str, primary: &str) {
+    let ok = common::poll_until(Duration::from_secs(60), || {
+        let status = cluster.server(name).status();
+        status.replication.standby.as_ref().is_some_and(|standby| {
+            standby.primary_member.as_deref() == Some(primary) && standby.connected
+        }) && status.roles.as_ref().is_some_and(|roles| roles.fenced.is_none())
+    });
+    assert!(ok, "{name} was not reinstated as a standby of {primary}\n{}", cluster.logs());
+    cluster.wait_applied(name, primary, Duration::from_secs(60));
+}
+
+#[test]
+fn kill_dash_nine_with_the_observer_fails_over_within_the_threshold_and_loses_nothing() {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "fast-start failover after kill -9");
+    let seed = common::seed();
+    println!("seed {seed} (set REDOGUARD_TEST_SEED to replay the same choices)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cluster = Cluster::start(ClusterConfig::pair_with_observer());
+    let threshold = Duration::from_secs(2);
+    for round in 0..3 {
+        let primary = sentinel_primary(&cluster, Duration::from_secs(30));
+        let standby = if primary == "east" { "west" } else { "east" };
+        cluster.wait_shipping(primary, Duration::from_secs(60));
+        let load = Load::start(
+            connections(cluster.resp_addr(primary), 4),
+            &format!("round{round}"),
+            rng.random(),
+        );
+        assert!(load.wait_for_more(100, Duration::from_secs(30)), "no load\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(rng.random_range(50..1000)));
+        let killed = Instant::now();
+        cluster.kill(primary);
+        let logs = load.stop();
+        let outage = failed_over_to(&cluster, standby, killed, threshold + Duration::from_secs(10));
+        println!(
+            "round {round}: {primary} killed; {standby} took writes {outage:?} later ({} acknowledged before)",
+            acknowledged(&logs)
+        );
+        assert!(
+            outage < threshold + Duration::from_secs(1),
+            "the failover took {outage:?}\n{}",
+            cluster.logs()
+        );
+        let checked = verify_acknowledged(
+            &mut common::redis_connection(cluster.resp_addr(standby)),
+            &logs,
+            "the new primary",
+        );
+        assert!(checked >= acknowledged(&logs));
+        // The old primary comes back and the observer reinstates it.
+        cluster.start_member(primary);
+        reinstated(&cluster, primary, standby);
+    }
+    let ours = all_data(&mut common::redis_connection(cluster.resp_addr("east")));
+    let theirs = all_data(&mut common::redis_connection(cluster.resp_addr("west")));
+    assert!(ours == theirs, "east and west hold different data");
+}
+
+#[test]
+fn a_frozen_primary_acknowledges_nothing_once_the_observer_has_failed_over() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "a frozen primary");
+    let cluster = Cluster::start(ClusterConfig::pair_with_observer());
+    assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
+    // Clients of the old primary go on trying for the whole test, each write timed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|number| {
+            let (stop, addr) = (stop.clone(), cluster.resp_addr("east"));
+            std::thread::spawn(move || {
+                // Each acknowledged write with when it was sent: a reply that was on its way
+                // when the process froze may arrive late, but no write sent after the
+                // failover may be acknowledged.
+                let mut acknowledged: Vec<(String, Instant)> = Vec::new();
+                let mut sequence = 0;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let mut connection =
+                        common::redis_connection_with_timeout(addr, Duration::from_secs(3));
+                    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                        let key = format!("frozen:{number}:{sequence}");
+                        sequence += 1;
+                        let sent = Instant::now();
+                        match redis::cmd("SET").arg(&key).arg(&key).query::<()>(&mut connection) {
+                            Ok(()) => acknowledged.push((key, sent)),
+                            Err(_) => break,
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let east = cluster.server("east").pid();
+    // SAFETY: signals to a child this test started.
+    unsafe { libc::kill(east as libc::pid_t, libc::SIGSTOP) };
+    let frozen = Instant::now();
+    let outage = failed_over_to(&cluster, "west", frozen, Duration::from_secs(20));
+    let new_primary_took_writes = Instant::now();
+    println!("east frozen; west took writes {outage:?} later");
+    unsafe { libc::kill(east as libc::pid_t, libc::SIGCONT) };
+    // The old primary runs again, its clients still at it: for a few seconds it must not
+    // acknowledge a single write.
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let acknowledged: Vec<(String, Instant)> =
+        writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
+    let late: Vec<&(String, Instant)> =
+        acknowledged.iter().filter(|(_, at)| *at >= new_primary_took_writes).collect();
+    assert!(
+        late.is_empty(),
+        "the old primary acknowledged {} writes sent after the new one took writes: {:?}\n{}",
+        late.len(),
+        &late[..late.len().min(5)],
+        cluster.logs()
+    );
+    // And nothing it acknowledged before is lost.
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    for (key, _) in &acknowledged {
+        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut west).unwrap();
+        assert_eq!(
+            value.as_deref(),
+            Some(key.as_str()),
+            "{key}, acknowledged by the old primary, is missing on the new one"
+        );
+    }
+    println!(
+        "{} writes acknowledged by the old primary before it froze, all on the new one",
+        acknowledged.len()
+    );
+}
+
+#[test]
+fn an_old_primary_that_comes_back_refuses_every_write_until_it_is_reinstated() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "an old primary comes back");
+    let mut cluster = Cluster::start(ClusterConfig {
+        auto_reinstate: false,
+        ..ClusterConfig::pair_with_observer()
+    });
+    assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
+    let killed = Instant::now();
+    cluster.kill("east");
+    failed_over_to(&cluster, "west", killed, Duration::from_secs(20));
+    cluster.start_member("east");
+    // Clients that still talk to east: every write refused, for as long as they try.
+    let tried = Instant::now();
+    let mut refusals = 0;
+    while tried.elapsed() < Duration::from_secs(3) {
+        let mut connection = common::redis_connection(cluster.resp_addr("east"));
+        match redis::cmd("SET").arg("to the old primary").arg("1").query::<()>(&mut connection) {
+            Ok(()) => panic!("the old primary took a write\n{}", cluster.logs()),
+            Err(error) => {
+                let text = error.to_string().to_ascii_lowercase();
+                assert!(text.contains("readonly") || text.contains("tryagain"), "{error}");
+                refusals += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(refusals > 10);
+    let out = cluster.must(&["reinstate", "east"]);
+    println!("{out}");
+    reinstated(&cluster, "east", "west");
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    let value: Option<String> =
+        redis::cmd("GET").arg("to the old primary").query(&mut west).unwrap();
+    assert_eq!(value, None);
+}
+
+#[test]
+fn a_redis_py_sentinel_writer_carries_on_against_the_new_primary() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "redis-py through a failover");
+    let mut cluster = Cluster::start(ClusterConfig::pair_with_observer());
+    assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
+    let out = cluster.root.path().join("writer.json");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sentinel_writer.py");
+    let mut writer = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(cluster.sentinel_ports["obs1"].to_string())
+        .arg("cluster")
+        .arg("8")
+        .arg(&out)
+        .spawn()
+        .expect("python3 (scripts/setup installs redis-py)");
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.kill("east");
+    let status = writer.wait().unwrap();
+    assert!(status.success(), "the writer failed: {status}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let acknowledged = report["acknowledged"].as_array().unwrap();
+    let west_port = cluster.ports["west"].resp;
+    let on_west =
+        acknowledged.iter().filter(|entry| entry[2].as_u64() == Some(u64::from(west_port))).count();
+    println!(
+        "redis-py: {} writes acknowledged ({on_west} by the new primary), {} errors",
+        acknowledged.len(),
+        report["errors"].as_array().unwrap().len()
+    );
+    assert!(on_west > 10, "the writer did not carry on against the new primary: {report}");
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    for entry in acknowledged {
+        let key = entry[0].as_str().unwrap();
+        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut west).unwrap();
+        assert_eq!(value.as_deref(), Some(key), "{key} was acknowledged and is missing");
+    }
+}
