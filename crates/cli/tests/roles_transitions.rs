@@ -229,6 +229,17 @@ fn async_failover_sets_the_divergent_tail_aside(checkpoint_interval: &'static st
     std::thread::sleep(Duration::from_millis(600));
     cluster.kill("east");
     unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGCONT) };
+    // As a DBA would: fail over once the standby has seen its primary go (it refuses while
+    // the primary is connected to it).
+    let gone = common::poll_until(Duration::from_secs(10), || {
+        cluster
+            .server("west")
+            .status()
+            .replication
+            .standby
+            .is_some_and(|standby| !standby.connected)
+    });
+    assert!(gone, "west still says its primary is connected\n{}", cluster.logs());
     let out = cluster.must(&["failover", "--to", "west"]);
     println!("{out}");
     first_write(&cluster, "west", "new incarnation");

@@ -512,7 +512,10 @@ impl Database {
         if inner.shut_down.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let flushed = inner.redo.flush().map(|_| ());
+        // A fenced primary flushes nothing: what it has not made durable is its divergent
+        // tail, which no commit may be acknowledged from (its redo log refuses it anyway).
+        let fenced = inner.redo.control().fenced.is_some();
+        let flushed = if fenced { Ok(()) } else { inner.redo.flush().map(|_| ()) };
         inner.promote();
         let checkpointed = inner.run_checkpoint_locked().map(|_| ());
         {

@@ -50,6 +50,7 @@
 mod config;
 pub mod daemon;
 mod forwarder;
+pub mod mesh;
 pub mod namespace;
 mod rng;
 mod sysctl;
@@ -67,6 +68,7 @@ use serde::Serialize;
 
 pub use config::*;
 pub use forwarder::DirectionStats;
+pub use mesh::Mesh;
 pub use sysctl::socket_buffer_limits;
 
 use forwarder::{Direction, Params, StopSignal};

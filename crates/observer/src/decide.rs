@@ -2,17 +2,21 @@
 //!
 //! - **lease**: every ping to the member it knows as the primary renews the primary's lease,
 //!   until the observer decides that primary is lost;
-//! - **grant**: a primary that asks to go on without its SYNC target (Maximum Availability) is
-//!   granted it, and from then on the observer does not fail over to that target until the
-//!   primary says it is synchronized again;
+//! - **grant**: a primary that asks to go on without some targets (Maximum Availability) is
+//!   granted it by the active observer, which records *before sending the grant* that it will
+//!   not fail over to those targets until the primary says they are synchronized again;
+//! - **hand-over**: the observer tells the primary which targets name it as their observer
+//!   (`following`), so that a primary can make it the active one;
 //! - **failover**: the active observer (the one the primary last named) asks the first ready
 //!   target to take over once the primary has not answered for `threshold` × 1.2 (after the
-//!   primary's own lease has run out), or at once if nothing listens on the primary's redo port
-//!   (the process is gone: it can take no write);
+//!   primary's own lease has run out), or, under Maximum Availability, at once if nothing
+//!   listens on the primary's redo port (the process is gone). Under Maximum Availability a
+//!   target is ready only if the primary's last answer called it synchronized and no grant
+//!   was given for it since;
 //! - **fence** and **reinstate**: an old primary that answers again is told of the newer
 //!   incarnation, and (with `auto_reinstate`) reinstated as a standby of the new primary.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -61,8 +65,9 @@ pub struct ObserverState {
     pub active: Option<String>,
     /// No lease to this primary (of this incarnation) any more: the observer failed over.
     failed_from: Option<(String, u32)>,
-    /// The primary asked to go on without its SYNC target, and was granted it.
-    pub unsync_granted: bool,
+    /// Targets this observer let the primary go on without: no failover to them until the
+    /// primary calls them synchronized again.
+    pub ineligible: BTreeSet<String>,
     /// A failover request being made to this target, since when, from whom, by the fast
     /// path; and whether its ping has gone (it goes once).
     failover_to: Option<(String, Instant, String, bool)>,
@@ -76,6 +81,9 @@ pub struct ObserverState {
 /// What the watchers, the decider and the Sentinel front share.
 pub struct Shared {
     pub me: String,
+    /// The fast-start targets, and how recent an answer counts.
+    targets: Vec<String>,
+    threshold: Duration,
     pub state: Mutex<ObserverState>,
     stop: AtomicBool,
     /// `+switch-master` messages for Sentinel subscribers.
@@ -92,6 +100,8 @@ impl Shared {
             .collect();
         Shared {
             me: config.observer.name.clone(),
+            targets: config.replication.failover_targets(),
+            threshold: config.replication.fast_start_failover.threshold,
             state: Mutex::new(ObserverState { views, ..ObserverState::default() }),
             stop: AtomicBool::new(false),
             switches: tokio::sync::broadcast::channel(64).0,
@@ -120,28 +130,63 @@ impl Shared {
         let is_primary = state.primary.as_deref() == Some(name);
         let lease =
             is_primary && state.failed_from.as_ref() != Some(&(name.to_string(), incarnation));
-        let wants_unsync =
-            view.and_then(|view| view.pong.as_ref()).is_some_and(|pong| pong.wants_unsync);
+        let wants_unsync = view
+            .and_then(|view| view.pong.as_ref())
+            .map(|pong| pong.wants_unsync.clone())
+            .unwrap_or_default();
         // An old primary (a member that says primary in an older incarnation) hears the news.
         let stale_primary = view.and_then(|view| view.pong.as_ref()).is_some_and(|pong| {
             pong.info.role == WireRole::Primary
                 && pong.info.fenced_incarnation == 0
                 && pong.info.incarnation < state.incarnation
         });
+        let newer_incarnation = if stale_primary { state.incarnation } else { 0 };
+        let new_primary =
+            if stale_primary { state.primary.clone().unwrap_or_default() } else { String::new() };
+        // A grant is recorded before it is sent: from now on, no failover to those targets.
+        let grant_unsync: Vec<String> =
+            if lease && state.active.as_deref() == Some(self.me.as_str()) {
+                wants_unsync.into_iter().filter(|target| self.targets.contains(target)).collect()
+            } else {
+                Vec::new()
+            };
+        for target in &grant_unsync {
+            if state.ineligible.insert(target.clone()) {
+                log(
+                    &mut state,
+                    format!(
+                        "'{name}' lost its target '{target}': it may go on without it; no fast-start failover to '{target}' until it is synchronized again"
+                    ),
+                );
+            }
+        }
+        let following = if is_primary {
+            self.targets
+                .iter()
+                .filter(|target| target.as_str() != name)
+                .filter(|target| {
+                    state.views.get(*target).is_some_and(|view| {
+                        view.answered_at.is_some_and(|at| at.elapsed() < self.threshold)
+                            && view.pong.as_ref().is_some_and(|pong| {
+                                pong.info.role == WireRole::Standby
+                                    && pong.active_observer == self.me
+                            })
+                    })
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         ObserverPing {
             observer: self.me.clone(),
             time_us: redo::types::now_unix_us(),
             lease,
-            grant_unsync: lease
-                && wants_unsync
-                && state.active.as_deref() == Some(self.me.as_str()),
+            grant_unsync,
+            following,
             failover,
-            newer_incarnation: if stale_primary { state.incarnation } else { 0 },
-            new_primary: if stale_primary {
-                state.primary.clone().unwrap_or_default()
-            } else {
-                String::new()
-            },
+            newer_incarnation,
+            new_primary,
         }
     }
 
@@ -218,7 +263,8 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
                 state.primary = Some(target.clone());
                 state.incarnation = pong.info.incarnation;
                 state.failover_to = None;
-                state.unsync_granted = false;
+                // A new primary, new grants: it says which targets are synchronized.
+                state.ineligible.clear();
                 log(
                     state,
                     format!(
@@ -258,11 +304,10 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
                 name.clone(),
                 pong.info.incarnation,
                 pong.active_observer.clone(),
-                pong.wants_unsync,
-                pong.synchronized,
+                pong.targets_synchronized.clone(),
             )
         });
-    if let Some((name, incarnation, active, wants_unsync, synchronized)) = newest
+    if let Some((name, incarnation, active, synchronized)) = newest
         && incarnation >= state.incarnation
     {
         if state.primary.as_deref() != Some(name.as_str()) || state.incarnation != incarnation {
@@ -270,26 +315,20 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
         }
         state.primary = Some(name.clone());
         state.incarnation = incarnation;
-        if !active.is_empty() {
-            state.active = Some(active);
-        }
-        if synchronized {
-            if state.unsync_granted {
-                log(state, format!("'{name}' is synchronized with its target again"));
-            }
-            state.unsync_granted = false;
-        } else if wants_unsync
-            && state.active.as_deref() == Some(shared.me.as_str())
-            && !state.unsync_granted
-        {
-            // The ping grants it (see `ping_for`); from now on, no failover to the target.
-            state.unsync_granted = true;
-            log(
-                state,
-                format!(
-                    "'{name}' lost its SYNC target: it may go on unsynchronized; no fast-start failover until the target is synchronized again"
-                ),
-            );
+        // The primary names its active observer: this one, another, or (before any took
+        // over) none.
+        state.active = (!active.is_empty()).then_some(active);
+        // A target the primary calls synchronized again (in an answer after the grant: the
+        // view holds the newest answer) may be failed over to again.
+        let again: Vec<String> = state
+            .ineligible
+            .iter()
+            .filter(|target| synchronized.contains(*target))
+            .cloned()
+            .collect();
+        for target in again {
+            state.ineligible.remove(&target);
+            log(state, format!("'{name}': its target '{target}' is synchronized again"));
         }
     }
     // A fenced member, and a primary to reinstate it under.
@@ -316,7 +355,14 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
     }
     let view = state.views.get(&primary).cloned().unwrap_or_default();
     let silent = view.answered_at.map_or(Duration::MAX, |at| now.duration_since(at));
-    let fast_path = view.refused_in_a_row >= 2;
+    let maximum_availability = replication.protection_mode == ProtectionMode::MaximumAvailability;
+    // A refused connection means no process listens on the primary's redo port. Under
+    // Maximum Availability that is enough (the primary acknowledges nothing a ready target
+    // lacks without this observer's grant); under Maximum Performance its lease must run out.
+    let fast_path = maximum_availability && view.refused_in_a_row >= 2;
+    // What the primary last said of its targets.
+    let primary_synchronized: Vec<String> =
+        view.pong.as_ref().map(|pong| pong.targets_synchronized.clone()).unwrap_or_default();
     // Slow path: past the primary's own lease (its last ping came before its last answer).
     let lost = fast_path || silent >= threshold + threshold / 5;
     if !lost {
@@ -330,9 +376,14 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
             let recent = view.answered_at.is_some_and(|at| at.elapsed() < threshold);
             let standby = pong.info.role == WireRole::Standby
                 && pong.info.fenced_incarnation == 0
-                && pong.info.incarnation == state.incarnation;
+                && pong.info.incarnation == state.incarnation
+                && pong.active_observer == shared.me;
             let ready = match replication.protection_mode {
-                ProtectionMode::MaximumAvailability => pong.synchronized && !state.unsync_granted,
+                ProtectionMode::MaximumAvailability => {
+                    pong.synchronized
+                        && primary_synchronized.contains(name)
+                        && !state.ineligible.contains(name)
+                }
                 _ => {
                     let limit = fast_start.lag_limit.as_millis() as u64;
                     pong.synchronized

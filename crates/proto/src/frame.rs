@@ -3,7 +3,7 @@
 
 use crate::error::ProtoError;
 use crate::message::{Kind, Message, Position};
-use crate::{TEXT_MAX, message};
+use crate::{NAMES_MAX, TEXT_MAX, message};
 
 /// Bytes of a frame header.
 pub const FRAME_HEADER_LEN: usize = 16;
@@ -137,6 +137,14 @@ impl Writer<'_> {
         self.u16(bytes.len() as u16);
         self.0.extend_from_slice(bytes);
     }
+    /// A u8 count (at most `NAMES_MAX`; more are cut) and that many texts.
+    pub fn names(&mut self, names: &[String]) {
+        let names = &names[..names.len().min(NAMES_MAX)];
+        self.u8(names.len() as u8);
+        for name in names {
+            self.text(name);
+        }
+    }
     pub fn position(&mut self, position: &Position) {
         for value in [
             position.complete_through_seq,
@@ -196,6 +204,13 @@ impl Reader<'_> {
         }
         let bytes = self.take(len)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| self.bad("text is not UTF-8".to_string()))
+    }
+    pub fn names(&mut self) -> Result<Vec<String>, ProtoError> {
+        let count = self.u8()? as usize;
+        if count > NAMES_MAX {
+            return Err(self.bad(format!("{count} names; at most {NAMES_MAX}")));
+        }
+        (0..count).map(|_| self.text()).collect()
     }
     pub fn position(&mut self) -> Result<Position, ProtoError> {
         Ok(Position {

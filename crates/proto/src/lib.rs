@@ -43,6 +43,8 @@ pub const PROTOCOL_VERSION: u16 = 2;
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;
+/// Most names in one list field (members of a configuration are at most 10).
+pub const NAMES_MAX: usize = 16;
 
 #[cfg(test)]
 mod tests;

@@ -1,17 +1,19 @@
 //! What an observer (fast-start failover, `docs/fast-start-failover.md`) and the members say
 //! to each other, on a member's redo listener: the observer pings every member on a
 //! connection it keeps open; each answers with its role and its fast-start failover state.
-//! The ping carries the observer's decisions: to let a primary go on without its SYNC target
-//! (`grant_unsync`), to fail over to a target (`failover`), to tell an old primary it has been
-//! failed over (`newer_incarnation`).
+//! The ping carries the observer's decisions: to let a primary go on without some of its
+//! targets (`grant_unsync`), to fail over to a target (`failover`), to tell an old primary it
+//! has been failed over (`newer_incarnation`), and to a primary which targets name this
+//! observer (`following`: how an observer hand-over completes).
 
 use crate::error::ProtoError;
 use crate::frame::{Reader, Writer};
 use crate::roles::RoleInfo;
 
 /// The observer's ping.
-// Format: { observer: text | time_us: u64 | lease: u8 | grant_unsync: u8 | failover: u8
-// | newer_incarnation: u32 | new_primary: text }
+// Format: { observer: text | time_us: u64 | lease: u8 | grant_unsync: names | failover: u8
+// | newer_incarnation: u32 | new_primary: text | following: names }
+// (names: { count: u8 (at most 16) | count × text }; text: { len: u16 | UTF-8 })
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObserverPing {
     pub observer: String,
@@ -19,32 +21,41 @@ pub struct ObserverPing {
     /// To the primary: the observer still sees it as the primary. Only such a ping renews the
     /// primary's lease (its right to acknowledge commits no SYNC target has).
     pub lease: bool,
-    /// To the primary: it may drop its SYNC target and go on unsynchronized (the observer
-    /// will not fail over to that target until it is synchronized again).
-    pub grant_unsync: bool,
+    /// To the primary: it may go on acknowledging commits that these targets have not
+    /// acknowledged (the observer has recorded, before sending this, that it will not fail
+    /// over to them until the primary calls them synchronized again). Only the active
+    /// observer grants, and only targets the primary asked for (`ObserverPong::wants_unsync`).
+    pub grant_unsync: Vec<String>,
     /// To the target: become the primary (a failover).
     pub failover: bool,
     /// To an old primary: it has been failed over, in this incarnation, to `new_primary`
     /// (0: no such news).
     pub newer_incarnation: u32,
     pub new_primary: String,
+    /// To the primary: the targets that answered this observer recently naming it as the
+    /// observer their primary announced (in heartbeats). A primary hands its decisions to a
+    /// new observer only once every target it ever announced an observer to is here, so that
+    /// no target still takes a failover from the old one.
+    pub following: Vec<String>,
 }
 
 /// A member's answer: who it is, and what fast-start failover needs to know.
-// Format: { info: RoleInfo | active_observer: text | synchronized: u8 | wants_unsync: u8
+// Format: { info: RoleInfo | active_observer: text | synchronized: u8 | wants_unsync: names
 // | isolated: u8 | primary_silence_ms: u64 | transport_lag_ms: u64 | apply_lag_ms: u64
-// | refusal: text }
+// | refusal: text | targets_synchronized: names }
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObserverPong {
     pub info: RoleInfo,
-    /// The observer this member takes decisions from (a primary names it; a standby knows it
-    /// from its primary's heartbeats); empty: none.
+    /// The observer this member takes decisions from (a primary: the one whose lease and
+    /// grants it takes; a standby: the one its primary named in its last heartbeat, the only
+    /// one it takes a failover from); empty: none.
     pub active_observer: String,
-    /// A primary: some SYNC standby (the target) is synchronized. A standby: its primary said
-    /// it is synchronized (SYNC) or streaming caught up (ASYNC) at its last heartbeat.
+    /// A primary: every fast-start target is synchronized. A standby: its primary said it is
+    /// synchronized (SYNC) or streaming caught up (ASYNC) at its last heartbeat.
     pub synchronized: bool,
-    /// A primary whose SYNC target stopped answering: it waits for `grant_unsync`.
-    pub wants_unsync: bool,
+    /// A primary: the targets that are not synchronized and that it has no grant for; commits
+    /// that those targets did not acknowledge wait for `grant_unsync`.
+    pub wants_unsync: Vec<String>,
     /// A primary that takes no write because it lost both its target and the observer.
     pub isolated: bool,
     /// A standby: milliseconds since its primary was last heard from.
@@ -53,6 +64,10 @@ pub struct ObserverPong {
     pub apply_lag_ms: u64,
     /// Why the ping's request (a failover, say) was refused; empty if none was, or it was done.
     pub refusal: String,
+    /// A primary: the fast-start targets that are synchronized SYNC destinations now. Under
+    /// Maximum Availability the observer fails over only to a target that the primary's last
+    /// answer listed here.
+    pub targets_synchronized: Vec<String>,
 }
 
 impl ObserverPing {
@@ -60,10 +75,11 @@ impl ObserverPing {
         w.text(&self.observer);
         w.u64(self.time_us);
         w.bool(self.lease);
-        w.bool(self.grant_unsync);
+        w.names(&self.grant_unsync);
         w.bool(self.failover);
         w.u32(self.newer_incarnation);
         w.text(&self.new_primary);
+        w.names(&self.following);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<ObserverPing, ProtoError> {
@@ -71,10 +87,11 @@ impl ObserverPing {
             observer: r.text()?,
             time_us: r.u64()?,
             lease: r.bool()?,
-            grant_unsync: r.bool()?,
+            grant_unsync: r.names()?,
             failover: r.bool()?,
             newer_incarnation: r.u32()?,
             new_primary: r.text()?,
+            following: r.names()?,
         })
     }
 }
@@ -84,12 +101,13 @@ impl ObserverPong {
         self.info.encode(w);
         w.text(&self.active_observer);
         w.bool(self.synchronized);
-        w.bool(self.wants_unsync);
+        w.names(&self.wants_unsync);
         w.bool(self.isolated);
         w.u64(self.primary_silence_ms);
         w.u64(self.transport_lag_ms);
         w.u64(self.apply_lag_ms);
         w.text(&self.refusal);
+        w.names(&self.targets_synchronized);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<ObserverPong, ProtoError> {
@@ -97,12 +115,13 @@ impl ObserverPong {
             info: RoleInfo::decode(r)?,
             active_observer: r.text()?,
             synchronized: r.bool()?,
-            wants_unsync: r.bool()?,
+            wants_unsync: r.names()?,
             isolated: r.bool()?,
             primary_silence_ms: r.u64()?,
             transport_lag_ms: r.u64()?,
             apply_lag_ms: r.u64()?,
             refusal: r.text()?,
+            targets_synchronized: r.names()?,
         })
     }
 }

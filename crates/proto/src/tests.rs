@@ -44,6 +44,10 @@ fn history() -> impl Strategy<Value = Vec<IncarnationRecord>> {
     })
 }
 
+fn names() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec("[a-z0-9_-]{1,12}", 0..=crate::NAMES_MAX)
+}
+
 fn message() -> impl Strategy<Value = Message> {
     let text = "[ -~é]{0,40}";
     prop_oneof![
@@ -154,12 +158,12 @@ fn message() -> impl Strategy<Value = Message> {
                 observer,
             })
         ),
-        (text, any::<u64>(), (any::<bool>(), any::<bool>(), any::<bool>()), any::<u32>(), text)
+        (text, any::<u64>(), (any::<bool>(), names(), any::<bool>(), names()), any::<u32>(), text)
             .prop_map(
                 |(
                     observer,
                     time_us,
-                    (lease, grant_unsync, failover),
+                    (lease, grant_unsync, failover, following),
                     newer_incarnation,
                     new_primary,
                 )| {
@@ -171,12 +175,13 @@ fn message() -> impl Strategy<Value = Message> {
                         failover,
                         newer_incarnation,
                         new_primary,
+                        following,
                     })
                 }
             ),
         (
             text,
-            (any::<bool>(), any::<bool>(), any::<bool>()),
+            (any::<bool>(), names(), any::<bool>(), names()),
             prop::array::uniform3(any::<u64>()),
             text,
             position()
@@ -184,7 +189,7 @@ fn message() -> impl Strategy<Value = Message> {
             .prop_map(
                 |(
                     active_observer,
-                    (synchronized, wants_unsync, isolated),
+                    (synchronized, wants_unsync, isolated, targets_synchronized),
                     v,
                     refusal,
                     position,
@@ -210,6 +215,7 @@ fn message() -> impl Strategy<Value = Message> {
                         transport_lag_ms: v[1],
                         apply_lag_ms: v[2],
                         refusal,
+                        targets_synchronized,
                     })
                 }
             ),
@@ -405,6 +411,19 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
     assert_eq!(check_hello(&future, &ours).unwrap_err().code, ErrorCode::VersionMismatch);
     let layout = check_hello(&hello, &LocalIdentity { block_size: 512, ..ours }).unwrap_err();
     assert_eq!(layout.code, ErrorCode::LayoutMismatch);
+}
+
+#[test]
+fn a_name_list_longer_than_its_bound_is_refused() {
+    use crate::frame::{Reader, Writer};
+    let mut bytes = Vec::new();
+    let mut writer = Writer(&mut bytes);
+    writer.u8(crate::NAMES_MAX as u8 + 1);
+    for _ in 0..=crate::NAMES_MAX {
+        writer.text("x");
+    }
+    let mut reader = Reader { bytes: &bytes, at: 0, kind: crate::Kind::ObserverPong };
+    assert!(reader.names().is_err());
 }
 
 #[test]

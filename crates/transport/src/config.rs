@@ -543,6 +543,21 @@ impl ReplicationConfig {
                         .into(),
                 );
             }
+            // Under Maximum Availability the observer fails over only to a target the primary
+            // ships to synchronously: one that holds every commit the primary acknowledged.
+            if self.protection_mode == ProtectionMode::MaximumAvailability
+                && let Some(target) = self.failover_targets().into_iter().find(|target| {
+                    self.member_named(target)
+                        .is_some_and(|member| member.transport != Transport::Sync)
+                })
+            {
+                return invalid(
+                    field("target"),
+                    format!(
+                        "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
+                    ),
+                );
+            }
         }
         Ok(())
     }

@@ -47,6 +47,10 @@ pub struct ClusterConfig {
     pub observers: Vec<&'static str>,
     pub threshold: &'static str,
     pub auto_reinstate: bool,
+    /// Each member and observer in a site of its own of a linkemu mesh (the test's own thread
+    /// in one more, linked to all), so that a test can cut any pair; `false`: all on
+    /// loopback.
+    pub mesh: bool,
 }
 
 impl ClusterConfig {
@@ -68,6 +72,7 @@ impl ClusterConfig {
             observers: Vec::new(),
             threshold: "2s",
             auto_reinstate: true,
+            mesh: false,
         }
     }
 
@@ -97,6 +102,12 @@ pub struct Cluster {
     pub sentinel_ports: BTreeMap<&'static str, u16>,
     servers: BTreeMap<&'static str, Option<Server>>,
     observers: BTreeMap<&'static str, Option<common::Service>>,
+    /// With `mesh`: the test's thread inside the clients' site, until the cluster drops (after
+    /// the servers, before the mesh).
+    inside: Option<linkemu::namespace::NamespaceGuard>,
+    /// With `mesh`: the site of each member and observer (the clients' site is the last).
+    pub sites: BTreeMap<&'static str, usize>,
+    pub mesh: Option<linkemu::Mesh>,
     pub root: tempfile::TempDir,
 }
 
@@ -105,6 +116,29 @@ impl Cluster {
     /// primary ships to every standby (SYNCHRONIZED or STREAMING).
     pub fn start(config: ClusterConfig) -> Cluster {
         let root = tempfile::tempdir().unwrap();
+        let names: Vec<&'static str> = config
+            .members
+            .iter()
+            .map(|member| member.name)
+            .chain(config.observers.iter().copied())
+            .collect();
+        let (mesh, sites, inside) = if config.mesh {
+            if let Some(reason) = linkemu::unavailable_reason() {
+                panic!("this test needs linkemu, which cannot run here: {reason}");
+            }
+            let mesh = linkemu::Mesh::up(
+                names.len() + 1,
+                linkemu::LinkConfig { rtt: Duration::from_millis(1), ..Default::default() },
+            )
+            .unwrap_or_else(|error| panic!("bringing the mesh up: {error}"));
+            let sites: BTreeMap<&'static str, usize> =
+                names.iter().enumerate().map(|(site, name)| (*name, site)).collect();
+            let inside = linkemu::namespace::enter(mesh.namespace(names.len()))
+                .unwrap_or_else(|error| panic!("entering the clients' site: {error}"));
+            (Some(mesh), sites, Some(inside))
+        } else {
+            (None, BTreeMap::new(), None)
+        };
         let ports: BTreeMap<&'static str, Ports> = config
             .members
             .iter()
@@ -119,6 +153,9 @@ impl Cluster {
             sentinel_ports,
             servers: BTreeMap::new(),
             observers: BTreeMap::new(),
+            inside,
+            sites,
+            mesh,
             root,
         };
         for member in cluster.config.members.clone() {
@@ -160,7 +197,8 @@ impl Cluster {
             );
             for observer in &self.config.observers {
                 text += &format!(
-                    "[[replication.observers]]\nname = \"{observer}\"\nsentinel = \"127.0.0.1:{}\"\n",
+                    "[[replication.observers]]\nname = \"{observer}\"\nsentinel = \"{}:{}\"\n",
+                    self.host(observer),
                     self.sentinel_ports[observer]
                 );
             }
@@ -168,11 +206,43 @@ impl Cluster {
         text + &self.members_text()
     }
 
+    /// The address a member or observer listens on: its site's, or loopback.
+    pub fn host(&self, name: &str) -> String {
+        match (&self.mesh, self.sites.get(name)) {
+            (Some(mesh), Some(site)) => mesh.address(*site).to_string(),
+            _ => "127.0.0.1".to_string(),
+        }
+    }
+
+    /// Runs `work` (which starts a process, say) in the site of `name`, or here.
+    fn in_site_of<R: Send>(&self, name: &str, work: impl FnOnce() -> R + Send) -> R {
+        match (&self.mesh, self.sites.get(name)) {
+            (Some(mesh), Some(site)) => {
+                mesh.run_in(*site, work).unwrap_or_else(|error| panic!("entering a site: {error}"))
+            }
+            _ => work(),
+        }
+    }
+
+    /// Cuts every link between the sites of `a` and each of `others` (a mesh cluster).
+    pub fn cut(&self, a: &str, others: &[&str]) {
+        let mesh = self.mesh.as_ref().expect("a mesh cluster");
+        for other in others {
+            mesh.cut(self.sites[a], self.sites[other]);
+        }
+    }
+
+    /// Restores every cut link (a mesh cluster).
+    pub fn restore_all(&self) {
+        self.mesh.as_ref().expect("a mesh cluster").restore_all();
+    }
+
     /// Starts (or restarts) an observer.
     pub fn start_observer(&mut self, name: &'static str) {
         let mut command = std::process::Command::new(common::binary());
         command.args(["observer", "--config", self.config_path(name).to_str().unwrap()]);
-        let service = common::Service::start(command, "ready", &self.log_path(name));
+        let log = self.log_path(name);
+        let service = self.in_site_of(name, || common::Service::start(command, "ready", &log));
         self.observers.insert(name, Some(service));
     }
 
@@ -186,7 +256,7 @@ impl Cluster {
     /// The primary's client address as an observer's Sentinel front says it.
     pub fn sentinel_master(&self, observer: &str) -> Option<SocketAddr> {
         let addr: SocketAddr =
-            format!("127.0.0.1:{}", self.sentinel_ports[observer]).parse().unwrap();
+            format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
         let mut connection = common::redis_connection(addr);
         let answer: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
@@ -205,8 +275,9 @@ impl Cluster {
         let mut text = String::new();
         for member in &self.config.members {
             let ports = self.ports[member.name];
+            let host = self.host(member.name);
             text += &format!(
-                "[[replication.members]]\nname = \"{}\"\nresp = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:{}\"\nredo = \"127.0.0.1:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"{}\"\nreopen = \"{}\"\n",
+                "[[replication.members]]\nname = \"{}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"{}\"\nreopen = \"{}\"\n",
                 member.name,
                 ports.resp,
                 ports.admin,
@@ -263,7 +334,8 @@ impl Cluster {
             &admin,
         ];
         args.extend_from_slice(extra);
-        let server = Server::start_args(&args, &self.log_path(name));
+        let log = self.log_path(name);
+        let server = self.in_site_of(name, || Server::start_args(&args, &log));
         self.servers.insert(name, Some(server));
     }
 
@@ -294,7 +366,7 @@ impl Cluster {
 
     /// A running member's admin address, for `--addr`.
     pub fn addr_of(&self, name: &str) -> String {
-        format!("127.0.0.1:{}", self.ports[name].admin)
+        format!("{}:{}", self.host(name), self.ports[name].admin)
     }
 
     /// Any running member's admin address.
@@ -309,7 +381,7 @@ impl Cluster {
     }
 
     pub fn resp_addr(&self, name: &str) -> SocketAddr {
-        format!("127.0.0.1:{}", self.ports[name].resp).parse().unwrap()
+        format!("{}:{}", self.host(name), self.ports[name].resp).parse().unwrap()
     }
 
     /// Runs `redoguard ARGS --addr <a running member>` (unless ARGS give `--addr`):

@@ -42,11 +42,14 @@ pub struct FastStartStatus {
     /// from its primary), and when the primary last heard from it.
     pub observer: Option<String>,
     pub observer_last_contact_s: Option<f64>,
-    /// A primary: some target is synchronized; it waits for the observer's consent to go on
-    /// without its target; it is isolated (takes no write).
+    /// A primary: every target is synchronized; it waits for the observer's consent to go
+    /// on without some target; it is isolated (takes no write); which targets are
+    /// synchronized.
     pub synchronized: Option<bool>,
     pub wants_unsync: Option<bool>,
     pub isolated: Option<bool>,
+    #[serde(default)]
+    pub synchronized_targets: Option<Vec<String>>,
 }
 
 /// The old primary's answer to `POST /roles/switchover/prepare`: it is now a standby, and

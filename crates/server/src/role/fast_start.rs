@@ -13,7 +13,7 @@
 //! closed while it is.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use proto::{ObserverPing, ObserverPong};
 use redo::Role;
@@ -27,6 +27,21 @@ pub struct Hooks {
     pub runtime: tokio::runtime::Handle,
 }
 
+fn empty_pong(info: proto::RoleInfo) -> ObserverPong {
+    ObserverPong {
+        info,
+        active_observer: String::new(),
+        synchronized: false,
+        wants_unsync: Vec::new(),
+        isolated: false,
+        primary_silence_ms: 0,
+        transport_lag_ms: 0,
+        apply_lag_ms: 0,
+        refusal: String::new(),
+        targets_synchronized: Vec::new(),
+    }
+}
+
 fn refused(reason: impl Into<String>) -> Result<(), String> {
     Err(reason.into())
 }
@@ -38,78 +53,45 @@ impl Hooks {
 }
 
 impl ObserverHooks for Hooks {
-    fn pong(&self, ping: &ObserverPing) -> ObserverPong {
+    fn pong(&self, ping: &ObserverPing, lease_from: Option<Instant>) -> ObserverPong {
         let Some(roles) = self.roles() else {
             return ObserverPong {
-                info: super::placeholder_info(""),
-                active_observer: String::new(),
-                synchronized: false,
-                wants_unsync: false,
-                isolated: false,
-                primary_silence_ms: 0,
-                transport_lag_ms: 0,
-                apply_lag_ms: 0,
                 refusal: "the server is stopping".into(),
+                ..empty_pong(super::placeholder_info(""))
             };
         };
         let member = roles.member_name();
         let Some(running) = roles.current() else {
-            return ObserverPong {
-                info: super::placeholder_info(&member),
-                active_observer: String::new(),
-                synchronized: false,
-                wants_unsync: false,
-                isolated: false,
-                primary_silence_ms: 0,
-                transport_lag_ms: 0,
-                apply_lag_ms: 0,
-                refusal: String::new(),
-            };
+            return empty_pong(super::placeholder_info(&member));
         };
         let info = (roles.role_info_source(&running.db))();
         if let Some(fast_start) = &running.fast_start {
-            fast_start.note_ping(ping);
-            let (synchronized, wants_unsync, isolated) = fast_start.view();
+            fast_start.note_ping(ping, lease_from);
+            let view = fast_start.view();
             return ObserverPong {
-                info,
                 active_observer: fast_start.active().unwrap_or_default(),
-                synchronized,
-                wants_unsync,
-                isolated,
-                primary_silence_ms: 0,
-                transport_lag_ms: 0,
-                apply_lag_ms: 0,
-                refusal: String::new(),
+                synchronized: view.all_synchronized,
+                wants_unsync: view.wants_unsync,
+                isolated: view.isolated,
+                targets_synchronized: view.synchronized,
+                ..empty_pong(info)
             };
         }
         match &running.receiver {
             Some(receiver) => {
                 let status = receiver.status();
                 ObserverPong {
-                    info,
                     active_observer: status.active_observer.unwrap_or_default(),
                     synchronized: status.caught_up,
-                    wants_unsync: false,
-                    isolated: false,
                     primary_silence_ms: status
                         .last_heard_s
                         .map_or(u64::MAX, |seconds| (seconds * 1000.0) as u64),
                     transport_lag_ms: (status.transport_lag_s * 1000.0) as u64,
                     apply_lag_ms: (status.apply_lag_s * 1000.0) as u64,
-                    refusal: String::new(),
+                    ..empty_pong(info)
                 }
             }
-            None => ObserverPong {
-                info,
-                active_observer: String::new(),
-                synchronized: false,
-                wants_unsync: false,
-                isolated: false,
-                primary_silence_ms: 0,
-                transport_lag_ms: 0,
-                apply_lag_ms: 0,
-                refusal: String::new(),
-            },
+            None => empty_pong(info),
         }
     }
 
@@ -141,22 +123,29 @@ impl ObserverHooks for Hooks {
             ));
         }
         let silence = Duration::from_secs_f64(status.last_heard_s.unwrap_or(f64::MAX).min(1e9));
-        let gone = status
-            .primary_member
-            .as_deref()
-            .and_then(|name| replication.member_named(name))
-            .is_some_and(|primary| {
-                matches!(
-                    std::net::TcpStream::connect_timeout(
-                        &match primary.redo.parse() {
-                            Ok(address) => address,
-                            Err(_) => return false,
-                        },
-                        Duration::from_millis(300)
-                    ),
-                    Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionRefused
-                )
-            });
+        // A closed redo port (the primary's process is gone) is reason enough not to wait out
+        // the threshold only under Maximum Availability, where the primary acknowledges
+        // nothing this standby lacks without the observer's grant. Under Maximum Performance
+        // the primary's lease must have run out first.
+        let maximum_availability =
+            replication.protection_mode == transport::ProtectionMode::MaximumAvailability;
+        let gone = maximum_availability
+            && status
+                .primary_member
+                .as_deref()
+                .and_then(|name| replication.member_named(name))
+                .is_some_and(|primary| {
+                    matches!(
+                        std::net::TcpStream::connect_timeout(
+                            &match primary.redo.parse() {
+                                Ok(address) => address,
+                                Err(_) => return false,
+                            },
+                            Duration::from_millis(300)
+                        ),
+                        Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionRefused
+                    )
+                });
         if silence < fast_start.threshold && !gone {
             return refused(format!(
                 "this standby heard from its primary {:.1} s ago (threshold {:?}) and its redo port answers",
@@ -164,9 +153,7 @@ impl ObserverHooks for Hooks {
                 fast_start.threshold
             ));
         }
-        if !status.caught_up
-            && replication.protection_mode == transport::ProtectionMode::MaximumAvailability
-        {
+        if !status.caught_up && maximum_availability {
             return refused(
                 "the primary did not call this standby synchronized at its last heartbeat",
             );

@@ -441,15 +441,17 @@ impl Roles {
             synchronized: None,
             wants_unsync: None,
             isolated: None,
+            synchronized_targets: None,
         };
         if let Some(fast_start) = &running.fast_start {
             let (observer, last) = fast_start.observer_contact();
-            let (synchronized, wants_unsync, isolated) = fast_start.view();
+            let view = fast_start.view();
             status.observer = observer;
             status.observer_last_contact_s = last;
-            status.synchronized = Some(synchronized);
-            status.wants_unsync = Some(wants_unsync);
-            status.isolated = Some(isolated);
+            status.synchronized = Some(view.all_synchronized);
+            status.wants_unsync = Some(!view.wants_unsync.is_empty());
+            status.isolated = Some(view.isolated);
+            status.synchronized_targets = Some(view.synchronized);
         } else if let Some(receiver) = &running.receiver {
             status.observer = receiver.status().active_observer;
         }

@@ -440,11 +440,16 @@ impl Inner {
     /// Logs Maximum Availability's transitions between synchronized and not.
     fn note_synchronization(&self) {
         if let Some(fast_start) = &self.fast_start {
-            let synchronized = self.destinations.iter().any(|destination| {
-                destination.is_sync()
-                    && fast_start.targets.contains(&destination.config.name)
-                    && destination.state.lock().phase == Phase::Synchronized
-            });
+            let synchronized = self
+                .destinations
+                .iter()
+                .filter(|destination| {
+                    destination.is_sync()
+                        && fast_start.targets.contains(&destination.config.name)
+                        && destination.state.lock().phase == Phase::Synchronized
+                })
+                .map(|destination| destination.config.name.clone())
+                .collect();
             fast_start.set_synchronized(synchronized);
         }
         if self.mode == ProtectionMode::MaximumPerformance {

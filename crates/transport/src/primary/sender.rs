@@ -522,7 +522,7 @@ impl Inner {
             observer: self
                 .fast_start
                 .as_ref()
-                .and_then(|fast_start| fast_start.active())
+                .and_then(|fast_start| fast_start.announce_to(&destination.config.name))
                 .unwrap_or_default(),
         };
         conn.send(&Message::Heartbeat(beat), destination.config.net_timeout)

@@ -27,7 +27,8 @@ impl ShipWait for ProtectionWait {
     fn wait(self: Box<Self>) -> Result<(), RedoError> {
         let started = Instant::now();
         let end = after(&self.write);
-        let mut acknowledged_by_target = false;
+        // The fast-start targets that acknowledged this write.
+        let mut acknowledged_by = std::collections::BTreeSet::new();
         for (destination, write_id, sent_at) in &self.sent {
             let deadline = *sent_at + destination.config.net_timeout;
             let outcome = (|| -> Result<(), String> {
@@ -71,10 +72,7 @@ impl ShipWait for ProtectionWait {
                     let mut state = destination.state.lock();
                     destination.acknowledge(&mut state, end);
                     state.last_heard = Some(Instant::now());
-                    acknowledged_by_target |=
-                        self.inner.fast_start.as_ref().is_some_and(|fast_start| {
-                            fast_start.targets.contains(&destination.config.name)
-                        });
+                    acknowledged_by.insert(destination.config.name.clone());
                 }
                 Err(reason) => self.inner.desynchronize(destination, &reason),
             }
@@ -83,15 +81,27 @@ impl ShipWait for ProtectionWait {
         if self.inner.mode == ProtectionMode::MaximumProtection {
             self.inner.wait_for_protection(end)?;
         }
-        // Fast-start failover: redo no synchronized target acknowledged is declared durable
-        // only under the observer's lease (and, under Maximum Availability, its grant).
-        if let Some(fast_start) = &self.inner.fast_start
-            && !acknowledged_by_target
-        {
+        // Fast-start failover: redo that some target did not acknowledge is declared durable
+        // only under the observer's lease (and, under Maximum Availability, its grant for
+        // exactly those targets).
+        if let Some(fast_start) = &self.inner.fast_start {
             let inner = &self.inner;
             let stop = || inner.shutdown.load(Ordering::Acquire) || inner.redo.is_shut_down();
             let waited = Instant::now();
-            fast_start.admit_alone(inner.mode, &stop).map_err(RedoError::WriterFailed)?;
+            // The targets that hold this write durably: by their SYNC acknowledgement, or, for
+            // one catching up meanwhile, by what its catch-up has been acknowledged up to.
+            let key = (end.seq.0, end.offset);
+            let holding = || {
+                let mut holding = acknowledged_by.clone();
+                for destination in &inner.destinations {
+                    let acknowledged = destination.state.lock().acknowledged;
+                    if (acknowledged.seq.0, acknowledged.offset) >= key {
+                        holding.insert(destination.config.name.clone());
+                    }
+                }
+                holding
+            };
+            fast_start.admit(inner.mode, &holding, &stop).map_err(RedoError::WriterFailed)?;
             if waited.elapsed() > Duration::from_millis(1) {
                 inner.lease_wait.record_since(waited);
             }

@@ -1,0 +1,62 @@
+//! A mesh of three sites: every pair talks through its own link, and cutting one pair leaves
+//! the others talking.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use linkemu::{LinkConfig, Mesh};
+
+/// An echo of one byte from `from` to a listener in `to`, within a second; false if it times
+/// out (the pair is cut).
+fn echoes(mesh: &Mesh, listeners: &[TcpListener], from: usize, to: usize) -> bool {
+    let address = (mesh.address(to), listeners[to].local_addr().unwrap().port());
+    let client = mesh
+        .run_in(from, || TcpStream::connect_timeout(&address.into(), Duration::from_secs(1)))
+        .expect("enter the site");
+    let Ok(mut client) = client else { return false };
+    let Ok((mut server, _)) = listeners[to].accept() else { return false };
+    client.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    server.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut byte = [0u8; 1];
+    client.write_all(b"x").is_ok()
+        && server.read_exact(&mut byte).is_ok()
+        && server.write_all(&byte).is_ok()
+        && client.read_exact(&mut byte).is_ok()
+}
+
+#[test]
+fn cutting_one_pair_leaves_the_others_talking() {
+    if let Some(reason) = linkemu::unavailable_reason() {
+        panic!("this test needs linkemu, which cannot run here: {reason}");
+    }
+    let mesh = Mesh::up(3, LinkConfig { rtt: Duration::from_millis(2), ..LinkConfig::default() })
+        .expect("bring the mesh up");
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|site| {
+            let listener = mesh
+                .run_in(site, || TcpListener::bind((mesh.address(site), 0)))
+                .expect("enter the site")
+                .expect("bind");
+            listener.set_nonblocking(false).unwrap();
+            listener
+        })
+        .collect();
+    for (from, to) in [(0, 1), (1, 0), (0, 2), (2, 1)] {
+        assert!(echoes(&mesh, &listeners, from, to), "{from} -> {to} before any cut");
+    }
+    mesh.cut(0, 1);
+    assert!(mesh.is_cut(1, 0));
+    // Connecting across the cut times out (nothing is refused: the cable is pulled).
+    assert!(!echoes(&mesh, &listeners, 0, 1), "0 -> 1 through a cut");
+    assert!(echoes(&mesh, &listeners, 0, 2), "0 -> 2 beside the cut");
+    assert!(echoes(&mesh, &listeners, 2, 1), "2 -> 1 beside the cut");
+    mesh.restore(0, 1);
+    assert!(echoes(&mesh, &listeners, 1, 0), "1 -> 0 after the cut");
+    let namespace = mesh.namespace(0).to_string();
+    drop(mesh);
+    assert!(
+        !std::path::Path::new("/run/netns").join(namespace).exists(),
+        "the namespaces are gone"
+    );
+}
