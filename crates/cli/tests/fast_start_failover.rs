@@ -8,7 +8,8 @@
 //!   writing to it: after the failover, nothing it acknowledges ever again, even once it runs;
 //! - an old primary that comes back while clients still talk to it refuses every write until
 //!   it is reinstated;
-//! - a writer using redis-py's `Sentinel` carries on against the new primary.
+//! - a writer using redis-py's `Sentinel` carries on against the new primary;
+//! - with two observers, the second takes over when the first is lost, and then fails over.
 //!
 //! Partitions that cut some parties but not others are in `fast_start_partitions.rs` (linkemu).
 
@@ -279,4 +280,76 @@ fn a_redis_py_sentinel_writer_carries_on_against_the_new_primary() {
         let value: Option<String> = redis::cmd("GET").arg(key).query(&mut west).unwrap();
         assert_eq!(value.as_deref(), Some(key), "{key} was acknowledged and is missing");
     }
+}
+
+/// The observer the primary takes decisions from, as its status says.
+fn active_observer(cluster: &Cluster, primary: &str) -> Option<String> {
+    cluster
+        .server(primary)
+        .status()
+        .roles
+        .and_then(|roles| roles.fast_start)
+        .and_then(|fast_start| fast_start.observer)
+}
+
+#[test]
+fn a_second_observer_takes_over_when_the_first_is_lost_and_then_fails_over() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "two observers");
+    let mut cluster =
+        Cluster::start(ClusterConfig { observers: vec!["obs1", "obs2"], ..ClusterConfig::pair() });
+    // Whichever observer the primary took first stays active while it lives (a hand-over
+    // needs the first one's lease to lapse).
+    let mut first = None;
+    let armed = common::poll_until(Duration::from_secs(30), || {
+        first = active_observer(&cluster, "east");
+        first.is_some()
+            && cluster
+                .server("west")
+                .status()
+                .replication
+                .standby
+                .is_some_and(|standby| standby.caught_up && standby.active_observer == first)
+    });
+    assert!(armed, "no observer became active\n{}", cluster.logs());
+    let (first, second) =
+        if first.as_deref() == Some("obs1") { ("obs1", "obs2") } else { ("obs2", "obs1") };
+    // The other one watches and answers Sentinel clients, but acts on nothing.
+    let named = cluster.sentinel_master(second).and_then(|addr| cluster.member_at(addr));
+    assert_eq!(named, Some("east"));
+    let lost = Instant::now();
+    cluster.kill_observer(first);
+    let handed_over = common::poll_until(Duration::from_secs(30), || {
+        active_observer(&cluster, "east").as_deref() == Some(second)
+            && cluster
+                .server("west")
+                .status()
+                .replication
+                .standby
+                .is_some_and(|standby| standby.active_observer.as_deref() == Some(second))
+    });
+    assert!(handed_over, "{second} did not take over from {first}\n{}", cluster.logs());
+    println!("{second} active {:?} after {first} was killed", lost.elapsed());
+    // The primary never stopped taking writes: its SYNC standby acknowledged them all.
+    let load = Load::start(connections(cluster.resp_addr("east"), 4), "two", 7);
+    assert!(load.wait_for_more(100, Duration::from_secs(30)), "no load\n{}", cluster.logs());
+    let killed = Instant::now();
+    cluster.kill("east");
+    let logs = load.stop();
+    let mut took_writes = None;
+    let ok = common::poll_until(Duration::from_secs(15), || {
+        let named = cluster.sentinel_master(second).and_then(|addr| cluster.member_at(addr));
+        if named != Some("west") {
+            return false;
+        }
+        let mut connection = common::redis_connection(cluster.resp_addr("west"));
+        let written = redis::cmd("SET")
+            .arg("after the second observer's failover")
+            .arg("1")
+            .query::<()>(&mut connection);
+        took_writes = Some(killed.elapsed());
+        written.is_ok()
+    });
+    assert!(ok, "{second} did not fail over to west\n{}", cluster.logs());
+    println!("west took writes {:?} after east was killed", took_writes.unwrap());
+    verify_acknowledged(&mut common::redis_connection(cluster.resp_addr("west")), &logs, "west");
 }

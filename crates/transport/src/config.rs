@@ -277,7 +277,9 @@ impl Default for FastStartFailoverConfig {
 }
 
 /// `[[replication.observers]]`: an observer process (`redoguard observer`), in order of
-/// priority: the first one a primary hears from is the one it takes decisions from.
+/// priority. A primary takes decisions from one at a time (the active one) and hands over to
+/// the next, in this order, only once the active one's lease has lapsed and the targets have
+/// heard of the new one (docs/fast-start-failover.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObserverEntry {
