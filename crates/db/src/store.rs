@@ -75,6 +75,8 @@ pub struct Store {
     storage: Arc<dyn Storage>,
     cache_bytes: u64,
     sync_failed: Arc<AtomicBool>,
+    /// Closed for good (shutdown).
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -110,6 +112,7 @@ impl Store {
             storage: storage.clone(),
             cache_bytes,
             sync_failed,
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -126,9 +129,23 @@ impl Store {
         })
     }
 
+    /// Closes the data file now (at shutdown), rather than when the last reference to this
+    /// store goes: a role change opens the same file again at once, and two open instances
+    /// of it (the old one writing its allocator state when it is finally dropped) would
+    /// corrupt it. Waits for readers; afterwards every use is an error and nothing reopens
+    /// it.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        let database = self.db.write().take();
+        drop(database);
+    }
+
     /// Reopens the data file if a failed checkpoint closed it.
     fn reopen(&self) -> Result<(), DbError> {
         let mut db = self.db.write();
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(store_error(&self.path, "reopen")(&"the database is shut down"));
+        }
         if db.is_none() {
             *db = Some(open_database(
                 &self.storage,

@@ -312,6 +312,16 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
     {
         if state.primary.as_deref() != Some(name.as_str()) || state.incarnation != incarnation {
             log(state, format!("the primary is '{name}' (incarnation {incarnation})"));
+            // A switchover (or a failover another observer made): Sentinel clients hear of it
+            // as of a failover.
+            if let Some(old) = state.primary.clone().filter(|old| *old != name) {
+                let _ = shared.switches.send(format!(
+                    "{} {} {}",
+                    replication.name,
+                    address_of(replication, &old),
+                    address_of(replication, &name)
+                ));
+            }
         }
         state.primary = Some(name.clone());
         state.incarnation = incarnation;

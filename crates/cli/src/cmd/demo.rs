@@ -37,6 +37,10 @@ pub struct Args {
     /// Run the primary alone, without a standby.
     #[arg(long)]
     pub no_standby: bool,
+    /// No fast-start failover observer: after the load the primary is killed and restarted
+    /// (crash recovery), without a failover. (Maximum Protection always runs without one.)
+    #[arg(long)]
+    pub no_observer: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -58,12 +62,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             affirm: !args.noaffirm,
             protection_mode: protection.clone(),
         }),
+        observer: !args.no_observer && protection != "maximum_protection",
     };
     anyhow::ensure!(
         args.no_standby || args.transport == "sync" || protection == "maximum_performance",
         "--protection {protection} needs --transport sync (an ASYNC standby protects no commit)"
     );
     match &config.standby {
+        Some(standby) if config.observer => println!(
+            "redoguard demo: a primary, a standby ({} under {}) and a fast-start failover observer on a throwaway directory; {} OLTP sessions through Sentinel, then a batch load, for {:?}; then the primary is killed, the observer fails over, the old primary is reinstated and a switchover returns the roles",
+            workload::demo::transport_label(&standby.transport, standby.affirm),
+            standby.protection_mode,
+            config.oltp_clients,
+            config.duration
+        ),
         Some(standby) => println!(
             "redoguard demo: a primary and a standby ({} under {}) on a throwaway directory, {} OLTP sessions, then a batch load; {:?}",
             workload::demo::transport_label(&standby.transport, standby.affirm),
@@ -82,6 +94,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let report = runtime.block_on(workload::demo::run(config, |line| {
+        if let Some(event) = &line.event {
+            println!("  {:>5.0}s {event}", line.elapsed_s);
+            return;
+        }
         let waits: Vec<String> =
             line.top_waits.iter().map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();
         let lags = match line.lags_ms {

@@ -54,10 +54,17 @@ impl Running {
     /// Stops it: a standby stops receiving first; a primary flushes its redo (still shipping
     /// it) before its senders stop.
     fn stop(&self) -> anyhow::Result<()> {
+        self.stop_with(true)
+    }
+
+    /// Stops; without `checkpoint`, the data files are left at their last checkpoint and the
+    /// next open replays the redo after it.
+    fn stop_with(&self, checkpoint: bool) -> anyhow::Result<()> {
         if let Some(receiver) = &self.receiver {
             receiver.stop(Duration::from_secs(5));
         }
-        let stopped = self.db.shutdown();
+        let stopped =
+            if checkpoint { self.db.shutdown() } else { self.db.shutdown_without_checkpoint() };
         if let Some(transport) = &self.transport {
             transport.stop();
         }

@@ -1,0 +1,382 @@
+//! The demo with a fast-start failover observer: two members (east, created as the primary,
+//! and west, its standby) in the configuration form, and an observer whose Sentinel front the
+//! sessions find the primary through. After the load: SIGKILL to the primary; the observer
+//! fails over to west and the sessions carry on there; east restarts and the observer
+//! reinstates it; a switchover gives east the primary role back; then every acknowledged
+//! commit is checked on both and their data and archived logs compared.
+
+use std::io::BufRead as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::load::{self, Target};
+use super::{
+    DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
+    SwitchoverReport, compare, drive, free_port, loopback, summary,
+};
+use crate::process::{ServerProcess, status_at};
+
+/// The configuration's name: the Sentinel master name.
+const NAME: &str = "demo";
+const OBSERVER: &str = "observer";
+const THRESHOLD: &str = "2s";
+
+struct Member {
+    name: &'static str,
+    dir: PathBuf,
+    resp: u16,
+    admin: u16,
+    redo: u16,
+}
+
+impl Member {
+    fn new(name: &'static str, root: &Path) -> anyhow::Result<Member> {
+        Ok(Member {
+            name,
+            dir: root.join(name),
+            resp: free_port()?,
+            admin: free_port()?,
+            redo: free_port()?,
+        })
+    }
+
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--config".into(),
+            self.dir.join("demo.toml").display().to_string(),
+            "--data-dir".into(),
+            self.dir.display().to_string(),
+            "--port".into(),
+            self.resp.to_string(),
+            "--admin-port".into(),
+            self.admin.to_string(),
+        ]
+    }
+
+    fn start(&self, binary: &Path) -> anyhow::Result<ServerProcess> {
+        let args = self.args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ServerProcess::start(binary, &args, &self.dir.join("server.log"))
+            .with_context(|| format!("starting {}", self.name))
+    }
+}
+
+/// What every file of the configuration shares: its name, the protection mode, fast-start
+/// failover, the observer and both members.
+fn shared_text(options: &StandbyOptions, members: &[&Member], sentinel: u16) -> String {
+    let mut text = format!(
+        "name = \"{NAME}\"\nprotection_mode = \"{}\"\n\n[replication.fast_start_failover]\nenabled = true\nthreshold = \"{THRESHOLD}\"\ntarget = [\"west\", \"east\"]\nauto_reinstate = true\n\n[[replication.observers]]\nname = \"{OBSERVER}\"\nsentinel = \"127.0.0.1:{sentinel}\"\n",
+        options.protection_mode
+    );
+    for member in members {
+        text += &format!(
+            "\n[[replication.members]]\nname = \"{}\"\nresp = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:{}\"\nredo = \"127.0.0.1:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"5s\"\nreopen = \"500ms\"\n",
+            member.name, member.resp, member.admin, member.redo, options.transport, options.affirm
+        );
+    }
+    text
+}
+
+/// The observer process; killed when dropped.
+struct Observer {
+    child: Child,
+}
+
+impl Observer {
+    fn start(binary: &Path, config: &Path, log: &Path) -> anyhow::Result<Observer> {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        let mut child = Command::new(binary)
+            .args(["observer", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .spawn()
+            .context("starting the observer")?;
+        let stdout = child.stdout.take().expect("piped");
+        let (ready, readied) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            for line in lines.by_ref().map_while(Result::ok) {
+                if line.contains("ready") {
+                    let _ = ready.send(());
+                    break;
+                }
+            }
+            for _ in lines {}
+        });
+        let mut observer = Observer { child };
+        if readied.recv_timeout(Duration::from_secs(30)).is_err() {
+            let _ = observer.child.kill();
+            anyhow::bail!("the observer did not start; see {}", log.display());
+        }
+        Ok(observer)
+    }
+
+    fn stop(&mut self) {
+        // SAFETY: a signal to the child this process started and has not reaped.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `condition` every 50 ms for at most `limit`.
+async fn until(
+    limit: Duration,
+    what: &str,
+    mut condition: impl FnMut() -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + limit;
+    while !condition() {
+        anyhow::ensure!(Instant::now() < deadline, "{what} did not happen within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// Whether fast-start failover is armed: the primary has the observer's lease, and the
+/// standby is synchronized and names the observer.
+fn armed(primary: SocketAddr, standby: SocketAddr) -> bool {
+    let primary_ready =
+        status_at(primary).ok().and_then(|status| status.roles).is_some_and(|roles| {
+            roles.fast_start.is_some_and(|fast_start| {
+                fast_start.observer.as_deref() == Some(OBSERVER)
+                    && fast_start.isolated == Some(false)
+            })
+        });
+    primary_ready
+        && status_at(standby).ok().and_then(|status| status.replication.standby).is_some_and(
+            |standby| standby.caught_up && standby.active_observer.as_deref() == Some(OBSERVER),
+        )
+}
+
+/// Whether `member` (admin address) is a standby of `primary`, connected, not fenced.
+fn follows(member: SocketAddr, primary: &str) -> bool {
+    status_at(member).ok().is_some_and(|status| {
+        status.roles.as_ref().is_some_and(|roles| roles.role == "standby" && roles.fenced.is_none())
+            && status.replication.standby.as_ref().is_some_and(|standby| {
+                standby.connected && standby.primary_member.as_deref() == Some(primary)
+            })
+    })
+}
+
+/// How many transactions a reinstate set aside in `dir` (`diverged/*/records.jsonl`).
+fn divergent_transactions(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir.join("diverged")) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join("records.jsonl")).ok())
+        .map(|text| text.lines().count() as u64)
+        .sum()
+}
+
+pub async fn run(
+    config: &DemoConfig,
+    options: &StandbyOptions,
+    root: &Path,
+    mut progress: impl FnMut(&Progress),
+) -> anyhow::Result<DemoReport> {
+    let east = Member::new("east", root)?;
+    let west = Member::new("west", root)?;
+    let sentinel_port = free_port()?;
+    let sentinel = loopback(sentinel_port);
+    let shared = shared_text(options, &[&east, &west], sentinel_port);
+    for (member, role) in [(&east, "primary"), (&west, "standby")] {
+        std::fs::create_dir_all(&member.dir)?;
+        // The same number of groups on both: either may be the standby.
+        let text = format!(
+            "{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
+            DEMO_CONFIG.replace("GROUPS", "4"),
+            member.name
+        );
+        std::fs::write(member.dir.join("demo.toml"), text)?;
+    }
+    let observer_dir = root.join(OBSERVER);
+    std::fs::create_dir_all(&observer_dir)?;
+    std::fs::write(
+        observer_dir.join("observer.toml"),
+        format!("[observer]\nname = \"{OBSERVER}\"\n\n[replication]\n{shared}"),
+    )?;
+    let mut west_server = west.start(&config.binary)?;
+    let mut east_server = east.start(&config.binary)?;
+    let mut observer = Observer::start(
+        &config.binary,
+        &observer_dir.join("observer.toml"),
+        &observer_dir.join("observer.log"),
+    )?;
+    let (east_admin, west_admin) = (loopback(east.admin), loopback(west.admin));
+    until(
+        Duration::from_secs(60),
+        "fast-start failover armed (the observer's lease, the standby synchronized)",
+        || armed(east_admin, west_admin),
+    )
+    .await
+    .with_context(|| format!("see {}", root.display()))?;
+    progress(&Progress::event(
+        0.0,
+        format!(
+            "east is the primary, west its standby; the observer answers Sentinel on {sentinel} (master '{NAME}'); watch it live: http://{east_admin}/  http://{west_admin}/"
+        ),
+    ));
+
+    // The load, through Sentinel.
+    let target = Target::Sentinel { sentinel, name: NAME.to_string() };
+    let mut loaded =
+        drive(config, &target, &east_server, Some(&west_server), &mut progress).await?;
+    let end_status = east_server.status()?;
+    let elapsed = loaded.started.elapsed().as_secs_f64();
+    let lags = loaded.lags.report();
+
+    // The primary is lost under load: the observer fails over, the sessions follow.
+    let before = loaded.shared.snapshot();
+    loaded.shared.watch_for(loopback(west.resp));
+    let killed = Instant::now();
+    east_server.kill()?;
+    progress(&Progress::event(
+        loaded.started.elapsed().as_secs_f64(),
+        "SIGKILL to the primary (east); the sessions keep writing through Sentinel".into(),
+    ));
+    until(Duration::from_secs(60), "a failover to west with writes taken there", || {
+        loaded.shared.watched_acknowledged()
+    })
+    .await
+    .with_context(|| format!("see {}", root.display()))?;
+    let outage = loaded.shared.outage().unwrap_or_default();
+    let zero_data_loss = load::verify(loopback(west.resp), &before, false, 0).await?;
+    let failover = FailoverReport {
+        seconds_without_writes: outage.as_secs_f64(),
+        acknowledged_lost: zero_data_loss.orders_missing + zero_data_loss.counters_lost,
+        target: west.name.to_string(),
+    };
+    progress(&Progress::event(
+        loaded.started.elapsed().as_secs_f64(),
+        format!(
+            "the observer failed over to west: {:.2} s without writes ({:.2} s after the kill); {} acknowledged commits lost",
+            failover.seconds_without_writes,
+            killed.elapsed().as_secs_f64(),
+            failover.acknowledged_lost
+        ),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The old primary comes back: fenced, then reinstated by the observer.
+    let restarted = Instant::now();
+    east_server = east.start(&config.binary)?;
+    let recovered_records = east_server.status()?.database.recovered_records;
+    let reinstated = until(Duration::from_secs(90), "east reinstated as west's standby", || {
+        follows(east_admin, west.name)
+    })
+    .await;
+    let reinstate = ReinstateReport {
+        ok: reinstated.is_ok(),
+        divergent_transactions: divergent_transactions(&east.dir),
+        recovered_records,
+        seconds: restarted.elapsed().as_secs_f64(),
+    };
+    reinstated.with_context(|| format!("see {}", root.display()))?;
+    progress(&Progress::event(
+        loaded.started.elapsed().as_secs_f64(),
+        format!(
+            "east restarted (crash recovery replayed {} records) and was reinstated by the observer as west's standby in {:.1} s; {} divergent transactions set aside",
+            reinstate.recovered_records, reinstate.seconds, reinstate.divergent_transactions
+        ),
+    ));
+
+    // A switchover gives east the role back, the sessions following.
+    until(Duration::from_secs(60), "east synchronized with west", || {
+        status_at(west_admin).ok().is_some_and(|status| {
+            status.replication.destinations.iter().any(|destination| {
+                destination.name == "east"
+                    && matches!(
+                        destination.phase,
+                        transport::Phase::Synchronized | transport::Phase::Streaming
+                    )
+            })
+        })
+    })
+    .await?;
+    loaded.shared.watch_for(loopback(east.resp));
+    let switching = Instant::now();
+    let switched = tokio::task::spawn_blocking(move || {
+        broker::transitions::switchover(&west_admin.to_string(), "east")
+    })
+    .await?;
+    let command_seconds = switching.elapsed().as_secs_f64();
+    let switched_ok = switched.is_ok();
+    if let Err(error) = &switched {
+        progress(&Progress::event(
+            loaded.started.elapsed().as_secs_f64(),
+            format!("the switchover failed: {error:#}"),
+        ));
+    }
+    if switched_ok {
+        until(Duration::from_secs(60), "writes on east after the switchover", || {
+            loaded.shared.watched_acknowledged()
+        })
+        .await?;
+    }
+    let switchover = SwitchoverReport {
+        ok: switched_ok,
+        seconds: command_seconds,
+        seconds_without_writes: loaded.shared.outage().map_or(0.0, |outage| outage.as_secs_f64()),
+    };
+    progress(&Progress::event(
+        loaded.started.elapsed().as_secs_f64(),
+        format!(
+            "switchover to east: {} in {:.2} s ({:.2} s without writes); west is its standby again",
+            if switchover.ok { "done" } else { "FAILED" },
+            switchover.seconds,
+            switchover.seconds_without_writes
+        ),
+    ));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    loaded.stop().await?;
+
+    // Every acknowledged commit, on both; the same data; the same archived logs.
+    let acknowledged = loaded.shared.snapshot();
+    let (primary, standby) =
+        if switched_ok { (&east_server, &west_server) } else { (&west_server, &east_server) };
+    let (primary_dir, standby_dir) =
+        if switched_ok { (&east.dir, &west.dir) } else { (&west.dir, &east.dir) };
+    let standby_report =
+        compare(primary, standby, primary_dir, standby_dir, options, zero_data_loss).await?;
+    let verification =
+        load::verify(primary.resp_addr, &acknowledged, true, recovered_records).await?;
+    observer.stop();
+    east_server.stop()?;
+    west_server.stop()?;
+    let (parts, stats) = summary(&loaded, elapsed, &end_status, root);
+    Ok(parts.into_report(
+        stats,
+        verification,
+        options.protection_mode.clone(),
+        Some(standby_report),
+        Some(lags),
+        Some(failover),
+        Some(reinstate),
+        Some(switchover),
+    ))
+}
