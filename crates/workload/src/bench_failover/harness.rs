@@ -209,6 +209,7 @@ pub(super) fn measure_event<G>(
         acknowledged: acks.len() as u64,
         lost,
         errors,
+        note: None,
     })
 }
 

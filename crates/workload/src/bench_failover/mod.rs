@@ -207,6 +207,8 @@ pub(crate) struct Sample {
     pub(crate) lost: u64,
     /// Errors the writers met and retried after.
     pub(crate) errors: u64,
+    /// What the observer said it did, for the progress lines.
+    pub(crate) note: Option<String>,
 }
 
 impl Sample {
@@ -354,6 +356,9 @@ impl Bench<'_> {
                         sample.lost,
                         sample.errors
                     ));
+                    if let Some(note) = &sample.note {
+                        progress(&format!("{what}: {note}"));
+                    }
                     if system == System::Redoguard && sample.lost > 0 {
                         report
                             .failures

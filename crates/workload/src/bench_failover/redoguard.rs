@@ -34,8 +34,9 @@ pub(super) fn trial(
 ) -> anyhow::Result<Sample> {
     let fast_start = case != Case::Failover;
     let mut pair = Pair::start(bench, case, place, number, fast_start)?;
-    let outcome = pair.measure(case, number);
-    outcome.map_err(|error| error.context(pair.logs()))
+    let mut sample = pair.measure(case, number).map_err(|error| error.context(pair.logs()))?;
+    sample.note = pair.observer_events();
+    Ok(sample)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -231,6 +232,17 @@ impl<'a> Pair<'a> {
                 })
             }
         }
+    }
+
+    /// The observer's own account of the failover (its log lines that say what it did).
+    fn observer_events(&self) -> Option<String> {
+        let log = std::fs::read_to_string(self.dir.path().join("obs1.log")).ok()?;
+        let events: Vec<&str> = log
+            .lines()
+            .filter(|line| line.contains("fast-start failover"))
+            .map(|line| line.find("event=").map_or(line, |at| &line[at..]))
+            .collect();
+        (!events.is_empty()).then(|| format!("observer: {}", events.join(" | ")))
     }
 
     /// The end of every process's log.
