@@ -23,6 +23,34 @@ pub enum BenchCommand {
     /// targets met or missed; PostgreSQL and Redis with a standby beside (unless
     /// --no-external).
     Transport(TransportArgs),
+    /// Seconds without writes after kill -9 of the primary and after a network cut (fast-start
+    /// failover), switchover and manual failover times, over several trials (p50 and max),
+    /// with no acknowledged write lost; Redis Sentinel failing over Redis beside.
+    Failover(FailoverArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FailoverArgs {
+    /// Trials per case and system, each on fresh servers.
+    #[arg(long, default_value_t = 5)]
+    pub trials: u32,
+    /// redoguard's fast-start failover threshold.
+    #[arg(long, default_value = "2s", value_parser = tools::units::parse_duration)]
+    pub threshold: std::time::Duration,
+    /// The cases: kill (kill -9 of the primary), cut (the primary cut from the standby and
+    /// the observer, with linkemu), switchover, failover (manual, after kill -9).
+    #[arg(long, value_delimiter = ',', default_value = "kill,cut,switchover,failover")]
+    pub cases: Vec<workload::bench_failover::Case>,
+    /// Leave out Redis Sentinel.
+    #[arg(long)]
+    pub no_sentinel: bool,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -158,6 +186,29 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             anyhow::ensure!(
                 report.failures.is_empty(),
                 "{} redoguard case(s) failed or are not valid (see FAILED above)",
+                report.failures.len()
+            );
+            Ok(())
+        }
+        BenchCommand::Failover(args) => {
+            // Ctrl-C stops the servers and takes the mesh down on the way out.
+            workload::interrupt::install()?;
+            let config = workload::bench_failover::FailoverConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                trials: args.trials,
+                threshold: args.threshold,
+                cases: args.cases,
+                sentinel: !args.no_sentinel,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_failover::run(&config, |step| {
+                eprintln!("bench failover [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            write_report(&workload::bench_failover::render(&report), &report, &args.json)?;
+            anyhow::ensure!(
+                report.failures.is_empty(),
+                "{} redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
                 report.failures.len()
             );
             Ok(())
