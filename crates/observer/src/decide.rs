@@ -144,8 +144,11 @@ impl Shared {
         let new_primary =
             if stale_primary { state.primary.clone().unwrap_or_default() } else { String::new() };
         // A grant is recorded before it is sent: from now on, no failover to those targets.
+        // It goes from the active observer, or to a primary that names none yet (a new
+        // primary, which makes this observer active with the same ping if it may, and
+        // otherwise ignores the grant: recording it was then only cautious).
         let grant_unsync: Vec<String> =
-            if lease && state.active.as_deref() == Some(self.me.as_str()) {
+            if lease && state.active.as_deref().is_none_or(|active| active == self.me.as_str()) {
                 wants_unsync.into_iter().filter(|target| self.targets.contains(target)).collect()
             } else {
                 Vec::new()
@@ -221,7 +224,9 @@ fn log(state: &mut ObserverState, event: String) {
 
 /// The decision loop, until the observer stops.
 pub fn run(config: &ObserverConfig, shared: &Arc<Shared>) {
-    let interval = config.interval();
+    // Deciding is cheap (a lock and a look at each member's last answer): decide often, so
+    // that an answer is acted on soon after it arrives rather than a ping interval later.
+    let interval = config.interval().min(Duration::from_millis(20));
     while !shared.stopped() {
         let reinstate = step(config, shared);
         if let Some((old, primary)) = reinstate {

@@ -44,6 +44,7 @@ fn watch(name: &str, address: &str, interval: Duration, threshold: Duration, sha
     let answer_wait = (threshold / 2).max(Duration::from_millis(100));
     while !shared.stopped() {
         let tick = Instant::now();
+        let mut failover_sent = false;
         if conn.is_none() {
             match Conn::connect(address, answer_wait.min(Duration::from_secs(1)), None, PAYLOAD_MAX)
             {
@@ -56,6 +57,7 @@ fn watch(name: &str, address: &str, interval: Duration, threshold: Duration, sha
         }
         if let Some(open) = conn.as_mut() {
             let ping = shared.ping_for(name);
+            failover_sent = ping.failover;
             let wait = if ping.failover { FAILOVER_WAIT } else { answer_wait };
             let answered = open
                 .send(&Message::ObserverPing(ping), answer_wait)
@@ -75,8 +77,10 @@ fn watch(name: &str, address: &str, interval: Duration, threshold: Duration, sha
             }
         }
         // After a failure, try again soon: a refused connection twice in a row is the fast path
-        // of a failover.
-        let next = if conn.is_none() { interval.min(Duration::from_millis(50)) } else { interval };
+        // of a failover. After a failover's answer, soon too: the new primary waits for this
+        // observer's lease.
+        let quickly = conn.is_none() || failover_sent;
+        let next = if quickly { interval.min(Duration::from_millis(20)) } else { interval };
         let spent = tick.elapsed();
         if spent < next {
             std::thread::sleep(next - spent);
