@@ -150,6 +150,9 @@ pub struct Progress {
     pub top_waits: Vec<(String, f64)>,
     /// The standby's lags now (transport, apply), in milliseconds.
     pub lags_ms: Option<(f64, f64)>,
+    /// On the first line only: the web pages to watch the run on (each server's admin port),
+    /// as (`primary` or `standby`, URL).
+    pub pages: Vec<(&'static str, String)>,
 }
 
 const COUNTERS: usize = 8;
@@ -387,6 +390,10 @@ async fn run_in(
     let mut last_commits = 0;
     let mut last_line = Instant::now();
     let mut lags_now = None;
+    let mut pages = vec![("primary", format!("http://{}/", server.admin_addr))];
+    if let Some(standby) = &standby {
+        pages.push(("standby", format!("http://{}/", standby.admin_addr)));
+    }
     while started.elapsed() < config.duration {
         tick.tick().await;
         if phase_name == "oltp" && started.elapsed() >= oltp_until {
@@ -441,6 +448,7 @@ async fn run_in(
             commit_p99_us: if interval.is_empty() { 0 } else { interval.value_at_quantile(0.99) },
             top_waits: top_wait_deltas(&previous, &status, 2),
             lags_ms: lags_now,
+            pages: std::mem::take(&mut pages),
         });
         last_commits = commits;
         previous = status.clone();
