@@ -373,3 +373,54 @@ fn post(addr: SocketAddr, path: &str) -> (u16, String) {
     let code = response.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap();
     (code, response)
 }
+
+#[test]
+fn the_observer_page_shows_the_configuration_and_a_lost_primary() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the observer page test");
+    let mut cluster =
+        roles_support::Cluster::start(roles_support::ClusterConfig::pair_with_observer());
+    // The observer again, now with its page on a port of its own.
+    cluster.kill_observer("obs1");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let path = cluster.config_path("obs1");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let with_page = text.replacen(
+        "[observer]\nname = \"obs1\"\n",
+        &format!("[observer]\nname = \"obs1\"\nhttp = \"127.0.0.1:{port}\"\n"),
+        1,
+    );
+    assert_ne!(with_page, text, "the observer's file changed shape:\n{text}");
+    std::fs::write(&path, with_page).unwrap();
+    cluster.start_observer("obs1");
+    let page: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let html = || {
+        let (code, body) = common::http_get(page, "/");
+        assert_eq!(code, 200, "{body}");
+        body
+    };
+    let row = |html: &str, marker: &str| attribute(html, marker, "class");
+    let healthy = common::poll_until(Duration::from_secs(30), || {
+        let html = html();
+        row(&html, "data-member=\"east\"").as_deref() == Some("ok")
+            && row(&html, "data-member=\"west\"").as_deref() == Some("ok")
+            && row(&html, "data-observed=\"east\"").as_deref() == Some("ok")
+    });
+    assert!(healthy, "the page never showed both members well:\n{}", html());
+    assert!(html().contains("primary east"));
+    let (code, report) = common::http_get(page, "/report");
+    assert_eq!(code, 200, "{report}");
+    assert!(report.contains("\"primary\":\"east\""), "{report}");
+
+    // The primary is lost: its row turns red, and the observer says it no longer answers.
+    cluster.kill("east");
+    let lost = common::poll_until(Duration::from_secs(30), || {
+        let html = html();
+        row(&html, "data-member=\"east\"").as_deref() == Some("bad")
+            && row(&html, "data-observed=\"east\"").as_deref() != Some("ok")
+    });
+    assert!(lost, "the page did not show the primary lost:\n{}", html());
+    for path in ["/", "/report"] {
+        assert_eq!(post(page, path).0, 405, "POST {path}");
+    }
+}

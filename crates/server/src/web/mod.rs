@@ -58,7 +58,8 @@ pub fn routes() -> Router<Arc<ServerState>> {
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const PAGE_JS: &str = include_str!("assets/page.js");
-const PAGE_CSS: &str = include_str!("assets/page.css");
+/// The page's style, which the observer's page shares.
+pub const PAGE_CSS: &str = include_str!("assets/page.css");
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("assets/uPlot.min.css");
 
