@@ -33,7 +33,7 @@ pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) 
 async fn index() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "redoguard admin API\n  GET  /             the web page: live charts and the configuration\n  GET  /history      the last minutes, one sample a second (JSON)\n  GET  /status         everything, as JSON\n  GET  /metrics        Prometheus text format\n  GET  /health         200 while the database accepts writes\n  GET  /configuration  the members of the configuration (JSON)\n  POST /logswitch      switch logs now (the current log is archived)\n  POST /roles/...      role changes (redoguard switchover, failover, reinstate; see docs/roles.md)\n",
+        "redoguard admin API\n  GET  /               the web page: live charts and the configuration (docs/web.md)\n  GET  /history        the last minutes, one sample a second (JSON)\n  GET  /report         the configuration as every member reports it (JSON)\n  GET  /status         everything, as JSON\n  GET  /metrics        Prometheus text format\n  GET  /health         200 while the database accepts writes\n  GET  /configuration  the members of the configuration (JSON)\n  POST /logswitch      switch logs now (the current log is archived)\n  POST /roles/...      role changes (redoguard switchover, failover, reinstate; see docs/roles.md)\n",
     )
 }
 
