@@ -368,7 +368,9 @@
       height: name === 'waits' ? 220 : 200,
       series: series,
       scales: { x: { time: true }, y: y },
-      axes: [Object.assign({}, axis), Object.assign({ size: 60 }, axis)],
+      // Whole seconds on the time axis, however wide the chart and short the history.
+      axes: [Object.assign({ space: 60, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300] }, axis),
+        Object.assign({ size: 60 }, axis)],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
       plugins: name === 'lags' ? [logSwitchMarks(), thresholdLine()] : [logSwitchMarks()],
