@@ -12,8 +12,8 @@ use transport::{MemberConfig, ProtectionMode, Transport};
 
 use crate::client::{Admin, CallError};
 
-/// Lags beyond this are a warning (Data Guard's default threshold).
-pub const LAG_THRESHOLD_S: f64 = 30.0;
+/// Lags beyond this are a warning (Data Guard's default threshold); the same on the web page.
+pub const LAG_THRESHOLD_S: f64 = server::web::LAG_THRESHOLD_S;
 
 /// One member, as it reports itself (and as the primary sees it, for a standby).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -101,10 +101,18 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
     );
     assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
 
-    // Everything the run made is gone: only the JSON file is left.
-    let left: Vec<_> = std::fs::read_dir(dir.path())
+    // The figure beside the JSON: the run's cases, against the physical limit.
+    let svg = std::fs::read_to_string(dir.path().join("transport.svg")).unwrap();
+    for text in ["SYNC AFFIRM", "RTT 0 ms", "round trip + raw fdatasync p50", "2 MB/s"] {
+        assert!(svg.contains(text), "{text} is not in the figure");
+    }
+    assert!(stdout.contains("plot: "), "{stdout}");
+
+    // Everything the run made is gone: only the JSON file and its figure are left.
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(left, ["transport.json"]);
+    left.sort();
+    assert_eq!(left, ["transport.json", "transport.svg"]);
 }

@@ -20,6 +20,10 @@ pub struct ObserverSection {
     /// The admin API token, if the members require one for role changes (reinstate).
     #[serde(default)]
     pub token: Option<String>,
+    /// Where to serve the observer's web page (`host:port`; port 0 picks one): the
+    /// configuration as its members report it, and as this observer sees it. Default: none.
+    #[serde(default)]
+    pub http: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -9,12 +9,14 @@
 //! - `watch`: a connection to every member's redo listener, a ping every tick, the answers;
 //! - `decide`: what the observer does with what it sees (lease, grant, failover, fence,
 //!   reinstate): a state machine over the members' answers and the time;
-//! - `sentinel`: the Redis Sentinel front for clients.
+//! - `sentinel`: the Redis Sentinel front for clients;
+//! - `web`: the observer's web page about the configuration (`[observer] http`).
 
 pub mod config;
 pub mod decide;
 pub mod sentinel;
 pub mod watch;
+pub mod web;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +35,15 @@ pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("observer-decide".into())
             .spawn(move || decide::run(&config, &shared))?
+    };
+    // (Before the Sentinel front's "ready" line: the page is up once the observer says so.)
+    let page = match config.observer.http.clone() {
+        Some(address) => {
+            let (bound, task) = web::serve(&address, config.clone(), shared.clone()).await?;
+            println!("redoguard observer '{}' web page on http://{bound}/", config.observer.name);
+            Some(task)
+        }
+        None => None,
     };
     let sentinel = match config.sentinel_address() {
         Some(address) => {
@@ -58,6 +69,9 @@ pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
     shared.stop();
     if let Some(sentinel) = sentinel {
         sentinel.abort();
+    }
+    if let Some(page) = page {
+        page.abort();
     }
     for watcher in watchers {
         let _ = watcher.join();

@@ -1,6 +1,6 @@
 //! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`,
-//! `POST /logswitch`, and the role endpoints (`/configuration`, `/roles/...`, in
-//! `role::http`).
+//! `POST /logswitch`, the role endpoints (`/configuration`, `/roles/...`, in
+//! `role::http`), and the web page with its history (`/`, `/history`, `/report`, in `web`).
 
 use std::sync::Arc;
 
@@ -15,12 +15,13 @@ use crate::{ServerState, stopped};
 
 pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
     let app = Router::new()
-        .route("/", get(index))
+        .route("/api", get(index))
         .route("/status", get(status_json))
         .route("/metrics", get(prometheus))
         .route("/health", get(health))
         .route("/logswitch", axum::routing::post(log_switch))
         .merge(crate::role::http::routes())
+        .merge(crate::web::routes())
         .with_state(state.clone());
     let mut shutdown = state.shutdown.subscribe();
     let stop = async move { stopped(&mut shutdown).await };
@@ -32,7 +33,7 @@ pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) 
 async fn index() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "redoguard admin API\n  GET  /status         everything, as JSON\n  GET  /metrics        Prometheus text format\n  GET  /health         200 while the database accepts writes\n  GET  /configuration  the members of the configuration (JSON)\n  POST /logswitch      switch logs now (the current log is archived)\n  POST /roles/...      role changes (redoguard switchover, failover, reinstate; see docs/roles.md)\n",
+        "redoguard admin API\n  GET  /               the web page: live charts and the configuration (docs/web.md)\n  GET  /history        the last minutes, one sample a second (JSON)\n  GET  /report         the configuration as every member reports it (JSON)\n  GET  /status         everything, as JSON\n  GET  /metrics        Prometheus text format\n  GET  /health         200 while the database accepts writes\n  GET  /configuration  the members of the configuration (JSON)\n  POST /logswitch      switch logs now (the current log is archived)\n  POST /roles/...      role changes (redoguard switchover, failover, reinstate; see docs/roles.md)\n",
     )
 }
 

@@ -16,6 +16,7 @@ pub mod lock;
 pub mod retention;
 pub mod role;
 pub mod status;
+pub mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -49,6 +50,11 @@ pub struct ServerState {
     pub commands_processed: Arc<Statistic>,
     /// What archive retention last did.
     pub retention: retention::RetentionSlot,
+    /// The last minutes, sampled every second, for the web page (`web::history`).
+    pub history: web::history::HistorySlot,
+    /// Where the web page's configuration report comes from, if anywhere (`web`).
+    pub report_source: Option<web::ReportSource>,
+    pub report_cache: web::ReportCache,
     shutdown: watch::Sender<bool>,
     next_client_id: AtomicU64,
 }
@@ -131,6 +137,9 @@ pub struct StartOptions {
     /// A new standby: first copy the data of the primary whose redo listener is here (a
     /// member name of the configuration, or `host:port`).
     pub from: Option<String>,
+    /// How the web page's `/report` gathers the configuration from every member (the
+    /// binary passes the broker's); without one, the page shows this member's own view.
+    pub report: Option<web::ReportSource>,
 }
 
 /// A started server.
@@ -140,6 +149,7 @@ pub struct Server {
     admin: tokio::task::JoinHandle<()>,
     events: tokio::task::JoinHandle<()>,
     retention: tokio::task::JoinHandle<()>,
+    history: tokio::task::JoinHandle<()>,
     observers: Option<tokio::task::JoinHandle<()>>,
     _lock: lock::DataDirLock,
 }
@@ -204,6 +214,11 @@ impl Server {
             shutdown,
             metrics,
             retention: Arc::default(),
+            history: Arc::new(parking_lot::Mutex::new(web::history::History::new(
+                web::history::CAPACITY,
+            ))),
+            report_source: options.report,
+            report_cache: web::ReportCache::default(),
             roles: roles.clone(),
             config,
         });
@@ -216,9 +231,10 @@ impl Server {
         let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
         let retention = tokio::spawn(retention::run(state.clone()));
+        let history = tokio::spawn(web::history::run(state.clone()));
         let observers = state.roles.serve_observers();
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
-        Ok(Server { state, resp, admin, events, retention, observers, _lock: lock })
+        Ok(Server { state, resp, admin, events, retention, history, observers, _lock: lock })
     }
 
     pub fn state(&self) -> &Arc<ServerState> {
@@ -259,7 +275,9 @@ impl Server {
         self.admin.abort();
         self.events.abort();
         self.retention.abort();
+        self.history.abort();
         let _ = self.retention.await;
+        let _ = self.history.await;
         if let Some(observers) = self.observers {
             observers.abort();
             let _ = observers.await;

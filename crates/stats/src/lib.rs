@@ -70,6 +70,12 @@ impl WaitEvent {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// A copy of the histogram of every wait so far, in microseconds: a sampler subtracts the
+    /// previous copy to get the latencies of one interval.
+    pub fn histogram_us(&self) -> Histogram<u64> {
+        self.histogram_us.lock().clone()
+    }
+
     pub fn snapshot(&self) -> WaitEventSnapshot {
         let histogram = self.histogram_us.lock();
         let count = self.count.load(Ordering::Relaxed);

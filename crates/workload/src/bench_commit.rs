@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use redo::{CommitLogging, CommitOptions, CommitWait, OsStorage, RedoConfig, RedoLog, WriterMode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tools::iotest::{IoTestConfig, SyncMethod};
 
 #[derive(Debug, Clone)]
@@ -26,7 +26,7 @@ pub struct BenchCommitConfig {
     pub duration: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RawSync {
     pub write_bytes: u64,
     pub fdatasync_p50_us: f64,
@@ -34,7 +34,7 @@ pub struct RawSync {
     pub mb_per_s: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommitCase {
     pub name: String,
     pub writer: String,
@@ -54,7 +54,7 @@ pub struct CommitCase {
     pub raw: RawSync,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Target {
     pub name: String,
     pub value: f64,
@@ -62,7 +62,7 @@ pub struct Target {
     pub met: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchCommitReport {
     pub dir: String,
     pub filesystem: String,

@@ -101,7 +101,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use linkemu::Side;
 use resp::Frame;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench_resp::{RedisServer, ensure_redis, free_port};
 use crate::client::Client;
@@ -171,7 +171,7 @@ impl ExternalConfig {
 }
 
 /// One measured case.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct ExternalCase {
     /// `postgresql` or `redis`.
     pub system: String,
@@ -193,7 +193,7 @@ pub struct ExternalCase {
     pub notes: String,
 }
 
-#[derive(Serialize, Clone, Debug, Default)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct ExternalReport {
     pub cases: Vec<ExternalCase>,
     /// What could not run, and why.

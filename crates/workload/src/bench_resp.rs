@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::process::ServerProcess;
 
@@ -26,7 +26,7 @@ pub struct BenchRespConfig {
     pub requests: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RespResult {
     pub server: String,
     pub test: String,
@@ -38,7 +38,7 @@ pub struct RespResult {
     pub fdatasync_p50_us: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRespReport {
     pub dir: String,
     pub fdatasync_p50_us: f64,

@@ -67,7 +67,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use linkemu::Side;
 use resp::Frame;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench_external::{self, ExternalConfig, latency_histogram};
 use crate::client::Client;
@@ -148,7 +148,7 @@ impl TransportConfig {
 }
 
 /// What a case is measured against, and whether it made it.
-#[derive(Serialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Target {
     /// The target in words.
     pub description: String,
@@ -190,7 +190,7 @@ impl Target {
 }
 
 /// One measured case: redoguard's, PostgreSQL's or Redis's.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct TransportCase {
     /// `redoguard`, `postgresql` or `redis`.
     pub system: String,
@@ -234,7 +234,7 @@ pub struct TransportCase {
 }
 
 /// The physical limits measured at one RTT, before its servers start.
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct PathLimits {
     pub rtt_set_ms: u32,
     pub rtt_ms: f64,
@@ -246,7 +246,7 @@ pub struct PathLimits {
     pub fdatasync_two_writers_p50_us: f64,
 }
 
-#[derive(Serialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct TransportReport {
     pub dir: String,
     pub filesystem: String,

@@ -1,6 +1,4 @@
-//! `redoguard bench …`: end-to-end benchmarks with JSON results.
-
-use anyhow::Context as _;
+//! `redoguard bench …`: end-to-end benchmarks with JSON results and a figure (SVG) beside.
 
 #[derive(Debug, clap::Subcommand)]
 pub enum BenchCommand {
@@ -82,7 +80,7 @@ pub struct TransportArgs {
     /// inside it and removed).
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
-    /// Where to write the results as JSON.
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
 }
@@ -102,7 +100,7 @@ pub struct ExternalArgs {
     /// inside it and removed).
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
-    /// Where to write the results as JSON.
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
 }
@@ -115,7 +113,7 @@ pub struct RespArgs {
     /// Directory on the file system both servers use.
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
-    /// Where to write the results as JSON.
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
 }
@@ -129,7 +127,7 @@ pub struct CommitArgs {
     /// temporary directory inside it and removed).
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
-    /// Where to write the results as JSON.
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
 }
@@ -141,6 +139,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let report = tools::bench::net::run(&args, |step| eprintln!("bench net: {step}"))?;
             println!("{}", report.text());
             println!("json: {}", args.json.display());
+            println!("plot: {}", report.plot.display());
             Ok(())
         }
         BenchCommand::Resp(args) => {
@@ -151,7 +150,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_resp::run(&config, |step| eprintln!("bench resp: {step}"))?;
-            write_report(&workload::bench_resp::render(&report), &report, &args.json)
+            write_report(
+                &workload::bench_resp::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_figures::resp(&report),
+            )
         }
         BenchCommand::External(args) => {
             workload::interrupt::install()?;
@@ -163,7 +167,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_external::run(&config, |step| eprintln!("bench external: {step}"))?;
-            write_report(&workload::bench_external::render(&report), &report, &args.json)
+            write_report(
+                &workload::bench_external::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_figures::external(&report),
+            )
         }
         BenchCommand::Transport(args) => {
             // Ctrl-C stops the servers and takes the link down on the way out.
@@ -182,7 +191,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let report = workload::bench_transport::run(&config, |step| {
                 eprintln!("bench transport [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
             })?;
-            write_report(&workload::bench_transport::render(&report), &report, &args.json)?;
+            write_report(
+                &workload::bench_transport::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_figures::transport(&report),
+            )?;
             anyhow::ensure!(
                 report.failures.is_empty(),
                 "{} redoguard case(s) failed or are not valid (see FAILED above)",
@@ -205,7 +219,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let report = workload::bench_failover::run(&config, |step| {
                 eprintln!("bench failover [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
             })?;
-            write_report(&workload::bench_failover::render(&report), &report, &args.json)?;
+            write_report(
+                &workload::bench_failover::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_figures::failover(&report),
+            )?;
             anyhow::ensure!(
                 report.failures.is_empty(),
                 "{} redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
@@ -220,20 +239,23 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             };
             let report =
                 workload::bench_commit::run(&config, |step| eprintln!("bench commit: {step}"))?;
-            write_report(&workload::bench_commit::render(&report), &report, &args.json)
+            write_report(
+                &workload::bench_commit::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_figures::commit(&report),
+            )
         }
     }
 }
 
-/// Prints a benchmark's table, writes its report as JSON to `json`, and says where.
+/// Prints a benchmark's table, writes its report as JSON to `json` and its figure as SVG
+/// beside it, and says where.
 fn write_report(
     text: &str,
     report: &impl serde::Serialize,
     json: &std::path::Path,
+    figure: &tools::bench::plot::Figure,
 ) -> anyhow::Result<()> {
-    print!("{text}");
-    std::fs::write(json, serde_json::to_string_pretty(report)?)
-        .with_context(|| format!("cannot write {}", json.display()))?;
-    println!("json: {}", json.display());
-    Ok(())
+    tools::bench::report::write(text, report, json, figure)
 }

@@ -88,15 +88,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             config.oltp_clients, config.duration
         ),
     }
-    println!(
-        "  {:>6} {:<6} {:>10} {:>10} {:>9} {:>9} {:>19}  top waits (last second)",
-        "time", "phase", "commits/s", "redo MB/s", "p50 µs", "p99 µs", "lag ms (xport/apply)"
-    );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut first = true;
     let report = runtime.block_on(workload::demo::run(config, |line| {
         if let Some(event) = &line.event {
             println!("  {:>5.0}s {event}", line.elapsed_s);
             return;
+        }
+        if first {
+            first = false;
+            println!(
+                "  {:>6} {:<6} {:>10} {:>10} {:>9} {:>9} {:>19}  top waits (last second)",
+                "time",
+                "phase",
+                "commits/s",
+                "redo MB/s",
+                "p50 µs",
+                "p99 µs",
+                "lag ms (xport/apply)"
+            );
         }
         let waits: Vec<String> =
             line.top_waits.iter().map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();

@@ -68,8 +68,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        let server =
-            server::Server::start_with(config, server::StartOptions { from: args.from }).await?;
+        let server = server::Server::start_with(
+            config,
+            server::StartOptions { from: args.from, report: Some(gather_report) },
+        )
+        .await?;
         // One line a person (or a script) can read: where to connect.
         let redo = match server.redo_addr() {
             Some(address) => format!(", redo on {address}"),
@@ -83,4 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
         server.run_until_shutdown().await
     })
+}
+
+/// The web page's configuration report: the broker's, gathered from every member.
+fn gather_report(admin: &str) -> anyhow::Result<serde_json::Value> {
+    Ok(serde_json::to_value(broker::gather(admin)?)?)
 }

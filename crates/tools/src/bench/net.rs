@@ -264,7 +264,7 @@ pub fn run(args: &BenchNetArgs, mut progress: impl FnMut(&str)) -> anyhow::Resul
         &linkemu_rtt_accuracy,
         &sockbuf_experiment,
     );
-    let plot = args.plot.clone().unwrap_or_else(|| args.json.with_extension("svg"));
+    let plot = args.plot.clone().unwrap_or_else(|| super::report::figure_path(&args.json));
     let report = BenchNetReport {
         machine,
         loopback: Loopback {
@@ -281,11 +281,8 @@ pub fn run(args: &BenchNetArgs, mut progress: impl FnMut(&str)) -> anyhow::Resul
         targets,
         plot: plot.clone(),
     };
-    std::fs::write(&plot, plot_svg(&report))
-        .with_context(|| format!("write {}", plot.display()))?;
-    let json = serde_json::to_string_pretty(&report)?;
-    std::fs::write(&args.json, json + "\n")
-        .with_context(|| format!("write {}", args.json.display()))?;
+    figure(&report).write(&plot)?;
+    super::report::write_json(&report, &args.json)?;
     Ok(report)
 }
 
@@ -575,8 +572,9 @@ fn targets(
     targets
 }
 
-fn plot_svg(report: &BenchNetReport) -> String {
-    use super::svg::{BarChart, Group};
+/// The socket-buffer experiment: steady throughput per RTT and buffer, against line rate.
+pub fn figure(report: &BenchNetReport) -> super::plot::Figure {
+    use super::plot::{BarPanel, Figure, Group, Limit, LimitValue};
     let series = ["16 KiB", "3 × BDP", "auto"];
     let groups = [25.0, 100.0]
         .iter()
@@ -589,26 +587,29 @@ fn plot_svg(report: &BenchNetReport) -> String {
                         .sockbuf_experiment
                         .iter()
                         .find(|run| run.rtt_ms == *rtt && run.sockbuf.starts_with(name))
-                        .map_or(0.0, |run| run.steady_mbit_per_s)
+                        .map(|run| run.steady_mbit_per_s)
                 })
                 .collect(),
         })
         .collect();
-    BarChart {
-        title: "Socket buffers on a 1 Gbit/s link (linkemu, cubic): steady throughput".into(),
-        y_label: "Mbit/s (log scale)".into(),
-        series: vec![
-            "16 KiB socket buffer".into(),
-            "3 × BDP".into(),
-            "auto (kernel autotuning)".into(),
-        ],
-        groups,
-        reference: Some((
-            GIGABIT_PAYLOAD_MBIT_PER_S,
-            format!("gigabit payload rate {GIGABIT_PAYLOAD_MBIT_PER_S:.0}"),
-        )),
+    Figure {
+        title: "bench net: socket buffers on a 1 Gbit/s link (linkemu, cubic)".into(),
+        panels: vec![BarPanel {
+            title: "Steady throughput (mean of the second half of each run)".into(),
+            y_label: "Mbit/s (log scale)".into(),
+            log_y: true,
+            series: vec![
+                "16 KiB socket buffer".into(),
+                "3 × BDP".into(),
+                "auto (kernel autotuning)".into(),
+            ],
+            groups,
+            limits: vec![Limit {
+                label: format!("gigabit payload rate {GIGABIT_PAYLOAD_MBIT_PER_S:.0} Mbit/s"),
+                value: LimitValue::All(GIGABIT_PAYLOAD_MBIT_PER_S),
+            }],
+        }],
     }
-    .to_svg()
 }
 
 impl BenchNetReport {

@@ -472,30 +472,6 @@ fn targets(results: &[FailoverResult]) -> Vec<Target> {
     targets
 }
 
-/// One plotted series: a case of a system, its samples in seconds. The hook for a chart
-/// (the plotting module of `tools::bench` draws it; this module draws nothing).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
-    pub label: String,
-    pub case: String,
-    pub system: String,
-    pub seconds: Vec<f64>,
-}
-
-/// Every row as a series, in the report's order.
-pub fn series(report: &FailoverReport) -> Vec<Series> {
-    report
-        .results
-        .iter()
-        .map(|row| Series {
-            label: format!("{} {}", row.case, row.system),
-            case: row.case.clone(),
-            system: row.system.clone(),
-            seconds: row.samples.clone(),
-        })
-        .collect()
-}
-
 /// The table, the targets, what was skipped and what failed.
 pub fn render(report: &FailoverReport) -> String {
     use std::fmt::Write as _;
@@ -592,9 +568,11 @@ mod tests {
         assert_eq!(rows[1].case, "switchover_command");
         assert_eq!(rows[1].samples, [0.5, 0.7]);
         let report = FailoverReport { results: rows, ..FailoverReport::default() };
-        let series = series(&report);
-        assert_eq!(series[1].label, "switchover_command redoguard");
-        assert_eq!(series[0].seconds, [1.0, 3.0]);
+        let figure = crate::bench_figures::failover(&report);
+        let groups = &figure.panels[0].groups;
+        assert_eq!(groups.len(), 2, "one group per case");
+        assert_eq!(groups[0].values, [Some(2.0)]);
+        assert!(figure.to_svg().unwrap().contains("<svg"));
     }
 
     #[test]

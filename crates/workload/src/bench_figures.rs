@@ -1,0 +1,431 @@
+//! The figures of the database benchmarks (`bench commit`, `resp`, `transport`, `external`),
+//! drawn with the toolkit's plotting code (`tools::bench::plot`) from their reports, each
+//! beside its JSON. Where a run measured a physical limit, it is drawn as a dashed line: the
+//! raw fdatasync of the same file system, the round trip plus that fdatasync (the floor of a
+//! commit a standby must acknowledge), the one-way delay (the floor of a transport lag).
+
+use tools::bench::plot::{BarPanel, Figure, Group, Limit, LimitValue};
+
+use crate::bench_commit::BenchCommitReport;
+use crate::bench_external::ExternalReport;
+use crate::bench_resp::BenchRespReport;
+use crate::bench_transport::TransportReport;
+
+/// A case name as a group label: one line per part.
+fn label(name: &str) -> String {
+    name.replace(", ", " · ")
+}
+
+fn rtt_label(rtt_ms: u32, clients: u32) -> String {
+    format!("RTT {rtt_ms} ms · {clients} client{}", if clients == 1 { "" } else { "s" })
+}
+
+/// `bench commit`: commits/s and latency of each case against the raw fdatasync of its writes.
+pub fn commit(report: &BenchCommitReport) -> Figure {
+    let groups = |value: &dyn Fn(&crate::bench_commit::CommitCase) -> Vec<Option<f64>>| {
+        report
+            .cases
+            .iter()
+            .map(|case| Group { label: label(&case.name), values: value(case) })
+            .collect::<Vec<_>>()
+    };
+    let per_case = |value: &dyn Fn(&crate::bench_commit::CommitCase) -> f64| {
+        LimitValue::PerGroup(report.cases.iter().map(|case| Some(value(case))).collect())
+    };
+    Figure {
+        title: format!("bench commit: group commit on {} ({})", report.dir, report.filesystem),
+        panels: vec![
+            BarPanel {
+                title: "Commits per second".into(),
+                y_label: "commits/s (log scale)".into(),
+                log_y: true,
+                series: vec!["commits/s".into()],
+                groups: groups(&|case| vec![Some(case.commits_per_s)]),
+                limits: vec![Limit {
+                    label: "one raw fdatasync per commit (1 / fdatasync p50)".into(),
+                    value: per_case(&|case| 1e6 / case.raw.fdatasync_p50_us.max(1e-3)),
+                }],
+            },
+            BarPanel {
+                title: "Commit latency".into(),
+                y_label: "µs (log scale)".into(),
+                log_y: true,
+                series: vec!["p50".into(), "p99".into()],
+                groups: groups(&|case| vec![Some(case.p50_us), Some(case.p99_us)]),
+                limits: vec![Limit {
+                    label: "raw fdatasync p50 of the same write size".into(),
+                    value: per_case(&|case| case.raw.fdatasync_p50_us),
+                }],
+            },
+        ],
+    }
+}
+
+/// `bench resp`: each server's requests/s and latency under redis-benchmark.
+pub fn resp(report: &BenchRespReport) -> Figure {
+    let mut servers: Vec<String> = Vec::new();
+    let mut tests: Vec<(String, u32)> = Vec::new();
+    for result in &report.results {
+        if !servers.contains(&result.server) {
+            servers.push(result.server.clone());
+        }
+        if !tests.contains(&(result.test.clone(), result.clients)) {
+            tests.push((result.test.clone(), result.clients));
+        }
+    }
+    let find = |server: &str, test: &(String, u32)| {
+        report.results.iter().find(|result| {
+            result.server == server && result.test == test.0 && result.clients == test.1
+        })
+    };
+    // `per_server` values for each server in each group (`value` gives that many).
+    let groups = |value: &dyn Fn(&crate::bench_resp::RespResult) -> Vec<f64>, per_server: usize| {
+        tests
+            .iter()
+            .map(|test| Group {
+                label: format!("{} · -c {}", test.0, test.1),
+                values: servers
+                    .iter()
+                    .flat_map(|server| match find(server, test) {
+                        Some(result) => value(result).into_iter().map(Some).collect::<Vec<_>>(),
+                        None => vec![None; per_server],
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let fdatasync = Limit {
+        label: format!("raw fdatasync p50 ({:.0} µs)", report.fdatasync_p50_us),
+        value: LimitValue::All(report.fdatasync_p50_us),
+    };
+    Figure {
+        title: format!("bench resp: redis-benchmark on {}", report.dir),
+        panels: vec![
+            BarPanel {
+                title: "Requests per second".into(),
+                y_label: "requests/s (log scale)".into(),
+                log_y: true,
+                series: servers.clone(),
+                groups: groups(&|result| vec![result.ops_per_s], 1),
+                limits: Vec::new(),
+            },
+            BarPanel {
+                title: "Latency".into(),
+                y_label: "µs (log scale)".into(),
+                log_y: true,
+                series: servers
+                    .iter()
+                    .flat_map(|server| [format!("{server} p50"), format!("{server} p99")])
+                    .collect(),
+                groups: groups(&|result| vec![result.p50_us, result.p99_us], 2),
+                limits: vec![fdatasync],
+            },
+        ],
+    }
+}
+
+/// `bench transport`: redoguard's commits by transport mode at each RTT and client count,
+/// against the round trip plus fdatasync; the three systems' protected commits side by side;
+/// the ASYNC transport lag at steady redo rates, against the one-way delay.
+pub fn transport(report: &TransportReport) -> Figure {
+    let commits: Vec<_> = report.cases.iter().filter(|case| case.load == "closed_loop").collect();
+    let mut points: Vec<(u32, u32)> = Vec::new();
+    for case in &commits {
+        if !points.contains(&(case.rtt_set_ms, case.clients)) {
+            points.push((case.rtt_set_ms, case.clients));
+        }
+    }
+    let case = |system: &str, mode: &str, point: (u32, u32)| {
+        commits.iter().find(|case| {
+            case.system == system && case.mode == mode && (case.rtt_set_ms, case.clients) == point
+        })
+    };
+    let floor = |rtt_set_ms: u32| {
+        report
+            .limits
+            .iter()
+            .find(|limit| limit.rtt_set_ms == rtt_set_ms)
+            .map(|limit| limit.rtt_ms * 1000.0 + limit.fdatasync_p50_us)
+    };
+    let floor_limit = Limit {
+        label: "round trip + raw fdatasync p50 (a protected commit's floor)".into(),
+        value: LimitValue::PerGroup(points.iter().map(|point| floor(point.0)).collect()),
+    };
+    let modes = [
+        ("no_standby", "no standby"),
+        ("async", "ASYNC"),
+        ("sync_noaffirm", "SYNC NOAFFIRM"),
+        ("sync_affirm", "SYNC AFFIRM"),
+    ];
+    let by_mode = |value: fn(&crate::bench_transport::TransportCase) -> f64| {
+        points
+            .iter()
+            .map(|point| Group {
+                label: rtt_label(point.0, point.1),
+                values: modes
+                    .iter()
+                    .map(|(mode, _)| case("redoguard", mode, *point).map(|case| value(case)))
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    // A commit that waits for its standby, in each system.
+    let protected = [
+        ("redoguard", "sync_affirm", "redoguard SYNC AFFIRM"),
+        ("postgresql", "sync_commit_on", "PostgreSQL synchronous_commit = on"),
+        ("redis", "wait_1", "Redis WAIT 1"),
+    ];
+    let protected: Vec<_> = protected
+        .into_iter()
+        .filter(|(system, mode, _)| points.iter().any(|point| case(system, mode, *point).is_some()))
+        .collect();
+    let mut panels = vec![
+        BarPanel {
+            title: "redoguard: commits per second by transport".into(),
+            y_label: "commits/s (log scale)".into(),
+            log_y: true,
+            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+            groups: by_mode(|case| case.commits_per_s),
+            limits: Vec::new(),
+        },
+        BarPanel {
+            title: "redoguard: commit latency p50 by transport".into(),
+            y_label: "µs (log scale)".into(),
+            log_y: true,
+            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+            groups: by_mode(|case| case.p50_us),
+            limits: vec![floor_limit.clone()],
+        },
+    ];
+    if protected.len() > 1 {
+        panels.push(BarPanel {
+            title: "A commit protected by a standby: latency p50, three systems".into(),
+            y_label: "µs (log scale)".into(),
+            log_y: true,
+            series: protected.iter().map(|(_, _, name)| name.to_string()).collect(),
+            groups: points
+                .iter()
+                .map(|point| Group {
+                    label: rtt_label(point.0, point.1),
+                    values: protected
+                        .iter()
+                        .map(|(system, mode, _)| case(system, mode, *point).map(|case| case.p50_us))
+                        .collect(),
+                })
+                .collect(),
+            limits: vec![floor_limit],
+        });
+    }
+    let lags: Vec<_> =
+        report.cases.iter().filter(|case| case.transport_lag_p99_ms.is_some()).collect();
+    if !lags.is_empty() {
+        panels.push(BarPanel {
+            title: "ASYNC transport lag at a steady redo rate".into(),
+            y_label: "ms (log scale)".into(),
+            log_y: true,
+            series: vec!["p50".into(), "p99".into(), "max".into()],
+            groups: lags
+                .iter()
+                .map(|case| Group {
+                    label: format!(
+                        "{} MB/s · RTT {} ms",
+                        case.redo_mb_per_s_target.unwrap_or_default(),
+                        case.rtt_set_ms
+                    ),
+                    values: vec![
+                        case.transport_lag_p50_ms,
+                        case.transport_lag_p99_ms,
+                        case.transport_lag_max_ms,
+                    ],
+                })
+                .collect(),
+            limits: vec![Limit {
+                label: "one-way delay (half the measured round trip)".into(),
+                value: LimitValue::PerGroup(
+                    lags.iter()
+                        .map(|case| (case.rtt_ms > 0.1).then_some(case.rtt_ms / 2.0))
+                        .collect(),
+                ),
+            }],
+        });
+    }
+    Figure {
+        title: format!(
+            "bench transport: redo transport end to end on {} ({})",
+            report.dir, report.filesystem
+        ),
+        panels,
+    }
+}
+
+/// `bench external`: PostgreSQL and Redis with a standby, each mode at each RTT and client
+/// count, against the round trip plus fdatasync.
+pub fn external(report: &ExternalReport) -> Figure {
+    let mut points: Vec<(u32, u32)> = Vec::new();
+    let mut series: Vec<(String, String)> = Vec::new();
+    for case in &report.cases {
+        if !points.contains(&(case.rtt_set_ms, case.clients)) {
+            points.push((case.rtt_set_ms, case.clients));
+        }
+        if !series.contains(&(case.system.clone(), case.mode.clone())) {
+            series.push((case.system.clone(), case.mode.clone()));
+        }
+    }
+    let groups = |value: fn(&crate::bench_external::ExternalCase) -> f64| {
+        points
+            .iter()
+            .map(|point| Group {
+                label: rtt_label(point.0, point.1),
+                values: series
+                    .iter()
+                    .map(|(system, mode)| {
+                        report
+                            .cases
+                            .iter()
+                            .find(|case| {
+                                &case.system == system
+                                    && &case.mode == mode
+                                    && (case.rtt_set_ms, case.clients) == *point
+                            })
+                            .map(value)
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let floor = points
+        .iter()
+        .map(|point| {
+            report
+                .cases
+                .iter()
+                .find(|case| case.rtt_set_ms == point.0)
+                .map(|case| case.rtt_ms * 1000.0 + case.fdatasync_p50_us)
+        })
+        .collect();
+    let names: Vec<String> =
+        series.iter().map(|(system, mode)| format!("{system} {mode}")).collect();
+    Figure {
+        title: "bench external: PostgreSQL and Redis with a standby".into(),
+        panels: vec![
+            BarPanel {
+                title: "Commits per second".into(),
+                y_label: "commits/s (log scale)".into(),
+                log_y: true,
+                series: names.clone(),
+                groups: groups(|case| case.commits_per_s),
+                limits: Vec::new(),
+            },
+            BarPanel {
+                title: "Commit latency p50".into(),
+                y_label: "µs (log scale)".into(),
+                log_y: true,
+                series: names,
+                groups: groups(|case| case.p50_us),
+                limits: vec![Limit {
+                    label: "round trip + raw fdatasync p50".into(),
+                    value: LimitValue::PerGroup(floor),
+                }],
+            },
+        ],
+    }
+}
+
+/// `bench failover`: seconds without writes (p50 and max over the trials) per case, redoguard
+/// beside Redis Sentinel, with the fast-start threshold drawn (the observer waits 1.2 × it
+/// after a network cut; kill -9 is detected without waiting for it).
+pub fn failover(report: &crate::bench_failover::FailoverReport) -> Figure {
+    let mut cases: Vec<String> = Vec::new();
+    let mut systems: Vec<String> = Vec::new();
+    for row in &report.results {
+        if !cases.contains(&row.case) {
+            cases.push(row.case.clone());
+        }
+        if !systems.contains(&row.system) {
+            systems.push(row.system.clone());
+        }
+    }
+    let groups = |value: &dyn Fn(&crate::bench_failover::FailoverResult) -> f64| {
+        cases
+            .iter()
+            .map(|case| Group {
+                label: label(&case.replace('_', " ")),
+                values: systems
+                    .iter()
+                    .map(|system| {
+                        report
+                            .results
+                            .iter()
+                            .find(|row| row.case == *case && row.system == *system)
+                            .map(value)
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let threshold = Limit {
+        label: format!("fast-start threshold ({} s)", report.threshold_s),
+        value: LimitValue::All(report.threshold_s),
+    };
+    Figure {
+        title: format!("bench failover: {} trial(s) per case", report.trials),
+        panels: vec![
+            BarPanel {
+                title: "Seconds without writes (or the command's time), median".into(),
+                y_label: "seconds".into(),
+                log_y: false,
+                series: systems.clone(),
+                groups: groups(&|row| row.seconds_p50),
+                limits: vec![threshold.clone()],
+            },
+            BarPanel {
+                title: "Worst trial".into(),
+                y_label: "seconds".into(),
+                log_y: false,
+                series: systems.clone(),
+                groups: groups(&|row| row.seconds_max),
+                limits: vec![threshold],
+            },
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The figures of the last full runs (`docs/bench/*.json`): every case shows, and each
+    /// limit. With `REDOGUARD_FIGURES_DIR` set, they are written there (to look at, or to
+    /// refresh `docs/bench/`).
+    #[test]
+    fn figures_of_the_last_full_runs() {
+        let commit: BenchCommitReport =
+            serde_json::from_str(include_str!("../../../docs/bench/commit.json")).unwrap();
+        let resp: BenchRespReport =
+            serde_json::from_str(include_str!("../../../docs/bench/resp.json")).unwrap();
+        let transport: TransportReport =
+            serde_json::from_str(include_str!("../../../docs/bench/transport.json")).unwrap();
+        let figures = [
+            ("commit", super::commit(&commit), "1 / fdatasync p50", commit.cases.len()),
+            ("resp", super::resp(&resp), "raw fdatasync p50", 4),
+            ("transport", super::transport(&transport), "round trip + raw fdatasync p50", 6),
+        ];
+        let out = std::env::var_os("REDOGUARD_FIGURES_DIR").map(std::path::PathBuf::from);
+        for (name, figure, limit, groups) in figures {
+            assert_eq!(figure.panels[0].groups.len(), groups, "{name}");
+            for panel in &figure.panels {
+                assert!(
+                    panel.groups.iter().any(|group| group.values.iter().any(Option::is_some)),
+                    "{name}: an empty panel"
+                );
+            }
+            let svg = figure.to_svg().unwrap();
+            assert!(svg.contains(limit), "{name}: no limit line");
+            if let Some(out) = &out {
+                figure.write(&out.join(format!("{name}.svg"))).unwrap();
+            }
+        }
+        let transport = super::transport(&transport);
+        assert_eq!(transport.panels.len(), 4, "modes, latency, three systems, lag");
+    }
+}
