@@ -40,6 +40,9 @@ enum Command {
     Failover(cmd::roles::FailoverArgs),
     /// Makes a failed-over primary a standby of the new one (its divergent redo set aside).
     Reinstate(cmd::roles::ReinstateArgs),
+    /// Makes a test CA and a certificate for every member and observer of a configuration
+    /// (for TLS; docs/security.md).
+    Certs(cmd::certs::Args),
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
         Command::Switchover(args) => cmd::roles::switchover(args),
         Command::Failover(args) => cmd::roles::failover(args),
         Command::Reinstate(args) => cmd::roles::reinstate(args),
+        Command::Certs(args) => cmd::certs::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),

@@ -26,8 +26,9 @@ pub use config::ObserverConfig;
 /// Runs the observer until SIGINT or SIGTERM.
 pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
     config.validate()?;
+    let tls = config.redo_tls()?;
     let shared = Arc::new(decide::Shared::new(&config));
-    let watchers = watch::start(&config, shared.clone());
+    let watchers = watch::start(&config, shared.clone(), tls);
     let decider = {
         let (config, shared) = (config.clone(), shared.clone());
         std::thread::Builder::new()

@@ -15,6 +15,9 @@ use redo::RedoConfig;
 use resp::Limits;
 use serde::Deserialize;
 
+/// The `[replication]` section, as a member's file and an observer's have it.
+pub type ReplicationSection = transport::ReplicationConfig;
+
 /// The `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -69,6 +72,8 @@ pub struct ServerConfig {
     pub db: DbConfig,
     /// The database's role and, on a primary, its standbys (see `docs/config.md`).
     pub replication: transport::ReplicationConfig,
+    /// TLS: certificates, and which ports speak it (see `docs/security.md`). Default: none.
+    pub tls: Option<tls::TlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +90,7 @@ impl Default for ServerConfig {
             redo: RedoConfig::default(),
             db: DbConfig::default(),
             replication: transport::ReplicationConfig::default(),
+            tls: None,
         }
     }
 }
@@ -105,8 +111,11 @@ impl ServerConfig {
     pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        let config = ServerConfig::parse(&text)
+        let mut config = ServerConfig::parse(&text)
             .map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })?;
+        // Certificate files are named relative to the file that names them.
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.tls = config.tls.map(|tls| tls.resolve(base));
         config.validate()?;
         Ok(config)
     }
@@ -243,6 +252,34 @@ impl ServerConfig {
                 }
             }
         }
+        if let Some(tls) = &self.tls {
+            if self.tls_name().is_none() {
+                return invalid(
+                    "tls.name",
+                    "name the member this certificate is for (required in the single-role form)"
+                        .into(),
+                );
+            }
+            if tls.redo {
+                for (index, member) in self.replication.members.iter().enumerate() {
+                    if rustls_pki_types::ServerName::try_from(member.name.as_str()).is_err() {
+                        return invalid(
+                            &format!("replication.members[{index}].name"),
+                            format!(
+                                "'{}' cannot be a certificate's name, which TLS needs (a DNS name: no '_')",
+                                member.name
+                            ),
+                        );
+                    }
+                }
+            }
+            if tls.resp_port.is_some_and(|port| port != 0 && port == self.server.port) {
+                return invalid(
+                    "tls.resp_port",
+                    format!("{} is also the plain RESP port", self.server.port),
+                );
+            }
+        }
         if self.replication.role == transport::RoleConfig::Standby
             && let Ok(listen) = self.replication.standby.listen.parse::<std::net::SocketAddr>()
             && listen.port() != 0
@@ -254,6 +291,25 @@ impl ServerConfig {
             });
         }
         Ok(())
+    }
+
+    /// The name this server's certificate proves: `tls.name`, else its member's name.
+    pub fn tls_name(&self) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        tls.name.clone().or_else(|| self.replication.member.clone())
+    }
+
+    /// Mutual TLS for redo transport, if `[tls]` asks for it: the files are read and checked
+    /// now (an error names the file and what is wrong with it).
+    pub fn redo_tls(&self) -> Result<Option<std::sync::Arc<tls::RedoTls>>, ConfigError> {
+        let Some(config) = self.tls.as_ref().filter(|tls| tls.redo) else { return Ok(None) };
+        let name = self.tls_name().unwrap_or_default();
+        let invalid = |error: tls::TlsError| ConfigError::Invalid {
+            field: "tls".into(),
+            reason: error.to_string().trim_start_matches("tls: ").to_string(),
+        };
+        let material = tls::Material::load(config, &name).map_err(invalid)?;
+        Ok(Some(std::sync::Arc::new(tls::RedoTls::new(&material).map_err(invalid)?)))
     }
 
     /// Paths of the redo and data files, resolved against the data directory.

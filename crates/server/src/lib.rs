@@ -160,17 +160,29 @@ impl Server {
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
         if let Some(from) = &options.from {
-            let address = match config.replication.member_named(from) {
-                Some(member) => member.redo.clone(),
-                None if from.contains(':') => from.clone(),
+            let (address, primary) = match config.replication.member_named(from) {
+                Some(member) => (member.redo.clone(), member.name.clone()),
+                None if from.contains(':') => (
+                    from.clone(),
+                    config
+                        .replication
+                        .member_at_redo(from)
+                        .map(|member| member.name.clone())
+                        .unwrap_or_default(),
+                ),
                 None => anyhow::bail!(
                     "--from {from}: not a member of this configuration, nor host:port"
                 ),
             };
+            if primary.is_empty() && config.tls.as_ref().is_some_and(|tls| tls.redo) {
+                anyhow::bail!(
+                    "--from {from}: with TLS, name the primary as a member of this configuration (its certificate must be for that name)"
+                );
+            }
             let member = config.replication.member.clone().unwrap_or_else(|| "standby".to_string());
             let (config, storage) = (config.clone(), storage.clone());
             tokio::task::spawn_blocking(move || {
-                role::copy_from_primary(&config, &storage, &address, &member)
+                role::copy_from_primary(&config, &storage, &address, &primary, &member)
             })
             .await?
             .with_context(|| format!("cannot make this standby from a copy of {from}"))?;

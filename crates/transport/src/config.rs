@@ -323,6 +323,8 @@ pub struct ReplicationConfig {
     pub fast_start_failover: FastStartFailoverConfig,
     /// The observers, in order of priority.
     pub observers: Vec<ObserverEntry>,
+    /// What a peer that has not proved who it is may hold on this member's redo listener.
+    pub listener: crate::admission::ListenerLimits,
 }
 
 impl Default for ReplicationConfig {
@@ -338,6 +340,7 @@ impl Default for ReplicationConfig {
             name: "redoguard".to_string(),
             fast_start_failover: FastStartFailoverConfig::default(),
             observers: Vec::new(),
+            listener: crate::admission::ListenerLimits::default(),
         }
     }
 }
@@ -418,6 +421,7 @@ impl ReplicationConfig {
             self.validate_members()?;
         }
         self.validate_fast_start()?;
+        self.listener.validate()?;
         if self.destinations.len() > 9 {
             return invalid(
                 "replication.destinations".into(),

@@ -2,6 +2,7 @@
 
 pub mod advise;
 pub mod bench;
+pub mod certs;
 pub mod demo;
 pub mod iotest;
 pub mod linkemu;

@@ -47,6 +47,9 @@ pub struct ClusterConfig {
     pub observers: Vec<&'static str>,
     pub threshold: &'static str,
     pub auto_reinstate: bool,
+    /// Mutual TLS on redo transport: a CA and a certificate for every member and observer in
+    /// `certs/` of the cluster's directory.
+    pub tls: bool,
 }
 
 impl ClusterConfig {
@@ -68,6 +71,7 @@ impl ClusterConfig {
             observers: Vec::new(),
             threshold: "2s",
             auto_reinstate: true,
+            tls: false,
         }
     }
 
@@ -121,13 +125,25 @@ impl Cluster {
             observers: BTreeMap::new(),
             root,
         };
+        if cluster.config.tls {
+            let names: Vec<(String, Vec<String>)> = cluster
+                .config
+                .members
+                .iter()
+                .map(|member| member.name)
+                .chain(cluster.config.observers.iter().copied())
+                .map(|name| (name.to_string(), Vec::new()))
+                .collect();
+            tls::certs::write_set(&cluster.certs_dir(), &names).unwrap();
+        }
         for member in cluster.config.members.clone() {
             std::fs::write(cluster.config_path(member.name), cluster.config_text(&member)).unwrap();
         }
         for observer in cluster.config.observers.clone() {
             let text = format!(
-                "[observer]\nname = \"{observer}\"\n[replication]\n{}",
-                cluster.shared_text()
+                "[observer]\nname = \"{observer}\"\n[replication]\n{}{}",
+                cluster.shared_text(),
+                cluster.tls_text(observer)
             );
             std::fs::write(cluster.config_path(observer), text).unwrap();
         }
@@ -222,13 +238,33 @@ impl Cluster {
 
     fn config_text(&self, member: &MemberSpec) -> String {
         format!(
-            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\n{}",
+            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\n{}{}",
             self.config.log_file_size,
             self.config.redo_extra,
             self.config.checkpoint_interval,
             member.name,
             member.initial_role,
-            self.shared_text()
+            self.shared_text(),
+            self.tls_text(member.name)
+        )
+    }
+
+    /// Where the CA and every member's and observer's certificate are (with `tls`).
+    pub fn certs_dir(&self) -> PathBuf {
+        self.root.path().join("certs")
+    }
+
+    /// The `[tls]` section of `name`'s file (empty without `tls`).
+    fn tls_text(&self, name: &str) -> String {
+        if !self.config.tls {
+            return String::new();
+        }
+        let dir = self.certs_dir();
+        format!(
+            "[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            dir.join("ca.pem").display(),
+            dir.join(format!("{name}.pem")).display(),
+            dir.join(format!("{name}-key.pem")).display()
         )
     }
 
