@@ -9,6 +9,7 @@ pub mod linkemu;
 pub mod logswitch;
 pub mod nettest;
 pub mod observer;
+pub mod passwd;
 pub mod roles;
 pub mod server;
 pub mod status;
