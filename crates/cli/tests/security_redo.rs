@@ -153,7 +153,11 @@ fn refused_with(answer: Result<Message, ConnError>, code: ErrorCode, says: &str,
 fn strangers_and_impostors_on_a_standby_redo_port_change_nothing_under_tls() {
     let _watchdog = Watchdog::new(Duration::from_secs(150), "the redo impostors test");
     let started = Instant::now();
-    let mut cluster = Cluster::start(ClusterConfig { tls: true, ..ClusterConfig::pair() });
+    let mut cluster = Cluster::start(ClusterConfig {
+        tls: true,
+        admin_token: Some("a-token-for-the-admin-api"),
+        ..ClusterConfig::pair()
+    });
     let mut east = cluster.server("east").redis();
     for index in 0..100 {
         redis::cmd("SET").arg(format!("before:{index}")).arg(index).query::<()>(&mut east).unwrap();

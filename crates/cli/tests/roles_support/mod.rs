@@ -50,6 +50,9 @@ pub struct ClusterConfig {
     /// Mutual TLS on redo transport: a CA and a certificate for every member and observer in
     /// `certs/` of the cluster's directory.
     pub tls: bool,
+    /// The admin API token every member requires for POSTs (the observers and the
+    /// `redoguard` commands run here send it).
+    pub admin_token: Option<&'static str>,
 }
 
 impl ClusterConfig {
@@ -72,6 +75,7 @@ impl ClusterConfig {
             threshold: "2s",
             auto_reinstate: true,
             tls: false,
+            admin_token: None,
         }
     }
 
@@ -140,8 +144,13 @@ impl Cluster {
             std::fs::write(cluster.config_path(member.name), cluster.config_text(&member)).unwrap();
         }
         for observer in cluster.config.observers.clone() {
+            let token = cluster
+                .config
+                .admin_token
+                .map(|token| format!("token = \"{token}\"\n"))
+                .unwrap_or_default();
             let text = format!(
-                "[observer]\nname = \"{observer}\"\n[replication]\n{}{}",
+                "[observer]\nname = \"{observer}\"\n{token}[replication]\n{}{}",
                 cluster.shared_text(),
                 cluster.tls_text(observer)
             );
@@ -246,7 +255,11 @@ impl Cluster {
             member.initial_role,
             self.shared_text(),
             self.tls_text(member.name)
-        )
+        ) + &self
+            .config
+            .admin_token
+            .map(|token| format!("[auth]\nadmin_token = \"{token}\"\n"))
+            .unwrap_or_default()
     }
 
     /// Where the CA and every member's and observer's certificate are (with `tls`).
@@ -356,6 +369,9 @@ impl Cluster {
         command.args(args);
         if !args.contains(&"--addr") {
             command.args(["--addr", &addr]);
+        }
+        if let Some(token) = self.config.admin_token {
+            command.args(["--token", token]);
         }
         common::run_bounded(&mut command, Duration::from_secs(180))
     }
