@@ -48,6 +48,17 @@ pub struct StandbyOptions {
     pub affirm: bool,
     /// `maximum_performance`, `maximum_availability` or `maximum_protection`.
     pub protection_mode: String,
+    /// Redo transport over mutual TLS, with a test CA and certificates made in the demo's
+    /// directory (`certs/`).
+    pub tls: bool,
+}
+
+/// The `[tls]` section of `name` (`primary` or `standby`), its files in `certs`.
+fn tls_section(certs: &Path, name: &str) -> String {
+    format!(
+        "[tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/{name}.pem\"\nkey_file = \"{0}/{name}-key.pem\"\nname = \"{name}\"\n",
+        certs.display()
+    )
 }
 
 /// What the demo found about its standby.
@@ -299,11 +310,23 @@ async fn run_in(
     let primary_dir = root.join("primary");
     let standby_dir = root.join("standby");
     std::fs::create_dir_all(&primary_dir)?;
+    let certs = root.join("certs");
+    let tls = config.standby.as_ref().is_some_and(|standby| standby.tls);
+    if tls {
+        tls::certs::write_set(
+            &certs,
+            &[("primary".into(), Vec::new()), ("standby".into(), Vec::new())],
+        )
+        .map_err(anyhow::Error::msg)?;
+    }
+    let with_tls = |text: String, name: &str| {
+        if tls { text + &tls_section(&certs, name) } else { text }
+    };
     // The standby first: the primary names its redo listener.
     let mut standby = match &config.standby {
         Some(_) => {
             std::fs::create_dir_all(&standby_dir)?;
-            std::fs::write(standby_dir.join("demo.toml"), standby_config())?;
+            std::fs::write(standby_dir.join("demo.toml"), with_tls(standby_config(), "standby"))?;
             let args = [
                 "--config".to_string(),
                 standby_dir.join("demo.toml").display().to_string(),
@@ -318,7 +341,7 @@ async fn run_in(
     let redo_addr = standby.as_ref().and_then(|standby| standby.redo_addr);
     std::fs::write(
         primary_dir.join("demo.toml"),
-        primary_config(config.standby.as_ref().zip(redo_addr)),
+        with_tls(primary_config(config.standby.as_ref().zip(redo_addr)), "primary"),
     )?;
     let primary_args_owned = [
         "--config".to_string(),

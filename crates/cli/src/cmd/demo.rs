@@ -37,6 +37,10 @@ pub struct Args {
     /// Run the primary alone, without a standby.
     #[arg(long)]
     pub no_standby: bool,
+    /// Ship redo over plain TCP instead of mutual TLS (by default the demo makes a test CA
+    /// and certificates, as `redoguard certs` does, and runs redo transport over TLS).
+    #[arg(long)]
+    pub no_tls: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -57,6 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             transport: args.transport.clone(),
             affirm: !args.noaffirm,
             protection_mode: protection.clone(),
+            tls: !args.no_tls,
         }),
     };
     anyhow::ensure!(
