@@ -229,6 +229,11 @@ fn async_failover_sets_the_divergent_tail_aside(checkpoint_interval: &'static st
     std::thread::sleep(Duration::from_millis(600));
     cluster.kill("east");
     unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGCONT) };
+    // The standby refuses a failover while its primary's connection is open: once resumed it
+    // first reads what the dead primary had sent and then sees the connection end.
+    common::wait_until(Duration::from_secs(30), "west to see east's connection end", || {
+        !cluster.server("west").status().replication.standby.is_some_and(|s| s.connected)
+    });
     let out = cluster.must(&["failover", "--to", "west"]);
     println!("{out}");
     first_write(&cluster, "west", "new incarnation");
