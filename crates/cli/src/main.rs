@@ -14,6 +14,14 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The admin API token the members require for role changes and log switches
+    /// (`auth.admin_token`); or REDOGUARD_TOKEN.
+    #[arg(long, global = true)]
+    token: Option<String>,
+    /// The CA to check members' admin APIs with, when they speak HTTPS (`tls.admin`); or
+    /// REDOGUARD_CA.
+    #[arg(long, global = true)]
+    ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +48,12 @@ enum Command {
     Failover(cmd::roles::FailoverArgs),
     /// Makes a failed-over primary a standby of the new one (its divergent redo set aside).
     Reinstate(cmd::roles::ReinstateArgs),
+    /// Prints the argon2id hash of a password read from standard input, for
+    /// `[[auth.users]] password_hash`.
+    Passwd,
+    /// Makes a test CA and a certificate for every member and observer of a configuration
+    /// (for TLS; docs/security.md).
+    Certs(cmd::certs::Args),
     /// Benchmarks that reproduce the reference experiments (JSON out).
     #[command(subcommand)]
     Bench(cmd::bench::BenchCommand),
@@ -76,7 +90,14 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    let token = cli.token.or_else(|| std::env::var("REDOGUARD_TOKEN").ok());
+    let ca = cli.ca.or_else(|| std::env::var_os("REDOGUARD_CA").map(std::path::PathBuf::from));
+    if let Err(error) = cmd::passwd::set_admin_client(token, ca) {
+        eprintln!("redoguard: error: {error:#}");
+        return std::process::ExitCode::FAILURE;
+    }
     let result = match cli.command {
+        Command::Passwd => cmd::passwd::run(),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Server(args) => cmd::server::run(args),
         Command::Status(args) => cmd::status::run(args),
@@ -87,6 +108,7 @@ fn main() -> std::process::ExitCode {
         Command::Switchover(args) => cmd::roles::switchover(args),
         Command::Failover(args) => cmd::roles::failover(args),
         Command::Reinstate(args) => cmd::roles::reinstate(args),
+        Command::Certs(args) => cmd::certs::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),
         Command::Iotest(args) => cmd::iotest::run(args),

@@ -4,7 +4,7 @@
 //! round after round. The primary restarts on its data directory each time (crash recovery,
 //! then it closes the log it was writing, possibly shorter than what the standby received: the
 //! standby drops that tail again), and at the end both databases and their archived logs must
-//! be identical.
+//! be identical. Redo transport runs over mutual TLS, as a deployment across hosts would.
 
 mod common;
 mod replication_support;
@@ -27,7 +27,10 @@ fn kill_dash_nine_of_the_primary_loses_no_acknowledged_commit_on_a_sync_affirm_s
     let seed = common::seed();
     println!("seed {seed} (set REDOGUARD_TEST_SEED to replay the same choices)");
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut pair = Pair::start(PairConfig::default());
+    let certs = tempfile::tempdir().unwrap();
+    replication_support::make_certs(certs.path());
+    let mut pair =
+        Pair::start(PairConfig { tls: Some(certs.path().to_path_buf()), ..PairConfig::default() });
     let mut all_logs: Vec<ClientLog> = Vec::new();
     for round in 0..ROUNDS {
         pair.wait_for_phase(Phase::Synchronized, Duration::from_secs(30));

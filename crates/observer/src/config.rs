@@ -31,6 +31,10 @@ pub struct ObserverSection {
 pub struct ObserverConfig {
     pub observer: ObserverSection,
     pub replication: ReplicationConfig,
+    /// The observer's certificate, for the members' redo listeners when they run mutual TLS
+    /// (`[tls] redo = true`): its name is the observer's name. Default: none (plain TCP).
+    #[serde(default)]
+    pub tls: Option<tls::TlsConfig>,
 }
 
 impl ObserverConfig {
@@ -38,13 +42,15 @@ impl ObserverConfig {
         let text = std::fs::read_to_string(path).map_err(|error| {
             anyhow::anyhow!("cannot read the configuration file {}: {error}", path.display())
         })?;
-        let config: ObserverConfig = toml::from_str(&text).map_err(|error| {
+        let mut config: ObserverConfig = toml::from_str(&text).map_err(|error| {
             anyhow::anyhow!(
                 "configuration file {}: {}",
                 path.display(),
                 error.to_string().trim_end()
             )
         })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.tls = config.tls.map(|tls| tls.resolve(base));
         config.validate()?;
         Ok(config)
     }
@@ -79,6 +85,17 @@ impl ObserverConfig {
             anyhow::bail!("observer.interval: {interval:?} is neither 0 nor within 10ms..=1s");
         }
         Ok(())
+    }
+
+    /// Mutual TLS to the members' redo listeners, if `[tls]` asks for it: the certificate is
+    /// loaded and checked (for the observer's name) now.
+    pub fn redo_tls(&self) -> anyhow::Result<Option<std::sync::Arc<tls::RedoTls>>> {
+        let Some(config) = self.tls.as_ref().filter(|config| config.redo) else {
+            return Ok(None);
+        };
+        let name = config.name.clone().unwrap_or_else(|| self.observer.name.clone());
+        let material = tls::Material::load(config, &name)?;
+        Ok(Some(std::sync::Arc::new(tls::RedoTls::new(&material)?)))
     }
 
     /// How often members are pinged.

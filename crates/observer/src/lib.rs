@@ -28,8 +28,21 @@ pub use config::ObserverConfig;
 /// Runs the observer until SIGINT or SIGTERM.
 pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
     config.validate()?;
+    let tls = config.redo_tls()?;
+    // The members' admin APIs (reinstate): the token, and HTTPS if the members speak it.
+    let admin_tls = match config.tls.as_ref().filter(|tls| tls.admin) {
+        Some(tls) => {
+            let name = tls.name.clone().unwrap_or_else(|| config.observer.name.clone());
+            Some(::tls::redo::client_only(::tls::Material::load(tls, &name)?.roots))
+        }
+        None => None,
+    };
+    server::status::set_admin_client(server::status::AdminClient {
+        token: config.observer.token.clone(),
+        tls: admin_tls,
+    });
     let shared = Arc::new(decide::Shared::new(&config));
-    let watchers = watch::start(&config, shared.clone());
+    let watchers = watch::start(&config, shared.clone(), tls);
     let decider = {
         let (config, shared) = (config.clone(), shared.clone());
         std::thread::Builder::new()

@@ -19,34 +19,49 @@ const PAYLOAD_MAX: usize = 1 << 20;
 /// it received and opens as the primary).
 const FAILOVER_WAIT: Duration = Duration::from_secs(90);
 
-pub fn start(config: &ObserverConfig, shared: Arc<Shared>) -> Vec<JoinHandle<()>> {
+/// Starts a watcher per member; over mutual TLS if `tls` is given.
+pub fn start(
+    config: &ObserverConfig,
+    shared: Arc<Shared>,
+    tls: Option<Arc<tls::RedoTls>>,
+) -> Vec<JoinHandle<()>> {
     config
         .replication
         .members
         .iter()
         .map(|member| {
             let (name, address) = (member.name.clone(), member.redo.clone());
-            let (shared, interval, threshold) = (
+            let (shared, interval, threshold, tls) = (
                 shared.clone(),
                 config.interval(),
                 config.replication.fast_start_failover.threshold,
+                tls.clone(),
             );
             std::thread::Builder::new()
                 .name(format!("observe-{name}"))
-                .spawn(move || watch(&name, &address, interval, threshold, &shared))
+                .spawn(move || watch(&name, &address, interval, threshold, tls.as_deref(), &shared))
                 .expect("a thread")
         })
         .collect()
 }
 
-fn watch(name: &str, address: &str, interval: Duration, threshold: Duration, shared: &Shared) {
+fn watch(
+    name: &str,
+    address: &str,
+    interval: Duration,
+    threshold: Duration,
+    tls: Option<&tls::RedoTls>,
+    shared: &Shared,
+) {
     let mut conn: Option<Conn> = None;
     let answer_wait = (threshold / 2).max(Duration::from_millis(100));
     while !shared.stopped() {
         let tick = Instant::now();
         let mut failover_sent = false;
         if conn.is_none() {
-            match Conn::connect(address, answer_wait.min(Duration::from_secs(1)), None, PAYLOAD_MAX)
+            let connect_wait = answer_wait.min(Duration::from_secs(1));
+            match Conn::connect(address, connect_wait, None, PAYLOAD_MAX)
+                .and_then(|conn| conn.secure(tls, name, connect_wait))
             {
                 Ok(connected) => conn = Some(connected),
                 Err(error) => {

@@ -26,6 +26,9 @@ pub enum ErrorCode {
     /// The standby holds redo past the point where the primary's incarnation began (a
     /// failover left it on the old branch): it must be reinstated before it can follow.
     Diverged = 10,
+    /// The peer did not prove who it claims to be (its TLS certificate is not for that name),
+    /// or that name may not do what it asked (not a member of this configuration, say).
+    Unauthenticated = 11,
 }
 
 impl ErrorCode {
@@ -40,6 +43,7 @@ impl ErrorCode {
             8 => ErrorCode::ShuttingDown,
             9 => ErrorCode::NewerIncarnation,
             10 => ErrorCode::Diverged,
+            11 => ErrorCode::Unauthenticated,
             _ => ErrorCode::Internal,
         }
     }

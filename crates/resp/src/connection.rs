@@ -1,8 +1,12 @@
 //! The tokio side: moves bytes between a socket and the sans-IO decoder and encoder, with a
 //! bounded read buffer and a write buffer flushed in batches for pipelined clients.
 
+use std::sync::Arc;
+
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::budget::{Budget, FREE_BYTES};
 
 use crate::cmd::{Command, CommandError};
 use crate::error::ProtocolError;
@@ -29,6 +33,12 @@ pub enum ConnectionError {
     ResetMidFrame { buffered: usize },
     #[error("connection I/O failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The server's shared budget of buffered request bytes is spent: this request cannot be
+    /// buffered now. The text is the reply to send before closing.
+    #[error(
+        "ERR the server's request buffers are full ({used} bytes of incomplete requests held by all clients; the limit is {limit}): try again later"
+    )]
+    BudgetExhausted { used: usize, limit: usize },
 }
 
 /// One client connection: a stream (a `TcpStream`, or anything `AsyncRead + AsyncWrite`, such
@@ -62,6 +72,8 @@ pub enum ConnectionError {
 ///             connection.write_reply(&reply, session.protocol()).await?;
 ///             break;
 ///         }
+///         Action::Close => break, // an HTTP request: no reply
+///         Action::Authenticate { .. } => { /* check the password, then session.authenticated */ }
 ///         Action::Execute(_command) => { /* run it, then write_reply its result */ }
 ///         Action::ExecuteTransaction(_commands) => { /* run them atomically, reply an array */ }
 ///     }
@@ -78,6 +90,9 @@ pub struct Connection<S> {
     /// How much of `write_buffer` is already on the stream; kept here, not in a future, so that
     /// a cancelled flush resumes where it stopped.
     written: usize,
+    /// The server's shared budget of buffered request bytes, and what this connection holds of
+    /// it.
+    held: Held,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
@@ -88,7 +103,39 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             decoder: RequestDecoder::new(limits),
             write_buffer: Vec::new(),
             written: 0,
+            held: Held::default(),
         }
+    }
+
+    /// Takes the bytes it buffers beyond 16 KiB from `budget`, shared with other connections.
+    pub fn with_budget(mut self, budget: Arc<Budget>) -> Connection<S> {
+        self.held.budget = Some(budget);
+        self
+    }
+
+    /// Decodes with `limits` from the next request on (an authenticated client gets larger
+    /// ones than a connection that has not said who it is).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.decoder = RequestDecoder::new(limits);
+    }
+
+    /// Holds what the read buffer needs of the budget now: more as it grows, less once
+    /// requests are taken out of it.
+    fn account(&mut self) -> Result<(), ConnectionError> {
+        let Some(budget) = &self.held.budget else { return Ok(()) };
+        let needed = self.read_buffer.len().saturating_sub(FREE_BYTES);
+        if needed > self.held.bytes {
+            if !budget.take(needed - self.held.bytes) {
+                return Err(ConnectionError::BudgetExhausted {
+                    used: budget.used(),
+                    limit: budget.limit(),
+                });
+            }
+        } else {
+            budget.give(self.held.bytes - needed);
+        }
+        self.held.bytes = needed;
+        Ok(())
     }
 
     /// Reads the next request. `Ok(None)` at a clean end of stream (nothing buffered).
@@ -102,6 +149,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     pub async fn read_request(&mut self) -> Result<Option<Request>, ConnectionError> {
         loop {
             if let Some(request) = self.decoder.decode(&mut self.read_buffer)? {
+                self.account()?;
                 return Ok(Some(request));
             }
             self.flush().await?;
@@ -118,6 +166,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 }
                 return Err(ConnectionError::ResetMidFrame { buffered: self.read_buffer.len() });
             }
+            self.account()?;
         }
     }
 
@@ -185,7 +234,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     }
 
     pub fn into_inner(self) -> S {
-        self.stream
+        let Connection { stream, .. } = self;
+        stream
+    }
+}
+
+/// What a connection holds of the shared budget, given back when it is dropped.
+#[derive(Debug, Default)]
+struct Held {
+    budget: Option<Arc<Budget>>,
+    bytes: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.give(self.bytes);
+        }
     }
 }
 

@@ -13,6 +13,8 @@
 //! *Architecture Invariant*: this crate knows nothing of redo, commits or the key-value store. A
 //! [`Command`] says what the client asked; executing it belongs to the server.
 
+pub mod auth;
+pub mod budget;
 pub mod cmd;
 mod connection;
 mod error;
@@ -23,6 +25,8 @@ mod parse;
 mod request;
 mod session;
 
+pub use auth::{Permission, User};
+pub use budget::Budget;
 pub use cmd::{
     ClientAttribute, Command, CommandError, CommandQuery, CommitMode, CommitWait, CommitWrite,
     HelloAuth, SetCondition, ShutdownSave,
@@ -32,4 +36,4 @@ pub use error::ProtocolError;
 pub use frame::{Frame, ProtocolVersion};
 pub use limits::{Limits, LimitsError};
 pub use request::{Request, RequestDecoder};
-pub use session::{Action, ServerFacts, Session};
+pub use session::{Action, HelloRest, ServerFacts, Session};

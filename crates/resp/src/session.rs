@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use crate::auth::User;
 use crate::cmd::help_reply;
 use crate::cmd::{ClientAttribute, Command, CommandError, CommitMode};
 use crate::frame::{Frame, ProtocolVersion};
@@ -25,6 +26,18 @@ pub enum Action {
     ExecuteTransaction(Vec<Command>),
     /// Send this reply, flush, and close the connection (QUIT).
     ReplyAndClose(Frame),
+    /// Close the connection without a reply: the request was HTTP.
+    Close,
+    /// AUTH, or HELLO with AUTH: check the password of `username` and tell the session with
+    /// [`Session::authenticated`] (which replies, to `hello` as HELLO would if given).
+    Authenticate { username: Bytes, password: Bytes, hello: Option<HelloRest> },
+}
+
+/// The rest of a HELLO that authenticates: applied once the password is accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelloRest {
+    pub protocol: Option<ProtocolVersion>,
+    pub client_name: Option<Bytes>,
 }
 
 /// What a session says about the server in HELLO and CONFIG GET replies. Build it once at
@@ -94,6 +107,11 @@ pub struct Session {
     commit_mode: CommitMode,
     transaction: Option<Transaction>,
     transaction_commands_max: usize,
+    /// Whether the server requires a password (`requirepass` or users).
+    auth_required: bool,
+    /// Who the connection is authenticated as (without a password required: `default`, who
+    /// may do everything).
+    user: Option<User>,
 }
 
 impl Session {
@@ -108,7 +126,62 @@ impl Session {
             commit_mode: CommitMode::default(),
             transaction: None,
             transaction_commands_max: limits.transaction_commands_max,
+            auth_required: false,
+            user: Some(User::default_open()),
         }
+    }
+
+    /// A new session on a server that requires a password: nothing but AUTH, HELLO and QUIT
+    /// until [`Session::authenticated`] accepts one.
+    pub fn requiring_auth(id: u64, limits: &Limits) -> Session {
+        Session { auth_required: true, user: None, ..Session::new(id, limits) }
+    }
+
+    /// Who the connection is authenticated as, if anyone.
+    pub fn user(&self) -> Option<&User> {
+        self.user.as_ref()
+    }
+
+    /// The outcome of an [`Action::Authenticate`]: the user the password belongs to, or none
+    /// (a wrong password, or no such user). Returns the reply. A failed attempt leaves the
+    /// connection as it was (authenticated as before, or not).
+    pub fn authenticated(
+        &mut self,
+        user: Option<User>,
+        hello: Option<HelloRest>,
+        facts: &ServerFacts,
+    ) -> Frame {
+        let Some(user) = user else {
+            return Frame::error("WRONGPASS invalid username-password pair or user is disabled.");
+        };
+        self.user = Some(user);
+        match hello {
+            Some(hello) => self.apply_hello(hello, facts),
+            None => Frame::ok(),
+        }
+    }
+
+    fn apply_hello(&mut self, hello: HelloRest, facts: &ServerFacts) -> Frame {
+        if let Some(name) = hello.client_name {
+            self.name = (!name.is_empty()).then_some(name);
+        }
+        if let Some(protocol) = hello.protocol {
+            self.protocol = protocol;
+        }
+        self.hello_reply(facts)
+    }
+
+    /// `-NOPERM` if the connection's user may not run `command`.
+    fn forbidden(&self, command: &Command) -> Option<Frame> {
+        let needs = command.permission()?;
+        let user = self.user.as_ref()?;
+        (user.permission < needs).then(|| {
+            Frame::error(format!(
+                "NOPERM User {} has no permissions to run the '{}' command",
+                String::from_utf8_lossy(&user.name),
+                command.name()
+            ))
+        })
     }
 
     pub fn id(&self) -> u64 {
@@ -144,6 +217,7 @@ impl Session {
     pub fn handle(&mut self, parsed: Result<Command, CommandError>, facts: &ServerFacts) -> Action {
         let command = match parsed {
             Ok(command) => command,
+            Err(CommandError::LooksLikeHttp) => return Action::Close,
             Err(error) => {
                 if let Some(transaction) = &mut self.transaction {
                     transaction.aborted = true;
@@ -151,6 +225,42 @@ impl Session {
                 return Action::Reply(error.to_frame());
             }
         };
+        if self.auth_required {
+            match &command {
+                Command::Auth { username, password } => {
+                    return Action::Authenticate {
+                        username: username.clone().unwrap_or(Bytes::from_static(b"default")),
+                        password: password.clone(),
+                        hello: None,
+                    };
+                }
+                Command::Hello { protocol, auth: Some(auth), client_name } => {
+                    return Action::Authenticate {
+                        username: auth.username.clone(),
+                        password: auth.password.clone(),
+                        hello: Some(HelloRest {
+                            protocol: *protocol,
+                            client_name: client_name.clone(),
+                        }),
+                    };
+                }
+                Command::Hello { .. } if self.user.is_none() => {
+                    return Action::Reply(Frame::error(
+                        "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+                    ));
+                }
+                command if self.user.is_none() && !command.allowed_before_auth() => {
+                    return Action::Reply(Frame::error("NOAUTH Authentication required."));
+                }
+                _ => {}
+            }
+        }
+        if let Some(refusal) = self.forbidden(&command) {
+            if let Some(transaction) = &mut self.transaction {
+                transaction.aborted = true;
+            }
+            return Action::Reply(refusal);
+        }
         if let Some(transaction) = &mut self.transaction {
             return match command {
                 Command::Exec => {
@@ -202,20 +312,15 @@ impl Session {
                 if let Some(auth) = auth
                     && auth.username != "default"
                 {
-                    // redoguard has no users: the only one is Redis's password-less "default".
+                    // Without a password the only user is Redis's password-less "default".
                     return Action::Reply(Frame::error(
                         "WRONGPASS invalid username-password pair or user is disabled.",
                     ));
                 }
-                if let Some(name) = client_name {
-                    self.name = (!name.is_empty()).then_some(name);
-                }
-                if let Some(protocol) = protocol {
-                    self.protocol = protocol;
-                }
-                self.hello_reply(facts)
+                self.apply_hello(HelloRest { protocol, client_name }, facts)
             }
-            // Answered as Redis answers them when no password is configured.
+            // (With a password required, AUTH was handed to the server above.) Answered as
+            // Redis answers them when no password is configured.
             Command::Auth { username: None, .. } => Frame::error(
                 "ERR AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",

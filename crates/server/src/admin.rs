@@ -1,19 +1,36 @@
 //! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`,
 //! `POST /logswitch`, the role endpoints (`/configuration`, `/roles/...`, in
 //! `role::http`), and the web page with its history (`/`, `/history`, `/report`, in `web`).
+//!
+//! Every `POST` needs `Authorization: Bearer TOKEN` when `auth.admin_token` is set; `GET`s stay
+//! open (docs/security.md says what they disclose). At most `admin_max_connections` are served
+//! at once (one more is answered 503 and closed), a client has `admin_header_timeout` to send
+//! its request's headers, and each connection serves one request. Over HTTPS if `tls.admin`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
 use crate::{ServerState, stopped};
 
-pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) {
+/// The longest an admin request may take, headers to answer (a failover waits up to a minute
+/// for apply; a reinstate may copy a database).
+const REQUEST_TIME_MAX: Duration = Duration::from_secs(30 * 60);
+
+pub(crate) async fn serve_admin(
+    state: Arc<ServerState>,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let app = Router::new()
         .route("/api", get(index))
         .route("/status", get(status_json))
@@ -22,11 +39,111 @@ pub(crate) async fn serve_admin(state: Arc<ServerState>, listener: TcpListener) 
         .route("/logswitch", axum::routing::post(log_switch))
         .merge(crate::role::http::routes())
         .merge(crate::web::routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), require_token))
         .with_state(state.clone());
+    let slots =
+        Arc::new(tokio::sync::Semaphore::new(state.config.server.admin_max_connections as usize));
+    let header_timeout = state.config.server.admin_header_timeout;
     let mut shutdown = state.shutdown.subscribe();
-    let stop = async move { stopped(&mut shutdown).await };
-    if let Err(error) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-        tracing::error!(%error, "admin API stopped");
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(&mut shutdown) => return,
+        };
+        let Ok((stream, peer)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let mut stream = stream;
+                let body = "too many admin API connections; try again\n";
+                let answer = format!(
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    stream.write_all(answer.as_bytes()),
+                )
+                .await;
+            });
+            continue;
+        };
+        let (app, tls) = (app.clone(), tls.clone());
+        tokio::spawn(async move {
+            let served = async {
+                match tls {
+                    None => serve_connection(stream, app, header_timeout).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(header_timeout, acceptor.accept(stream)).await {
+                            Ok(Ok(stream)) => serve_connection(stream, app, header_timeout).await,
+                            _ => tracing::debug!(%peer, "admin API: TLS handshake failed"),
+                        }
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(REQUEST_TIME_MAX, served).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+    app: Router,
+    header_timeout: Duration,
+) {
+    let service = hyper_util::service::TowerToHyperService::new(app);
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// The admin API's TLS, if `tls.admin` asks for it.
+pub(crate) fn tls_acceptor(
+    config: &crate::ServerConfig,
+) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+    let Some(tls) = config.tls.as_ref().filter(|tls| tls.admin) else {
+        return Ok(None);
+    };
+    let material = tls::Material::load(tls, &config.tls_name().unwrap_or_default())?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(tls::redo::server_only(&material)?)))
+}
+
+/// `POST`s need the admin token, when one is configured.
+async fn require_token(
+    State(state): State<Arc<ServerState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(expected) = &state.config.auth.admin_token else {
+        return next.run(request).await;
+    };
+    if matches!(*request.method(), Method::GET | Method::HEAD) {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match given {
+        Some(token) if crate::auth::token_matches(expected, token.trim()) => next.run(request).await,
+        Some(_) => {
+            tracing::warn!(path = %request.uri().path(), "admin API: a request with a wrong token was refused");
+            (StatusCode::FORBIDDEN, "the admin token is wrong\n").into_response()
+        }
+        None => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "this endpoint needs the admin token (auth.admin_token): send Authorization: Bearer TOKEN (redoguard commands: --token or REDOGUARD_TOKEN)\n",
+        )
+            .into_response(),
     }
 }
 

@@ -1,19 +1,43 @@
 //! The Redis-protocol listener: accepts clients (bounded), and serves each connection on its
 //! own task: reads commands, hands them to the session and the executor, writes replies.
+//!
+//! What a client that has not authenticated can hold is bounded (with a password required):
+//! `unauthenticated_max` such connections at once (when they are all taken, a newcomer ends the
+//! oldest rather than being refused, so idle strangers cannot keep clients out), each for at
+//! most `auth_timeout`, each request at most 64 KiB; and every connection's partly received
+//! request counts against the shared `request_buffer_total`. A request that looks like HTTP
+//! closes the connection at once.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use resp::{Connection, ConnectionError, Frame, Session};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use resp::{Connection, ConnectionError, Frame, Limits, Session};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
 
 use crate::{ServerState, execute, stopped};
 
-pub(crate) async fn accept_clients(state: Arc<ServerState>, listener: TcpListener) {
-    let slots = Arc::new(Semaphore::new(state.config.server.max_connections as usize));
+/// The limits of a connection that has not authenticated yet: enough for AUTH and HELLO.
+fn unauthenticated_limits(limits: &Limits) -> Limits {
+    Limits {
+        bulk_bytes_max: 16 << 10,
+        arguments_max: 16,
+        inline_bytes_max: 16 << 10,
+        request_bytes_max: 64 << 10,
+        ..limits.clone()
+    }
+}
+
+/// Accepts clients on `listener`; over TLS if `tls` is given (the `tls.resp_port`).
+pub(crate) async fn accept_clients(
+    state: Arc<ServerState>,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
+    let slots = state.client_slots.clone();
     let mut shutdown = state.shutdown.subscribe();
     loop {
         let accepted = tokio::select! {
@@ -34,10 +58,28 @@ pub(crate) async fn accept_clients(state: Arc<ServerState>, listener: TcpListene
         let _ = stream.set_nodelay(true);
         match slots.clone().try_acquire_owned() {
             Ok(permit) => {
-                let state = state.clone();
+                let (state, tls) = (state.clone(), tls.clone());
                 tokio::spawn(async move {
                     state.connected.fetch_add(1, Ordering::Relaxed);
-                    serve_client(&state, stream, peer).await;
+                    match tls {
+                        None => serve_client(&state, stream, peer).await,
+                        Some(acceptor) => {
+                            let handshake = tokio::time::timeout(
+                                state.config.server.auth_timeout,
+                                acceptor.accept(stream),
+                            )
+                            .await;
+                            match handshake {
+                                Ok(Ok(stream)) => serve_client(&state, stream, peer).await,
+                                Ok(Err(error)) => {
+                                    tracing::info!(%peer, %error, "RESP over TLS: handshake failed")
+                                }
+                                Err(_) => {
+                                    tracing::info!(%peer, "RESP over TLS: handshake timed out")
+                                }
+                            }
+                        }
+                    }
                     state.connected.fetch_sub(1, Ordering::Relaxed);
                     drop(permit);
                 });
@@ -58,22 +100,92 @@ pub(crate) async fn accept_clients(state: Arc<ServerState>, listener: TcpListene
     }
 }
 
-async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) {
+/// The connections that have not authenticated yet, oldest first, each with the signal that
+/// ends it to make room for a newer one.
+pub(crate) type Waiting = parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<Notify>)>>;
+
+/// A connection's place among those that have not authenticated, until it does or ends.
+struct Unauthenticated<'a>(Option<(&'a ServerState, u64)>);
+
+impl<'a> Unauthenticated<'a> {
+    /// Takes a place for connection `id`, ending the oldest waiting one if all are taken.
+    fn enter(state: &'a ServerState, id: u64, evicted: Arc<Notify>) -> Unauthenticated<'a> {
+        let mut waiting = state.unauthenticated.lock();
+        if waiting.len() >= state.config.server.unauthenticated_max as usize
+            && let Some((_, oldest)) = waiting.pop_front()
+        {
+            state.rejected.incr();
+            oldest.notify_one();
+        }
+        waiting.push_back((id, evicted));
+        Unauthenticated(Some((state, id)))
+    }
+
+    fn authenticated(&mut self) {
+        if let Some((state, id)) = self.0.take() {
+            state.unauthenticated.lock().retain(|(waiting, _)| *waiting != id);
+        }
+    }
+}
+
+impl Drop for Unauthenticated<'_> {
+    fn drop(&mut self) {
+        self.authenticated();
+    }
+}
+
+async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
+    state: &ServerState,
+    stream: S,
+    peer: SocketAddr,
+) {
     let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let mut connection = Connection::new(stream, state.config.limits.clone());
-    let mut session = Session::new(id, &state.config.limits);
+    let limits = &state.config.limits;
+    let required = state.users.required();
+    let mut connection = Connection::new(
+        stream,
+        if required { unauthenticated_limits(limits) } else { limits.clone() },
+    )
+    .with_budget(state.request_budget.clone());
+    let mut session =
+        if required { Session::requiring_auth(id, limits) } else { Session::new(id, limits) };
+    let evicted = Arc::new(Notify::new());
+    let mut unauthenticated = if required {
+        Unauthenticated::enter(state, id, evicted.clone())
+    } else {
+        Unauthenticated(None)
+    };
+    let connected = tokio::time::Instant::now();
     let idle = state.config.server.idle_timeout;
     let mut shutdown = state.shutdown.subscribe();
     loop {
+        // Until it authenticates, a client has what is left of `auth_timeout`.
+        let wait = match session.user() {
+            None => Some(
+                state
+                    .config
+                    .server
+                    .auth_timeout
+                    .saturating_sub(connected.elapsed())
+                    .max(Duration::from_millis(1)),
+            ),
+            Some(_) if idle.is_zero() => None,
+            Some(_) => Some(idle),
+        };
         let read = async {
-            if idle.is_zero() {
-                Ok(connection.read_command().await)
-            } else {
-                tokio::time::timeout(idle, connection.read_command()).await
+            match wait {
+                None => Ok(connection.read_command().await),
+                Some(wait) => tokio::time::timeout(wait, connection.read_command()).await,
             }
         };
         let read = tokio::select! {
             read = read => read,
+            _ = evicted.notified() => {
+                tracing::info!(client = id, %peer, "closing a connection that has not authenticated, to make room for a newer one");
+                let _ = connection.write_reply(&Frame::error("ERR too many connections that have not authenticated; this one was the oldest"), session.protocol()).await;
+                let _ = connection.shutdown().await;
+                return;
+            }
             _ = stopped(&mut shutdown) => {
                 let _ = connection.write_reply(&Frame::error("ERR the server is shutting down"), session.protocol()).await;
                 let _ = connection.shutdown().await;
@@ -82,7 +194,11 @@ async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) 
         };
         let parsed = match read {
             Err(_elapsed) => {
-                tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
+                if session.user().is_none() {
+                    tracing::info!(client = id, %peer, "closing a connection that did not authenticate in time");
+                } else {
+                    tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
+                }
                 let _ = connection.shutdown().await;
                 return;
             }
@@ -91,6 +207,14 @@ async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) 
             Ok(Err(ConnectionError::Protocol(error))) => {
                 tracing::info!(client = id, %peer, %error, "protocol error; closing the connection");
                 let _ = connection.write_reply(&error.to_frame(), session.protocol()).await;
+                let _ = connection.shutdown().await;
+                return;
+            }
+            Ok(Err(error @ ConnectionError::BudgetExhausted { .. })) => {
+                tracing::warn!(client = id, %peer, %error, "request buffers full; closing the connection");
+                let _ = connection
+                    .write_reply(&Frame::error(error.to_string()), session.protocol())
+                    .await;
                 let _ = connection.shutdown().await;
                 return;
             }
@@ -105,6 +229,24 @@ async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) 
                 let _ = connection.write_reply(&frame, session.protocol()).await;
                 let _ = connection.shutdown().await;
                 return;
+            }
+            resp::Action::Close => {
+                tracing::warn!(client = id, %peer, "possible SECURITY ATTACK: an HTTP request on the Redis port (a web page posting to it?); connection closed");
+                let _ = connection.shutdown().await;
+                return;
+            }
+            resp::Action::Authenticate { username, password, hello } => {
+                let user = state.users.check(&username, &password).await;
+                if user.is_none() {
+                    tracing::info!(client = id, %peer, user = %String::from_utf8_lossy(&username), "authentication failed");
+                }
+                let was_anonymous = session.user().is_none();
+                let reply = session.authenticated(user, hello, &state.facts);
+                if was_anonymous && session.user().is_some() {
+                    unauthenticated.authenticated();
+                    connection.set_limits(limits.clone());
+                }
+                execute::Outcome::Reply(reply)
             }
             resp::Action::Execute(command) => {
                 execute::run(state, &session, vec![command], false).await
@@ -127,4 +269,15 @@ async fn serve_client(state: &ServerState, stream: TcpStream, peer: SocketAddr) 
             }
         }
     }
+}
+
+/// The RESP listener's TLS, if `tls.resp_port` asks for it.
+pub(crate) fn tls_acceptor(
+    config: &crate::ServerConfig,
+) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+    let Some(tls) = config.tls.as_ref().filter(|tls| tls.resp_port.is_some()) else {
+        return Ok(None);
+    };
+    let material = tls::Material::load(tls, &config.tls_name().unwrap_or_default())?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(tls::redo::server_only(&material)?)))
 }

@@ -15,6 +15,9 @@ use redo::RedoConfig;
 use resp::Limits;
 use serde::Deserialize;
 
+/// The `[replication]` section, as a member's file and an observer's have it.
+pub type ReplicationSection = transport::ReplicationConfig;
+
 /// The `[server]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -41,6 +44,26 @@ pub struct ServerSection {
     /// Threads serving clients; 0 = one per CPU but one (at least one; two on a primary
     /// with standbys). Bounds: 0..=256. Default: 0.
     pub worker_threads: u32,
+    /// With a password required: a client that has not authenticated this long after it
+    /// connected is disconnected. Bounds: 1s..=10min. Default: 10s.
+    #[serde(with = "units::serde_human::duration")]
+    pub auth_timeout: Duration,
+    /// With a password required: clients connected and not yet authenticated, at most; one
+    /// more ends the oldest of them (which is told why). Bounds: 1..=`max_connections`.
+    /// Default: 100.
+    pub unauthenticated_max: u32,
+    /// Bytes of incomplete requests all clients together may make the server buffer (beyond
+    /// 16 KiB each); a request that would pass it is refused with an error saying so, and its
+    /// connection closed. Bounds: ≥ `limits.request_bytes_max`. Default: 512 MiB.
+    #[serde(with = "units::serde_human::size")]
+    pub request_buffer_total: u64,
+    /// Admin API connections served at once; one more gets 503. Bounds: 1..=10000.
+    /// Default: 64.
+    pub admin_max_connections: u32,
+    /// Time an admin API client has to send a request's headers. Bounds: 1s..=10min.
+    /// Default: 10s.
+    #[serde(with = "units::serde_human::duration")]
+    pub admin_header_timeout: Duration,
 }
 
 impl Default for ServerSection {
@@ -54,6 +77,11 @@ impl Default for ServerSection {
             max_connections: 1000,
             idle_timeout: Duration::from_secs(3600),
             worker_threads: 0,
+            auth_timeout: Duration::from_secs(10),
+            unauthenticated_max: 100,
+            request_buffer_total: 512 << 20,
+            admin_max_connections: 64,
+            admin_header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -69,6 +97,10 @@ pub struct ServerConfig {
     pub db: DbConfig,
     /// The database's role and, on a primary, its standbys (see `docs/config.md`).
     pub replication: transport::ReplicationConfig,
+    /// TLS: certificates, and which ports speak it (see `docs/security.md`). Default: none.
+    pub tls: Option<tls::TlsConfig>,
+    /// Users and passwords of the Redis protocol, the admin API's token.
+    pub auth: crate::auth::AuthSection,
 }
 
 impl Default for ServerConfig {
@@ -85,6 +117,8 @@ impl Default for ServerConfig {
             redo: RedoConfig::default(),
             db: DbConfig::default(),
             replication: transport::ReplicationConfig::default(),
+            tls: None,
+            auth: crate::auth::AuthSection::default(),
         }
     }
 }
@@ -105,8 +139,11 @@ impl ServerConfig {
     pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        let config = ServerConfig::parse(&text)
+        let mut config = ServerConfig::parse(&text)
             .map_err(|message| ConfigError::Parse { path: path.to_path_buf(), message })?;
+        // Certificate files are named relative to the file that names them.
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.tls = config.tls.map(|tls| tls.resolve(base));
         config.validate()?;
         Ok(config)
     }
@@ -173,6 +210,44 @@ impl ServerConfig {
                 format!("{:?} is neither 0 (never) nor within 1s..=7d", server.idle_timeout),
             );
         }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&server.auth_timeout) {
+            return invalid(
+                "server.auth_timeout",
+                format!("{:?} is outside 1s..=10min", server.auth_timeout),
+            );
+        }
+        if !(1..=server.max_connections).contains(&server.unauthenticated_max) {
+            return invalid(
+                "server.unauthenticated_max",
+                format!(
+                    "{} is outside 1..={} (server.max_connections)",
+                    server.unauthenticated_max, server.max_connections
+                ),
+            );
+        }
+        if server.request_buffer_total < self.limits.request_bytes_max as u64 {
+            return invalid(
+                "server.request_buffer_total",
+                format!(
+                    "{} is less than limits.request_bytes_max ({}): the largest request could never be buffered",
+                    server.request_buffer_total, self.limits.request_bytes_max
+                ),
+            );
+        }
+        if !(1..=10_000).contains(&server.admin_max_connections) {
+            return invalid(
+                "server.admin_max_connections",
+                format!("{} is outside 1..=10000", server.admin_max_connections),
+            );
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600))
+            .contains(&server.admin_header_timeout)
+        {
+            return invalid(
+                "server.admin_header_timeout",
+                format!("{:?} is outside 1s..=10min", server.admin_header_timeout),
+            );
+        }
         if server.worker_threads > 256 {
             return invalid(
                 "server.worker_threads",
@@ -208,6 +283,7 @@ impl ServerConfig {
         self.replication
             .validate()
             .map_err(|(field, reason)| ConfigError::Invalid { field, reason })?;
+        self.auth.validate().map_err(|(field, reason)| ConfigError::Invalid { field, reason })?;
         // One log write travels as one redo frame, and a log write may hold the whole log
         // buffer: keep it well inside the frame limit both sides enforce.
         if !self.replication.destinations.is_empty()
@@ -243,6 +319,34 @@ impl ServerConfig {
                 }
             }
         }
+        if let Some(tls) = &self.tls {
+            if self.tls_name().is_none() {
+                return invalid(
+                    "tls.name",
+                    "name the member this certificate is for (required in the single-role form)"
+                        .into(),
+                );
+            }
+            if tls.redo {
+                for (index, member) in self.replication.members.iter().enumerate() {
+                    if rustls_pki_types::ServerName::try_from(member.name.as_str()).is_err() {
+                        return invalid(
+                            &format!("replication.members[{index}].name"),
+                            format!(
+                                "'{}' cannot be a certificate's name, which TLS needs (a DNS name: no '_')",
+                                member.name
+                            ),
+                        );
+                    }
+                }
+            }
+            if tls.resp_port.is_some_and(|port| port != 0 && port == self.server.port) {
+                return invalid(
+                    "tls.resp_port",
+                    format!("{} is also the plain RESP port", self.server.port),
+                );
+            }
+        }
         if self.replication.role == transport::RoleConfig::Standby
             && let Ok(listen) = self.replication.standby.listen.parse::<std::net::SocketAddr>()
             && listen.port() != 0
@@ -254,6 +358,25 @@ impl ServerConfig {
             });
         }
         Ok(())
+    }
+
+    /// The name this server's certificate proves: `tls.name`, else its member's name.
+    pub fn tls_name(&self) -> Option<String> {
+        let tls = self.tls.as_ref()?;
+        tls.name.clone().or_else(|| self.replication.member.clone())
+    }
+
+    /// Mutual TLS for redo transport, if `[tls]` asks for it: the files are read and checked
+    /// now (an error names the file and what is wrong with it).
+    pub fn redo_tls(&self) -> Result<Option<std::sync::Arc<tls::RedoTls>>, ConfigError> {
+        let Some(config) = self.tls.as_ref().filter(|tls| tls.redo) else { return Ok(None) };
+        let name = self.tls_name().unwrap_or_default();
+        let invalid = |error: tls::TlsError| ConfigError::Invalid {
+            field: "tls".into(),
+            reason: error.to_string().trim_start_matches("tls: ").to_string(),
+        };
+        let material = tls::Material::load(config, &name).map_err(invalid)?;
+        Ok(Some(std::sync::Arc::new(tls::RedoTls::new(&material).map_err(invalid)?)))
     }
 
     /// Paths of the redo and data files, resolved against the data directory.

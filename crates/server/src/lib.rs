@@ -8,6 +8,7 @@
 //! another.
 
 mod admin;
+pub mod auth;
 mod clients;
 pub mod config;
 mod execute;
@@ -55,6 +56,19 @@ pub struct ServerState {
     /// Where the web page's configuration report comes from, if anywhere (`web`).
     pub report_source: Option<web::ReportSource>,
     pub report_cache: web::ReportCache,
+    /// The Redis-protocol users (none: no password required).
+    pub users: Arc<auth::Users>,
+    /// Bytes of incomplete requests all clients may make the server buffer.
+    pub request_budget: Arc<resp::Budget>,
+    /// Client connections that have not authenticated yet.
+    pub(crate) unauthenticated: clients::Waiting,
+    /// Client connections served at once, on the plain and the TLS port together.
+    pub client_slots: Arc<tokio::sync::Semaphore>,
+    /// The TLS port of the Redis protocol, if there is one.
+    pub resp_tls_addr: Option<SocketAddr>,
+    /// What this server exposes without protection (a non-loopback bind without TLS or a
+    /// password), said at start and in `/status`.
+    pub exposure: Vec<String>,
     shutdown: watch::Sender<bool>,
     next_client_id: AtomicU64,
 }
@@ -93,12 +107,16 @@ impl ServerState {
                 uptime_s: self.started.elapsed().as_secs(),
                 data_dir: self.config.server.data_dir.display().to_string(),
                 resp_addr: self.resp_addr.to_string(),
+                resp_tls_addr: self.resp_tls_addr.map(|addr| addr.to_string()),
                 admin_addr: self.admin_addr.to_string(),
                 connected_clients: self.connected.load(Ordering::Relaxed),
                 total_connections: self.total_connections.get(),
                 rejected_connections: self.rejected.get(),
                 commands_processed: self.commands_processed.get(),
                 writes_refused: db.writes_refused(),
+                security_warnings: self.exposure.clone(),
+                auth_required: self.users.required(),
+                admin_token_required: self.config.auth.admin_token.is_some(),
             },
             database: db.status(),
             replication: self.replication_of(&running),
@@ -146,6 +164,7 @@ pub struct StartOptions {
 pub struct Server {
     state: Arc<ServerState>,
     resp: tokio::task::JoinHandle<()>,
+    resp_tls: Option<tokio::task::JoinHandle<()>>,
     admin: tokio::task::JoinHandle<()>,
     events: tokio::task::JoinHandle<()>,
     retention: tokio::task::JoinHandle<()>,
@@ -170,17 +189,29 @@ impl Server {
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
         if let Some(from) = &options.from {
-            let address = match config.replication.member_named(from) {
-                Some(member) => member.redo.clone(),
-                None if from.contains(':') => from.clone(),
+            let (address, primary) = match config.replication.member_named(from) {
+                Some(member) => (member.redo.clone(), member.name.clone()),
+                None if from.contains(':') => (
+                    from.clone(),
+                    config
+                        .replication
+                        .member_at_redo(from)
+                        .map(|member| member.name.clone())
+                        .unwrap_or_default(),
+                ),
                 None => anyhow::bail!(
                     "--from {from}: not a member of this configuration, nor host:port"
                 ),
             };
+            if primary.is_empty() && config.tls.as_ref().is_some_and(|tls| tls.redo) {
+                anyhow::bail!(
+                    "--from {from}: with TLS, name the primary as a member of this configuration (its certificate must be for that name)"
+                );
+            }
             let member = config.replication.member.clone().unwrap_or_else(|| "standby".to_string());
             let (config, storage) = (config.clone(), storage.clone());
             tokio::task::spawn_blocking(move || {
-                role::copy_from_primary(&config, &storage, &address, &member)
+                role::copy_from_primary(&config, &storage, &address, &primary, &member)
             })
             .await?
             .with_context(|| format!("cannot make this standby from a copy of {from}"))?;
@@ -200,8 +231,38 @@ impl Server {
                     server.admin_bind, server.admin_port
                 )
             })?;
+        let resp_tls = clients::tls_acceptor(&config)?;
+        let resp_tls_listener = match config.tls.as_ref().and_then(|tls| tls.resp_port) {
+            Some(port) if resp_tls.is_some() => {
+                Some(TcpListener::bind((server.bind, port)).await.with_context(|| {
+                    format!("cannot listen for TLS clients on {}:{port}", server.bind)
+                })?)
+            }
+            _ => None,
+        };
+        let admin_tls = admin::tls_acceptor(&config)?;
+        let users = Arc::new(
+            auth::Users::new(&config.auth).map_err(|reason| anyhow::anyhow!("auth: {reason}"))?,
+        );
+        let exposure = exposure(&config, &users);
+        for warning in &exposure {
+            tracing::warn!("SECURITY: {warning}");
+        }
         let (shutdown, _) = watch::channel(false);
         let state = Arc::new(ServerState {
+            users,
+            request_budget: Arc::new(resp::Budget::new(
+                config.server.request_buffer_total as usize,
+            )),
+            unauthenticated: clients::Waiting::default(),
+            client_slots: Arc::new(tokio::sync::Semaphore::new(
+                config.server.max_connections as usize,
+            )),
+            resp_tls_addr: match &resp_tls_listener {
+                Some(listener) => Some(listener.local_addr()?),
+                None => None,
+            },
+            exposure,
             facts: ServerFacts::new(&config.limits),
             resp_addr: resp_listener.local_addr()?,
             admin_addr: admin_listener.local_addr()?,
@@ -228,13 +289,30 @@ impl Server {
                 roles.on_event(event).await;
             }
         });
-        let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener));
-        let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener));
+        let resp = tokio::spawn(clients::accept_clients(state.clone(), resp_listener, None));
+        let resp_tls = match (resp_tls_listener, resp_tls) {
+            (Some(listener), Some(acceptor)) => {
+                tracing::info!(resp_tls = %listener.local_addr()?, "Redis protocol over TLS");
+                Some(tokio::spawn(clients::accept_clients(state.clone(), listener, Some(acceptor))))
+            }
+            _ => None,
+        };
+        let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener, admin_tls));
         let retention = tokio::spawn(retention::run(state.clone()));
         let history = tokio::spawn(web::history::run(state.clone()));
         let observers = state.roles.serve_observers();
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
-        Ok(Server { state, resp, admin, events, retention, history, observers, _lock: lock })
+        Ok(Server {
+            state,
+            resp,
+            resp_tls,
+            admin,
+            events,
+            retention,
+            history,
+            observers,
+            _lock: lock,
+        })
     }
 
     pub fn state(&self) -> &Arc<ServerState> {
@@ -272,6 +350,9 @@ impl Server {
     pub async fn stop(self) -> anyhow::Result<()> {
         self.state.request_shutdown();
         self.resp.abort();
+        if let Some(resp_tls) = &self.resp_tls {
+            resp_tls.abort();
+        }
         self.admin.abort();
         self.events.abort();
         self.retention.abort();
@@ -289,6 +370,52 @@ impl Server {
         tracing::info!("redoguard server stopped");
         Ok(())
     }
+}
+
+/// What the server exposes without protection: every port bound beyond loopback without TLS,
+/// or with no password (RESP) or token (admin API) to ask for. Each line is logged at start
+/// and shown in `/status`.
+fn exposure(config: &ServerConfig, users: &auth::Users) -> Vec<String> {
+    let server = &config.server;
+    let tls = config.tls.as_ref();
+    let mut warnings = Vec::new();
+    if !server.bind.is_loopback() {
+        if tls.is_none_or(|tls| tls.resp_port.is_none()) {
+            warnings.push(format!(
+                "the Redis protocol listens on {} (not loopback) without TLS: passwords and data cross the network in clear",
+                server.bind
+            ));
+        }
+        if !users.required() {
+            warnings.push(format!(
+                "the Redis protocol listens on {} (not loopback) without a password: anyone who reaches it can read, write and SHUTDOWN (set auth.requirepass)",
+                server.bind
+            ));
+        }
+    }
+    if !server.admin_bind.is_loopback() {
+        if config.auth.admin_token.is_none() {
+            warnings.push(format!(
+                "the admin API listens on {} (not loopback) without a token: anyone who reaches it can change roles (set auth.admin_token)",
+                server.admin_bind
+            ));
+        }
+        if tls.is_none_or(|tls| !tls.admin) {
+            warnings.push(format!(
+                "the admin API listens on {} (not loopback) without TLS",
+                server.admin_bind
+            ));
+        }
+    }
+    if let Some(listen) = config.replication.redo_listen()
+        && listen.parse::<SocketAddr>().is_ok_and(|addr| !addr.ip().is_loopback())
+        && tls.is_none_or(|tls| !tls.redo)
+    {
+        warnings.push(format!(
+            "the redo listener binds {listen} (not loopback) without TLS: anyone who reaches it can ship redo to this member or copy its data"
+        ));
+    }
+    warnings
 }
 
 pub(crate) fn role_name(role: redo::Role) -> &'static str {

@@ -19,6 +19,9 @@ pub struct ServerInfo {
     pub uptime_s: u64,
     pub data_dir: String,
     pub resp_addr: String,
+    /// The Redis protocol's TLS port, if there is one.
+    #[serde(default)]
+    pub resp_tls_addr: Option<String>,
     pub admin_addr: String,
     pub connected_clients: u64,
     pub total_connections: u64,
@@ -26,6 +29,16 @@ pub struct ServerInfo {
     pub commands_processed: u64,
     /// Why writes are refused right now (a full disk, say), if they are.
     pub writes_refused: Option<String>,
+    /// What this server exposes without protection (a port beyond loopback without TLS, a
+    /// password or a token): empty when nothing.
+    #[serde(default)]
+    pub security_warnings: Vec<String>,
+    /// Whether Redis-protocol clients must authenticate, and whether the admin API's POSTs
+    /// need a token.
+    #[serde(default)]
+    pub auth_required: bool,
+    #[serde(default)]
+    pub admin_token_required: bool,
 }
 
 /// The archive catalog in brief: the figures a DBA sizes a network with.
@@ -98,14 +111,36 @@ fn http_request(addr: &str, method: &str, path: &str, timeout: Duration) -> anyh
     Ok(body)
 }
 
-/// Sends one request to the admin API at `addr` (HTTP/1.1, an empty body) and returns the
-/// status code and the body, whatever the code.
+/// How this process calls admin APIs: the token its POSTs carry (`auth.admin_token` of the
+/// members), and the CA to check them with over HTTPS (`tls.admin`).
+#[derive(Debug, Clone, Default)]
+pub struct AdminClient {
+    pub token: Option<String>,
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+static ADMIN_CLIENT: std::sync::RwLock<Option<AdminClient>> = std::sync::RwLock::new(None);
+
+/// Sets how `http_call` (and so the broker and the observer) reach admin APIs, for the whole
+/// process: set once at start by the command that runs.
+pub fn set_admin_client(client: AdminClient) {
+    *ADMIN_CLIENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(client);
+}
+
+fn admin_client() -> AdminClient {
+    ADMIN_CLIENT.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone().unwrap_or_default()
+}
+
+/// Sends one request to the admin API at `addr` (HTTP/1.1, an empty body; the admin token
+/// and HTTPS as `set_admin_client` said) and returns the status code and the body, whatever
+/// the code.
 pub fn http_call(
     addr: &str,
     method: &str,
     path: &str,
     timeout: Duration,
 ) -> anyhow::Result<(u16, String)> {
+    let client = admin_client();
     let target: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|error| anyhow::anyhow!("cannot resolve {addr}: {error}"))?
@@ -115,14 +150,37 @@ pub fn http_call(
         .map_err(|error| anyhow::anyhow!("cannot connect to the admin API at {addr}: {error} (is the server running, and is this its --admin-port?)"))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\nAccept: application/json\r\n\r\n"
-    )?;
+    let authorization = client
+        .token
+        .as_ref()
+        .map(|token| format!("Authorization: Bearer {token}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\nAccept: application/json\r\n{authorization}\r\n"
+    );
     let mut response = Vec::new();
-    stream
-        .read_to_end(&mut response)
-        .map_err(|error| anyhow::anyhow!("reading the answer from {addr}: {error}"))?;
+    let read = match &client.tls {
+        None => {
+            stream.write_all(request.as_bytes())?;
+            stream.read_to_end(&mut response)
+        }
+        Some(config) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+            let name =
+                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
+                    .map_err(|_| anyhow::anyhow!("{addr}: '{host}' is not a host name for TLS"))?;
+            let connection = rustls::ClientConnection::new(config.clone(), name)?;
+            let mut tls = rustls::StreamOwned::new(connection, stream);
+            tls.write_all(request.as_bytes())
+                .map_err(|error| anyhow::anyhow!("TLS with the admin API at {addr}: {error}"))?;
+            match tls.read_to_end(&mut response) {
+                // A peer that closes without a close_notify after its whole answer.
+                Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+                other => other,
+            }
+        }
+    };
+    read.map_err(|error| anyhow::anyhow!("reading the answer from {addr}: {error}"))?;
     let text = String::from_utf8_lossy(&response);
     let (head, body) =
         text.split_once("\r\n\r\n").ok_or_else(|| anyhow::anyhow!("{addr} did not answer HTTP"))?;

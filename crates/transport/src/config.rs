@@ -325,6 +325,8 @@ pub struct ReplicationConfig {
     pub fast_start_failover: FastStartFailoverConfig,
     /// The observers, in order of priority.
     pub observers: Vec<ObserverEntry>,
+    /// What a peer that has not proved who it is may hold on this member's redo listener.
+    pub listener: crate::admission::ListenerLimits,
 }
 
 impl Default for ReplicationConfig {
@@ -340,6 +342,7 @@ impl Default for ReplicationConfig {
             name: "redoguard".to_string(),
             fast_start_failover: FastStartFailoverConfig::default(),
             observers: Vec::new(),
+            listener: crate::admission::ListenerLimits::default(),
         }
     }
 }
@@ -420,6 +423,7 @@ impl ReplicationConfig {
             self.validate_members()?;
         }
         self.validate_fast_start()?;
+        self.listener.validate()?;
         if self.destinations.len() > 9 {
             return invalid(
                 "replication.destinations".into(),

@@ -1,10 +1,20 @@
-//! A framed, blocking connection: whole messages in and out, every wait bounded.
+//! A framed, blocking connection: whole messages in and out, every wait bounded; over plain TCP
+//! or mutual TLS (`secure`, `accept_tls`).
+//!
+//! Over TLS the rustls state is shared by the handles of one connection (`try_clone`: the
+//! primary's control connection has a thread that reads and one that writes), under a lock
+//! held only to encrypt or decrypt, never across a socket wait: the reader waits on the socket
+//! by itself and takes the lock to decrypt what came; the writer encrypts under the lock and
+//! sends outside it, in order, under a second lock of its own.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use proto::{Decoder, ErrorMessage, Message, ProtoError};
+use rustls::pki_types::CertificateDer;
 
 /// Why a connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -21,11 +31,39 @@ pub enum ConnError {
     Refused(ErrorMessage),
     #[error("unexpected {0} message")]
     Unexpected(&'static str),
+    /// The TLS handshake or a TLS record failed: the sentence says which certificate was
+    /// refused and why, when that was the cause.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// The TLS state of one connection, shared by its handles.
+struct TlsShared {
+    state: Mutex<rustls::Connection>,
+    /// Held across encrypting and sending, so that records reach the socket in order.
+    sending: Mutex<()>,
+    /// The peer's certificate (verified against the CA in the handshake).
+    peer_certificate: Option<CertificateDer<'static>>,
+    /// What the peer was expected to be (for error messages).
+    peer_name: String,
+}
+
+enum Stream {
+    Plain(TcpStream),
+    Tls { socket: TcpStream, shared: Arc<TlsShared> },
+}
+
+impl Stream {
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(socket) | Stream::Tls { socket, .. } => socket,
+        }
+    }
 }
 
 /// One side of a connection: reads and writes whole messages.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buffer: Vec<u8>,
     start: usize,
     decoder: Decoder,
@@ -34,13 +72,15 @@ pub struct Conn {
 }
 
 const READ_CHUNK: usize = 256 << 10;
+/// Plaintext encrypted per lock hold when sending over TLS.
+const TLS_SEND_CHUNK: usize = 256 << 10;
 
 impl Conn {
     pub fn new(stream: TcpStream, payload_max: usize) -> std::io::Result<Conn> {
         stream.set_nodelay(true)?;
         let peer = stream.peer_addr()?;
         Ok(Conn {
-            stream,
+            stream: Stream::Plain(stream),
             buffer: Vec::new(),
             start: 0,
             decoder: Decoder { payload_max },
@@ -71,10 +111,113 @@ impl Conn {
         Ok(Conn::new(socket.into(), payload_max)?)
     }
 
+    /// This connection over mutual TLS if `tls` is given (the peer's certificate must be for
+    /// `peer_name`), within `timeout`; as it is otherwise.
+    pub fn secure(
+        self,
+        tls: Option<&tls::RedoTls>,
+        peer_name: &str,
+        timeout: Duration,
+    ) -> Result<Conn, ConnError> {
+        let Some(tls) = tls else { return Ok(self) };
+        let connection = tls.client(peer_name).map_err(ConnError::Tls)?;
+        self.handshake(rustls::Connection::Client(connection), peer_name, timeout)
+    }
+
+    /// A connection a peer opened to this process, over mutual TLS: the handshake, within
+    /// `timeout`. The peer's name is not known yet: `proves` checks what it claims later.
+    pub fn accept_tls(self, tls: &tls::RedoTls, timeout: Duration) -> Result<Conn, ConnError> {
+        let connection = tls.server().map_err(ConnError::Tls)?;
+        self.handshake(rustls::Connection::Server(connection), "the peer", timeout)
+    }
+
+    fn handshake(
+        mut self,
+        mut connection: rustls::Connection,
+        peer_name: &str,
+        timeout: Duration,
+    ) -> Result<Conn, ConnError> {
+        let Stream::Plain(mut socket) = self.stream else {
+            return Err(ConnError::Tls("the connection is already over TLS".into()));
+        };
+        let deadline = Instant::now() + timeout;
+        let who = format!("{peer_name} at {}", self.peer);
+        while connection.is_handshaking() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ConnError::TimedOut(timeout));
+            }
+            socket.set_read_timeout(Some(left))?;
+            socket.set_write_timeout(Some(left))?;
+            if let Err(error) = connection.complete_io(&mut socket) {
+                return Err(tls_io_error(error, &who, peer_name, timeout));
+            }
+        }
+        // What the peer's last handshake flight carried beyond it stays in rustls's buffers:
+        // `recv` drains them before it waits on the socket.
+        let peer_certificate = connection
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|c| c.clone().into_owned());
+        self.stream = Stream::Tls {
+            socket,
+            shared: Arc::new(TlsShared {
+                state: Mutex::new(connection),
+                sending: Mutex::new(()),
+                peer_certificate,
+                peer_name: peer_name.to_string(),
+            }),
+        };
+        Ok(self)
+    }
+
+    /// Waits until the peer has sent something (or closed), within `timeout`; before any
+    /// byte is read.
+    pub fn wait_for_bytes(&self, timeout: Duration) -> Result<(), ConnError> {
+        let socket = self.stream.socket();
+        socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
+        match socket.peek(&mut [0u8; 1]) {
+            Ok(0) => Err(ConnError::Closed),
+            Ok(_) => Ok(()),
+            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(ConnError::TimedOut(timeout))
+            }
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Whether the connection runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        matches!(self.stream, Stream::Tls { .. })
+    }
+
+    /// Whether the peer's certificate (verified in the TLS handshake) is for `name`. False on a
+    /// plain connection.
+    pub fn peer_proves(&self, name: &str) -> bool {
+        match &self.stream {
+            Stream::Tls { shared, .. } => shared
+                .peer_certificate
+                .as_ref()
+                .is_some_and(|certificate| tls::proves(certificate, name)),
+            Stream::Plain(_) => false,
+        }
+    }
+
+    /// The largest frame payload accepted from now on.
+    pub fn set_payload_max(&mut self, payload_max: usize) {
+        self.decoder.payload_max = payload_max;
+    }
+
     /// A second handle on the same socket, for a thread that only reads (or only writes).
     pub fn try_clone(&self) -> std::io::Result<Conn> {
+        let stream = match &self.stream {
+            Stream::Plain(socket) => Stream::Plain(socket.try_clone()?),
+            Stream::Tls { socket, shared } => {
+                Stream::Tls { socket: socket.try_clone()?, shared: shared.clone() }
+            }
+        };
         Ok(Conn {
-            stream: self.stream.try_clone()?,
+            stream,
             buffer: Vec::new(),
             start: 0,
             decoder: self.decoder,
@@ -87,13 +230,40 @@ impl Conn {
     pub fn send(&mut self, message: &Message, timeout: Duration) -> Result<(), ConnError> {
         self.scratch.clear();
         message.encode(&mut self.scratch);
-        self.stream.set_write_timeout(Some(timeout))?;
-        match self.stream.write_all(&self.scratch) {
-            Ok(()) => Ok(()),
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Err(ConnError::TimedOut(timeout))
+        let socket = self.stream.socket();
+        socket.set_write_timeout(Some(timeout))?;
+        let timed_out = |error: std::io::Error| {
+            if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                ConnError::TimedOut(timeout)
+            } else {
+                error.into()
             }
-            Err(error) => Err(error.into()),
+        };
+        match &self.stream {
+            Stream::Plain(socket) => {
+                let mut socket = socket;
+                socket.write_all(&self.scratch).map_err(timed_out)
+            }
+            Stream::Tls { socket, shared } => {
+                let _sending = shared.sending.lock();
+                let mut records = Vec::new();
+                for chunk in self.scratch.chunks(TLS_SEND_CHUNK) {
+                    records.clear();
+                    {
+                        let mut state = shared.state.lock();
+                        let mut written = 0;
+                        while written < chunk.len() {
+                            written += state.writer().write(&chunk[written..])?;
+                            while state.wants_write() {
+                                state.write_tls(&mut records)?;
+                            }
+                        }
+                    }
+                    let mut socket = socket;
+                    socket.write_all(&records).map_err(timed_out)?;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -114,6 +284,15 @@ impl Conn {
                 }
                 return Ok(message);
             }
+            if self.start > 0 {
+                self.buffer.drain(..self.start);
+                self.start = 0;
+            }
+            // Plaintext rustls already decrypted (what came with the handshake, or with the
+            // last record read) is taken before waiting on the socket.
+            if self.take_plaintext()? {
+                continue;
+            }
             let wait = match deadline {
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
@@ -124,44 +303,131 @@ impl Conn {
                 }
                 None => None,
             };
-            self.stream.set_read_timeout(wait)?;
-            if self.start > 0 {
-                self.buffer.drain(..self.start);
-                self.start = 0;
-            }
-            let have = self.buffer.len();
-            self.buffer.resize(have + READ_CHUNK, 0);
-            match self.stream.read(&mut self.buffer[have..]) {
-                Ok(0) => {
-                    self.buffer.truncate(have);
-                    return Err(ConnError::Closed);
-                }
-                Ok(read) => self.buffer.truncate(have + read),
-                Err(error)
+            self.stream.socket().set_read_timeout(wait)?;
+            match self.read_socket() {
+                Ok(true) => {}
+                Ok(false) => return Err(ConnError::Closed),
+                Err(ConnError::Io(error))
                     if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
                 {
-                    self.buffer.truncate(have);
                     return Err(ConnError::TimedOut(timeout.unwrap_or_default()));
                 }
                 // A signal (SIGSTOP then SIGCONT, say) is no fault of the peer: read again.
-                Err(error) if error.kind() == ErrorKind::Interrupted => self.buffer.truncate(have),
-                Err(error) => {
-                    self.buffer.truncate(have);
-                    return Err(error.into());
-                }
+                Err(ConnError::Io(error)) if error.kind() == ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
             }
         }
+    }
+
+    /// One read from the socket into the buffer (decrypted, over TLS). False at the end of
+    /// the stream.
+    fn read_socket(&mut self) -> Result<bool, ConnError> {
+        match &self.stream {
+            Stream::Plain(socket) => {
+                let mut socket = socket;
+                let have = self.buffer.len();
+                self.buffer.resize(have + READ_CHUNK, 0);
+                let read = socket.read(&mut self.buffer[have..]);
+                self.buffer.truncate(have + *read.as_ref().unwrap_or(&0));
+                Ok(read? > 0)
+            }
+            Stream::Tls { socket, shared } => {
+                let mut records = vec![0u8; 64 << 10];
+                let mut socket = socket;
+                let read = socket.read(&mut records)?;
+                if read == 0 {
+                    return Ok(false);
+                }
+                let mut pending = &records[..read];
+                let mut state = shared.state.lock();
+                while !pending.is_empty() {
+                    state.read_tls(&mut pending)?;
+                    if let Err(error) = state.process_new_packets() {
+                        // Tell the peer why (an alert), as far as the socket takes it at once.
+                        let mut alert = Vec::new();
+                        while state.wants_write() && state.write_tls(&mut alert).is_ok() {}
+                        let _ = socket.set_write_timeout(Some(Duration::from_millis(200)));
+                        let _ = socket.write_all(&alert);
+                        let who = format!("{} at {}", shared.peer_name, self.peer);
+                        return Err(ConnError::Tls(tls::describe(&error, &who, &shared.peer_name)));
+                    }
+                    drain_plaintext(&mut state, &mut self.buffer)?;
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Moves decrypted bytes rustls holds into the buffer; whether there were any.
+    fn take_plaintext(&mut self) -> Result<bool, ConnError> {
+        let Stream::Tls { shared, .. } = &self.stream else { return Ok(false) };
+        let have = self.buffer.len();
+        let mut state = shared.state.lock();
+        let closed = drain_plaintext(&mut state, &mut self.buffer)?;
+        if closed && self.buffer.len() == have {
+            return Err(ConnError::Closed);
+        }
+        Ok(self.buffer.len() > have)
     }
 
     /// Tells the peer why, then closes.
     pub fn refuse(&mut self, error: ErrorMessage) {
         let _ = self.send(&Message::Error(error), Duration::from_secs(1));
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        self.shutdown();
     }
 
     pub fn shutdown(&self) {
-        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Stream::Tls { socket, shared } = &self.stream {
+            // A close_notify, as far as the socket takes it at once: the peer reads a clean
+            // end rather than a truncation.
+            let mut records = Vec::new();
+            if let Some(mut state) = shared.state.try_lock() {
+                state.send_close_notify();
+                while state.wants_write() && state.write_tls(&mut records).is_ok() {}
+            }
+            let mut socket = socket;
+            let _ = socket.set_write_timeout(Some(Duration::from_millis(200)));
+            let _ = socket.write_all(&records);
+        }
+        let _ = self.stream.socket().shutdown(std::net::Shutdown::Both);
     }
+}
+
+/// Moves the plaintext `state` holds into `buffer`. True if the peer has closed the TLS
+/// stream (close_notify) and nothing more will come.
+fn drain_plaintext(
+    state: &mut rustls::Connection,
+    buffer: &mut Vec<u8>,
+) -> Result<bool, ConnError> {
+    let mut chunk = [0u8; 16 << 10];
+    loop {
+        match state.reader().read(&mut chunk) {
+            Ok(0) => return Ok(true),
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(false),
+            // The peer closed the socket without a close_notify: the end of the stream.
+            Err(error) if error.kind() == ErrorKind::UnexpectedEof => return Ok(true),
+            Err(error) => return Err(error.into()),
+        }
+    }
+}
+
+/// An I/O error of a TLS handshake, as a sentence: a rustls error (a certificate refused, by
+/// either side) says which certificate and why.
+fn tls_io_error(error: std::io::Error, who: &str, expected: &str, timeout: Duration) -> ConnError {
+    if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+        return ConnError::TimedOut(timeout);
+    }
+    if let Some(tls_error) = error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        return ConnError::Tls(tls::describe(tls_error, who, expected));
+    }
+    if error.kind() == ErrorKind::UnexpectedEof || error.kind() == ErrorKind::ConnectionReset {
+        return ConnError::Tls(format!(
+            "TLS: {who} closed the connection during the handshake (is it configured for TLS, and does it trust this process's certificate?)"
+        ));
+    }
+    ConnError::Io(error)
 }
 
 /// Round-trip time seen by a TCP connect to `address` (SYN to SYN-ACK): what a sender sizes

@@ -127,17 +127,20 @@ pub struct CopyProgress {
     pub bytes_total: u64,
 }
 
-/// Asks the primary at `address` (its redo listener) for a copy of its data, as member
-/// `member`. `begin` checks what is coming (and prepares for it); `chunk` stores each piece
+/// Asks the primary at `address` (its redo listener; over mutual TLS if `tls` is given, its
+/// certificate for `primary`) for a copy of its data, as member `member`. `begin` checks what is coming (and prepares for it); `chunk` stores each piece
 /// (and is told the progress); `finish` makes it all durable before the primary is told.
 pub fn fetch_copy(
     address: &str,
+    primary: &str,
+    tls: Option<&tls::RedoTls>,
     member: &str,
     mut begin: impl FnMut(&CopyBegin) -> Result<(), String>,
     mut chunk: impl FnMut(Entries, CopyProgress) -> Result<(), String>,
     finish: impl FnOnce(&CopyBegin, CopyEnd) -> Result<(), String>,
 ) -> Result<(CopyBegin, CopyEnd), String> {
     let mut conn = Conn::connect(address, Duration::from_secs(10), None, PAYLOAD_MAX)
+        .and_then(|conn| conn.secure(tls, primary, Duration::from_secs(10)))
         .map_err(|error| format!("connecting to the primary at {address}: {error}"))?;
     conn.send(
         &Message::CopyRequest(CopyRequest { member: member.to_string(), time_us: now_unix_us() }),

@@ -9,6 +9,7 @@
 //! acknowledgement read by the log writer's own thread, so that no thread hand-off sits between
 //! a commit and the standby.
 
+pub mod admission;
 pub mod config;
 pub mod conn;
 pub mod copy;
@@ -18,6 +19,7 @@ pub mod primary;
 pub mod primary_port;
 pub mod receiver;
 
+pub use admission::{ListenerLimits, Security};
 pub use config::{
     BufferSize, DestinationConfig, FastStartFailoverConfig, MemberConfig, ObserverEntry,
     ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,

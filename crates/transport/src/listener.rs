@@ -10,9 +10,14 @@
 //! - `Probe`: "who are you?": answered with the member's `RoleInfo`.
 //! - `CopyRequest`: a new standby asking a primary for a copy of its data (`copy`).
 //!
+//! - `ObserverPing`: a fast-start failover observer (`fast_start`).
+//!
 //! The port is replaced when the member's role changes; the listener (and its address) stays.
-//! What a peer can hold here is bounded: 16 connections at once (the 17th is refused as busy
-//! without a thread), 10 s to send its first frame, and TCP keepalive on every connection.
+//! Before any of that, the peer proves who it is (`admission`): with TLS its certificate must
+//! be for the name its first frame claims, and that name may ask only what its place in the
+//! configuration allows. What a peer can hold here is bounded: a handshake slot for at most
+//! the handshake timeout (shared fairly between source addresses: see `admission`), then 16
+//! established connections in all, and TCP keepalive on every connection.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -23,18 +28,18 @@ use std::time::Duration;
 use parking_lot::{Mutex, RwLock};
 use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, Message, Probe, RoleInfo};
 
+pub use crate::admission::{CONNECTIONS_MAX, ListenerLimits, Security};
+use crate::admission::{FIRST_FRAME_MAX, HandshakeSlot, Slots};
 use crate::config::BufferSize;
 use crate::conn::{Conn, ConnError};
 use crate::primary::PAYLOAD_MAX;
 
-/// Redo connections a member serves at once (a primary uses two per destination).
-pub const CONNECTIONS_MAX: usize = 16;
 /// TCP keepalive of redo connections: a peer silent for 10 s is probed every 5 s, and the
 /// connection ends after 3 unanswered probes (about 25 s).
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 const KEEPALIVE_RETRIES: u32 = 3;
-/// How long a new connection may take to send its first frame.
+/// How long a standby's answer to a hello may take to send.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a member does with the connections its peers open.
@@ -63,6 +68,13 @@ impl Refusals {
             state.1 = Some(format!("refused {}: {}", conn.peer, error.message));
         }
         conn.refuse(error);
+    }
+
+    /// Notes a peer that could not even be told (a failed TLS handshake).
+    pub fn note(&self, peer: SocketAddr, reason: &str) {
+        let mut state = self.state.lock();
+        state.0 += 1;
+        state.1 = Some(format!("refused {peer}: {reason}"));
     }
 
     /// How many were refused, and the last reason.
@@ -113,16 +125,30 @@ struct Inner {
     shutdown: AtomicBool,
     /// Answers observers (fast-start failover), whatever the role; none: refused.
     observer: RwLock<Option<Arc<dyn crate::fast_start::ObserverHooks>>>,
+    security: Security,
+    slots: Arc<Slots>,
 }
 
 impl RedoListener {
     /// Binds `address` (`ip:port`; port 0 picks one) with `receive_buffer` set before
-    /// listening (so accepted connections get the window scale for it), and serves `port`.
+    /// listening (so accepted connections get the window scale for it), and serves `port`,
+    /// over plain TCP.
     pub fn bind(
         address: &str,
         receive_buffer: BufferSize,
         refusals: Arc<Refusals>,
         port: Arc<dyn RedoPort>,
+    ) -> std::io::Result<RedoListener> {
+        RedoListener::bind_secure(address, receive_buffer, refusals, port, Security::default())
+    }
+
+    /// `bind`, admitting peers as `security` says (mutual TLS, who may ask what).
+    pub fn bind_secure(
+        address: &str,
+        receive_buffer: BufferSize,
+        refusals: Arc<Refusals>,
+        port: Arc<dyn RedoPort>,
+        security: Security,
     ) -> std::io::Result<RedoListener> {
         let address: SocketAddr = address.parse().map_err(|_| {
             std::io::Error::new(
@@ -140,14 +166,19 @@ impl RedoListener {
             socket.set_recv_buffer_size(bytes as usize)?;
         }
         socket.bind(&address.into())?;
-        socket.listen(16)?;
+        socket.listen(64)?;
         let listener: TcpListener = socket.into();
         let local_addr = listener.local_addr()?;
+        if security.tls.is_none() && !local_addr.ip().is_loopback() {
+            tracing::warn!(listen = %local_addr, "SECURITY: the redo listener binds a non-loopback address without TLS: anyone who reaches it can ship redo to this member or ask it for a copy of its data; configure [tls]");
+        }
         let inner = Arc::new(Inner {
             port: RwLock::new(port),
             refusals,
             shutdown: AtomicBool::new(false),
             observer: RwLock::new(None),
+            slots: Slots::new(security.limits),
+            security,
         });
         let thread = {
             let inner = inner.clone();
@@ -160,6 +191,16 @@ impl RedoListener {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Whether peers must prove who they are with TLS.
+    pub fn is_tls(&self) -> bool {
+        self.inner.security.tls.is_some()
+    }
+
+    /// Handshakes in progress, established connections, handshakes ended to make room.
+    pub fn slot_counts(&self) -> (usize, usize, u64) {
+        self.inner.slots.counts()
     }
 
     /// Serves `port` from the next connection on (connections already served by the old
@@ -196,7 +237,7 @@ impl Drop for RedoListener {
 
 impl Inner {
     fn accept(self: Arc<Inner>, listener: TcpListener) {
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let mut connections: Vec<JoinHandle<()>> = Vec::new();
         for stream in listener.incoming() {
             if self.shutdown.load(Ordering::Acquire) {
                 break;
@@ -218,50 +259,55 @@ impl Inner {
             if let Err(error) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
                 tracing::warn!(%error, "redo listener: cannot enable TCP keepalive");
             }
-            let open = {
-                let mut connections = connections.lock();
-                connections.retain(|handle| !handle.is_finished());
-                connections.len()
-            };
-            if open >= CONNECTIONS_MAX {
-                // A primary needs two per destination; anything beyond is a reconnect storm
-                // or someone else's: refused, and no thread started for it.
-                if let Ok(mut conn) = Conn::new(stream, PAYLOAD_MAX) {
-                    self.refusals.refuse(
-                        &mut conn,
-                        ErrorMessage::new(
-                            ErrorCode::Busy,
-                            format!(
-                                "this member already serves {open} redo connections, its limit"
-                            ),
-                        ),
-                    );
-                }
-                continue;
-            }
+            let Ok(peer) = stream.peer_addr() else { continue };
+            // Every connection starts in a handshake slot; when they are all taken, the oldest
+            // of the busiest source ends (its thread sees its socket shut).
+            let slot = self.slots.handshake(peer.ip(), &stream);
+            connections.retain(|handle| !handle.is_finished());
             let inner = self.clone();
-            let handle = std::thread::Builder::new().name("redo-rfs".into()).spawn(move || {
-                let peer = stream.peer_addr().ok();
-                match Conn::new(stream, PAYLOAD_MAX) {
-                    Ok(conn) => inner.serve(conn),
+            let handle =
+                std::thread::Builder::new().name("redo-rfs".into()).spawn(move || match Conn::new(
+                    stream,
+                    FIRST_FRAME_MAX,
+                ) {
+                    Ok(conn) => inner.serve(conn, slot),
                     Err(error) => {
-                        tracing::debug!(?peer, %error, "redo listener: connection lost at once")
+                        tracing::debug!(%peer, %error, "redo listener: connection lost at once")
                     }
-                }
-            });
+                });
             match handle {
-                Ok(handle) => connections.lock().push(handle),
+                Ok(handle) => connections.push(handle),
                 Err(error) => tracing::error!(%error, "redo listener: cannot start a thread"),
             }
         }
-        for handle in connections.lock().drain(..) {
+        for handle in connections.drain(..) {
             let _ = handle.join();
         }
     }
 
-    /// One connection: its first frame says what it is for.
-    fn serve(&self, mut conn: Conn) {
-        let first = match conn.recv(Some(HELLO_TIMEOUT)) {
+    /// One connection: the TLS handshake, then its first frame says who it is and what it is
+    /// for, all within the handshake timeout.
+    fn serve(&self, conn: Conn, slot: HandshakeSlot) {
+        let peer = conn.peer;
+        if let Err(error) = conn.wait_for_bytes(slot.left()) {
+            tracing::debug!(%peer, %error, "redo listener: a connection said nothing");
+            return;
+        }
+        slot.spoke();
+        let mut conn = match &self.security.tls {
+            Some(tls) => match conn.accept_tls(tls, slot.left()) {
+                Ok(conn) => conn,
+                Err(error) => {
+                    // A stranger, a peer without TLS, or a certificate refused: logged (not
+                    // counted as a refusal: nothing was said to it).
+                    tracing::warn!(%peer, %error, "redo listener: TLS handshake failed");
+                    self.refusals.note(peer, &format!("TLS handshake failed: {error}"));
+                    return;
+                }
+            },
+            None => conn,
+        };
+        let first = match conn.recv(Some(slot.left())) {
             Ok(message) => message,
             Err(ConnError::Protocol(error)) => {
                 self.refusals
@@ -269,15 +315,30 @@ impl Inner {
                 return;
             }
             Err(error) => {
-                tracing::debug!(peer = %conn.peer, %error, "redo listener: connection closed before its first frame");
+                tracing::debug!(%peer, %error, "redo listener: connection closed before its first frame");
                 return;
             }
         };
+        let name = match self.security.admit(&conn, &first) {
+            Ok(name) => name,
+            Err(error) => {
+                self.refusals.refuse(&mut conn, error);
+                return;
+            }
+        };
+        let _established = match self.slots.establish(slot, &name) {
+            Ok(established) => established,
+            Err(error) => {
+                self.refusals.refuse(&mut conn, error);
+                return;
+            }
+        };
+        conn.set_payload_max(PAYLOAD_MAX);
         let port = self.port.read().clone();
         match first {
             Message::Hello(hello) => port.hello(conn, hello),
             Message::Probe(Probe { member, .. }) => {
-                tracing::debug!(peer = %conn.peer, member, "redo listener: probed");
+                tracing::debug!(%peer, member, "redo listener: probed");
                 let _ = conn.send(&Message::RoleInfo(port.role_info()), Duration::from_secs(10));
                 conn.shutdown();
             }
@@ -289,20 +350,26 @@ impl Inner {
                     ErrorMessage::new(ErrorCode::NotAStandby, "this member takes no observer (fast-start failover is not configured here)"),
                 ),
             },
+            // `admit` let nothing else through.
             other => self.refusals.refuse(
                 &mut conn,
-                ErrorMessage::new(
-                    ErrorCode::Malformed,
-                    format!("expected a hello, a probe, a copy request or an observer ping, got {:?}", other.kind()),
-                ),
+                ErrorMessage::new(ErrorCode::Malformed, format!("unexpected {:?}", other.kind())),
             ),
         }
     }
 }
 
-/// Asks the member at `address` who it is (a `Probe`), within `timeout`.
-pub fn probe(address: &str, asking: &str, timeout: Duration) -> Result<RoleInfo, String> {
+/// Asks the member called `name` at `address` who it is (a `Probe`), within `timeout`, as
+/// `asking`; over mutual TLS if `tls` is given (the answer must come from `name`).
+pub fn probe(
+    address: &str,
+    name: &str,
+    asking: &str,
+    tls: Option<&tls::RedoTls>,
+    timeout: Duration,
+) -> Result<RoleInfo, String> {
     let mut conn = Conn::connect(address, timeout, None, PAYLOAD_MAX)
+        .and_then(|conn| conn.secure(tls, name, timeout))
         .map_err(|error| format!("connecting to {address}: {error}"))?;
     conn.send(
         &Message::Probe(Probe { member: asking.to_string(), time_us: redo::types::now_unix_us() }),

@@ -119,6 +119,8 @@ pub struct TransportConfig {
     pub log_file_size: u64,
     /// Run PostgreSQL and Redis too (`bench external`).
     pub external: bool,
+    /// Redo transport over mutual TLS (a test CA and certificates made for the run).
+    pub tls: bool,
 }
 
 impl TransportConfig {
@@ -626,16 +628,36 @@ impl Bench<'_> {
             )
             .with_context(|| format!("starting the {name}"))
         };
+        let tls_section = |name: &str| -> anyhow::Result<String> {
+            if !self.config.tls {
+                return Ok(String::new());
+            }
+            let certs = dir.join("certs");
+            if !certs.join("ca.pem").exists() {
+                tls::certs::write_set(
+                    &certs,
+                    &[("primary".into(), Vec::new()), ("standby".into(), Vec::new())],
+                )
+                .map_err(anyhow::Error::msg)?;
+            }
+            Ok(format!(
+                "[tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/{name}.pem\"\nkey_file = \"{0}/{name}-key.pem\"\nname = \"{name}\"\n",
+                certs.display()
+            ))
+        };
         let standby = match mode {
             Mode::NoStandby => None,
             _ => Some(server(
                 Side::B,
                 "standby",
-                standby_config(log_file_size, self.network.address(Side::B)),
+                standby_config(log_file_size, self.network.address(Side::B))
+                    + &tls_section("standby")?,
             )?),
         };
         let redo = standby.as_ref().and_then(|standby| standby.redo_addr);
-        let primary = match server(Side::A, "primary", primary_config(mode, log_file_size, redo)) {
+        let primary_text = primary_config(mode, log_file_size, redo)
+            + &if mode == Mode::NoStandby { String::new() } else { tls_section("primary")? };
+        let primary = match server(Side::A, "primary", primary_text) {
             Ok(primary) => primary,
             Err(error) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -1366,6 +1388,7 @@ mod tests {
             clients: vec![1, 16],
             lag_rates_mb_per_s: vec![2.0, 20.0],
             log_file_size: 64 << 20,
+            tls: false,
             external: true,
         };
         good.validate().unwrap();

@@ -76,6 +76,10 @@ pub struct TransportArgs {
     /// Leave out PostgreSQL and Redis (the cases of `bench external`).
     #[arg(long)]
     pub no_external: bool,
+    /// Redo transport over mutual TLS (certificates from a test CA made for the run), to
+    /// measure what TLS costs against a run without.
+    #[arg(long)]
+    pub tls: bool,
     /// Directory on the file system for the servers' data (a temporary directory is created
     /// inside it and removed).
     #[arg(long, default_value = ".")]
@@ -186,6 +190,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 lag_rates_mb_per_s: if args.no_lag { Vec::new() } else { args.lag_rates },
                 log_file_size: args.log_file_size,
                 external: !args.no_external,
+                tls: args.tls,
             };
             let started = std::time::Instant::now();
             let report = workload::bench_transport::run(&config, |step| {

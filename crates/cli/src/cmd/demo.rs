@@ -41,6 +41,10 @@ pub struct Args {
     /// (crash recovery), without a failover. (Maximum Protection always runs without one.)
     #[arg(long)]
     pub no_observer: bool,
+    /// Ship redo over plain TCP instead of mutual TLS (by default the demo makes a test CA
+    /// and certificates, as `redoguard certs` does, and runs redo transport over TLS).
+    #[arg(long)]
+    pub no_tls: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -61,6 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             transport: args.transport.clone(),
             affirm: !args.noaffirm,
             protection_mode: protection.clone(),
+            tls: !args.no_tls,
         }),
         observer: !args.no_observer && protection != "maximum_protection",
     };

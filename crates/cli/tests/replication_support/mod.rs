@@ -33,6 +33,9 @@ pub struct PairConfig {
     pub log_file_size: &'static str,
     pub groups: u32,
     pub checkpoint_interval: &'static str,
+    /// Mutual TLS on redo transport, with the certificates in this directory (`make_certs`):
+    /// the primary's is for `primary`, the standby's for `standby1` (its destination name).
+    pub tls: Option<PathBuf>,
 }
 
 impl Default for PairConfig {
@@ -48,8 +51,15 @@ impl Default for PairConfig {
             log_file_size: "2MiB",
             groups: 3,
             checkpoint_interval: "1s",
+            tls: None,
         }
     }
+}
+
+/// Writes a test CA and the pair's certificates (`primary`, `standby1`) into `dir`.
+pub fn make_certs(dir: &Path) {
+    tls::certs::write_set(dir, &[("primary".into(), Vec::new()), ("standby1".into(), Vec::new())])
+        .unwrap();
 }
 
 impl PairConfig {
@@ -60,12 +70,26 @@ impl PairConfig {
         )
     }
 
+    /// The `[tls]` section for `name`, if the pair runs TLS.
+    pub fn tls_text(&self, name: &str) -> String {
+        match &self.tls {
+            Some(dir) => format!(
+                "[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\nname = \"{name}\"\n",
+                dir.join("ca.pem").display(),
+                dir.join(format!("{name}.pem")).display(),
+                dir.join(format!("{name}-key.pem")).display()
+            ),
+            None => String::new(),
+        }
+    }
+
     /// The standby's file: it listens for redo on `listen`.
     pub fn standby_text(&self, listen: &str) -> String {
         self.common(self.groups + 1)
             + &format!(
                 "[replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}\"\n"
             )
+            + &self.tls_text("standby1")
     }
 
     /// The primary's file: one destination, the standby's redo listener at `address`.
@@ -81,6 +105,7 @@ impl PairConfig {
                 self.net_timeout.as_millis(),
                 self.reopen.as_millis()
             )
+            + &self.tls_text("primary")
     }
 }
 

@@ -51,6 +51,12 @@ pub struct ClusterConfig {
     /// in one more, linked to all), so that a test can cut any pair; `false`: all on
     /// loopback.
     pub mesh: bool,
+    /// Mutual TLS on redo transport: a CA and a certificate for every member and observer in
+    /// `certs/` of the cluster's directory.
+    pub tls: bool,
+    /// The admin API token every member requires for POSTs (the observers and the
+    /// `redoguard` commands run here send it).
+    pub admin_token: Option<&'static str>,
 }
 
 impl ClusterConfig {
@@ -73,6 +79,8 @@ impl ClusterConfig {
             threshold: "2s",
             auto_reinstate: true,
             mesh: false,
+            tls: false,
+            admin_token: None,
         }
     }
 
@@ -158,13 +166,30 @@ impl Cluster {
             mesh,
             root,
         };
+        if cluster.config.tls {
+            let names: Vec<(String, Vec<String>)> = cluster
+                .config
+                .members
+                .iter()
+                .map(|member| member.name)
+                .chain(cluster.config.observers.iter().copied())
+                .map(|name| (name.to_string(), Vec::new()))
+                .collect();
+            tls::certs::write_set(&cluster.certs_dir(), &names).unwrap();
+        }
         for member in cluster.config.members.clone() {
             std::fs::write(cluster.config_path(member.name), cluster.config_text(&member)).unwrap();
         }
         for observer in cluster.config.observers.clone() {
+            let token = cluster
+                .config
+                .admin_token
+                .map(|token| format!("token = \"{token}\"\n"))
+                .unwrap_or_default();
             let text = format!(
-                "[observer]\nname = \"{observer}\"\n[replication]\n{}",
-                cluster.shared_text()
+                "[observer]\nname = \"{observer}\"\n{token}[replication]\n{}{}",
+                cluster.shared_text(),
+                cluster.tls_text(observer)
             );
             std::fs::write(cluster.config_path(observer), text).unwrap();
         }
@@ -293,13 +318,37 @@ impl Cluster {
 
     fn config_text(&self, member: &MemberSpec) -> String {
         format!(
-            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\n{}",
+            "[redo]\nlog_file_size = \"{}\"\ngroups = 4\n{}\n[db]\ncheckpoint_interval = \"{}\"\n[replication]\nmember = \"{}\"\nrole = \"{}\"\n{}{}",
             self.config.log_file_size,
             self.config.redo_extra,
             self.config.checkpoint_interval,
             member.name,
             member.initial_role,
-            self.shared_text()
+            self.shared_text(),
+            self.tls_text(member.name)
+        ) + &self
+            .config
+            .admin_token
+            .map(|token| format!("[auth]\nadmin_token = \"{token}\"\n"))
+            .unwrap_or_default()
+    }
+
+    /// Where the CA and every member's and observer's certificate are (with `tls`).
+    pub fn certs_dir(&self) -> PathBuf {
+        self.root.path().join("certs")
+    }
+
+    /// The `[tls]` section of `name`'s file (empty without `tls`).
+    fn tls_text(&self, name: &str) -> String {
+        if !self.config.tls {
+            return String::new();
+        }
+        let dir = self.certs_dir();
+        format!(
+            "[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            dir.join("ca.pem").display(),
+            dir.join(format!("{name}.pem")).display(),
+            dir.join(format!("{name}-key.pem")).display()
         )
     }
 
@@ -392,6 +441,9 @@ impl Cluster {
         command.args(args);
         if !args.contains(&"--addr") {
             command.args(["--addr", &addr]);
+        }
+        if let Some(token) = self.config.admin_token {
+            command.args(["--token", token]);
         }
         common::run_bounded(&mut command, Duration::from_secs(180))
     }

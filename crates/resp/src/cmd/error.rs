@@ -44,6 +44,10 @@ pub enum CommandError {
     /// A COMMITMODE argument that is not WAIT, NOWAIT, IMMEDIATE or BATCH, or a repeated choice.
     #[error("ERR COMMITMODE {0}")]
     CommitMode(String),
+    /// The request is the start of an HTTP request: the connection is closed without a reply
+    /// (see `Request::looks_like_http`).
+    #[error("ERR Possible SECURITY ATTACK detected: an HTTP request on the Redis port")]
+    LooksLikeHttp,
 }
 
 impl CommandError {

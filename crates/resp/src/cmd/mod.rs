@@ -98,6 +98,9 @@ pub enum Command {
 impl Command {
     /// Parses a request. Arity is checked against [`table::COMMANDS`] before any argument.
     pub fn parse(request: Request) -> Result<Command, CommandError> {
+        if request.looks_like_http() {
+            return Err(CommandError::LooksLikeHttp);
+        }
         let args = request.into_args();
         let Some(name) = args.first() else {
             return Err(CommandError::UnknownCommand { name: String::new(), args: String::new() });

@@ -227,3 +227,49 @@ fn local_replies_for_transactions() {
     assert_eq!(command(&["ECHO", "x"]).unwrap().local_reply(), Some(Frame::bulk("x")));
     assert_eq!(command(&["GET", "x"]).unwrap().local_reply(), None);
 }
+
+#[test]
+fn with_a_password_required_nothing_runs_before_auth_and_nothing_beyond_the_permission() {
+    let limits = Limits::default();
+    let facts = ServerFacts::new(&limits);
+    let mut session = Session::requiring_auth(1, &limits);
+    let reply = |action: Action| match action {
+        Action::Reply(frame) => String::from_utf8(frame.to_bytes(ProtocolVersion::Resp2)).unwrap(),
+        other => panic!("expected a reply, got {other:?}"),
+    };
+    for words in [&["GET", "k"][..], &["SHUTDOWN"], &["MULTI"], &["CONFIG", "GET", "*"]] {
+        assert_eq!(
+            reply(session.handle(command(words), &facts)),
+            "-NOAUTH Authentication required.\r\n",
+            "{words:?}"
+        );
+    }
+    assert!(matches!(session.handle(command(&["QUIT"]), &facts), Action::ReplyAndClose(_)));
+    let Action::Authenticate { username, hello: None, .. } =
+        session.handle(command(&["AUTH", "pw"]), &facts)
+    else {
+        panic!("AUTH must ask the server")
+    };
+    assert_eq!(username, Bytes::from_static(b"default"));
+    let wrong = session.authenticated(None, None, &facts);
+    assert!(
+        String::from_utf8(wrong.to_bytes(ProtocolVersion::Resp2))
+            .unwrap()
+            .starts_with("-WRONGPASS")
+    );
+    assert!(session.user().is_none());
+    let reader =
+        crate::User { name: Bytes::from_static(b"reader"), permission: crate::Permission::Read };
+    assert_eq!(session.authenticated(Some(reader), None, &facts), Frame::ok());
+    assert!(matches!(session.handle(command(&["GET", "k"]), &facts), Action::Execute(_)));
+    assert!(
+        reply(session.handle(command(&["SET", "k", "v"]), &facts))
+            .starts_with("-NOPERM User reader")
+    );
+    // Inside MULTI, a command beyond the permission dooms the transaction.
+    reply(session.handle(command(&["MULTI"]), &facts));
+    reply(session.handle(command(&["DEL", "k"]), &facts));
+    assert!(reply(session.handle(command(&["EXEC"]), &facts)).starts_with("-EXECABORT"));
+    // An HTTP request closes the connection.
+    assert!(matches!(session.handle(command(&["POST", "/", "HTTP/1.1"]), &facts), Action::Close));
+}

@@ -529,8 +529,9 @@ impl Roles {
         };
         let address = member.redo.clone();
         let asking = self.member_name();
+        let (name, tls) = (member.name.clone(), self.redo_tls.clone());
         let info = blocking(move || {
-            transport::probe(&address, &asking, Duration::from_secs(5))
+            transport::probe(&address, &name, &asking, tls.as_deref(), Duration::from_secs(5))
                 .map_err(|reason| anyhow!(reason))
         })
         .await
@@ -580,6 +581,7 @@ impl Roles {
         let primary_name = primary.to_string();
         let redo_address = member.redo.clone();
         let aside_for_change = aside.clone();
+        let copy_from = primary_name.clone();
         let logs = self
             .reopen(&format!("reinstate as a standby of '{primary}'"), move |roles| {
                 let (redo_config, db_config) = roles.config.resolved();
@@ -617,6 +619,7 @@ impl Roles {
                         &roles.config,
                         &roles.storage,
                         &redo_address,
+                        &copy_from,
                         &roles.member_name(),
                     )?;
                     Ok(set.logs)

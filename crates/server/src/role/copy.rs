@@ -76,16 +76,19 @@ pub(super) fn set_aside_database(
     Ok(())
 }
 
-/// Makes this (empty) data directory a standby of the primary whose redo listener is at
-/// `address`: a consistent copy of its data files, its identity and incarnation history, and
+/// Makes this (empty) data directory a standby of the primary `primary` whose redo listener
+/// is at `address` (over mutual TLS if the configuration says so: its certificate must be for
+/// `primary`): a consistent copy of its data files, its identity and incarnation history, and
 /// the first log to receive. The server then opens it as a standby, and the primary ships
 /// redo from that log on. Progress is logged every second.
 pub fn copy_from_primary(
     config: &ServerConfig,
     storage: &Arc<dyn Storage>,
     address: &str,
+    primary: &str,
     member: &str,
 ) -> anyhow::Result<()> {
+    let tls = config.redo_tls()?;
     let (redo_config, db_config) = config.resolved();
     let marker = db::copy::copy_marker(&db_config);
     if storage.exists(&marker) {
@@ -117,6 +120,8 @@ pub fn copy_from_primary(
     let mut last_report = Instant::now();
     let (begin, end) = transport::fetch_copy(
         address,
+        primary,
+        tls.as_deref(),
         member,
         |begin| {
             if begin.block_size != redo_config.block_size || begin.log_file_size != redo_config.log_file_size {

@@ -98,6 +98,8 @@ pub struct Roles {
     notes: Mutex<Notes>,
     /// The first log of each copy a new standby is taking from this primary.
     pub copy_holds: Arc<Mutex<Vec<redo::LogSeq>>>,
+    /// Mutual TLS for redo transport (this member's certificate), if configured.
+    pub redo_tls: Option<Arc<tls::RedoTls>>,
 }
 
 impl Roles {
@@ -110,6 +112,20 @@ impl Roles {
     ) -> anyhow::Result<(Roles, mpsc::UnboundedReceiver<TransportEvent>)> {
         let refusals = Arc::new(Refusals::default());
         let replication = &config.replication;
+        let redo_tls = config.redo_tls()?;
+        if let Some(warning) = redo_tls.as_ref().and_then(|tls| tls.validity_warning.as_ref()) {
+            tracing::error!(
+                warning,
+                "TLS: this member's certificate will be refused by its peers; put a valid one in place"
+            );
+        }
+        let security = transport::Security {
+            tls: redo_tls.clone(),
+            members: replication.members.iter().map(|member| member.name.clone()).collect(),
+            observers: replication.observers.iter().map(|observer| observer.name.clone()).collect(),
+            this: replication.member.clone(),
+            limits: replication.listener,
+        };
         let listener = match replication.redo_listen() {
             Some(address) => {
                 let opening: Arc<dyn RedoPort> = Arc::new(transport::listener::Unavailable {
@@ -118,11 +134,12 @@ impl Roles {
                     reason: "the database is opening".into(),
                 });
                 Some(
-                    RedoListener::bind(
+                    RedoListener::bind_secure(
                         &address,
                         replication.standby.receive_buffer,
                         refusals.clone(),
                         opening,
+                        security,
                     )
                     .with_context(|| format!("cannot listen for redo on {address}"))?,
                 )
@@ -145,6 +162,7 @@ impl Roles {
                 events,
                 notes: Mutex::default(),
                 copy_holds: Arc::default(),
+                redo_tls,
             },
             receiver,
         ))
@@ -260,7 +278,15 @@ impl Roles {
                     let events = self.events.clone();
                     let transport = PrimaryTransport::start_as(
                         db.redo().handle(),
-                        PrimaryIdentity { member: member.clone(), history: history.to_wire() },
+                        PrimaryIdentity {
+                            // (In the single-role form, the name its certificate proves.)
+                            member: match &self.redo_tls {
+                                Some(tls) if member.is_empty() => tls.name.clone(),
+                                _ => member.clone(),
+                            },
+                            history: history.to_wire(),
+                            tls: self.redo_tls.clone(),
+                        },
                         replication.protection_mode,
                         destinations,
                         &self.metrics,

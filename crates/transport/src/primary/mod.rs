@@ -204,6 +204,9 @@ pub struct PrimaryIdentity {
     pub member: String,
     /// Its incarnation history (the newest records go in every hello).
     pub history: Vec<proto::IncarnationRecord>,
+    /// Mutual TLS to the standbys (each destination's `name` is the name its certificate must
+    /// prove); none: plain TCP.
+    pub tls: Option<Arc<tls::RedoTls>>,
 }
 
 /// What a primary learns from its standbys that concerns its role.

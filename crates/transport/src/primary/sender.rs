@@ -98,6 +98,9 @@ impl Inner {
         let config = &destination.config;
         let started = Instant::now();
         let mut conn = Conn::connect(&config.address, config.net_timeout, send_buffer, PAYLOAD_MAX)
+            .and_then(|conn| {
+                conn.secure(self.identity.tls.as_deref(), &config.name, config.net_timeout)
+            })
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         let rtt = started.elapsed();
         conn.send(&self.hello(channel, destination), config.net_timeout)

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use super::load::{self, Target};
 use super::{
     DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
-    SwitchoverReport, compare, drive, free_port, loopback, summary,
+    SwitchoverReport, compare, drive, free_port, loopback, make_certificates, summary, tls_section,
 };
 use crate::process::{ServerProcess, status_at};
 
@@ -204,12 +204,18 @@ pub async fn run(
     let sentinel_port = free_port()?;
     let sentinel = loopback(sentinel_port);
     let shared = shared_text(options, &[&east, &west], sentinel_port);
+    let certs = root.join("certs");
+    if options.tls {
+        make_certificates(&certs, &[east.name, west.name, OBSERVER])?;
+    }
+    let tls = |name: &str| if options.tls { tls_section(&certs, name) } else { String::new() };
     for (member, role) in [(&east, "primary"), (&west, "standby")] {
         std::fs::create_dir_all(&member.dir)?;
         // The same number of groups on both: either may be the standby.
         let text = format!(
-            "{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
+            "{}{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
             DEMO_CONFIG.replace("GROUPS", "4"),
+            tls(member.name),
             member.name
         );
         std::fs::write(member.dir.join("demo.toml"), text)?;
@@ -218,7 +224,7 @@ pub async fn run(
     std::fs::create_dir_all(&observer_dir)?;
     std::fs::write(
         observer_dir.join("observer.toml"),
-        format!("[observer]\nname = \"{OBSERVER}\"\n\n[replication]\n{shared}"),
+        format!("[observer]\nname = \"{OBSERVER}\"\n\n{}\n[replication]\n{shared}", tls(OBSERVER)),
     )?;
     let mut west_server = west.start(&config.binary)?;
     let mut east_server = east.start(&config.binary)?;

@@ -184,6 +184,19 @@ pub fn render(report: &DemoReport) -> String {
 impl Verification {
     /// What the check found: "8 counters exact, balances sum to 0, 10/10 orders present".
     fn found(&self) -> String {
+        if self.while_writing {
+            return format!(
+                "{} counters {}, {}/{} orders present",
+                self.counters,
+                if self.counters_exact {
+                    "at least their acknowledged increments"
+                } else {
+                    "BELOW their acknowledged increments"
+                },
+                self.orders_checked - self.orders_missing,
+                self.orders_checked
+            );
+        }
         format!(
             "{} counters {}{}, balances sum to {}, {}/{} orders present",
             self.counters,

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, compare, drive, summary,
-    wait_applied_all_received,
+    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, compare, drive,
+    make_certificates, summary, tls_section, wait_applied_all_received,
 };
 use crate::process::ServerProcess;
 
@@ -38,11 +38,19 @@ pub async fn run(
     let primary_dir = root.join("primary");
     let standby_dir = root.join("standby");
     std::fs::create_dir_all(&primary_dir)?;
+    let certs = root.join("certs");
+    let tls = config.standby.as_ref().is_some_and(|standby| standby.tls);
+    if tls {
+        make_certificates(&certs, &["primary", "standby"])?;
+    }
+    let with_tls = |text: String, name: &str| {
+        if tls { text + &tls_section(&certs, name) } else { text }
+    };
     // The standby first: the primary names its redo listener.
     let mut standby = match &config.standby {
         Some(_) => {
             std::fs::create_dir_all(&standby_dir)?;
-            std::fs::write(standby_dir.join("demo.toml"), standby_config())?;
+            std::fs::write(standby_dir.join("demo.toml"), with_tls(standby_config(), "standby"))?;
             let args = [
                 "--config".to_string(),
                 standby_dir.join("demo.toml").display().to_string(),
@@ -57,7 +65,7 @@ pub async fn run(
     let redo_addr = standby.as_ref().and_then(|standby| standby.redo_addr);
     std::fs::write(
         primary_dir.join("demo.toml"),
-        primary_config(config.standby.as_ref().zip(redo_addr)),
+        with_tls(primary_config(config.standby.as_ref().zip(redo_addr)), "primary"),
     )?;
     let primary_args_owned = [
         "--config".to_string(),

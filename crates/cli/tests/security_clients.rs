@@ -1,0 +1,241 @@
+//! The ports clients use, attacked, on the real binary: the Redis protocol with passwords and
+//! permissions (an unauthenticated SHUTDOWN, an HTTP POST from a web page, a thousand idle
+//! connections, requests that hold memory and stop), its TLS port, and the admin API (a POST
+//! without the token, idle connections, slow headers). Each attack fails and the server goes
+//! on serving its clients.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Server, Watchdog};
+
+const ROOT_PASSWORD: &str = "root-secret-password";
+const TOKEN: &str = "an-admin-token-of-some-length";
+
+fn config_text(dir: &std::path::Path) -> String {
+    let reader = server::auth::hash_password(b"reader-password").unwrap();
+    let writer = server::auth::hash_password(b"writer-password").unwrap();
+    format!(
+        "[server]\nauth_timeout = \"2s\"\nunauthenticated_max = 20\nrequest_buffer_total = \"8MiB\"\nadmin_max_connections = 8\nadmin_header_timeout = \"1s\"\n\
+         [limits]\nbulk_bytes_max = 1048576\nrequest_bytes_max = 4194304\n\
+         [auth]\nrequirepass = \"{ROOT_PASSWORD}\"\nadmin_token = \"{TOKEN}\"\n\
+         [[auth.users]]\nname = \"reader\"\npassword_hash = \"{reader}\"\npermission = \"read\"\n\
+         [[auth.users]]\nname = \"writer\"\npassword_hash = \"{writer}\"\npermission = \"write\"\n\
+         [tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/server.pem\"\nkey_file = \"{0}/server-key.pem\"\nname = \"server\"\nredo = false\nresp_port = 0\n",
+        dir.display()
+    )
+}
+
+fn connect(addr: SocketAddr, user: &str, password: &str) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://{user}:{password}@{addr}/")).unwrap();
+    let connection = client.get_connection_with_timeout(Duration::from_secs(10)).unwrap();
+    connection.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    connection
+}
+
+/// Sends `bytes` and reads what comes back until the server closes the connection.
+fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut stream = common::raw(addr);
+    stream.write_all(bytes).unwrap();
+    String::from_utf8_lossy(&common::read_to_close(&mut stream)).into_owned()
+}
+
+/// One reply line to `request` on an open raw connection.
+fn ask(stream: &mut TcpStream, request: &str) -> String {
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "closed after {reply:?}");
+        reply.push(byte[0]);
+    }
+    String::from_utf8(reply).unwrap()
+}
+
+#[test]
+fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the client security test");
+    let dir = tempfile::tempdir().unwrap();
+    tls::certs::write_set(dir.path(), &[("server".into(), vec!["127.0.0.1".into()])]).unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, config_text(dir.path())).unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let resp = server.resp_addr();
+    let status = server.status();
+    assert!(status.server.auth_required && status.server.admin_token_required);
+
+    // Unauthenticated: NOAUTH for everything but AUTH, HELLO and QUIT; SHUTDOWN does nothing.
+    let mut raw = common::raw(resp);
+    assert_eq!(ask(&mut raw, "GET k\r\n"), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(ask(&mut raw, "SHUTDOWN\r\n"), "-NOAUTH Authentication required.\r\n");
+    assert!(ask(&mut raw, "HELLO 3\r\n").starts_with("-NOAUTH HELLO must be called"));
+    assert_eq!(
+        ask(&mut raw, "AUTH wrong\r\n"),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
+    assert_eq!(ask(&mut raw, "AUTH nobody writer-password\r\n").chars().next(), Some('-'));
+    assert_eq!(ask(&mut raw, &format!("AUTH {ROOT_PASSWORD}\r\n")), "+OK\r\n");
+    assert_eq!(ask(&mut raw, "SET k v\r\n"), "+OK\r\n");
+    drop(raw);
+
+    // Users and their permissions.
+    let mut reader = connect(resp, "reader", "reader-password");
+    let value: String = redis::cmd("GET").arg("k").query(&mut reader).unwrap();
+    assert_eq!(value, "v");
+    let refused = redis::cmd("SET").arg("k").arg("x").query::<()>(&mut reader).unwrap_err();
+    assert!(refused.to_string().to_lowercase().contains("noperm"), "{refused}");
+    let mut writer = connect(resp, "writer", "writer-password");
+    redis::cmd("SET").arg("k").arg("w").query::<()>(&mut writer).unwrap();
+    for admin_only in [redis::cmd("SHUTDOWN"), {
+        let mut config = redis::cmd("CONFIG");
+        config.arg("GET").arg("*");
+        config
+    }] {
+        let refused = admin_only.query::<()>(&mut writer).unwrap_err();
+        assert!(refused.to_string().to_lowercase().contains("noperm"), "{refused}");
+    }
+    // HELLO 3 with AUTH authenticates and switches protocol at once.
+    let mut raw = common::raw(resp);
+    let reply = ask(&mut raw, "HELLO 3 AUTH writer writer-password\r\n");
+    assert!(reply.starts_with('%'), "{reply}");
+    drop(raw);
+
+    // A web page posting to the Redis port: closed at once, nothing in the body runs.
+    let answer = exchange(
+        resp,
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 30\r\n\r\nAUTH root-secret-password\r\nSET evil 1\r\n",
+    );
+    assert_eq!(answer, "", "an HTTP request was answered");
+    let exists: i64 = redis::cmd("EXISTS").arg("evil").query(&mut writer).unwrap();
+    assert_eq!(exists, 0);
+
+    // A thousand idle connections that never authenticate: each newcomer ends the oldest, each
+    // lasts at most auth_timeout, and clients still get in at once.
+    let flood_started = Instant::now();
+    let idle: Vec<TcpStream> = (0..1000).filter_map(|_| TcpStream::connect(resp).ok()).collect();
+    let started = Instant::now();
+    let mut late = connect(resp, "writer", "writer-password");
+    redis::cmd("SET").arg("during:flood").arg(1).query::<()>(&mut late).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a client waited {:.1?}",
+        started.elapsed()
+    );
+    for (index, mut stream) in idle.into_iter().enumerate() {
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut rest = Vec::new();
+        let closed = stream.read_to_end(&mut rest).is_ok()
+            || flood_started.elapsed() < Duration::from_secs(10);
+        assert!(closed, "idle connection {index} still open");
+    }
+    assert!(flood_started.elapsed() < Duration::from_secs(15), "{:.1?}", flood_started.elapsed());
+
+    // Requests that hold memory and stop: before authenticating, 64 KiB is the most; after,
+    // the shared budget (8 MiB) is refused clearly once spent, and given back on close.
+    let answer =
+        exchange(resp, format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${}\r\n", 1 << 20).as_bytes());
+    assert!(answer.contains("Protocol error"), "{answer}");
+    // An MSET of four 900 000-byte values (3.6 MB): each bulk within bulk_bytes_max.
+    let mset = |fill: u8| {
+        let mut bytes = b"AUTH writer writer-password\r\n*9\r\n$4\r\nMSET\r\n".to_vec();
+        for index in 0..4 {
+            bytes.extend_from_slice(format!("$2\r\nk{index}\r\n$900000\r\n").as_bytes());
+            bytes.extend(std::iter::repeat_n(fill, 900_000));
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes
+    };
+    let partial = |stream: &mut TcpStream| {
+        let bytes = mset(b'x');
+        stream.write_all(&bytes[..bytes.len() - 100_000]).unwrap();
+        let mut ok = [0u8; 5];
+        stream.read_exact(&mut ok).unwrap();
+        assert_eq!(&ok, b"+OK\r\n");
+    };
+    let mut first = common::raw(resp);
+    partial(&mut first);
+    let mut second = common::raw(resp);
+    partial(&mut second);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut third = common::raw(resp);
+    let bytes = mset(b'z');
+    let _ = third.write_all(&bytes[..bytes.len() - 100_000]);
+    let answer = String::from_utf8_lossy(&common::read_to_close(&mut third)).into_owned();
+    assert!(answer.contains("request buffers are full"), "{answer}");
+    redis::cmd("SET").arg("small").arg(1).query::<()>(&mut late).unwrap();
+    drop((first, second));
+    let given_back = common::poll_until(Duration::from_secs(5), || {
+        let mut again = common::raw(resp);
+        let mut reply = [0u8; 10];
+        again.write_all(&mset(b'y')).is_ok()
+            && again.read_exact(&mut reply).is_ok()
+            && reply.starts_with(b"+OK\r\n+OK")
+    });
+    assert!(given_back, "the budget was not given back");
+
+    // The TLS port: a rustls client that trusts the test CA.
+    let tls_addr: SocketAddr = server.status().server.resp_tls_addr.unwrap().parse().unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject as _;
+    for certificate in
+        rustls::pki_types::CertificateDer::pem_file_iter(dir.path().join("ca.pem")).unwrap()
+    {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let client = tls::redo::client_only(Arc::new(roots));
+    let connection =
+        rustls::ClientConnection::new(client, "127.0.0.1".try_into().unwrap()).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, common::raw(tls_addr));
+    stream.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes()).unwrap();
+    let mut reply = [0u8; 12];
+    stream.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+OK\r\n+PONG\r\n");
+
+    // The admin API: GETs open, POSTs need the token.
+    let admin = server.admin_addr();
+    let post = |authorization: &str| {
+        exchange(admin, format!("POST /logswitch HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{authorization}Content-Length: 0\r\n\r\n").as_bytes())
+    };
+    assert!(post("").starts_with("HTTP/1.1 401"), "{}", post(""));
+    assert!(post("Authorization: Bearer wrong-token-wrong-token\r\n").starts_with("HTTP/1.1 403"));
+    assert!(post(&format!("Authorization: Bearer {TOKEN}\r\n")).starts_with("HTTP/1.1 200"));
+    let (ok, _, stderr) = common::run_bounded(
+        std::process::Command::new(common::binary()).args([
+            "logswitch",
+            "--addr",
+            &admin.to_string(),
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(!ok && stderr.contains("admin token"), "{stderr}");
+    let (ok, stdout, stderr) = common::run_bounded(
+        std::process::Command::new(common::binary()).args([
+            "logswitch",
+            "--addr",
+            &admin.to_string(),
+            "--token",
+            TOKEN,
+        ]),
+        Duration::from_secs(30),
+    );
+    assert!(ok, "{stdout}{stderr}");
+    // Idle admin connections: beyond 8 the answer is 503; each ends after the header timeout.
+    let idle: Vec<TcpStream> = (0..8).map(|_| common::raw(admin)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let busy = exchange(admin, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+    for mut stream in idle {
+        let started = Instant::now();
+        let _ = common::read_to_close(&mut stream);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    let (code, _) = common::http_get(admin, "/health");
+    assert_eq!(code, 200);
+    // Still serving.
+    let value: i64 = redis::cmd("GET").arg("during:flood").query(&mut late).unwrap();
+    assert_eq!(value, 1);
+}
