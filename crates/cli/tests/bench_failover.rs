@@ -83,10 +83,13 @@ fn one_kill_trial_measures_the_outage_loses_nothing_and_leaves_nothing_behind() 
     assert!(report["failures"].as_array().unwrap().is_empty(), "{report}");
     assert_eq!(report["targets"].as_array().unwrap().len(), 1, "{report}");
 
-    // Everything the run made is gone: only the JSON file is left.
-    let left: Vec<_> = std::fs::read_dir(dir.path())
+    // Everything the run made is gone: only the JSON file and its figure are left.
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(left, ["failover.json"]);
+    left.sort();
+    assert_eq!(left, ["failover.json", "failover.svg"]);
+    let svg = std::fs::read_to_string(dir.path().join("failover.svg")).unwrap();
+    assert!(svg.starts_with("<svg") || svg.contains("<svg"), "not an SVG: {svg:.200}");
 }
