@@ -779,6 +779,8 @@ impl Inner {
                     tracing::info!(%scn, "checkpoint succeeded again; writes are accepted");
                     self.checkpoint_changed.notify_all();
                 }
+                drop(state);
+                self.redo.note_checkpoint_failure(None);
                 return Ok(scn);
             }
             cache.begin_checkpoint()
@@ -813,8 +815,10 @@ impl Inner {
                 state.last_error = Some(error.to_string());
             }
         }
+        let failure = state.last_error.clone();
         self.checkpoint_changed.notify_all();
         drop(state);
+        self.redo.note_checkpoint_failure(failure);
         result.map(|()| scn)
     }
 

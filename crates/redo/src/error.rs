@@ -56,6 +56,11 @@ pub enum RedoError {
         "archiving of log sequence {seq} is failing ({reason}); new redo is refused until it succeeds"
     )]
     ArchiverStuck { seq: LogSeq, reason: String },
+
+    #[error(
+        "commit of SCN {scn} is not durable yet: {reason}; its redo is kept in the log buffer and written once that succeeds (space returns), unless the database stops first; new writes are refused until then"
+    )]
+    CommitStalled { scn: Scn, reason: String },
 }
 
 impl RedoError {
@@ -74,7 +79,9 @@ impl RedoError {
     pub fn is_disk_full(&self) -> bool {
         match self {
             RedoError::Io { source, .. } => is_disk_full(source),
-            RedoError::ArchiverStuck { reason, .. } => reason.contains("No space left"),
+            RedoError::ArchiverStuck { reason, .. } | RedoError::CommitStalled { reason, .. } => {
+                reason.contains("No space left") || reason.contains("Disk quota")
+            }
             _ => false,
         }
     }

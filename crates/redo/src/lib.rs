@@ -174,6 +174,9 @@ pub(crate) struct Shared {
     /// Set while archiving of some log fails: new redo is refused then (see `append`).
     pub archive_failing: AtomicBool,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
+    /// Why checkpoints fail, while they do (told by the database): a log switch waiting for
+    /// one then stalls commits instead of hanging them.
+    pub checkpoint_failure: Mutex<Option<String>>,
     /// Redo transport, if any destination is configured.
     pub shipper: parking_lot::RwLock<Option<Arc<dyn ship::Shipper>>>,
     /// A standby's receiving state (partial archived logs of gap resolution).
@@ -414,6 +417,7 @@ impl RedoLog {
             failure: Mutex::new(None),
             archive_failing: AtomicBool::new(false),
             checkpoint_handler: Mutex::new(None),
+            checkpoint_failure: Mutex::new(None),
             shipper: parking_lot::RwLock::new(None),
             standby: Mutex::new(standby::Receiving::new(opened.open_end)),
             redo_arrived: Condvar::new(),
@@ -677,6 +681,21 @@ impl RedoLog {
     /// start a checkpoint and return; it may call `advance_checkpoint`.
     pub fn set_checkpoint_handler(&self, handler: CheckpointHandler) {
         *self.shared.checkpoint_handler.lock() = Some(handler);
+    }
+
+    /// Tells the log writer that checkpoints fail (`Some`, with why) or succeed again
+    /// (`None`). While they fail, a log switch that needs a checkpoint does not hang the
+    /// commits waiting for it: they get `CommitStalled` at once.
+    pub fn note_checkpoint_failure(&self, reason: Option<String>) {
+        {
+            let mut failure = self.shared.checkpoint_failure.lock();
+            if *failure == reason {
+                return;
+            }
+            *failure = reason;
+        }
+        let _table = self.shared.table.lock();
+        self.shared.table_changed.notify_all();
     }
 
     /// Another handle on this engine (it does not stop the engine when dropped).

@@ -47,6 +47,9 @@ const WAITING: u8 = 0;
 const DONE: u8 = 1;
 const LEAD: u8 = 2;
 const FAILED: u8 = 3;
+/// The writer is stuck on a log switch that a failure blocks (a full disk): the commit is not
+/// durable yet, and its session is told so rather than left waiting (see `Shared::set_stall`).
+const STALLED: u8 = 4;
 
 /// How a waiter is woken: a parked thread, or an async task.
 #[derive(Debug)]
@@ -137,11 +140,25 @@ struct Waiter {
     slot: Arc<WaitSlot>,
 }
 
+/// Ends a stall when the wait for a reusable group ends, however it ends.
+struct StallGuard<'a>(&'a Shared);
+
+impl Drop for StallGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.commit.lock().stall.is_some() {
+            self.0.set_stall(None);
+        }
+    }
+}
+
 /// Who leads, and who waits.
 #[derive(Debug, Default)]
 pub(crate) struct CommitState {
     leader: bool,
     waiters: Vec<Waiter>,
+    /// Why the log writer cannot go on (a log switch waits for a group whose archiving or
+    /// checkpoint fails), while that lasts: commits not yet durable get an error at once.
+    stall: Option<String>,
 }
 
 /// The log being written.
@@ -194,6 +211,9 @@ impl Shared {
             if self.is_shut_down() {
                 return Err(RedoError::Shutdown);
             }
+            if let Some(reason) = &commit.stall {
+                return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
+            }
             if may_lead && !commit.leader {
                 commit.leader = true;
                 drop(commit);
@@ -209,6 +229,7 @@ impl Shared {
             match slot.park() {
                 LEAD => self.lead(),
                 FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
+                STALLED => return Err(self.stalled_error(scn)),
                 _ => {}
             }
         }
@@ -229,6 +250,9 @@ impl Shared {
         }
         if self.is_shut_down() {
             return Err(RedoError::Shutdown);
+        }
+        if let Some(reason) = &commit.stall {
+            return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
         }
         if may_lead && !commit.leader {
             commit.leader = true;
@@ -351,7 +375,12 @@ impl Shared {
 
     fn end_leadership(&self, error: Option<&RedoError>) {
         if let Some(error) = error
-            && !matches!(error, RedoError::Shutdown | RedoError::ArchiverStuck { .. })
+            && !matches!(
+                error,
+                RedoError::Shutdown
+                    | RedoError::ArchiverStuck { .. }
+                    | RedoError::CommitStalled { .. }
+            )
             && self.failure().is_none()
         {
             // A write or sync failed on every member: fsync errors are not retryable, so the
@@ -768,14 +797,47 @@ impl Shared {
         Ok(seq)
     }
 
-    /// Waits until group `index` may be reused: its log archived and checkpointed.
+    /// Waits until group `index` may be reused: its log archived and checkpointed. While a
+    /// failure blocks that (archiving or the checkpoint fails: a full disk), the commits
+    /// waiting are told so at once (`set_stall`) instead of hanging until space returns; this
+    /// wait goes on, and their redo is written when it ends.
     fn wait_reusable(&self, index: usize) -> Result<()> {
+        let _stall = StallGuard(self);
         let mut waited_for: Option<(Reuse, Instant)> = None;
         let mut asked_checkpoint: Option<Instant> = None;
+        let mut stalled = false;
         let mut table = self.table.lock();
         loop {
             let checkpoint = self.control.lock().checkpoint_scn;
             let reuse = table.reuse(index, checkpoint);
+            let blocked_by = match reuse {
+                Reuse::Ready => None,
+                Reuse::NeedsArchiving(seq) => self
+                    .archive_failing
+                    .load(Ordering::Acquire)
+                    .then(|| {
+                        let errors = self.archive_errors();
+                        errors.get(&seq).or_else(|| errors.values().next()).map(|reason| {
+                            format!("log sequence {seq} cannot be archived: {reason}")
+                        })
+                    })
+                    .flatten(),
+                Reuse::NeedsCheckpoint(_) => self
+                    .checkpoint_failure
+                    .lock()
+                    .as_ref()
+                    .map(|reason| format!("the checkpoint that frees it fails: {reason}")),
+            };
+            if blocked_by.is_some() != stalled {
+                stalled = blocked_by.is_some();
+                // Never hold the table lock while waking the waiters (the commit lock).
+                drop(table);
+                self.set_stall(blocked_by.map(|cause| {
+                    format!("the next log switch waits for log group {}, and {cause}", index + 1)
+                }));
+                table = self.table.lock();
+                continue;
+            }
             let changed = waited_for.is_none_or(|(previous, _)| {
                 std::mem::discriminant(&previous) != std::mem::discriminant(&reuse)
             });
@@ -815,6 +877,57 @@ impl Shared {
         }
         drop(table);
         Ok(())
+    }
+
+    /// Starts (`Some`) or ends (`None`) a stall: while it lasts, every commit waiting for
+    /// redo not yet durable gets `CommitStalled` at once, and so does every new one. Their
+    /// redo stays in the log buffer and is written when the switch goes through.
+    pub(crate) fn set_stall(&self, reason: Option<String>) {
+        let durable = self.durable_scn();
+        let mut wake = Vec::new();
+        {
+            let mut commit = self.commit.lock();
+            match (&commit.stall, &reason) {
+                (None, Some(reason)) => tracing::error!(
+                    %reason,
+                    "log writer stalled; commits not yet durable get an error until it goes on"
+                ),
+                (Some(_), None) => {
+                    tracing::info!("log switch goes on; commits are confirmed again")
+                }
+                _ => {}
+            }
+            commit.stall = reason;
+            if commit.stall.is_some() {
+                let mut index = 0;
+                while index < commit.waiters.len() {
+                    if commit.waiters[index].scn.is_some_and(|scn| scn > durable) {
+                        wake.push(commit.waiters.swap_remove(index).slot);
+                    } else {
+                        index += 1;
+                    }
+                }
+            }
+        }
+        for slot in wake {
+            slot.complete(STALLED);
+        }
+    }
+
+    /// The error for a commit of `scn` told of a stall.
+    fn stalled_error(&self, scn: Scn) -> RedoError {
+        if let Some(error) = self.failure() {
+            return error;
+        }
+        let reason = self.commit.lock().stall.clone();
+        match reason {
+            Some(reason) => RedoError::CommitStalled { scn, reason },
+            // Ended since: the redo is (or is about to be) written; the caller cannot know.
+            None => RedoError::CommitStalled {
+                scn,
+                reason: "the log writer was stalled on a log switch".into(),
+            },
+        }
     }
 
     fn record_switch_wait(&self, reuse: Reuse, since: Instant) {
@@ -969,6 +1082,10 @@ impl Future for Durable {
                             .shared
                             .failure()
                             .unwrap_or(RedoError::Shutdown)));
+                    }
+                    STALLED => {
+                        this.slot = None;
+                        return Poll::Ready(Err(this.shared.stalled_error(this.scn)));
                     }
                     _ => this.slot = None,
                 }

@@ -383,7 +383,8 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
     disk.set_capacity(Some(disk.used_bytes() + 20_000));
     // A session commits until archiving fails: from then on new redo is refused with a clear
     // error, while the current log still has room for what was already accepted. (A commit
-    // already waiting for a log switch that needs the unarchived group waits for space.)
+    // already waiting for a log switch that needs the unarchived group is told it is not
+    // durable yet; its redo is written once space returns.)
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let committer = {
         let log = log.clone();
@@ -412,16 +413,18 @@ fn a_full_archive_disk_refuses_new_redo_and_resumes_when_space_returns() {
     stop.store(true, Ordering::Release);
     let (committed, error) = committer.join().unwrap();
     assert!(committed > 0);
+    let mut stalled = 0;
     if let Some(error) = error {
         assert!(
-            matches!(error, RedoError::ArchiverStuck { .. }),
-            "the only failure is a refusal: {error}"
+            matches!(error, RedoError::ArchiverStuck { .. } | RedoError::CommitStalled { .. }),
+            "the only failure is a refusal or a stall: {error}"
         );
+        stalled = u64::from(matches!(error, RedoError::CommitStalled { .. }));
     }
     for n in 0..50u64 {
         log.commit(&payload_for(n, 4000), IMMEDIATE_WAIT).unwrap();
     }
-    assert_eq!(read_all(&log).len() as u64, 1 + committed + 50);
+    assert_eq!(read_all(&log).len() as u64, 1 + committed + stalled + 50);
     log.shutdown().unwrap();
 }
 
@@ -477,6 +480,147 @@ fn an_async_commit_that_needs_a_log_switch_does_not_block_its_runtime() {
     });
     assert!(log.durable_scn() >= last);
     assert_eq!(log.durable_addr().seq, LogSeq(3));
+    log.shutdown().unwrap();
+}
+
+/// Waits for `scn` to be durable, asking again while the writer is still stalled (until the
+/// switch it waits for notices that the failure is over).
+fn wait_durable_once_unstalled(log: &RedoLog, scn: Scn) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match log.wait_durable(scn) {
+            Ok(()) => return,
+            Err(RedoError::CommitStalled { .. }) if Instant::now() < deadline => {
+                thread::sleep(Duration::from_millis(5));
+            }
+            Err(error) => panic!("SCN {scn} never became durable: {error}"),
+        }
+    }
+}
+
+/// A commit waiting on a log switch that a failing checkpoint holds up (a full data disk)
+/// gets an error at once instead of hanging until space returns, and so does every commit
+/// after it; its redo is kept and written once the checkpoint succeeds again.
+#[test]
+fn a_commit_held_up_by_a_failing_checkpoint_is_told_at_once_and_written_later() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_commit_held_up_by_a_failing_checkpoint_is_told_at_once_and_written_later",
+    );
+    let disk = CrashDisk::new();
+    // Two groups: the switch back into the first one needs its checkpoint. The handler plays
+    // a database whose checkpoints fail on a full disk: it only reports the failure.
+    let config = RedoConfig {
+        groups: 2,
+        log_buffer_size: 1 << 20,
+        batch_write_interval: Duration::from_secs(10),
+        ..small_config(Path::new("/db"))
+    };
+    let log = Arc::new(RedoLog::open(config, Arc::new(disk.clone()), Metrics::new()).unwrap());
+    let asked = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    {
+        let weak: Weak<RedoLog> = Arc::downgrade(&log);
+        let asked = asked.clone();
+        log.set_checkpoint_handler(Arc::new(move |_scn| {
+            asked.fetch_add(1, Ordering::AcqRel);
+            if let Some(log) = weak.upgrade() {
+                log.note_checkpoint_failure(Some(
+                    "writing the data file: No space left on device (os error 28)".into(),
+                ));
+            }
+        }));
+    }
+    let mut n = 0;
+    while log.durable_addr().seq < LogSeq(2) {
+        log.commit(&payload_for(n, 4000), IMMEDIATE_WAIT).unwrap();
+        n += 1;
+    }
+    let before = log.durable_scn();
+    // More than the rest of the second log holds: the write needs the switch.
+    let mut appended = Vec::new();
+    for n in 0..20 {
+        appended.push(log.append(&payload_for(1000 + n, 4000)).unwrap());
+    }
+    let last = *appended.last().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let started = Instant::now();
+    let error = runtime.block_on(async {
+        let waiter = log.commit_waiter(last, IMMEDIATE_WAIT).expect("WAIT waits");
+        tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("a stalled commit is answered, not left waiting")
+            .unwrap_err()
+    });
+    assert!(matches!(error, RedoError::CommitStalled { .. }), "{error}");
+    assert!(error.is_disk_full(), "{error}");
+    let text = error.to_string();
+    assert!(
+        text.contains("not durable yet")
+            && text.contains("log group 1")
+            && text.contains("No space left on device"),
+        "{text}"
+    );
+    println!("stalled commit answered after {:?}: {text}", started.elapsed());
+    assert!(asked.load(Ordering::Acquire) > 0);
+    assert!(log.durable_scn() < last);
+    // While the stall lasts, a thread's commit gets the same answer at once.
+    let again = log.wait_durable(last).unwrap_err();
+    assert!(matches!(again, RedoError::CommitStalled { .. }), "{again}");
+    // Nothing is failed for good: the checkpoint succeeds again (space returned), and the
+    // stalled redo is written, in order, by the switch that was waiting.
+    log.advance_checkpoint(before).unwrap();
+    log.note_checkpoint_failure(None);
+    wait_durable_once_unstalled(&log, last);
+    assert_eq!(log.durable_addr().seq, LogSeq(3));
+    let scns: Vec<Scn> = read_all(&log).into_iter().map(|record| record.scn).collect();
+    assert!(appended.iter().all(|scn| scns.contains(scn)));
+    assert_eq!(scns.last(), Some(&last));
+    log.commit(b"after", IMMEDIATE_WAIT).unwrap();
+    log.shutdown().unwrap();
+}
+
+/// The same on a full archive disk: the switch needs a group whose log cannot be archived.
+#[test]
+fn a_commit_held_up_by_failing_archiving_is_told_at_once_and_written_later() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_commit_held_up_by_failing_archiving_is_told_at_once_and_written_later",
+    );
+    let disk = CrashDisk::new();
+    let config = RedoConfig {
+        groups: 2,
+        log_buffer_size: 1 << 20,
+        batch_write_interval: Duration::from_secs(10),
+        ..small_config(Path::new("/db"))
+    };
+    let log = open_on(&disk, &config).unwrap();
+    log.commit(b"before", IMMEDIATE_WAIT).unwrap();
+    // The logs are preallocated: only archiving needs space, and none is left for it.
+    disk.set_capacity(Some(disk.used_bytes() + 1000));
+    // Appended before archiving fails (it is refused after): more than two logs hold, so
+    // the write switches into the second group, then needs the first back.
+    let mut last = Scn(0);
+    for n in 0..40 {
+        last = log.append(&payload_for(n, 4000)).unwrap();
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let error = runtime.block_on(async {
+        let waiter = log.commit_waiter(last, IMMEDIATE_WAIT).expect("WAIT waits");
+        tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .expect("a stalled commit is answered, not left waiting")
+            .unwrap_err()
+    });
+    let text = error.to_string();
+    assert!(matches!(error, RedoError::CommitStalled { .. }), "{text}");
+    assert!(error.is_disk_full(), "{text}");
+    assert!(text.contains("log sequence 1 cannot be archived"), "{text}");
+    assert!(log.durable_scn() < last);
+    disk.set_capacity(None);
+    wait_durable_once_unstalled(&log, last);
+    assert_eq!(read_all(&log).last().map(|record| record.scn), Some(last));
+    wait_until("archiving resumes", || log.archiver_stuck().is_none());
+    log.commit(b"after", IMMEDIATE_WAIT).unwrap();
     log.shutdown().unwrap();
 }
 

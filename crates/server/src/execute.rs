@@ -151,6 +151,10 @@ pub async fn run(
         if let Some(scn) = executed.scn
             && let Err(error) = db.commit(scn, commit_options(session)).await
         {
+            if let DbError::Redo(stalled @ redo::RedoError::CommitStalled { .. }) = &error {
+                // Says itself what became of the change (kept, written once space returns).
+                return Outcome::Reply(Frame::error(format!("ERR {stalled}")));
+            }
             return Outcome::Reply(Frame::error(format!(
                 "ERR commit of SCN {scn} not confirmed: {error} (the change may or may not be durable)"
             )));
