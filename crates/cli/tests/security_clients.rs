@@ -239,3 +239,64 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
     let value: i64 = redis::cmd("GET").arg("during:flood").query(&mut late).unwrap();
     assert_eq!(value, 1);
 }
+
+/// `tls.admin`: the admin API speaks only HTTPS. A plain HTTP client gets nothing; the
+/// `redoguard` commands work with the configuration's CA and fail, naming the certificate,
+/// without it or with another CA; a POST still needs the token.
+#[test]
+fn the_admin_api_over_https_needs_the_ca_and_still_the_token() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the admin HTTPS test");
+    let dir = tempfile::tempdir().unwrap();
+    tls::certs::write_set(dir.path(), &[("server".into(), vec!["127.0.0.1".into()])]).unwrap();
+    let other = dir.path().join("other-ca");
+    tls::certs::write_set(&other, &[("server".into(), vec!["127.0.0.1".into()])]).unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[auth]\nadmin_token = \"{TOKEN}\"\n\
+             [tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/server.pem\"\nkey_file = \"{0}/server-key.pem\"\nname = \"server\"\nredo = false\nadmin = true\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let admin = server.admin_addr().to_string();
+    let ca = dir.path().join("ca.pem");
+    let other_ca = other.join("ca.pem");
+    let redoguard = |args: &[&str]| {
+        let mut command = std::process::Command::new(common::binary());
+        command.args(args).env_remove("REDOGUARD_CA").env_remove("REDOGUARD_TOKEN");
+        common::run_bounded(&mut command, Duration::from_secs(30))
+    };
+
+    // Plain HTTP: no answer that a browser or curl would take for one.
+    let plain = exchange(server.admin_addr(), b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(!plain.contains("HTTP/1.1 200") && !plain.contains("database_id"), "{plain}");
+
+    // With the CA: status over HTTPS.
+    let (ok, stdout, stderr) =
+        redoguard(&["status", "--addr", &admin, "--ca", ca.to_str().unwrap(), "--json"]);
+    assert!(ok, "{stdout}{stderr}");
+    let status: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(status["server"]["admin_token_required"].as_bool().unwrap(), "{stdout}");
+
+    // Without a CA, or with a CA that did not sign the server's certificate: refused, saying so.
+    let (ok, stdout, stderr) = redoguard(&["status", "--addr", &admin]);
+    assert!(!ok, "plain HTTP to an HTTPS admin API succeeded: {stdout}");
+    assert!(stderr.contains("--ca"), "{stderr}");
+    let (ok, stdout, stderr) =
+        redoguard(&["status", "--addr", &admin, "--ca", other_ca.to_str().unwrap()]);
+    assert!(!ok, "an untrusted server certificate was accepted: {stdout}");
+    assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
+
+    // A POST over HTTPS still needs the token.
+    let (ok, _, stderr) = redoguard(&["logswitch", "--addr", &admin, "--ca", ca.to_str().unwrap()]);
+    assert!(!ok && stderr.contains("admin token"), "{stderr}");
+    let (ok, stdout, stderr) =
+        redoguard(&["logswitch", "--addr", &admin, "--ca", ca.to_str().unwrap(), "--token", TOKEN]);
+    assert!(ok, "{stdout}{stderr}");
+    // The server went on serving its clients meanwhile.
+    let mut client = server.redis();
+    let _: () = redis::cmd("SET").arg("after").arg("https").query(&mut client).unwrap();
+}

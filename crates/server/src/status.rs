@@ -182,8 +182,16 @@ pub fn http_call(
     };
     read.map_err(|error| anyhow::anyhow!("reading the answer from {addr}: {error}"))?;
     let text = String::from_utf8_lossy(&response);
-    let (head, body) =
-        text.split_once("\r\n\r\n").ok_or_else(|| anyhow::anyhow!("{addr} did not answer HTTP"))?;
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| {
+        if client.tls.is_none() && (response.is_empty() || response.first() == Some(&0x15)) {
+            // Nothing, or a TLS alert record: an HTTPS port spoken to in plain HTTP.
+            anyhow::anyhow!(
+                "{addr} did not answer HTTP; if its admin API speaks HTTPS (tls.admin), give --ca FILE (or REDOGUARD_CA)"
+            )
+        } else {
+            anyhow::anyhow!("{addr} did not answer HTTP")
+        }
+    })?;
     let status_line = head.lines().next().unwrap_or_default();
     let code = status_line
         .split_whitespace()
