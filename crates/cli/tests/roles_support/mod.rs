@@ -57,6 +57,8 @@ pub struct ClusterConfig {
     /// The admin API token every member requires for POSTs (the observers and the
     /// `redoguard` commands run here send it).
     pub admin_token: Option<&'static str>,
+    /// Extra lines for every member's `[auth]` section (`requirepass`, users).
+    pub auth_extra: String,
 }
 
 impl ClusterConfig {
@@ -81,6 +83,7 @@ impl ClusterConfig {
             mesh: false,
             tls: false,
             admin_token: None,
+            auth_extra: String::new(),
         }
     }
 
@@ -326,11 +329,13 @@ impl Cluster {
             member.initial_role,
             self.shared_text(),
             self.tls_text(member.name)
-        ) + &self
-            .config
-            .admin_token
-            .map(|token| format!("[auth]\nadmin_token = \"{token}\"\n"))
-            .unwrap_or_default()
+        ) + &match (self.config.admin_token, self.config.auth_extra.as_str()) {
+            (None, "") => String::new(),
+            (token, extra) => format!(
+                "[auth]\n{}{extra}\n",
+                token.map(|token| format!("admin_token = \"{token}\"\n")).unwrap_or_default()
+            ),
+        }
     }
 
     /// Where the CA and every member's and observer's certificate are (with `tls`).
