@@ -229,7 +229,8 @@ impl Shared {
             match slot.park() {
                 LEAD => self.lead(),
                 FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
-                STALLED => return Err(self.stalled_error(scn)),
+                // Asks again: durable by now, or still stalled (the error), or no longer.
+                STALLED => {}
                 _ => {}
             }
         }
@@ -899,34 +900,22 @@ impl Shared {
             }
             commit.stall = reason;
             if commit.stall.is_some() {
+                // Commits the part of the batch written before the switch covered are done
+                // (the leader would only tell them once the stall ends); the others stall.
                 let mut index = 0;
                 while index < commit.waiters.len() {
-                    if commit.waiters[index].scn.is_some_and(|scn| scn > durable) {
-                        wake.push(commit.waiters.swap_remove(index).slot);
-                    } else {
-                        index += 1;
+                    match commit.waiters[index].scn {
+                        Some(scn) => {
+                            let outcome = if scn <= durable { DONE } else { STALLED };
+                            wake.push((commit.waiters.swap_remove(index).slot, outcome));
+                        }
+                        None => index += 1,
                     }
                 }
             }
         }
-        for slot in wake {
-            slot.complete(STALLED);
-        }
-    }
-
-    /// The error for a commit of `scn` told of a stall.
-    fn stalled_error(&self, scn: Scn) -> RedoError {
-        if let Some(error) = self.failure() {
-            return error;
-        }
-        let reason = self.commit.lock().stall.clone();
-        match reason {
-            Some(reason) => RedoError::CommitStalled { scn, reason },
-            // Ended since: the redo is (or is about to be) written; the caller cannot know.
-            None => RedoError::CommitStalled {
-                scn,
-                reason: "the log writer was stalled on a log switch".into(),
-            },
+        for (slot, outcome) in wake {
+            slot.complete(outcome);
         }
     }
 
@@ -1083,10 +1072,9 @@ impl Future for Durable {
                             .failure()
                             .unwrap_or(RedoError::Shutdown)));
                     }
-                    STALLED => {
-                        this.slot = None;
-                        return Poll::Ready(Err(this.shared.stalled_error(this.scn)));
-                    }
+                    // Registers again: durable by now, still stalled (the error), or no
+                    // longer.
+                    STALLED => this.slot = None,
                     _ => this.slot = None,
                 }
             }
