@@ -1,8 +1,9 @@
 //! A full disk, on the real binary: the data directory is a small tmpfs of its own, a
 //! ballast file takes most of it, and a client writes large values until the server refuses
-//! writes. It must say why (no space), go on serving reads, answer 503 on `/health`, accept
-//! writes again by itself once space returns, and keep every write it acknowledged across a
-//! kill -9.
+//! writes. It must say why (no space), go on serving reads, answer 503 on `/health`, answer a
+//! write in flight at once (one whose log switch the failure holds up is told "not durable
+//! yet", and written once space returns), accept writes again by itself once space returns,
+//! and keep every write it acknowledged across a kill -9.
 
 mod common;
 
@@ -74,12 +75,22 @@ enum Fill {
     DataFiles,
     /// The archive destination's: archiving of filled logs fails.
     Archive,
+    /// The data files', with checkpoints made only when a log switch needs one (two small
+    /// groups, no timed checkpoints): the first checkpoint that fails holds up the switch that
+    /// the commit in flight needs, so that commit is answered "not durable yet".
+    DataFilesAtSwitch,
 }
 
 #[test]
 fn a_full_data_disk_refuses_writes_serves_reads_and_recovers_by_itself() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "the full data disk test");
     full_disk(Fill::DataFiles);
+}
+
+#[test]
+fn a_commit_whose_log_switch_waits_for_a_failing_checkpoint_is_answered_at_once() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the stalled log switch test");
+    full_disk(Fill::DataFilesAtSwitch);
 }
 
 #[test]
@@ -122,26 +133,30 @@ fn full_disk(fill: Fill) {
             Some(archive_fs) => Some(archive_fs),
             None => return,
         },
-        Fill::DataFiles => None,
+        Fill::DataFiles | Fill::DataFilesAtSwitch => None,
     };
     let archive = match &archive_fs {
         Some(archive_fs) => archive_fs.path.join("archive"),
         None => outside.path().join("archive"),
     };
     let config = outside.path().join("redoguard.toml");
+    let (log_layout, checkpoint_interval) = match fill {
+        Fill::DataFilesAtSwitch => ("log_file_size = \"1MiB\"\ngroups = 2", "1h"),
+        Fill::DataFiles | Fill::Archive => ("log_file_size = \"4MiB\"\ngroups = 3", "200ms"),
+    };
     std::fs::write(
         &config,
         format!(
-            "[redo]\nlog_file_size = \"4MiB\"\ngroups = 3\narchive_retry_interval = \"100ms\"\n\
+            "[redo]\n{log_layout}\narchive_retry_interval = \"100ms\"\n\
              archive_dests = [\"{}\"]\n\
-             [db]\ncheckpoint_interval = \"200ms\"\ncheckpoint_retry_interval = \"100ms\"\n",
+             [db]\ncheckpoint_interval = \"{checkpoint_interval}\"\ncheckpoint_retry_interval = \"100ms\"\n",
             archive.display()
         ),
     )
     .unwrap();
     let data_dir = data_fs.path.join("data");
     let (filled, cause) = match fill {
-        Fill::DataFiles => (data_fs.path.clone(), "checkpoint failed"),
+        Fill::DataFiles | Fill::DataFilesAtSwitch => (data_fs.path.clone(), "checkpoint failed"),
         Fill::Archive => (archive_fs.as_ref().unwrap().path.clone(), "archiving of log sequence"),
     };
     let server = Server::start(&data_dir, Some(&config), &log);
@@ -155,6 +170,13 @@ fn full_disk(fill: Fill) {
         let _: () = redis::cmd("SET").arg(format!("early:{i}")).arg(i).query(&mut client).unwrap();
     }
     let durable = server.status().database.redo.durable_scn;
+    if fill == Fill::DataFilesAtSwitch {
+        // Only a log switch into a group still needed checkpoints: fill the two 1 MiB logs.
+        for i in 0..12 {
+            let key = format!("filler:{i}");
+            let _: () = redis::cmd("SET").arg(&key).arg(value_of(&key)).query(&mut client).unwrap();
+        }
+    }
     common::wait_until(Duration::from_secs(30), "a checkpoint of the early keys", || {
         server.status().database.checkpoint_scn >= durable
     });
@@ -296,6 +318,13 @@ fn full_disk(fill: Fill) {
     writer.join().expect("the writer panicked");
     let writes = std::mem::take(&mut *writes.lock().unwrap());
     assert!(writes.unexpected.is_none(), "{:?}", writes.unexpected);
+    if fill == Fill::DataFilesAtSwitch {
+        assert!(
+            !writes.stalled.is_empty(),
+            "no commit was answered 'not durable yet' although the failing checkpoint held up a log switch: {writes:?}\n{}",
+            server.log_tail()
+        );
+    }
     if let Some(refusal) = &writes.refusal {
         assert!(
             refusal.contains(cause) && refusal.contains("No space left on device"),
