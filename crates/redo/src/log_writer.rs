@@ -195,7 +195,7 @@ impl Shared {
     /// background writer instead); with `Urgency::Passive` it waits for a write someone
     /// else starts (BATCH).
     pub(crate) fn wait_durable(&self, scn: Scn, urgency: Urgency) -> Result<()> {
-        let may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
+        let mut may_lead = urgency == Urgency::Lead && self.config.writer == WriterMode::Leader;
         let wake_background = urgency == Urgency::Lead && !may_lead;
         loop {
             if self.durable_scn() >= scn {
@@ -217,7 +217,10 @@ impl Shared {
             if may_lead && !commit.leader {
                 commit.leader = true;
                 drop(commit);
-                self.lead();
+                // A write that needs a log switch goes to the background writer (the switch
+                // may wait as long as a full disk lasts, and a stall must be able to answer
+                // this commit): then this thread waits as a follower.
+                may_lead = self.lead_unless_switching();
                 continue;
             }
             let slot = WaitSlot::for_thread();
@@ -227,7 +230,7 @@ impl Shared {
                 self.background.notify();
             }
             match slot.park() {
-                LEAD => self.lead(),
+                LEAD => may_lead = self.lead_unless_switching(),
                 FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
                 // Asks again: durable by now, or still stalled (the error), or no longer.
                 STALLED => {}
@@ -298,22 +301,14 @@ impl Shared {
         result
     }
 
-    /// One round as leader: write everything in the log buffer, then hand over.
-    fn lead(&self) {
-        let result = {
-            let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
-            self.write_pending(&mut writer)
-        };
-        self.end_leadership(result.as_ref().err());
-    }
-
-    /// One round as leader on a tokio task: as `lead`, unless the write needs a log switch.
-    /// A switch waits until the next group is archived and checkpointed, which lasts as long
-    /// as a full disk does; a task must not block its runtime worker that long (on a small
-    /// machine that stops every connection and the admin API). It then hands the write to
-    /// the background writer, which may block, and returns false: the task waits for it.
-    fn lead_task(&self) -> bool {
+    /// One round as leader (a committing thread or tokio task): write everything in the log
+    /// buffer, then hand over, unless the write needs a log switch. A switch waits until the
+    /// next group is archived and checkpointed, which lasts as long as a full disk does; a
+    /// task must not block its runtime worker that long (on a small machine that stops every
+    /// connection and the admin API), and a committer blocked inside the switch could not be
+    /// told of a stall. It then hands the write to the background writer, which may block,
+    /// and returns false: the caller waits for it as a follower.
+    fn lead_unless_switching(&self) -> bool {
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
@@ -473,6 +468,13 @@ impl Shared {
         );
         let mut first = 0;
         while first < count {
+            if first > 0
+                && let Some(error) = self.failure()
+            {
+                // Refused meanwhile (fenced during a long switch, say): nothing more of this
+                // batch may be written and counted durable.
+                return Err(error);
+            }
             let current = writer.current.expect("a log is open after a switch");
             let room_units =
                 ((current.header.file_size - current.offset) / u64::from(block_size)) as usize;
@@ -806,9 +808,14 @@ impl Shared {
         let _stall = StallGuard(self);
         let mut waited_for: Option<(Reuse, Instant)> = None;
         let mut asked_checkpoint: Option<Instant> = None;
-        let mut stalled = false;
+        let mut stalled: Option<String> = None;
         let mut table = self.table.lock();
         loop {
+            // The writer refused further redo meanwhile (fenced, or a member failed): this
+            // switch, and the records it holds, must never be written and counted durable.
+            if let Some(error) = self.failure() {
+                return Err(error);
+            }
             let checkpoint = self.control.lock().checkpoint_scn;
             let reuse = table.reuse(index, checkpoint);
             let blocked_by = match reuse {
@@ -817,8 +824,8 @@ impl Shared {
                     .archive_failing
                     .load(Ordering::Acquire)
                     .then(|| {
-                        let errors = self.archive_errors();
-                        errors.get(&seq).or_else(|| errors.values().next()).map(|reason| {
+                        // Only this log's own failure: another's says nothing of this one.
+                        self.archive_errors().get(&seq).map(|reason| {
                             format!("log sequence {seq} cannot be archived: {reason}")
                         })
                     })
@@ -829,13 +836,15 @@ impl Shared {
                     .as_ref()
                     .map(|reason| format!("the checkpoint that frees it fails: {reason}")),
             };
-            if blocked_by.is_some() != stalled {
-                stalled = blocked_by.is_some();
+            let reason = blocked_by.map(|cause| {
+                format!("the next log switch waits for log group {}, and {cause}", index + 1)
+            });
+            if reason != stalled {
+                // Starts, ends, or says the new cause (archiving done, now the checkpoint).
+                stalled = reason.clone();
                 // Never hold the table lock while waking the waiters (the commit lock).
                 drop(table);
-                self.set_stall(blocked_by.map(|cause| {
-                    format!("the next log switch waits for log group {}, and {cause}", index + 1)
-                }));
+                self.set_stall(reason);
                 table = self.table.lock();
                 continue;
             }
@@ -895,6 +904,9 @@ impl Shared {
                 ),
                 (Some(_), None) => {
                     tracing::info!("log switch goes on; commits are confirmed again")
+                }
+                (Some(old), Some(new)) if old != new => {
+                    tracing::warn!(reason = %new, "log writer still stalled, now because")
                 }
                 _ => {}
             }
@@ -1035,7 +1047,7 @@ impl Future for Durable {
         loop {
             if this.leading {
                 this.leading = false;
-                if !this.shared.lead_task() {
+                if !this.shared.lead_unless_switching() {
                     // That needs a log switch, which may wait long: the background writer
                     // (a thread of its own) makes it; this task waits as a follower.
                     this.urgency = Urgency::Passive;

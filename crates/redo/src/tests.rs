@@ -579,6 +579,86 @@ fn a_commit_held_up_by_a_failing_checkpoint_is_told_at_once_and_written_later() 
     log.shutdown().unwrap();
 }
 
+/// A log of two groups whose "database" fails every checkpoint on a full disk: the handler
+/// only reports the failure. Filled until its second log is current; returns the log and the
+/// SCN durable then.
+fn log_whose_checkpoints_fail(disk: &CrashDisk) -> (Arc<RedoLog>, Scn) {
+    let config = RedoConfig {
+        groups: 2,
+        log_buffer_size: 1 << 20,
+        batch_write_interval: Duration::from_secs(10),
+        ..small_config(Path::new("/db"))
+    };
+    let log = Arc::new(RedoLog::open(config, Arc::new(disk.clone()), Metrics::new()).unwrap());
+    let weak: Weak<RedoLog> = Arc::downgrade(&log);
+    log.set_checkpoint_handler(Arc::new(move |_scn| {
+        if let Some(log) = weak.upgrade() {
+            log.note_checkpoint_failure(Some("No space left on device (os error 28)".into()));
+        }
+    }));
+    let mut n = 0;
+    while log.durable_addr().seq < LogSeq(2) {
+        log.commit(&payload_for(n, 4000), IMMEDIATE_WAIT).unwrap();
+        n += 1;
+    }
+    let durable = log.durable_scn();
+    (log, durable)
+}
+
+/// A committing thread (leader/follower mode: the first committer writes) whose own write
+/// needs the held-up switch is told too: the switch goes to the background writer, and the
+/// thread, following, gets the stall instead of blocking inside it.
+#[test]
+fn a_committing_thread_that_would_lead_a_held_up_switch_is_told_at_once() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_committing_thread_that_would_lead_a_held_up_switch_is_told_at_once",
+    );
+    let disk = CrashDisk::new();
+    let (log, before) = log_whose_checkpoints_fail(&disk);
+    let mut last = Scn(0);
+    for n in 0..20 {
+        last = log.append(&payload_for(1000 + n, 4000)).unwrap();
+    }
+    // Nobody else is writing: this thread would lead the write, and the write needs the switch.
+    let error = log.wait_durable(last).unwrap_err();
+    assert!(matches!(error, RedoError::CommitStalled { .. }), "{error}");
+    log.advance_checkpoint(before).unwrap();
+    log.note_checkpoint_failure(None);
+    wait_durable_once_unstalled(&log, last);
+    assert_eq!(read_all(&log).last().map(|record| record.scn), Some(last));
+    log.shutdown().unwrap();
+}
+
+/// A database fenced (or whose writer fails) during a stall: when the switch could go on, it
+/// does not, and nothing it held is ever counted durable.
+#[test]
+fn a_writer_refused_during_a_stall_never_writes_the_stalled_redo() {
+    let _watchdog = Watchdog::new(
+        Duration::from_secs(60),
+        "a_writer_refused_during_a_stall_never_writes_the_stalled_redo",
+    );
+    let disk = CrashDisk::new();
+    let (log, before) = log_whose_checkpoints_fail(&disk);
+    let mut last = Scn(0);
+    for n in 0..20 {
+        last = log.append(&payload_for(1000 + n, 4000)).unwrap();
+    }
+    let error = log.wait_durable(last).unwrap_err();
+    assert!(matches!(error, RedoError::CommitStalled { .. }), "{error}");
+    let durable = log.durable_scn();
+    log.shared.refuse_further_redo("fenced: another member is primary in incarnation 2");
+    // The failure ends: the switch could go on, but the writer was refused meanwhile.
+    log.advance_checkpoint(before).unwrap();
+    log.note_checkpoint_failure(None);
+    let refused = log.wait_durable(last).unwrap_err();
+    assert!(refused.to_string().contains("fenced"), "{refused}");
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(log.durable_scn(), durable, "redo made durable after the writer was refused");
+    assert!(read_all(&log).iter().all(|record| record.scn <= durable));
+    let _ = log.shutdown();
+}
+
 /// The same on a full archive disk: the switch needs a group whose log cannot be archived.
 #[test]
 fn a_commit_held_up_by_failing_archiving_is_told_at_once_and_written_later() {
