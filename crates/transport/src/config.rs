@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::compression::{
+    COMPRESSION_LEVEL_DEFAULT, COMPRESSION_LEVELS, Compression, CompressionScope,
+};
+
 /// A database's role in the configuration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,6 +93,10 @@ fn default_true() -> bool {
     true
 }
 
+fn default_compression_level() -> i32 {
+    COMPRESSION_LEVEL_DEFAULT
+}
+
 /// One standby a primary ships redo to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +134,19 @@ pub struct DestinationConfig {
     /// Largest piece of redo sent in one message. Bounds: 64 KiB..=64 MiB. Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
+    /// Redo compression on the wire: `none`, `lz4` or `zstd`. The standby decompresses
+    /// before writing, so its logs stay byte-identical. Used only with a standby of protocol
+    /// version 3 or later. Default: `none`.
+    #[serde(default)]
+    pub compression: Compression,
+    /// zstd's level (`lz4` has none). Bounds: 1..=19. Default: 1.
+    #[serde(default = "default_compression_level")]
+    pub compression_level: i32,
+    /// What is compressed: `gap` (catch-up read from the log files and archived logs shipped
+    /// whole) or `all` (also the live ASYNC stream). SYNC writes are never compressed.
+    /// Default: `gap`.
+    #[serde(default)]
+    pub compression_for: CompressionScope,
 }
 
 /// A destination's transport.
@@ -207,6 +228,15 @@ pub struct MemberConfig {
     /// Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
+    /// As a destination: see `DestinationConfig::compression`. Default: `none`.
+    #[serde(default)]
+    pub compression: Compression,
+    /// Default: 1.
+    #[serde(default = "default_compression_level")]
+    pub compression_level: i32,
+    /// Default: `gap`.
+    #[serde(default)]
+    pub compression_for: CompressionScope,
 }
 
 impl MemberConfig {
@@ -223,6 +253,9 @@ impl MemberConfig {
             send_buffer: self.send_buffer,
             bandwidth: self.bandwidth.clone(),
             max_send: self.max_send,
+            compression: self.compression,
+            compression_level: self.compression_level,
+            compression_for: self.compression_for,
         }
     }
 }
@@ -660,6 +693,17 @@ impl DestinationConfig {
             return invalid(
                 field("max_send"),
                 format!("{} is outside 64 KiB..=64 MiB", self.max_send),
+            );
+        }
+        if !COMPRESSION_LEVELS.contains(&self.compression_level) {
+            return invalid(
+                field("compression_level"),
+                format!(
+                    "{} is outside {}..={}",
+                    self.compression_level,
+                    COMPRESSION_LEVELS.start(),
+                    COMPRESSION_LEVELS.end()
+                ),
             );
         }
         if let Some(bandwidth) = &self.bandwidth

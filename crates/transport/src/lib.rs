@@ -10,6 +10,7 @@
 //! a commit and the standby.
 
 pub mod admission;
+pub mod compression;
 pub mod config;
 pub mod conn;
 pub mod copy;
@@ -20,6 +21,7 @@ pub mod primary_port;
 pub mod receiver;
 
 pub use admission::{ListenerLimits, Security};
+pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
     BufferSize, DestinationConfig, FastStartFailoverConfig, MemberConfig, ObserverEntry,
     ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,

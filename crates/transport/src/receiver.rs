@@ -28,6 +28,7 @@ use redo::{DatabaseId, Fence, Incarnation, LogSeq, RedoAddr, RedoLog, Scn, Stora
 use roles::{Branch, IncarnationHistory, StandbyView, Verdict};
 use serde::{Deserialize, Serialize};
 
+use crate::compression::{CompressionCounters, CompressionCounts};
 use crate::config::StandbyConfig;
 use crate::conn::{Conn, ConnError};
 use crate::listener::{RedoListener, RedoPort, Refusals};
@@ -77,6 +78,10 @@ pub struct StandbyReplicationStatus {
     pub caught_up: bool,
     #[serde(default)]
     pub active_observer: Option<String>,
+    /// Compressed redo received: bytes on the wire and after decompression, CPU time spent
+    /// decompressing.
+    #[serde(default)]
+    pub decompression: CompressionCounts,
 }
 
 #[derive(Debug, Default)]
@@ -169,6 +174,8 @@ struct Inner {
     /// Held (shared) by every write received, and (exclusively) while a newer incarnation is
     /// decided and adopted, so that no write of the old incarnation lands in between.
     following: RwLock<()>,
+    /// Compressed frames received on every connection.
+    decompression: Arc<CompressionCounters>,
 }
 
 impl StandbyReceiver {
@@ -181,6 +188,7 @@ impl StandbyReceiver {
         let inner = Arc::new(Inner {
             newest_known: AtomicU32::new(newest_known.0),
             following: RwLock::new(()),
+            decompression: Arc::new(CompressionCounters::default()),
             redo: context.redo,
             storage: context.storage,
             history: context.history,
@@ -232,6 +240,7 @@ impl StandbyReceiver {
             last_error: heard.last_error.clone().or(refusal),
             caught_up: heard.caught_up,
             active_observer: heard.observer.clone(),
+            decompression: inner.decompression.snapshot(),
         }
     }
 
@@ -517,6 +526,7 @@ impl Inner {
         if conn.send(&welcome, crate::listener::HELLO_TIMEOUT).is_err() {
             return;
         }
+        conn.count_decompression(self.decompression.clone());
         tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
         {
             let mut heard = self.heard.lock();
