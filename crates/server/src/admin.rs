@@ -215,6 +215,11 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             status.replication.standby.as_ref().map_or(0.0, |standby| standby.transport_lag_s),
         ),
         (
+            "redoguard_standby_apply_delay_seconds",
+            "On a standby: the configured apply delay (delay): redo is applied once this old.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_delay_s),
+        ),
+        (
             "redoguard_standby_apply_lag_seconds",
             "On a standby: how far apply trails the redo received.",
             status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_lag_s),

@@ -177,6 +177,12 @@ pub struct StandbyConfig {
     /// before connections are accepted). Default: `default`.
     #[serde(default)]
     pub receive_buffer: BufferSize,
+    /// Delayed apply (Data Guard's DELAY): redo is received and written at once but applied
+    /// only once it is this old in the primary's time. A number is minutes, as in Data Guard;
+    /// a string a duration (`"5min"`, `"30s"`). Bounds: 0..=7 days. Default: 0 (real-time
+    /// apply).
+    #[serde(default, with = "delay_minutes")]
+    pub delay: Duration,
 }
 
 impl Default for StandbyConfig {
@@ -185,6 +191,34 @@ impl Default for StandbyConfig {
             listen: default_listen(),
             primary: None,
             receive_buffer: BufferSize::Default,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// The longest apply delay.
+pub const DELAY_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `delay`: a number of minutes (Data Guard's unit) or a duration string.
+mod delay_minutes {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(delay: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        units::serde_human::duration::serialize(delay, serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Minutes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Minutes(minutes) => Ok(Duration::from_secs(minutes.saturating_mul(60))),
+            Raw::Text(text) => units::parse_duration(&text).map_err(serde::de::Error::custom),
         }
     }
 }
@@ -228,6 +262,9 @@ pub struct MemberConfig {
     /// Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
+    /// As a standby: its apply delay (see `StandbyConfig::delay`). Default: 0.
+    #[serde(default, with = "delay_minutes")]
+    pub delay: Duration,
     /// As a destination: see `DestinationConfig::compression`. Default: `none`.
     #[serde(default)]
     pub compression: Compression,
@@ -427,6 +464,16 @@ impl ReplicationConfig {
         }
     }
 
+    /// The standby side of this file: `[replication.standby]`, with this member's `delay` in
+    /// the configuration form.
+    pub fn standby_config(&self) -> StandbyConfig {
+        let mut standby = self.standby.clone();
+        if let Some(member) = self.this_member() {
+            standby.delay = member.delay;
+        }
+        standby
+    }
+
     /// Where this database listens for redo: always in the configuration form (a primary
     /// answers its peers there too), only as a standby in the single-role form.
     pub fn redo_listen(&self) -> Option<String> {
@@ -498,6 +545,17 @@ impl ReplicationConfig {
                     "replication.protection_mode".into(),
                     format!("maximum_availability needs {whose} with transport = \"sync\""),
                 );
+            }
+        }
+        for (field, delay) in
+            std::iter::once(("replication.standby.delay".to_string(), self.standby.delay)).chain(
+                self.members.iter().enumerate().map(|(index, member)| {
+                    (format!("replication.members[{index}].delay"), member.delay)
+                }),
+            )
+        {
+            if delay > DELAY_MAX {
+                return invalid(field, format!("{delay:?} is over 7 days"));
             }
         }
         if self.role == RoleConfig::Standby && !self.destinations.is_empty() {

@@ -14,6 +14,7 @@ pub mod compression;
 pub mod config;
 pub mod conn;
 pub mod copy;
+pub mod delay;
 pub mod fast_start;
 pub mod listener;
 pub mod primary;

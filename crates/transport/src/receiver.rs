@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use crate::compression::{CompressionCounters, CompressionCounts};
 use crate::config::StandbyConfig;
 use crate::conn::{Conn, ConnError};
+use crate::delay;
 use crate::listener::{RedoListener, RedoPort, Refusals};
 
 /// (SCN, primary time) points kept to compute the apply lag.
@@ -78,6 +79,9 @@ pub struct StandbyReplicationStatus {
     pub caught_up: bool,
     #[serde(default)]
     pub active_observer: Option<String>,
+    /// The configured apply delay (`delay`): redo is applied once it is this old.
+    #[serde(default)]
+    pub apply_delay_s: f64,
     /// Compressed redo received: bytes on the wire and after decompression, CPU time spent
     /// decompressing.
     #[serde(default)]
@@ -240,6 +244,7 @@ impl StandbyReceiver {
             last_error: heard.last_error.clone().or(refusal),
             caught_up: heard.caught_up,
             active_observer: heard.observer.clone(),
+            apply_delay_s: inner.config.delay.as_secs_f64(),
             decompression: inner.decompression.snapshot(),
         }
     }
@@ -788,7 +793,8 @@ impl Inner {
         }
     }
 
-    /// Keeps the lags' history short, and notices a gap apply waits on (logs between what is
+    /// Keeps the lags' history short, raises the apply horizon of a delayed standby
+    /// (`delay`), and notices a gap apply waits on (logs between what is
     /// complete and what is being received); the primary ships those when it reconnects, and
     /// this logs them meanwhile.
     fn watch_gaps(self: Arc<Inner>) {
@@ -802,6 +808,13 @@ impl Inner {
                     && heard.history.get(1).is_some_and(|&(scn, _)| scn <= applied)
                 {
                     heard.history.pop_front();
+                }
+                if !self.config.delay.is_zero() && heard.at.is_some() {
+                    let delay_us = self.config.delay.as_micros() as u64;
+                    let cutoff = heard.primary_now_us().saturating_sub(delay_us);
+                    if let Some(scn) = delay::horizon_at(heard.history.iter().copied(), cutoff) {
+                        self.redo.raise_apply_horizon(scn);
+                    }
                 }
             }
             let position = self.redo.standby_position();
