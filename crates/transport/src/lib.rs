@@ -20,6 +20,7 @@ pub mod listener;
 pub mod primary;
 pub mod primary_port;
 pub mod receiver;
+pub mod standby_service;
 
 pub use admission::{ListenerLimits, Security};
 pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
@@ -37,5 +38,5 @@ pub use primary::{
 pub use primary_port::PrimaryPort;
 pub use receiver::{
     AppliedScn, ReceiverContext, RoleInfoSource, StandbyReceiver, StandbyReplicationStatus,
-    StandbyService,
 };
+pub use standby_service::StandbyService;
