@@ -109,7 +109,7 @@ fn canonical(frame: &[u8]) -> Vec<u8> {
     frame[9..12].fill(0);
     if frame[8] == KIND_ERROR {
         let code = u16::from_le_bytes([frame[16], frame[17]]);
-        if !(1..=8).contains(&code) {
+        if !(1..=11).contains(&code) {
             frame[16..18].copy_from_slice(&ERROR_CODE_INTERNAL.to_le_bytes());
         }
     }
