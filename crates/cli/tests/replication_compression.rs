@@ -3,7 +3,10 @@
 //! while the primary filled and archived several logs catches up through compressed frames.
 //! With `compression = "zstd"` for everything (`"all"`): the live stream is compressed too.
 //! Either way every log the primary archived is on the standby byte for byte, both hold the
-//! same data, and both sides' counters (status JSON and /metrics) show the compression.
+//! same data, and both sides' counters (status JSON and /metrics) show the compression. With
+//! `compression = "auto"`: nothing is compressed while sends do not block; a standby that
+//! stops reading (SIGSTOP) makes the link the bottleneck and compression switches on, and off
+//! again once the load is gone, each switch shown in the status with its reason.
 
 mod common;
 mod replication_support;
@@ -173,6 +176,54 @@ fn zstd_compresses_the_live_stream_and_the_standby_archives_the_same_bytes() {
         "zstd 3 (all): {archived} archived logs byte-identical; {streamed} bytes streamed, ratio \
          {:.2}, {:.3} s CPU compressing, {:.3} s decompressing",
         sent.ratio, sent.cpu_s, received.cpu_s
+    );
+    pair.stop();
+}
+
+#[test]
+fn auto_compresses_only_while_the_link_is_the_bottleneck() {
+    let _watchdog = Watchdog::new(Duration::from_secs(150), "the auto compression test");
+    let pair = async_pair("compression = \"auto\"\ncompression_for = \"all\"\n");
+    let auto = |pair: &Pair| {
+        let status = pair.primary().status();
+        destination(&status).compression.clone().and_then(|compression| compression.auto)
+    };
+    // Loopback keeps up: sends do not block, nothing is compressed.
+    load(pair.primary().resp_addr(), "easy", 2, 500);
+    assert_eq!(primary_counts(&pair).frames, 0, "compressed on an idle link: {:?}", auto(&pair));
+    assert!(auto(&pair).is_some_and(|state| state.starts_with("off")), "{:?}", auto(&pair));
+    // The standby stops reading: the primary's sends block on a full socket.
+    let standby_pid = pair.standby().pid();
+    // SAFETY: signals to a child this test started.
+    unsafe { libc::kill(standby_pid as libc::pid_t, libc::SIGSTOP) };
+    let loader = {
+        let addr = pair.primary().resp_addr();
+        std::thread::spawn(move || load(addr, "hard", 10, 2000))
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    unsafe { libc::kill(standby_pid as libc::pid_t, libc::SIGCONT) };
+    loader.join().unwrap();
+    let switched_on = common::poll_until(Duration::from_secs(20), || {
+        primary_counts(&pair).frames > 0
+            && auto(&pair).is_some_and(|state| state.contains("link is the bottleneck"))
+    });
+    assert!(switched_on, "never switched on: {:?}\n{}", auto(&pair), pair.logs());
+    // The load is gone: small writes over a few seconds, each send quick: off again.
+    let mut primary = pair.primary().redis();
+    let switched_off = common::poll_until(Duration::from_secs(20), || {
+        redis::cmd("SET").arg("tick").arg("1").query::<()>(&mut primary).unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        auto(&pair)
+            .is_some_and(|state| state.starts_with("off") && state.contains("not the bottleneck"))
+    });
+    assert!(switched_off, "never switched off: {:?}\n{}", auto(&pair), pair.logs());
+    let archived = check_identical(&pair);
+    let sent = primary_counts(&pair);
+    println!(
+        "auto: {archived} archived logs byte-identical; {} frames compressed, ratio {:.2}; now {:?}",
+        sent.frames,
+        sent.ratio,
+        auto(&pair)
     );
     pair.stop();
 }

@@ -17,6 +17,9 @@ pub enum Compression {
     Lz4,
     /// zstd at `compression_level`: more CPU, smaller.
     Zstd,
+    /// zstd at `compression_level`, only while the link, not the CPU, is the bottleneck
+    /// (`auto_compression`).
+    Auto,
 }
 
 impl Compression {
@@ -24,7 +27,7 @@ impl Compression {
         match self {
             Compression::None => None,
             Compression::Lz4 => Some(proto::Codec::Lz4),
-            Compression::Zstd => Some(proto::Codec::Zstd),
+            Compression::Zstd | Compression::Auto => Some(proto::Codec::Zstd),
         }
     }
 
@@ -33,6 +36,7 @@ impl Compression {
             Compression::None => "none",
             Compression::Lz4 => "lz4",
             Compression::Zstd => "zstd",
+            Compression::Auto => "auto",
         }
     }
 }
@@ -113,6 +117,9 @@ pub struct DestinationCompression {
     /// Whether the connected standby takes compressed frames (protocol version 3 or later);
     /// false while disconnected or with an older standby, which gets every frame uncompressed.
     pub active: bool,
+    /// With `compression = "auto"`: whether it compresses now, and why (`on: …`, `off: …`).
+    #[serde(default)]
+    pub auto: Option<String>,
     /// Frames the sender put through the codec (a frame compressing to no less than it was
     /// goes uncompressed and counts with equal bytes on both sides).
     pub counts: CompressionCounts,

@@ -246,23 +246,22 @@ impl Conn {
 
     /// Sends one message through `compressor` (compressed if its kind carries redo and that
     /// makes it smaller), counting it in `counters`; giving up after `timeout`. Only for a
-    /// peer whose welcome said protocol version 3 or later.
+    /// peer whose welcome said protocol version 3 or later. Returns the frame's sizes and the
+    /// thread CPU time the codec took, in nanoseconds.
     pub fn send_compressed(
         &mut self,
         message: &Message,
         compressor: &mut FrameCompressor,
         counters: &CompressionCounters,
         timeout: Duration,
-    ) -> Result<(), ConnError> {
+    ) -> Result<(proto::Encoded, u64), ConnError> {
         self.scratch.clear();
         let started = thread_cpu_ns();
         let encoded = compressor.encode(message, &mut self.scratch);
-        counters.add(
-            encoded.payload_len,
-            encoded.wire_len,
-            thread_cpu_ns().saturating_sub(started),
-        );
-        self.send_scratch(timeout)
+        let cpu_ns = thread_cpu_ns().saturating_sub(started);
+        counters.add(encoded.payload_len, encoded.wire_len, cpu_ns);
+        self.send_scratch(timeout)?;
+        Ok((encoded, cpu_ns))
     }
 
     fn send_scratch(&mut self, timeout: Duration) -> Result<(), ConnError> {

@@ -10,6 +10,7 @@
 //! a commit and the standby.
 
 pub mod admission;
+pub mod auto_compression;
 pub mod compression;
 pub mod config;
 pub mod conn;

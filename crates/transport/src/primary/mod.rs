@@ -28,6 +28,7 @@ use redo::{LogSeq, RedoAddr, RedoLog, Scn};
 use serde::{Deserialize, Serialize};
 use stats::{Metrics, WaitEvent};
 
+use crate::auto_compression::AutoCompression;
 use crate::compression::{Compression, CompressionCounters, DestinationCompression};
 use crate::config::{DestinationConfig, ProtectionMode, Transport};
 use crate::conn::Conn;
@@ -170,6 +171,10 @@ struct Destination {
     compressor: Mutex<Option<proto::FrameCompressor>>,
     /// Whether `compressor` is set (read by status without waiting for a send to end).
     compression_active: AtomicBool,
+    /// `compression = "auto"`: the decision (sender thread only), and its last description
+    /// for status.
+    auto: Mutex<Option<AutoCompression>>,
+    auto_state: Mutex<Option<String>>,
     compression: CompressionCounters,
 }
 
@@ -335,6 +340,8 @@ impl PrimaryTransport {
                     ),
                     compressor: Mutex::new(None),
                     compression_active: AtomicBool::new(false),
+                    auto: Mutex::new(None),
+                    auto_state: Mutex::new(None),
                     compression: CompressionCounters::default(),
                     config,
                 })
@@ -515,6 +522,7 @@ impl Inner {
                     level: destination.config.compression_level,
                     scope: destination.config.compression_for,
                     active: destination.compression_active.load(Ordering::Relaxed),
+                    auto: destination.auto_state.lock().clone(),
                     counts: destination.compression.snapshot(),
                 }
             }),

@@ -16,7 +16,8 @@ use redo::types::now_unix_us;
 use redo::{LogSeq, RedoAddr, Scn};
 
 use super::*;
-use crate::compression::CompressionScope;
+use crate::auto_compression::AutoCompression;
+use crate::compression::{Compression, CompressionScope};
 use crate::config::BufferSize;
 use crate::conn::{Conn, ConnError};
 
@@ -150,6 +151,11 @@ impl Inner {
         let (mut conn, welcome, rtt) = self.connect(Channel::Control, destination, send_buffer)?;
         let compressor = self.compressor_for(destination, &welcome);
         destination.compression_active.store(compressor.is_some(), Ordering::Relaxed);
+        if compressor.is_some() && config.compression == Compression::Auto {
+            let auto = AutoCompression::new(Instant::now());
+            *destination.auto_state.lock() = Some(auto.describe());
+            *destination.auto.lock() = Some(auto);
+        }
         *destination.compressor.lock() = compressor;
         let newest = self.redo.durable_addr().seq;
         let position = welcome.position;
@@ -229,12 +235,33 @@ impl Inner {
         let timeout = destination.config.net_timeout;
         let wanted = !live || destination.config.compression_for == CompressionScope::All;
         let mut compressor = destination.compressor.lock();
-        match compressor.as_mut() {
-            Some(compressor) if wanted => {
-                conn.send_compressed(message, compressor, &destination.compression, timeout)
-            }
-            _ => conn.send(message, timeout),
+        let Some(compressor) = compressor.as_mut().filter(|_| wanted) else {
+            return conn.send(message, timeout);
+        };
+        if destination.config.compression != Compression::Auto {
+            return conn
+                .send_compressed(message, compressor, &destination.compression, timeout)
+                .map(|_| ());
         }
+        let mut auto = destination.auto.lock();
+        let auto = auto.get_or_insert_with(|| AutoCompression::new(Instant::now()));
+        let started = Instant::now();
+        let (uncompressed, wire, codec_ns) = if auto.compressing() {
+            let (encoded, codec_ns) =
+                conn.send_compressed(message, compressor, &destination.compression, timeout)?;
+            (encoded.payload_len as u64, encoded.wire_len as u64, codec_ns)
+        } else {
+            conn.send(message, timeout)?;
+            let len = redo_len(message);
+            (len, len, 0)
+        };
+        let codec_cpu = Duration::from_nanos(codec_ns);
+        auto.record(started.elapsed().saturating_sub(codec_cpu), codec_cpu, uncompressed, wire);
+        if let Some(state) = auto.decide(Instant::now()) {
+            tracing::info!(destination = %destination.config.name, state, "auto compression switched");
+            *destination.auto_state.lock() = Some(state);
+        }
+        Ok(())
     }
 
     /// What a standby said about itself: how far its logs are durable and applied.
@@ -618,5 +645,14 @@ impl Inner {
                 reason: reason.to_string(),
             });
         }
+    }
+}
+
+/// The redo bytes a message carries (what an uncompressed frame's payload mostly is).
+fn redo_len(message: &Message) -> u64 {
+    match message {
+        Message::Write(write) => write.bytes.len() as u64,
+        Message::ArchiveChunk(chunk) => chunk.bytes.len() as u64,
+        _ => 0,
     }
 }
