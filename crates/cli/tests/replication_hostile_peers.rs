@@ -1,7 +1,8 @@
 //! Hostile peers on a standby's redo listener, on the real binary: a handshake claiming another
 //! database (after the standby adopted its primary's), garbage bytes, a well-formed frame with
 //! a bad checksum, a frame header whose length field lies (4 GiB), and garbage redo after a
-//! hello of the right database. Each is refused with an error message naming why, then the
+//! hello of the right database, compressed redo whose uncompressed length lies, and a
+//! decompression bomb. Each is refused with an error message naming why, then the
 //! connection is closed; the standby logs why; not a byte reaches its standby logs or its
 //! archive; its status still names its real primary; and it goes on serving that primary,
 //! which stays synchronized and keeps committing. Connections that say nothing are ended
@@ -198,6 +199,34 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
         "(e) garbage redo",
     );
 
+    // (e2) A compressed write whose uncompressed length lies, and (e3) a decompression bomb
+    // (65 MiB of zeros in a few KiB, claiming the frame bound): each refused as a compressed
+    // frame that does not decompress to what it claims, with nothing allocated beyond the
+    // bound and nothing written.
+    let payload = {
+        let frame = garbage.to_frame();
+        frame[FRAME_HEADER_LEN..].to_vec()
+    };
+    let zeros = vec![0u8; 65 << 20];
+    for (what, codec, claimed, data) in [
+        ("(e2) lying length", 1u8, payload.len() as u32 + 1, lz4_flex::block::compress(&payload)),
+        ("(e3) bomb", 2u8, (64 << 20) + 4096, zstd::bulk::compress(&zeros, 3).unwrap()),
+    ] {
+        let mut wire = claimed.to_le_bytes().to_vec();
+        wire.extend_from_slice(&data);
+        let mut frame = b"RGWP".to_vec();
+        frame.extend_from_slice(&(wire.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&[3, codec, 0, 0]);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[8..12]), &wire);
+        frame.extend_from_slice(&crc.to_le_bytes());
+        frame.extend_from_slice(&wire);
+        let mut bytes = Message::Hello(hello(database_id)).to_frame();
+        bytes.extend_from_slice(&frame);
+        let (frames, _) = hostile(addr, &bytes, what);
+        assert!(matches!(frames.first(), Some(Message::Welcome(_))), "{what}: {frames:?}");
+        assert_refused(&frames[1..], ErrorCode::Malformed, "compressed Write frame refused", what);
+    }
+
     // Each was logged as an error and counted.
     let standby_said = replication_support::log_since(&pair.standby_log(), log_start);
     let refusals: Vec<&str> =
@@ -293,7 +322,7 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
     redis::cmd("SET").arg("after:flood").arg("1").query::<()>(&mut primary).unwrap();
     assert_eq!(destination(&pair.primary().status()).phase, Phase::Synchronized);
     println!(
-        "6 hostile peers refused; nothing written; replication undisturbed; in {:.1?}",
+        "8 hostile peers refused; nothing written; replication undisturbed; in {:.1?}",
         started.elapsed()
     );
     pair.stop();

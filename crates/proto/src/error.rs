@@ -87,4 +87,8 @@ pub enum ProtoError {
     UnknownKind(u8),
     #[error("malformed {kind:?} message: {reason}")]
     Malformed { kind: Kind, reason: String },
+    /// A compressed frame that does not decompress to what it claims (a lying length, a
+    /// decompression bomb, corrupt data): nothing of it is used.
+    #[error("compressed {kind:?} frame refused: {reason}")]
+    Compressed { kind: Kind, reason: String },
 }

@@ -14,8 +14,9 @@ pub const FRAME_PAYLOAD_MAX_DEFAULT: usize = 64 << 20;
 pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"RGWP");
 
 // Format of a frame (little-endian):
-// { magic: u32 "RGWP" | length: u32 (payload bytes) | kind: u8 | reserved: [u8; 3]
-// | crc32c: u32 (over bytes 8..12 and the payload) | payload: [u8; length] }
+// { magic: u32 "RGWP" | length: u32 (payload bytes) | kind: u8 | codec: u8 (0: none)
+// | reserved: [u8; 2] | crc32c: u32 (over bytes 8..12 and the payload) | payload: [u8; length] }
+// A compressed frame (codec 1 or 2) is described in `compress`.
 
 impl Message {
     /// Appends the whole frame for this message to `out`.
@@ -95,6 +96,14 @@ impl Decoder {
             return Err(ProtoError::Checksum);
         }
         let kind = Kind::from_u8(buffer[8]).ok_or(ProtoError::UnknownKind(buffer[8]))?;
+        // Byte 9 names the codec of a compressed payload (version 3); 0: not compressed.
+        let decompressed;
+        let payload = if buffer[9] == 0 {
+            payload
+        } else {
+            decompressed = crate::compress::decompress(kind, buffer[9], payload, self.payload_max)?;
+            &decompressed[..]
+        };
         let mut reader = Reader { bytes: payload, at: 0, kind };
         let message = message::decode_payload(kind, &mut reader)?;
         if reader.at != payload.len() {

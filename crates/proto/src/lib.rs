@@ -4,6 +4,8 @@
 //!
 //! - `frame`: the 16-byte frame around every message, and the decoder that bounds a frame's
 //!   length before reading it;
+//! - `compress`: redo frames compressed with LZ4 or zstd (version 3), and their bounded
+//!   decompression;
 //! - `message`: redo transport proper (hello, welcome, writes, acknowledgements, heartbeats,
 //!   status, archived logs, gaps, errors);
 //! - `roles`: what members tell each other about roles and incarnations (`Probe`,
@@ -16,6 +18,7 @@
 //! the caller fills in. Decoding never panics and never allocates more than a frame's bounded
 //! length: "need more bytes" is `Ok(None)`, anything malformed is a `ProtoError` naming it.
 
+mod compress;
 mod copy;
 mod error;
 mod frame;
@@ -24,6 +27,10 @@ mod message;
 mod observer;
 mod roles;
 
+pub use compress::{
+    COMPRESSED_PREFIX_LEN, Codec, DECOMPRESSED_MAX, Encoded, FrameCompressor, compressed_sizes,
+    compressible,
+};
 pub use copy::{CopyBegin, CopyChunk, CopyEnd, CopyRequest};
 pub use error::{ErrorCode, ErrorMessage, ProtoError};
 pub use frame::{Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT};
@@ -36,10 +43,12 @@ pub use observer::{ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
-/// copy; a version 1 peer cannot take part in role transitions.)
+/// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed
+/// frames, which a primary sends only to a standby whose `Welcome` says version 3 or later, so
+/// a version 2 peer still works with this build, uncompressed.)
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;
@@ -48,3 +57,5 @@ pub const NAMES_MAX: usize = 16;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_compress;

@@ -48,7 +48,7 @@ fn names() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec("[a-z0-9_-]{1,12}", 0..=crate::NAMES_MAX)
 }
 
-fn message() -> impl Strategy<Value = Message> {
+pub(crate) fn message() -> impl Strategy<Value = Message> {
     let text = "[ -~é]{0,40}";
     prop_oneof![
         (

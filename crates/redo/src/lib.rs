@@ -185,6 +185,9 @@ pub(crate) struct Shared {
     pub redo_arrived: Condvar,
     /// A standby's knowledge of its primary: every SCN at or below this is durable there.
     pub primary_confirmed: AtomicU64,
+    /// A standby's delayed apply: readers hand out no record above this SCN (u64::MAX: none
+    /// held back). See `RedoLog::set_apply_horizon`.
+    pub apply_horizon: AtomicU64,
     pub stats: Counters,
     pub waits: Waits,
 }
@@ -422,6 +425,7 @@ impl RedoLog {
             standby: Mutex::new(standby::Receiving::new(opened.open_end)),
             redo_arrived: Condvar::new(),
             primary_confirmed: AtomicU64::new(0),
+            apply_horizon: AtomicU64::new(u64::MAX),
             role,
             identity: parking_lot::RwLock::new(identity),
             stats,
@@ -752,6 +756,30 @@ impl RedoLog {
             Role::Primary => self.shared.durable_scn(),
             Role::Standby => Scn(self.shared.primary_confirmed.load(Ordering::Acquire)),
         }
+    }
+
+    /// Delayed apply on a standby: from now on its readers (apply) hand out no record above
+    /// `scn`; `Scn(u64::MAX)` lifts the limit. Raising it wakes readers that tail.
+    pub fn set_apply_horizon(&self, scn: Scn) {
+        self.shared.apply_horizon.store(scn.0, Ordering::Release);
+        self.wake_readers();
+    }
+
+    /// Raises the apply horizon to `scn` if it is below (never lowers it).
+    pub fn raise_apply_horizon(&self, scn: Scn) {
+        if self.shared.apply_horizon.fetch_max(scn.0, Ordering::AcqRel) < scn.0 {
+            self.wake_readers();
+        }
+    }
+
+    /// The highest SCN a standby's readers may hand out (`u64::MAX`: no limit).
+    pub fn apply_horizon(&self) -> Scn {
+        Scn(self.shared.apply_horizon.load(Ordering::Acquire))
+    }
+
+    fn wake_readers(&self) {
+        let _addr = self.shared.durable_addr.lock();
+        self.shared.redo_arrived.notify_all();
     }
 
     /// Waits up to `timeout` for durable redo beyond `seen` (readers that tail).

@@ -4,11 +4,14 @@
 //! Recovery, the ASYNC sender and apply all read redo this way. A reader returns `None` when
 //! it has caught up with durable redo; calling it again later continues from there. An online
 //! log that is reused while it is being read is detected (its units carry another sequence)
-//! and the reader continues from the archived copy at the same place.
+//! and the reader continues from the archived copy at the same place. On a standby with
+//! delayed apply, a reader also stops before a record above the apply horizon
+//! (`RedoLog::set_apply_horizon`).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader, RedoScanner, ScanStep};
@@ -77,10 +80,19 @@ impl RedoReader {
     /// The next record, or `None` if the reader has caught up with durable redo.
     pub fn next_record(&mut self) -> Result<Option<RedoRecord>> {
         loop {
-            while let Some(record) = self.ready.pop_front() {
-                if record.scn >= self.from_scn {
-                    return Ok(Some(record));
+            while let Some(record) = self.ready.front() {
+                if record.scn < self.from_scn {
+                    self.ready.pop_front();
+                    continue;
                 }
+                // A standby's delayed apply: the record waits here until the horizon passes
+                // it (the caller sees "caught up" and tries again later).
+                if self.shared.role == Role::Standby
+                    && record.scn.0 > self.shared.apply_horizon.load(Ordering::Acquire)
+                {
+                    return Ok(None);
+                }
+                return Ok(self.ready.pop_front());
             }
             if self.source.is_none() {
                 match self.open_source(self.seq, None)? {

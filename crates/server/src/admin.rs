@@ -215,6 +215,11 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             status.replication.standby.as_ref().map_or(0.0, |standby| standby.transport_lag_s),
         ),
         (
+            "redoguard_standby_apply_delay_seconds",
+            "On a standby: the configured apply delay (delay): redo is applied once this old.",
+            status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_delay_s),
+        ),
+        (
             "redoguard_standby_apply_lag_seconds",
             "On a standby: how far apply trails the redo received.",
             status.replication.standby.as_ref().map_or(0.0, |standby| standby.apply_lag_s),
@@ -231,7 +236,56 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             u8::from(destination.phase == transport::Phase::Synchronized)
         ));
     }
+    compression_metrics(&status, &mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// Redo compression's counters: per destination on a primary (compressing), and on a standby
+/// (decompressing).
+/// Reads one counter of `CompressionCounts` as a metric value.
+type CountOf = fn(&transport::CompressionCounts) -> f64;
+
+fn compression_metrics(status: &crate::ServerStatus, text: &mut String) {
+    let destinations: Vec<(String, transport::CompressionCounts)> = status
+        .replication
+        .destinations
+        .iter()
+        .filter_map(|destination| {
+            let compression = destination.compression.as_ref()?;
+            let labels =
+                format!("{{destination=\"{}\",codec=\"{}\"}}", destination.name, compression.codec);
+            Some((labels, compression.counts))
+        })
+        .collect();
+    let standby: Vec<(String, transport::CompressionCounts)> = status
+        .replication
+        .standby
+        .iter()
+        .map(|standby| (String::new(), standby.decompression))
+        .collect();
+    for (prefix, rows) in [
+        ("redoguard_destination_compression", destinations),
+        ("redoguard_standby_decompression", standby),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        let fields: [(&str, &str, CountOf); 4] = [
+            ("frames_total", "Redo frames through the codec.", |c| c.frames as f64),
+            ("uncompressed_bytes_total", "Their payload bytes uncompressed.", |c| {
+                c.bytes_uncompressed as f64
+            }),
+            ("wire_bytes_total", "Their payload bytes on the wire.", |c| c.bytes_wire as f64),
+            ("cpu_seconds_total", "Thread CPU time spent in the codec.", |c| c.cpu_s),
+        ];
+        for (suffix, help, value) in fields {
+            let name = format!("{prefix}_{suffix}");
+            text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
+            for (labels, counts) in &rows {
+                text.push_str(&format!("{name}{labels} {}\n", value(counts)));
+            }
+        }
+    }
 }
 
 /// POST /logswitch: switches logs now (as ALTER SYSTEM SWITCH LOGFILE): the current log is

@@ -5,6 +5,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::compression::{
+    COMPRESSION_LEVEL_DEFAULT, COMPRESSION_LEVELS, Compression, CompressionScope,
+};
+
 /// A database's role in the configuration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,6 +93,10 @@ fn default_true() -> bool {
     true
 }
 
+fn default_compression_level() -> i32 {
+    COMPRESSION_LEVEL_DEFAULT
+}
+
 /// One standby a primary ships redo to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,6 +134,19 @@ pub struct DestinationConfig {
     /// Largest piece of redo sent in one message. Bounds: 64 KiB..=64 MiB. Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
+    /// Redo compression on the wire: `none`, `lz4` or `zstd`. The standby decompresses
+    /// before writing, so its logs stay byte-identical. Used only with a standby of protocol
+    /// version 3 or later. Default: `none`.
+    #[serde(default)]
+    pub compression: Compression,
+    /// zstd's level (`lz4` has none). Bounds: 1..=19. Default: 1.
+    #[serde(default = "default_compression_level")]
+    pub compression_level: i32,
+    /// What is compressed: `gap` (catch-up read from the log files and archived logs shipped
+    /// whole) or `all` (also the live ASYNC stream). SYNC writes are never compressed.
+    /// Default: `gap`.
+    #[serde(default)]
+    pub compression_for: CompressionScope,
 }
 
 /// A destination's transport.
@@ -156,6 +177,12 @@ pub struct StandbyConfig {
     /// before connections are accepted). Default: `default`.
     #[serde(default)]
     pub receive_buffer: BufferSize,
+    /// Delayed apply (Data Guard's DELAY): redo is received and written at once but applied
+    /// only once it is this old in the primary's time. A number is minutes, as in Data Guard;
+    /// a string a duration (`"5min"`, `"30s"`). Bounds: 0..=7 days. Default: 0 (real-time
+    /// apply).
+    #[serde(default, with = "delay_minutes")]
+    pub delay: Duration,
 }
 
 impl Default for StandbyConfig {
@@ -164,6 +191,34 @@ impl Default for StandbyConfig {
             listen: default_listen(),
             primary: None,
             receive_buffer: BufferSize::Default,
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// The longest apply delay.
+pub const DELAY_MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `delay`: a number of minutes (Data Guard's unit) or a duration string.
+mod delay_minutes {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(delay: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        units::serde_human::duration::serialize(delay, serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Minutes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Minutes(minutes) => Ok(Duration::from_secs(minutes.saturating_mul(60))),
+            Raw::Text(text) => units::parse_duration(&text).map_err(serde::de::Error::custom),
         }
     }
 }
@@ -207,6 +262,18 @@ pub struct MemberConfig {
     /// Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
+    /// As a standby: its apply delay (see `StandbyConfig::delay`). Default: 0.
+    #[serde(default, with = "delay_minutes")]
+    pub delay: Duration,
+    /// As a destination: see `DestinationConfig::compression`. Default: `none`.
+    #[serde(default)]
+    pub compression: Compression,
+    /// Default: 1.
+    #[serde(default = "default_compression_level")]
+    pub compression_level: i32,
+    /// Default: `gap`.
+    #[serde(default)]
+    pub compression_for: CompressionScope,
 }
 
 impl MemberConfig {
@@ -223,6 +290,9 @@ impl MemberConfig {
             send_buffer: self.send_buffer,
             bandwidth: self.bandwidth.clone(),
             max_send: self.max_send,
+            compression: self.compression,
+            compression_level: self.compression_level,
+            compression_for: self.compression_for,
         }
     }
 }
@@ -394,6 +464,16 @@ impl ReplicationConfig {
         }
     }
 
+    /// The standby side of this file: `[replication.standby]`, with this member's `delay` in
+    /// the configuration form.
+    pub fn standby_config(&self) -> StandbyConfig {
+        let mut standby = self.standby.clone();
+        if let Some(member) = self.this_member() {
+            standby.delay = member.delay;
+        }
+        standby
+    }
+
     /// Where this database listens for redo: always in the configuration form (a primary
     /// answers its peers there too), only as a standby in the single-role form.
     pub fn redo_listen(&self) -> Option<String> {
@@ -465,6 +545,17 @@ impl ReplicationConfig {
                     "replication.protection_mode".into(),
                     format!("maximum_availability needs {whose} with transport = \"sync\""),
                 );
+            }
+        }
+        for (field, delay) in
+            std::iter::once(("replication.standby.delay".to_string(), self.standby.delay)).chain(
+                self.members.iter().enumerate().map(|(index, member)| {
+                    (format!("replication.members[{index}].delay"), member.delay)
+                }),
+            )
+        {
+            if delay > DELAY_MAX {
+                return invalid(field, format!("{delay:?} is over 7 days"));
             }
         }
         if self.role == RoleConfig::Standby && !self.destinations.is_empty() {
@@ -660,6 +751,17 @@ impl DestinationConfig {
             return invalid(
                 field("max_send"),
                 format!("{} is outside 64 KiB..=64 MiB", self.max_send),
+            );
+        }
+        if !COMPRESSION_LEVELS.contains(&self.compression_level) {
+            return invalid(
+                field("compression_level"),
+                format!(
+                    "{} is outside {}..={}",
+                    self.compression_level,
+                    COMPRESSION_LEVELS.start(),
+                    COMPRESSION_LEVELS.end()
+                ),
             );
         }
         if let Some(bandwidth) = &self.bandwidth

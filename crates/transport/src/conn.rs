@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use proto::{Decoder, ErrorMessage, Message, ProtoError};
+use proto::{Decoder, ErrorMessage, FrameCompressor, Message, ProtoError};
 use rustls::pki_types::CertificateDer;
+
+use crate::compression::{CompressionCounters, thread_cpu_ns};
 
 /// Why a connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +70,8 @@ pub struct Conn {
     start: usize,
     decoder: Decoder,
     scratch: Vec<u8>,
+    /// Where compressed frames received are counted (bytes, CPU time decompressing).
+    decompression: Option<Arc<CompressionCounters>>,
     pub peer: SocketAddr,
 }
 
@@ -85,6 +89,7 @@ impl Conn {
             start: 0,
             decoder: Decoder { payload_max },
             scratch: Vec::new(),
+            decompression: None,
             peer,
         })
     }
@@ -222,14 +227,44 @@ impl Conn {
             start: 0,
             decoder: self.decoder,
             scratch: Vec::new(),
+            decompression: self.decompression.clone(),
             peer: self.peer,
         })
+    }
+
+    /// Counts the compressed frames received from now on in `counters`.
+    pub fn count_decompression(&mut self, counters: Arc<CompressionCounters>) {
+        self.decompression = Some(counters);
     }
 
     /// Sends one message, giving up after `timeout`.
     pub fn send(&mut self, message: &Message, timeout: Duration) -> Result<(), ConnError> {
         self.scratch.clear();
         message.encode(&mut self.scratch);
+        self.send_scratch(timeout)
+    }
+
+    /// Sends one message through `compressor` (compressed if its kind carries redo and that
+    /// makes it smaller), counting it in `counters`; giving up after `timeout`. Only for a
+    /// peer whose welcome said protocol version 3 or later. Returns the frame's sizes and the
+    /// thread CPU time the codec took, in nanoseconds.
+    pub fn send_compressed(
+        &mut self,
+        message: &Message,
+        compressor: &mut FrameCompressor,
+        counters: &CompressionCounters,
+        timeout: Duration,
+    ) -> Result<(proto::Encoded, u64), ConnError> {
+        self.scratch.clear();
+        let started = thread_cpu_ns();
+        let encoded = compressor.encode(message, &mut self.scratch);
+        let cpu_ns = thread_cpu_ns().saturating_sub(started);
+        counters.add(encoded.payload_len, encoded.wire_len, cpu_ns);
+        self.send_scratch(timeout)?;
+        Ok((encoded, cpu_ns))
+    }
+
+    fn send_scratch(&mut self, timeout: Duration) -> Result<(), ConnError> {
         let socket = self.stream.socket();
         socket.set_write_timeout(Some(timeout))?;
         let timed_out = |error: std::io::Error| {
@@ -276,7 +311,17 @@ impl Conn {
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Message, ConnError> {
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
         loop {
+            let compressed = match &self.decompression {
+                Some(_) => proto::compressed_sizes(&self.buffer[self.start..]),
+                None => None,
+            };
+            let started = if compressed.is_some() { thread_cpu_ns() } else { 0 };
             if let Some((message, used)) = self.decoder.decode(&self.buffer[self.start..])? {
+                if let (Some(counters), Some((wire, uncompressed))) =
+                    (&self.decompression, compressed)
+                {
+                    counters.add(uncompressed, wire, thread_cpu_ns().saturating_sub(started));
+                }
                 self.start += used;
                 if self.start == self.buffer.len() {
                     self.buffer.clear();

@@ -10,16 +10,21 @@
 //! a commit and the standby.
 
 pub mod admission;
+pub mod auto_compression;
+pub mod compression;
 pub mod config;
 pub mod conn;
 pub mod copy;
+pub mod delay;
 pub mod fast_start;
 pub mod listener;
 pub mod primary;
 pub mod primary_port;
 pub mod receiver;
+pub mod standby_service;
 
 pub use admission::{ListenerLimits, Security};
+pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
     BufferSize, DestinationConfig, FastStartFailoverConfig, MemberConfig, ObserverEntry,
     ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
@@ -34,5 +39,5 @@ pub use primary::{
 pub use primary_port::PrimaryPort;
 pub use receiver::{
     AppliedScn, ReceiverContext, RoleInfoSource, StandbyReceiver, StandbyReplicationStatus,
-    StandbyService,
 };
+pub use standby_service::StandbyService;

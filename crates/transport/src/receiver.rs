@@ -28,9 +28,11 @@ use redo::{DatabaseId, Fence, Incarnation, LogSeq, RedoAddr, RedoLog, Scn, Stora
 use roles::{Branch, IncarnationHistory, StandbyView, Verdict};
 use serde::{Deserialize, Serialize};
 
+use crate::compression::{CompressionCounters, CompressionCounts};
 use crate::config::StandbyConfig;
 use crate::conn::{Conn, ConnError};
-use crate::listener::{RedoListener, RedoPort, Refusals};
+use crate::delay;
+use crate::listener::{RedoPort, Refusals};
 
 /// (SCN, primary time) points kept to compute the apply lag.
 const HISTORY_MAX: usize = 100_000;
@@ -77,6 +79,13 @@ pub struct StandbyReplicationStatus {
     pub caught_up: bool,
     #[serde(default)]
     pub active_observer: Option<String>,
+    /// The configured apply delay (`delay`): redo is applied once it is this old.
+    #[serde(default)]
+    pub apply_delay_s: f64,
+    /// Compressed redo received: bytes on the wire and after decompression, CPU time spent
+    /// decompressing.
+    #[serde(default)]
+    pub decompression: CompressionCounts,
 }
 
 #[derive(Debug, Default)]
@@ -169,6 +178,8 @@ struct Inner {
     /// Held (shared) by every write received, and (exclusively) while a newer incarnation is
     /// decided and adopted, so that no write of the old incarnation lands in between.
     following: RwLock<()>,
+    /// Compressed frames received on every connection.
+    decompression: Arc<CompressionCounters>,
 }
 
 impl StandbyReceiver {
@@ -181,6 +192,7 @@ impl StandbyReceiver {
         let inner = Arc::new(Inner {
             newest_known: AtomicU32::new(newest_known.0),
             following: RwLock::new(()),
+            decompression: Arc::new(CompressionCounters::default()),
             redo: context.redo,
             storage: context.storage,
             history: context.history,
@@ -232,6 +244,8 @@ impl StandbyReceiver {
             last_error: heard.last_error.clone().or(refusal),
             caught_up: heard.caught_up,
             active_observer: heard.observer.clone(),
+            apply_delay_s: inner.config.delay.as_secs_f64(),
+            decompression: inner.decompression.snapshot(),
         }
     }
 
@@ -294,63 +308,6 @@ impl RedoPort for StandbyReceiver {
                 "this member is a standby: ask the primary for a copy of the data",
             ),
         );
-    }
-}
-
-/// A standby's listener and receiver together: the single-role form of the configuration
-/// (and tests), where the role never changes.
-pub struct StandbyService {
-    receiver: Arc<StandbyReceiver>,
-    listener: RedoListener,
-}
-
-impl StandbyService {
-    /// Binds the listener and starts receiving the primary.
-    pub fn start(
-        redo: RedoLog,
-        config: StandbyConfig,
-        applied: AppliedScn,
-    ) -> std::io::Result<StandbyService> {
-        let refusals = Arc::new(Refusals::default());
-        let info_redo = redo.handle();
-        let role_info: RoleInfoSource = Arc::new(move || standby_role_info(&info_redo, ""));
-        let storage: Arc<dyn Storage> = Arc::new(redo::OsStorage::new(redo.config().io_mode));
-        let history = IncarnationHistory::load(
-            storage.as_ref(),
-            &redo.config().dir,
-            redo.identity().incarnation,
-        )
-        .map_err(std::io::Error::other)?;
-        let receiver = StandbyReceiver::start(ReceiverContext {
-            redo,
-            storage,
-            history: Arc::new(Mutex::new(history)),
-            listen: config.listen.clone(),
-            config: config.clone(),
-            applied,
-            role_info,
-            refusals: refusals.clone(),
-        })?;
-        let listener =
-            RedoListener::bind(&config.listen, config.receive_buffer, refusals, receiver.clone())?;
-        tracing::info!(listen = %listener.local_addr(), "standby: waiting for the primary's redo");
-        Ok(StandbyService { receiver, listener })
-    }
-
-    pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr()
-    }
-
-    pub fn status(&self) -> StandbyReplicationStatus {
-        let mut status = self.receiver.status();
-        status.listen = self.listener.local_addr().to_string();
-        status
-    }
-
-    /// Ends the primary's connections, then stops listening.
-    pub fn stop(&self) {
-        self.receiver.stop(Duration::from_secs(5));
-        self.listener.stop();
     }
 }
 
@@ -517,6 +474,7 @@ impl Inner {
         if conn.send(&welcome, crate::listener::HELLO_TIMEOUT).is_err() {
             return;
         }
+        conn.count_decompression(self.decompression.clone());
         tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
         {
             let mut heard = self.heard.lock();
@@ -778,7 +736,8 @@ impl Inner {
         }
     }
 
-    /// Keeps the lags' history short, and notices a gap apply waits on (logs between what is
+    /// Keeps the lags' history short, raises the apply horizon of a delayed standby
+    /// (`delay`), and notices a gap apply waits on (logs between what is
     /// complete and what is being received); the primary ships those when it reconnects, and
     /// this logs them meanwhile.
     fn watch_gaps(self: Arc<Inner>) {
@@ -792,6 +751,13 @@ impl Inner {
                     && heard.history.get(1).is_some_and(|&(scn, _)| scn <= applied)
                 {
                     heard.history.pop_front();
+                }
+                if !self.config.delay.is_zero() && heard.at.is_some() {
+                    let delay_us = self.config.delay.as_micros() as u64;
+                    let cutoff = heard.primary_now_us().saturating_sub(delay_us);
+                    if let Some(scn) = delay::horizon_at(heard.history.iter().copied(), cutoff) {
+                        self.redo.raise_apply_horizon(scn);
+                    }
                 }
             }
             let position = self.redo.standby_position();

@@ -142,6 +142,9 @@ fn destination(address: String, transport: Transport) -> DestinationConfig {
         send_buffer: transport::BufferSize::Default,
         bandwidth: None,
         max_send: 256 << 10,
+        compression: transport::Compression::None,
+        compression_level: 1,
+        compression_for: transport::CompressionScope::Gap,
     }
 }
 

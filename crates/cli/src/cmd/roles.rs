@@ -139,6 +139,12 @@ pub fn failover(args: FailoverArgs) -> anyhow::Result<()> {
         ),
         _ => println!("The old primary's last SCN is not known (it was never heard from)."),
     }
+    if let Some(delay) = promoted.delay_released_s {
+        println!(
+            "'{}' had an apply delay of {delay} s: it applied the redo the delay held back ({} SCNs received and not yet applied) before opening as the primary.",
+            done.to, promoted.unapplied_scns
+        );
+    }
     if let Some(old) = &done.old_primary {
         println!(
             "'{old}' {}: start it (if it is down) and run `redoguard reinstate {old}` to make it a standby.",

@@ -36,6 +36,8 @@ pub struct PairConfig {
     /// Mutual TLS on redo transport, with the certificates in this directory (`make_certs`):
     /// the primary's is for `primary`, the standby's for `standby1` (its destination name).
     pub tls: Option<PathBuf>,
+    /// More keys of the primary's destination (`compression = "lz4"\n`, say).
+    pub destination_extra: &'static str,
 }
 
 impl Default for PairConfig {
@@ -52,6 +54,7 @@ impl Default for PairConfig {
             groups: 3,
             checkpoint_interval: "1s",
             tls: None,
+            destination_extra: "",
         }
     }
 }
@@ -105,6 +108,7 @@ impl PairConfig {
                 self.net_timeout.as_millis(),
                 self.reopen.as_millis()
             )
+            + self.destination_extra
             + &self.tls_text("primary")
     }
 }

@@ -20,6 +20,8 @@ pub struct MemberSpec {
     pub affirm: bool,
     /// `role` for a new database: `primary` or `standby`.
     pub initial_role: &'static str,
+    /// More keys of its `[[replication.members]]` entry (`delay = "5s"\n`, say).
+    pub extra: &'static str,
 }
 
 impl MemberSpec {
@@ -28,7 +30,7 @@ impl MemberSpec {
         transport: &'static str,
         initial_role: &'static str,
     ) -> MemberSpec {
-        MemberSpec { name, transport, affirm: true, initial_role }
+        MemberSpec { name, transport, affirm: true, initial_role, extra: "" }
     }
 }
 
@@ -315,6 +317,7 @@ impl Cluster {
                 self.config.net_timeout,
                 self.config.reopen
             );
+            text += member.extra;
         }
         text
     }

@@ -4,13 +4,18 @@
 //! messages and the same error as the whole stream at once, `frame_len` agrees with `decode`,
 //! and every decoded frame encodes back to its own bytes, up to the two things the decoder
 //! deliberately does not look at: the reserved header bytes and an unknown error code (read
-//! as `Internal`).
+//! as `Internal`). A compressed frame (byte 9 names a codec) may allocate what it claims
+//! uncompressed, at most `payload_max` and `DECOMPRESSED_MAX`, and must decode to what its
+//! uncompressed re-encoding and a `FrameCompressor`'s decode to.
 #![no_main]
 
 mod largest_alloc;
 
 use libfuzzer_sys::fuzz_target;
-use proto::{Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT, Message, ProtoError};
+use proto::{
+    Codec, DECOMPRESSED_MAX, Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT,
+    FrameCompressor, Message, ProtoError,
+};
 
 const MAGIC: &[u8; 4] = b"RGWP";
 const KIND_ERROR: u8 = 10;
@@ -30,8 +35,11 @@ fn decode_whole(decoder: &Decoder, stream: &[u8]) -> Outcome {
         let rest = &stream[at..];
         let (result, largest) = largest_alloc::largest_during(|| decoder.decode(rest));
         let held = rest.len().min(FRAME_HEADER_LEN.saturating_add(decoder.payload_max));
+        // A compressed frame may allocate its claimed uncompressed length, within the bounds.
+        let claimed = proto::compressed_sizes(rest)
+            .map_or(0, |(_, raw)| raw.min(decoder.payload_max).min(DECOMPRESSED_MAX));
         assert!(
-            largest <= held.max(SLACK),
+            largest <= held.max(SLACK).max(claimed),
             "allocated {largest} bytes decoding {} bytes (payload_max {})",
             rest.len(),
             decoder.payload_max
@@ -101,7 +109,7 @@ fn canonical(frame: &[u8]) -> Vec<u8> {
     frame[9..12].fill(0);
     if frame[8] == KIND_ERROR {
         let code = u16::from_le_bytes([frame[16], frame[17]]);
-        if !(1..=8).contains(&code) {
+        if !(1..=11).contains(&code) {
             frame[16..18].copy_from_slice(&ERROR_CODE_INTERNAL.to_le_bytes());
         }
     }
@@ -154,7 +162,18 @@ fuzz_target!(|input: &[u8]| {
         let original = &stream[at..at + used];
         at += used;
         let encoded = message.to_frame();
-        assert_eq!(encoded, canonical(original), "{message:?} re-encodes to its frame");
+        if original[9] == 0 {
+            assert_eq!(encoded, canonical(original), "{message:?} re-encodes to its frame");
+        } else {
+            // Compressed: other compressors may produce other bytes for the same payload; ours
+            // must decode to the same message.
+            for codec in [Codec::Lz4, Codec::Zstd] {
+                let mut frame = Vec::new();
+                FrameCompressor::new(codec, 1).unwrap().encode(message, &mut frame);
+                let again = Decoder::default().decode(&frame).expect("our compressed frame");
+                assert_eq!(again, Some((message.clone(), frame.len())));
+            }
+        }
         let again = Decoder::default().decode(&encoded).expect("our own frame decodes");
         assert_eq!(again, Some((message.clone(), encoded.len())));
     }

@@ -78,6 +78,10 @@ pub struct Promoted {
     /// The redo that was received and not yet applied when the command came (applied while
     /// opening).
     pub unapplied_scns: u64,
+    /// A failover to a standby with delayed apply: its `delay`, when redo it had received was
+    /// still held back by it (applied before opening, as the failover said).
+    #[serde(default)]
+    pub delay_released_s: Option<f64>,
     pub elapsed_ms: u64,
 }
 

@@ -256,6 +256,15 @@ impl Roles {
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse(format!("'{}' is not a standby that can take over", self.member_name()));
         }
+        // A delayed standby applies everything before it takes over (and stays undelayed
+        // until it restarts, should the switchover not complete).
+        let delay = self.config.replication.standby_config().delay;
+        let delay_released_s =
+            transport::delay::release(running.db.redo(), running.db.applied_scn(), last_scn)
+                .then(|| {
+                    tracing::info!(delay = ?delay, "switchover: applying the redo the apply delay held back");
+                    delay.as_secs_f64()
+                });
         let deadline = Instant::now() + CATCH_UP_WAIT;
         loop {
             let received = running.db.redo().standby_position().next;
@@ -292,6 +301,7 @@ impl Roles {
             old_primary_durable_scn: Some(last_scn),
             lost_scns_at_most: Some(0),
             unapplied_scns: 0,
+            delay_released_s,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
@@ -356,6 +366,12 @@ impl Roles {
         // No more redo from anyone: what this standby holds now is what the new incarnation
         // begins after.
         receiver.stop(Duration::from_secs(5));
+        // A delayed standby applies what its delay still held back before it opens; lifted
+        // first, so that the branch point below reads every record received.
+        let delay = self.config.replication.standby_config().delay;
+        let held_back = running.db.redo().apply_horizon() != Scn(u64::MAX);
+        let applied_before = running.db.applied_scn();
+        running.db.redo().set_apply_horizon(Scn(u64::MAX));
         let db = running.db.clone();
         let branch_of = blocking(move || {
             let durable = db.redo().sync_received()?;
@@ -364,7 +380,12 @@ impl Roles {
         });
         let (first_seq, first_scn, prev_end_offset, prev_closed_here) = branch_of.await?;
         let received_scn = first_scn.prev();
-        let unapplied_scns = received_scn.0.saturating_sub(running.db.applied_scn().0);
+        let unapplied_scns = received_scn.0.saturating_sub(applied_before.0);
+        let held_back = held_back && unapplied_scns > 0;
+        let delay_released_s = held_back.then(|| {
+            tracing::info!(delay = ?delay, unapplied_scns, "failover: applying the redo the apply delay held back before opening as the primary");
+            delay.as_secs_f64()
+        });
         if !immediate {
             let deadline = Instant::now() + CATCH_UP_WAIT;
             while running.db.applied_scn() < received_scn {
@@ -430,6 +451,7 @@ impl Roles {
             old_primary_durable_scn,
             lost_scns_at_most: lost,
             unapplied_scns,
+            delay_released_s,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
@@ -573,7 +595,9 @@ impl Roles {
             ),
             None => (Scn(0), LogSeq(1)),
         };
-        // The records past the failover point, for the DBA, before anything is changed.
+        // The records past the failover point, for the DBA, before anything is changed (all of
+        // them: a delayed apply's horizon does not hide any).
+        running.db.redo().set_apply_horizon(Scn(u64::MAX));
         let tail_dir = aside.clone();
         let diverged = blocking(move || write_divergent_tail(&db, first_scn, &tail_dir)).await?;
         let rewind = branch.is_some() && checkpoint < first_scn;

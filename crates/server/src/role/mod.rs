@@ -240,6 +240,10 @@ impl Roles {
         if let Some(member) = &replication.member {
             redo.claim_member(member)?;
         }
+        // A delayed standby applies nothing before its receiver knows how old the redo is.
+        if redo.role() == Role::Standby {
+            transport::delay::hold(&redo, replication.standby_config().delay);
+        }
         // A fenced database's data files stay at their checkpoint (see `change::fence`).
         let fenced = redo.control().fenced.is_some();
         let db = Arc::new(
@@ -356,7 +360,7 @@ impl Roles {
                     redo: db.redo().handle(),
                     storage: self.storage.clone(),
                     history: self.history.clone(),
-                    config: replication.standby.clone(),
+                    config: replication.standby_config(),
                     applied,
                     role_info: self.role_info_source(&db),
                     refusals: self.refusals.clone(),

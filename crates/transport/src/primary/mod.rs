@@ -28,6 +28,8 @@ use redo::{LogSeq, RedoAddr, RedoLog, Scn};
 use serde::{Deserialize, Serialize};
 use stats::{Metrics, WaitEvent};
 
+use crate::auto_compression::AutoCompression;
+use crate::compression::{Compression, CompressionCounters, DestinationCompression};
 use crate::config::{DestinationConfig, ProtectionMode, Transport};
 use crate::conn::Conn;
 
@@ -43,6 +45,8 @@ pub(crate) const PAYLOAD_MAX: usize = (64 << 20) + 4096;
 /// The largest log buffer of a primary with standbys: a log write (at most the buffer, plus
 /// unit headers and padding) must fit in one frame.
 pub const LOG_BUFFER_MAX_SHIPPED: u64 = 48 << 20;
+/// The oldest protocol version of a standby that takes compressed frames.
+const COMPRESSION_VERSION_MIN: u16 = 3;
 /// Transport-lag samples kept per destination.
 const UNACKED_MAX: usize = 1 << 20;
 
@@ -90,6 +94,9 @@ pub struct DestinationStatus {
     pub last_heard_s: Option<f64>,
     /// Logs being shipped whole (gap resolution), oldest first.
     pub gaps: Vec<LogSeq>,
+    /// Redo compression: as configured, whether in use, and its counters.
+    #[serde(default)]
+    pub compression: Option<DestinationCompression>,
 }
 
 /// Transport lag samples of a destination: how long each write took from the log writer to
@@ -159,6 +166,16 @@ struct Destination {
     /// The SYNC connection, once synchronized.
     sync: Mutex<Option<Conn>>,
     lag: Mutex<Histogram<u64>>,
+    /// The control connection's compressor, while connected to a standby that takes
+    /// compressed frames (only the control thread uses it).
+    compressor: Mutex<Option<proto::FrameCompressor>>,
+    /// Whether `compressor` is set (read by status without waiting for a send to end).
+    compression_active: AtomicBool,
+    /// `compression = "auto"`: the decision (sender thread only), and its last description
+    /// for status.
+    auto: Mutex<Option<AutoCompression>>,
+    auto_state: Mutex<Option<String>>,
+    compression: CompressionCounters,
 }
 
 impl Destination {
@@ -321,6 +338,11 @@ impl PrimaryTransport {
                     lag: Mutex::new(
                         Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
                     ),
+                    compressor: Mutex::new(None),
+                    compression_active: AtomicBool::new(false),
+                    auto: Mutex::new(None),
+                    auto_state: Mutex::new(None),
+                    compression: CompressionCounters::default(),
                     config,
                 })
             })
@@ -494,6 +516,16 @@ impl Inner {
             bytes_sent: state.bytes_sent,
             last_heard_s: state.last_heard.map(|at| at.elapsed().as_secs_f64()),
             gaps: state.gaps.clone(),
+            compression: (destination.config.compression != Compression::None).then(|| {
+                DestinationCompression {
+                    codec: destination.config.compression.name().to_string(),
+                    level: destination.config.compression_level,
+                    scope: destination.config.compression_for,
+                    active: destination.compression_active.load(Ordering::Relaxed),
+                    auto: destination.auto_state.lock().clone(),
+                    counts: destination.compression.snapshot(),
+                }
+            }),
         }
     }
 }

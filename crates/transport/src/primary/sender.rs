@@ -10,12 +10,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use proto::{AckWanted, Channel, Hello, Message, Write};
+use proto::{AckWanted, Channel, FrameCompressor, Hello, Message, Write};
 use redo::ship::{ShipCursor, Shipment, WriteKind};
 use redo::types::now_unix_us;
 use redo::{LogSeq, RedoAddr, Scn};
 
 use super::*;
+use crate::auto_compression::AutoCompression;
+use crate::compression::{Compression, CompressionScope};
 use crate::config::BufferSize;
 use crate::conn::{Conn, ConnError};
 
@@ -25,6 +27,8 @@ impl Inner {
         let name = &destination.config.name;
         while !self.shutdown.load(Ordering::Acquire) {
             let result = self.session(destination);
+            *destination.compressor.lock() = None;
+            destination.compression_active.store(false, Ordering::Relaxed);
             if self.shutdown.load(Ordering::Acquire) {
                 break;
             }
@@ -145,6 +149,14 @@ impl Inner {
             }
         };
         let (mut conn, welcome, rtt) = self.connect(Channel::Control, destination, send_buffer)?;
+        let compressor = self.compressor_for(destination, &welcome);
+        destination.compression_active.store(compressor.is_some(), Ordering::Relaxed);
+        if compressor.is_some() && config.compression == Compression::Auto {
+            let auto = AutoCompression::new(Instant::now());
+            *destination.auto_state.lock() = Some(auto.describe());
+            *destination.auto.lock() = Some(auto);
+        }
+        *destination.compressor.lock() = compressor;
         let newest = self.redo.durable_addr().seq;
         let position = welcome.position;
         if position.current_seq > newest.0 + 1 {
@@ -186,6 +198,70 @@ impl Inner {
         conn.shutdown();
         let _ = reader.join();
         result
+    }
+
+    /// The compressor for a session with a standby that welcomed with `welcome`: none if the
+    /// destination compresses nothing or the standby is older than protocol version 3 (it
+    /// would take the codec byte for a reserved one and misread the payload).
+    fn compressor_for(
+        &self,
+        destination: &Destination,
+        welcome: &proto::Welcome,
+    ) -> Option<FrameCompressor> {
+        let config = &destination.config;
+        let codec = config.compression.codec()?;
+        if welcome.version < COMPRESSION_VERSION_MIN {
+            tracing::warn!(destination = %config.name, standby_version = welcome.version, "the standby speaks a protocol version without compression: redo goes uncompressed");
+            return None;
+        }
+        match FrameCompressor::new(codec, config.compression_level) {
+            Ok(compressor) => Some(compressor),
+            Err(error) => {
+                tracing::error!(destination = %config.name, %error, "cannot start the compressor: redo goes uncompressed");
+                None
+            }
+        }
+    }
+
+    /// Sends a redo-carrying message, compressed if the destination compresses this kind of
+    /// shipping (`live`: from the log writer's queue) and the standby takes it.
+    fn send_redo(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        message: &Message,
+        live: bool,
+    ) -> Result<(), ConnError> {
+        let timeout = destination.config.net_timeout;
+        let wanted = !live || destination.config.compression_for == CompressionScope::All;
+        let mut compressor = destination.compressor.lock();
+        let Some(compressor) = compressor.as_mut().filter(|_| wanted) else {
+            return conn.send(message, timeout);
+        };
+        if destination.config.compression != Compression::Auto {
+            return conn
+                .send_compressed(message, compressor, &destination.compression, timeout)
+                .map(|_| ());
+        }
+        let mut auto = destination.auto.lock();
+        let auto = auto.get_or_insert_with(|| AutoCompression::new(Instant::now()));
+        let started = Instant::now();
+        let (uncompressed, wire, codec_ns) = if auto.compressing() {
+            let (encoded, codec_ns) =
+                conn.send_compressed(message, compressor, &destination.compression, timeout)?;
+            (encoded.payload_len as u64, encoded.wire_len as u64, codec_ns)
+        } else {
+            conn.send(message, timeout)?;
+            let len = redo_len(message);
+            (len, len, 0)
+        };
+        let codec_cpu = Duration::from_nanos(codec_ns);
+        auto.record(started.elapsed().saturating_sub(codec_cpu), codec_cpu, uncompressed, wire);
+        if let Some(state) = auto.decide(Instant::now()) {
+            tracing::info!(destination = %destination.config.name, state, "auto compression switched");
+            *destination.auto_state.lock() = Some(state);
+        }
+        Ok(())
     }
 
     /// What a standby said about itself: how far its logs are durable and applied.
@@ -411,6 +487,7 @@ impl Inner {
                 frame_of(&write, write_id, AckWanted::None, self.redo.durable_scn()),
                 after(&write),
                 write.time_us,
+                true,
             )?;
             *next = after(&write);
             return Ok(true);
@@ -438,7 +515,7 @@ impl Inner {
                     primary_durable_scn: self.redo.durable_scn().0,
                     bytes,
                 };
-                self.send_write(destination, conn, frame, cursor.next, time_us)?;
+                self.send_write(destination, conn, frame, cursor.next, time_us, false)?;
                 *next = cursor.next;
                 Ok(true)
             }
@@ -452,9 +529,10 @@ impl Inner {
         frame: Write,
         end: RedoAddr,
         time_us: u64,
+        live: bool,
     ) -> Result<(), String> {
         let bytes = frame.bytes.len() as u64;
-        conn.send(&Message::Write(frame), destination.config.net_timeout)
+        self.send_redo(destination, conn, &Message::Write(frame), live)
             .map_err(|error| format!("sending redo: {error}"))?;
         let mut state = destination.state.lock();
         state.sent = end;
@@ -486,16 +564,9 @@ impl Inner {
             .redo
             .read_log_bytes(seq, *offset, len as usize)
             .map_err(|error| format!("reading log {seq} to ship: {error}"))?;
-        conn.send(
-            &Message::ArchiveChunk(proto::ArchiveChunk {
-                seq: seq.0,
-                offset: *offset,
-                total_len: total,
-                bytes,
-            }),
-            destination.config.net_timeout,
-        )
-        .map_err(|error| format!("sending log {seq}: {error}"))?;
+        let chunk = proto::ArchiveChunk { seq: seq.0, offset: *offset, total_len: total, bytes };
+        self.send_redo(destination, conn, &Message::ArchiveChunk(chunk), false)
+            .map_err(|error| format!("sending log {seq}: {error}"))?;
         destination.state.lock().bytes_sent += len;
         *offset += len;
         if *offset == total {
@@ -574,5 +645,14 @@ impl Inner {
                 reason: reason.to_string(),
             });
         }
+    }
+}
+
+/// The redo bytes a message carries (what an uncompressed frame's payload mostly is).
+fn redo_len(message: &Message) -> u64 {
+    match message {
+        Message::Write(write) => write.bytes.len() as u64,
+        Message::ArchiveChunk(chunk) => chunk.bytes.len() as u64,
+        _ => 0,
     }
 }

@@ -1,0 +1,93 @@
+//! Delayed apply on the real binary: a standby `west` with `delay = "5s"` receives and writes
+//! a key the primary `east` commits at once, but serves it only once it is 5 s old; its status
+//! shows the delay and an apply lag. Then a key is written, `east` is killed (kill -9) while
+//! that key is still held back, and `redoguard failover --to west` applies it before opening
+//! and says so: the key is readable on the new primary at once.
+
+mod common;
+mod roles_support;
+
+use std::time::{Duration, Instant};
+
+use common::Watchdog;
+use roles_support::{Cluster, ClusterConfig, MemberSpec};
+
+const DELAY: Duration = Duration::from_secs(5);
+
+fn get(connection: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(connection).unwrap()
+}
+
+/// Waits until `name` has received (written durably) the primary's redo up to `scn`.
+fn wait_received(cluster: &Cluster, name: &str, scn: u64) {
+    let received = common::poll_until(Duration::from_secs(3), || {
+        cluster
+            .server(name)
+            .status()
+            .replication
+            .standby
+            .is_some_and(|standby| standby.received_scn.0 >= scn)
+    });
+    assert!(received, "{name} did not receive SCN {scn} within 3 s\n{}", cluster.logs());
+}
+
+#[test]
+fn a_delayed_standby_serves_a_write_only_once_it_is_old_and_a_failover_applies_the_rest() {
+    let _watchdog = Watchdog::new(Duration::from_secs(150), "the delayed apply test");
+    let mut config = ClusterConfig::pair();
+    config.members = vec![
+        MemberSpec::new("east", "async", "primary"),
+        MemberSpec { extra: "delay = \"5s\"\n", ..MemberSpec::new("west", "async", "standby") },
+    ];
+    config.protection_mode = "maximum_performance";
+    let mut cluster = Cluster::start(config);
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+
+    let written = Instant::now();
+    redis::cmd("SET").arg("delayed").arg("v1").query::<()>(&mut east).unwrap();
+    let durable = cluster.server("east").status().database.redo.durable_scn.0;
+    wait_received(&cluster, "west", durable);
+    // Received at once, applied only after the delay (the standby's estimate of the primary's
+    // clock never runs ahead of it, so never before 5 s; 4.5 s leaves room for the test).
+    let mut lag_seen = 0.0f64;
+    while written.elapsed() < DELAY - Duration::from_millis(500) {
+        assert_eq!(get(&mut west, "delayed"), None, "served after {:.1?}", written.elapsed());
+        let status = cluster.server("west").status();
+        let standby = status.replication.standby.expect("a standby's status");
+        assert_eq!(standby.apply_delay_s, DELAY.as_secs_f64());
+        lag_seen = lag_seen.max(standby.apply_lag_s);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(lag_seen >= 2.0, "the apply lag shows the held-back redo: {lag_seen} s");
+    let served = common::poll_until(Duration::from_secs(10), || {
+        get(&mut west, "delayed").as_deref() == Some("v1")
+    });
+    let after = written.elapsed();
+    assert!(served, "never served within {:.1?}\n{}", after, cluster.logs());
+    assert!(after >= DELAY - Duration::from_millis(500), "served after {after:.1?}");
+    println!(
+        "served {after:.2?} after the write (delay {DELAY:?}); apply lag seen {lag_seen:.1} s"
+    );
+
+    // A key still held back when the primary is lost: the failover applies it first.
+    let written = Instant::now();
+    redis::cmd("SET").arg("held").arg("v2").query::<()>(&mut east).unwrap();
+    let durable = cluster.server("east").status().database.redo.durable_scn.0;
+    wait_received(&cluster, "west", durable);
+    assert_eq!(get(&mut west, "held"), None);
+    cluster.kill("east");
+    let gone = common::poll_until(Duration::from_secs(3), || {
+        cluster.server("west").status().replication.standby.is_some_and(|s| !s.connected)
+    });
+    assert!(gone, "west still says its primary is connected\n{}", cluster.logs());
+    let out = cluster.must(&["failover", "--to", "west"]);
+    println!("{out}");
+    let took = written.elapsed();
+    assert!(took < DELAY, "the failover came {took:.1?} after the write: nothing was held back");
+    assert!(out.contains("apply delay of 5 s") && out.contains("held back"), "{out}");
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    assert_eq!(get(&mut west, "held").as_deref(), Some("v2"), "the held-back key after failover");
+    assert_eq!(get(&mut west, "delayed").as_deref(), Some("v1"));
+    println!("failover {took:.2?} after the write applied it before opening");
+}
