@@ -44,18 +44,6 @@ fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&common::read_to_close(&mut stream)).into_owned()
 }
 
-/// One reply line to `request` on an open raw connection.
-fn ask(stream: &mut TcpStream, request: &str) -> String {
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        assert_eq!(stream.read(&mut byte).unwrap(), 1, "closed after {reply:?}");
-        reply.push(byte[0]);
-    }
-    String::from_utf8(reply).unwrap()
-}
-
 #[test]
 fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "the client security test");
@@ -70,16 +58,16 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
 
     // Unauthenticated: NOAUTH for everything but AUTH, HELLO and QUIT; SHUTDOWN does nothing.
     let mut raw = common::raw(resp);
-    assert_eq!(ask(&mut raw, "GET k\r\n"), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(ask(&mut raw, "SHUTDOWN\r\n"), "-NOAUTH Authentication required.\r\n");
-    assert!(ask(&mut raw, "HELLO 3\r\n").starts_with("-NOAUTH HELLO must be called"));
+    assert_eq!(common::ask(&mut raw, "GET k\r\n"), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(common::ask(&mut raw, "SHUTDOWN\r\n"), "-NOAUTH Authentication required.\r\n");
+    assert!(common::ask(&mut raw, "HELLO 3\r\n").starts_with("-NOAUTH HELLO must be called"));
     assert_eq!(
-        ask(&mut raw, "AUTH wrong\r\n"),
+        common::ask(&mut raw, "AUTH wrong\r\n"),
         "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
     );
-    assert_eq!(ask(&mut raw, "AUTH nobody writer-password\r\n").chars().next(), Some('-'));
-    assert_eq!(ask(&mut raw, &format!("AUTH {ROOT_PASSWORD}\r\n")), "+OK\r\n");
-    assert_eq!(ask(&mut raw, "SET k v\r\n"), "+OK\r\n");
+    assert_eq!(common::ask(&mut raw, "AUTH nobody writer-password\r\n").chars().next(), Some('-'));
+    assert_eq!(common::ask(&mut raw, &format!("AUTH {ROOT_PASSWORD}\r\n")), "+OK\r\n");
+    assert_eq!(common::ask(&mut raw, "SET k v\r\n"), "+OK\r\n");
     drop(raw);
 
     // Users and their permissions.
@@ -100,7 +88,7 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
     }
     // HELLO 3 with AUTH authenticates and switches protocol at once.
     let mut raw = common::raw(resp);
-    let reply = ask(&mut raw, "HELLO 3 AUTH writer writer-password\r\n");
+    let reply = common::ask(&mut raw, "HELLO 3 AUTH writer writer-password\r\n");
     assert!(reply.starts_with('%'), "{reply}");
     drop(raw);
 

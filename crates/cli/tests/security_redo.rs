@@ -16,10 +16,9 @@ mod common;
 mod replication_support;
 mod roles_support;
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -33,31 +32,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tls::certs::{TestCa, Validity};
 use transport::Phase;
 use transport::conn::{Conn, ConnError};
-
-/// Every file under a member's redo directory and archive, with its bytes; but the control
-/// file, which the standby's own checkpoints rewrite (its identity and position are compared
-/// through its status instead).
-fn member_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    for sub in ["redo", "archive"] {
-        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() && path.file_name().is_some_and(|name| name != "control") {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
-
-fn assert_unchanged(before: &BTreeMap<PathBuf, Vec<u8>>, after: &BTreeMap<PathBuf, Vec<u8>>) {
-    let changed: Vec<&PathBuf> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|path| before.get(*path) != after.get(*path))
-        .collect();
-    assert!(changed.is_empty(), "the standby's redo or archive changed: {changed:?}");
-}
 
 fn hello(database_id: u64, member: &str) -> Hello {
     Hello {
@@ -167,7 +141,7 @@ fn strangers_and_impostors_on_a_standby_redo_port_change_nothing_under_tls() {
     let west_status = cluster.server("west").status();
     let database_id = west_status.database.redo.identity.database_id.0;
     let position = west_status.replication.standby.as_ref().unwrap().received;
-    let files_before = member_files(&west_dir);
+    let files_before = common::member_files(&west_dir);
     let log_start = replication_support::file_len(&cluster.log_path("west"));
     let west: SocketAddr = format!("127.0.0.1:{}", cluster.ports["west"].redo).parse().unwrap();
     let certs = cluster.certs_dir();
@@ -243,7 +217,7 @@ fn strangers_and_impostors_on_a_standby_redo_port_change_nothing_under_tls() {
     let west_status = cluster.server("west").status();
     assert_eq!(west_status.replication.standby.as_ref().unwrap().received, position);
     assert_eq!(west_status.database.redo.identity.database_id.0, database_id);
-    assert_unchanged(&files_before, &member_files(&west_dir));
+    common::assert_unchanged(&files_before, &common::member_files(&west_dir));
 
     // The primary was never disturbed: synchronized, serving, and its redo reaches west.
     let status = cluster.server("east").status();
@@ -378,7 +352,7 @@ fn a_wrong_expired_or_untrusted_certificate_is_refused_naming_which() {
     drop(primary);
     block_until_applied(&pair);
     pair.kill_primary();
-    let files_before = member_files(&pair.standby_dir);
+    let files_before = common::member_files(&pair.standby_dir);
     let ca_key = std::fs::read_to_string(certs.path().join("ca-key.pem")).unwrap();
     let redo = pair.redo_addr.to_string();
     let real_primary_text = std::fs::read_to_string(&pair.primary_config).unwrap();
@@ -426,7 +400,7 @@ fn a_wrong_expired_or_untrusted_certificate_is_refused_naming_which() {
     );
     println!("untrusted: {error}");
     pair.kill_primary();
-    assert_unchanged(&files_before, &member_files(&pair.standby_dir));
+    common::assert_unchanged(&files_before, &common::member_files(&pair.standby_dir));
 
     // A standby whose certificate is for another name than the primary's destination says.
     std::fs::write(&pair.primary_config, &real_primary_text).unwrap();

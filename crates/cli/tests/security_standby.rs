@@ -8,10 +8,8 @@
 mod common;
 mod roles_support;
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::Watchdog;
@@ -27,33 +25,6 @@ fn authenticated(addr: std::net::SocketAddr) -> redis::Connection {
     let connection = client.get_connection_with_timeout(Duration::from_secs(10)).unwrap();
     connection.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     connection
-}
-
-/// Every file of a member's redo directory and archive but the control file (which its own
-/// checkpoints rewrite), with its bytes.
-fn member_files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = BTreeMap::new();
-    for sub in ["redo", "archive"] {
-        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_file() && path.file_name().is_some_and(|name| name != "control") {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
-
-/// One reply line to `request` on an open raw connection.
-fn ask(stream: &mut TcpStream, request: &str) -> String {
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut reply = Vec::new();
-    let mut byte = [0u8; 1];
-    while !reply.ends_with(b"\r\n") {
-        assert_eq!(stream.read(&mut byte).unwrap(), 1, "closed after {reply:?}");
-        reply.push(byte[0]);
-    }
-    String::from_utf8(reply).unwrap()
 }
 
 #[test]
@@ -74,14 +45,20 @@ fn attacks_on_a_standbys_client_ports_leave_the_configuration_synchronized() {
     let west_pid = cluster.server("west").pid();
     let west_resp = cluster.resp_addr("west");
     let west_admin = cluster.server("west").admin_addr();
-    let files_before = member_files(&cluster.data_dir("west"));
+    let files_before = common::member_files(&cluster.data_dir("west"));
     let position = cluster.server("west").status().replication.standby.unwrap().received;
 
     // (a) SHUTDOWN, unauthenticated, on the standby's Redis port: NOAUTH, and nothing stops.
     let mut raw = common::raw(west_resp);
-    assert_eq!(ask(&mut raw, "SHUTDOWN NOSAVE\r\n"), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(ask(&mut raw, "*1\r\n$8\r\nSHUTDOWN\r\n"), "-NOAUTH Authentication required.\r\n");
-    assert!(ask(&mut raw, "AUTH default wrong-password\r\n").starts_with("-WRONGPASS"));
+    assert_eq!(
+        common::ask(&mut raw, "SHUTDOWN NOSAVE\r\n"),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        common::ask(&mut raw, "*1\r\n$8\r\nSHUTDOWN\r\n"),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert!(common::ask(&mut raw, "AUTH default wrong-password\r\n").starts_with("-WRONGPASS"));
     drop(raw);
 
     // (b) A web page's POST to the Redis port, its body full of commands: closed at once, as
@@ -125,13 +102,8 @@ fn attacks_on_a_standbys_client_ports_leave_the_configuration_synchronized() {
     assert_eq!(west_status.replication.standby.as_ref().unwrap().received, position);
     let roles = west_status.roles.as_ref().expect("west runs a member");
     assert_eq!((roles.role.as_str(), roles.fenced.is_none()), ("standby", true), "{roles:?}");
-    let files_after = member_files(&cluster.data_dir("west"));
-    let changed: Vec<&PathBuf> = files_before
-        .keys()
-        .chain(files_after.keys())
-        .filter(|path| files_before.get(*path) != files_after.get(*path))
-        .collect();
-    assert!(changed.is_empty(), "the standby's redo or archive changed: {changed:?}");
+    let files_after = common::member_files(&cluster.data_dir("west"));
+    common::assert_unchanged(&files_before, &files_after);
 
     // The primary was never disturbed: synchronized, and its redo reaches the standby.
     let status = cluster.server("east").status();

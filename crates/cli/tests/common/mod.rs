@@ -459,3 +459,44 @@ pub fn seed() -> u64 {
         },
     )
 }
+
+/// One reply line to `request` on an open raw connection.
+pub fn ask(stream: &mut TcpStream, request: &str) -> String {
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut reply = Vec::new();
+    let mut byte = [0u8; 1];
+    while !reply.ends_with(b"\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "closed after {reply:?}");
+        reply.push(byte[0]);
+    }
+    String::from_utf8(reply).unwrap()
+}
+
+/// Every file under a member's redo directory and archive, with its bytes; but the control
+/// file, which the member's own checkpoints rewrite (compare its identity and position
+/// through its status instead).
+pub fn member_files(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    for sub in ["redo", "archive"] {
+        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() && path.file_name().is_some_and(|name| name != "control") {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// Panics, naming them, if files of `member_files` changed between `before` and `after`.
+pub fn assert_unchanged(
+    before: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
+    after: &std::collections::BTreeMap<PathBuf, Vec<u8>>,
+) {
+    let changed: Vec<&PathBuf> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|path| before.get(*path) != after.get(*path))
+        .collect();
+    assert!(changed.is_empty(), "the standby's redo or archive changed: {changed:?}");
+}
