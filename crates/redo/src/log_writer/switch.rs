@@ -1,0 +1,275 @@
+//! Log switches: closing the current log, waiting until the next group may be reused, and the
+//! *stall* that answers the commits a failure (a full disk) holds up meanwhile.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::{CurrentLog, DONE, STALLED, WriterState};
+use crate::error::{RedoError, Result};
+use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
+use crate::online_log::{MemberState, OnlineLog, Reuse};
+use crate::ship::WriteKind;
+use crate::types::{LogSeq, RedoAddr, now_unix_us};
+use crate::{Shared, SwitchReason};
+
+/// Ends a stall when the wait for a reusable group ends, however it ends.
+struct StallGuard<'a>(&'a Shared);
+
+impl Drop for StallGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.commit.lock().stall.is_some() {
+            self.0.set_stall(None);
+        }
+    }
+}
+
+impl Shared {
+    /// Closes the current log (if any) and makes the next group current, waiting until that
+    /// group may be reused.
+    pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
+        let started = Instant::now();
+        let block_size = self.config.block_size;
+        let block = block_size as usize;
+        let mut header_block = std::mem::take(&mut writer.buffer);
+        header_block.resize_zeroed(block);
+        let result = (|| {
+            let next_group = {
+                let table = self.table.lock();
+                table.current.map_or(0, |current| (current + 1) % table.groups.len())
+            };
+            if let Some(current) = writer.current.take() {
+                let end = LogEnd {
+                    next_scn: writer.next_scn,
+                    next_time_us: now_unix_us(),
+                    end_offset: current.offset,
+                };
+                format::encode_header(&mut header_block, &HeaderBlock::Closed(current.header, end));
+                let wait = self.write_log(
+                    current.group,
+                    &header_block,
+                    u64::from(block_size),
+                    WriteKind::ClosedHeader,
+                    current.header.seq,
+                    writer.next_scn.prev(),
+                )?;
+                {
+                    let mut table = self.table.lock();
+                    if let Some(log) = table.groups[current.group].log.as_mut() {
+                        log.end = Some(end);
+                    }
+                }
+                self.queue_archive(current.header.seq);
+                if let Some(wait) = wait {
+                    self.wait_shipped(wait)?;
+                }
+            }
+            self.wait_reusable(next_group)?;
+            let seq = writer.last_seq.next();
+            let header = LogHeader {
+                block_size,
+                file_size: self.config.log_file_size,
+                database_id: self.identity().database_id,
+                incarnation: self.identity().incarnation,
+                thread: self.identity().thread,
+                seq,
+                first_scn: writer.next_scn,
+                first_time_us: now_unix_us(),
+            };
+            format::encode_header(&mut header_block, &HeaderBlock::Open(header));
+            {
+                let mut table = self.table.lock();
+                let group = &mut table.groups[next_group];
+                // Reuse gives stale and failed members another chance: they are rewritten
+                // from the header on, like the others.
+                for member in &mut group.members {
+                    if member.state != MemberState::Valid {
+                        match self.storage.open_log(&member.path) {
+                            Ok(file) => {
+                                tracing::info!(member = %member.path.display(), "log member back in use at group reuse");
+                                member.file = Some(Arc::from(file));
+                                member.state = MemberState::Valid;
+                            }
+                            Err(error) => {
+                                member.state = MemberState::Failed(format!("reopen: {error}"));
+                            }
+                        }
+                    }
+                }
+                group.log = Some(OnlineLog { header, end: None, archived: false });
+                table.current = Some(next_group);
+            }
+            let wait = self.write_log(
+                next_group,
+                &header_block,
+                0,
+                WriteKind::OpenHeader,
+                seq,
+                writer.next_scn.prev(),
+            )?;
+            writer.current = Some(CurrentLog {
+                group: next_group,
+                header,
+                offset: format::first_unit_offset(block_size),
+            });
+            writer.last_seq = seq;
+            *self.written_addr.lock() =
+                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            if let Some(wait) = wait {
+                self.wait_shipped(wait)?;
+            }
+            {
+                let mut durable = self.durable_addr.lock();
+                *durable = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+                self.redo_arrived.notify_all();
+            }
+            Ok(seq)
+        })();
+        writer.buffer = header_block;
+        let seq = result?;
+        self.waits.log_file_switch_completion.record_since(started);
+        self.stats.log_switches.incr();
+        self.table_changed.notify_all();
+        tracing::info!(%seq, ?reason, "log switch");
+        Ok(seq)
+    }
+
+    /// Waits until group `index` may be reused: its log archived and checkpointed. While a
+    /// failure blocks that (archiving or the checkpoint fails: a full disk), the commits
+    /// waiting are told so at once (`set_stall`) instead of hanging until space returns; this
+    /// wait goes on, and their redo is written when it ends.
+    fn wait_reusable(&self, index: usize) -> Result<()> {
+        let _stall = StallGuard(self);
+        let mut waited_for: Option<(Reuse, Instant)> = None;
+        let mut asked_checkpoint: Option<Instant> = None;
+        let mut stalled: Option<String> = None;
+        let mut table = self.table.lock();
+        loop {
+            // The writer refused further redo meanwhile (fenced, or a member failed): this
+            // switch, and the records it holds, must never be written and counted durable.
+            if let Some(error) = self.failure() {
+                return Err(error);
+            }
+            let checkpoint = self.control.lock().checkpoint_scn;
+            let reuse = table.reuse(index, checkpoint);
+            let blocked_by = match reuse {
+                Reuse::Ready => None,
+                Reuse::NeedsArchiving(seq) => self
+                    .archive_failing
+                    .load(Ordering::Acquire)
+                    .then(|| {
+                        // Only this log's own failure: another's says nothing of this one.
+                        self.archive_errors().get(&seq).map(|reason| {
+                            format!("log sequence {seq} cannot be archived: {reason}")
+                        })
+                    })
+                    .flatten(),
+                Reuse::NeedsCheckpoint(_) => self
+                    .checkpoint_failure
+                    .lock()
+                    .as_ref()
+                    .map(|reason| format!("the checkpoint that frees it fails: {reason}")),
+            };
+            let reason = blocked_by.map(|cause| {
+                format!("the next log switch waits for log group {}, and {cause}", index + 1)
+            });
+            if reason != stalled {
+                // Starts, ends, or says the new cause (archiving done, now the checkpoint).
+                stalled = reason.clone();
+                // Never hold the table lock while waking the waiters (the commit lock).
+                drop(table);
+                self.set_stall(reason);
+                table = self.table.lock();
+                continue;
+            }
+            let changed = waited_for.is_none_or(|(previous, _)| {
+                std::mem::discriminant(&previous) != std::mem::discriminant(&reuse)
+            });
+            if changed && let Some((previous, since)) = waited_for.take() {
+                self.record_switch_wait(previous, since);
+            }
+            match reuse {
+                Reuse::Ready => break,
+                Reuse::NeedsArchiving(_) => {
+                    if self.is_shut_down() {
+                        return Err(RedoError::Shutdown);
+                    }
+                }
+                Reuse::NeedsCheckpoint(scn) => {
+                    if self.is_shut_down() {
+                        return Err(RedoError::Shutdown);
+                    }
+                    if asked_checkpoint.is_none_or(|asked| asked.elapsed() > Duration::from_secs(1))
+                    {
+                        asked_checkpoint = Some(Instant::now());
+                        let handler = self.checkpoint_handler.lock().clone();
+                        if let Some(handler) = handler {
+                            // The handler may advance the checkpoint itself; never hold the
+                            // table lock across it.
+                            drop(table);
+                            handler(scn);
+                            table = self.table.lock();
+                            continue;
+                        }
+                    }
+                }
+            }
+            if changed {
+                waited_for = Some((reuse, Instant::now()));
+            }
+            self.table_changed.wait_for(&mut table, Duration::from_millis(100));
+        }
+        drop(table);
+        Ok(())
+    }
+
+    /// Starts (`Some`) or ends (`None`) a stall: while it lasts, every commit waiting for
+    /// redo not yet durable gets `CommitStalled` at once, and so does every new one. Their
+    /// redo stays in the log buffer and is written when the switch goes through.
+    pub(crate) fn set_stall(&self, reason: Option<String>) {
+        let durable = self.durable_scn();
+        let mut wake = Vec::new();
+        {
+            let mut commit = self.commit.lock();
+            match (&commit.stall, &reason) {
+                (None, Some(reason)) => tracing::error!(
+                    %reason,
+                    "log writer stalled; commits not yet durable get an error until it goes on"
+                ),
+                (Some(_), None) => {
+                    tracing::info!("log switch goes on; commits are confirmed again")
+                }
+                (Some(old), Some(new)) if old != new => {
+                    tracing::warn!(reason = %new, "log writer still stalled, now because")
+                }
+                _ => {}
+            }
+            commit.stall = reason;
+            if commit.stall.is_some() {
+                // Commits the part of the batch written before the switch covered are done
+                // (the leader would only tell them once the stall ends); the others stall.
+                let mut index = 0;
+                while index < commit.waiters.len() {
+                    match commit.waiters[index].scn {
+                        Some(scn) => {
+                            let outcome = if scn <= durable { DONE } else { STALLED };
+                            wake.push((commit.waiters.swap_remove(index).slot, outcome));
+                        }
+                        None => index += 1,
+                    }
+                }
+            }
+        }
+        for (slot, outcome) in wake {
+            slot.complete(outcome);
+        }
+    }
+
+    fn record_switch_wait(&self, reuse: Reuse, since: Instant) {
+        match reuse {
+            Reuse::NeedsArchiving(_) => self.waits.log_file_switch_archiving.record_since(since),
+            Reuse::NeedsCheckpoint(_) => self.waits.log_file_switch_checkpoint.record_since(since),
+            Reuse::Ready => {}
+        }
+    }
+}
