@@ -975,3 +975,5 @@ fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_stall;
