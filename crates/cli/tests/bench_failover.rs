@@ -1,11 +1,13 @@
 //! `redoguard bench failover` end to end, as small as it goes: one trial of the kill -9 case
 //! (a real pair, a real observer, real writers through its Sentinel front), no Redis.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
 
 fn redoguard() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_redoguard"))
+    Command::new(common::binary())
 }
 
 #[test]
@@ -34,28 +36,19 @@ fn bench_failover_help_names_its_flags_and_bounds() {
 fn one_kill_trial_measures_the_outage_loses_nothing_and_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("failover.json");
-    let mut child = redoguard()
+    let mut command = redoguard();
+    command
         .args(["bench", "failover", "--trials", "1", "--cases", "kill", "--no-sentinel", "--dir"])
         .arg(dir.path())
         .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .arg(&json);
     // Bounded: SIGTERM (the benchmark cleans up), then SIGKILL.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            // SAFETY: a signal to our own child, not yet reaped.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            std::thread::sleep(Duration::from_secs(20));
-            let _ = child.kill();
-            panic!("bench failover did not finish within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = common::run_with_cleanup_bound(
+        &mut command,
+        Duration::from_secs(120),
+        Duration::from_secs(20),
+        "bench failover",
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -1,11 +1,13 @@
 //! `redoguard bench transport` end to end, as small as it goes: loopback only, one client,
 //! one second per case, one steady rate, small logs, no PostgreSQL or Redis.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
 
 fn redoguard() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_redoguard"))
+    Command::new(common::binary())
 }
 
 #[test]
@@ -28,29 +30,20 @@ fn bench_transport_help_names_its_flags() {
 fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("transport.json");
-    let mut child = redoguard()
+    let mut command = redoguard();
+    command
         .args(["bench", "transport", "--duration", "1s", "--rtts", "0", "--clients", "1"])
         .args(["--lag-rates", "2", "--log-file-size", "16MiB", "--no-external", "--dir"])
         .arg(dir.path())
         .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .arg(&json);
     // Bounded: SIGTERM (the benchmark cleans up), then SIGKILL.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            // SAFETY: a signal to our own child, not yet reaped.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            std::thread::sleep(Duration::from_secs(30));
-            let _ = child.kill();
-            panic!("bench transport did not finish within 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let output = child.wait_with_output().unwrap();
+    let output = common::run_with_cleanup_bound(
+        &mut command,
+        Duration::from_secs(180),
+        Duration::from_secs(30),
+        "bench transport",
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),

@@ -500,3 +500,27 @@ pub fn assert_unchanged(
         .collect();
     assert!(changed.is_empty(), "the standby's redo or archive changed: {changed:?}");
 }
+
+/// Runs `command` (a benchmark, say) to its end, its output captured. Bounded: past `limit` it
+/// gets SIGTERM (so that it cleans up what it made), `grace` later SIGKILL, and the test fails
+/// naming `what`.
+pub fn run_with_cleanup_bound(
+    command: &mut Command,
+    limit: Duration,
+    grace: Duration,
+    what: &str,
+) -> std::process::Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            // SAFETY: a signal to our own child, not yet reaped.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            std::thread::sleep(grace);
+            let _ = child.kill();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
