@@ -166,6 +166,11 @@ pub(crate) struct Shared {
     /// End of what the log writer has written and synced locally (ahead of `durable_addr`
     /// while it waits for SYNC standbys): what redo transport may ship.
     pub written_addr: Mutex<RedoAddr>,
+    /// The last SCN the log writer has written locally (ahead of `durable_scn` while writes
+    /// are in flight to SYNC standbys).
+    pub written_scn: AtomicU64,
+    /// Log writes in flight to SYNC standbys (see `log_writer::pipeline`).
+    pub pipeline: log_writer::Pipeline,
     pub background: Arc<Signal>,
     pub archive_queue: Mutex<archiver::ArchiveQueue>,
     pub archive_ready: Condvar,
@@ -406,6 +411,8 @@ impl RedoLog {
             durable_scn: AtomicU64::new(opened.next_scn.prev().0),
             durable_addr: Mutex::new(durable_addr),
             written_addr: Mutex::new(durable_addr),
+            written_scn: AtomicU64::new(opened.next_scn.prev().0),
+            pipeline: log_writer::Pipeline::default(),
             table: Mutex::new(opened.table),
             table_changed: Condvar::new(),
             control: Mutex::new(control),
@@ -443,8 +450,10 @@ impl RedoLog {
             threads.push(spawn(format!("redo-arc{worker}"), move || shared.archiver())?);
         }
         if role == Role::Primary {
-            let shared = shared.clone();
-            threads.push(spawn("redo-lgwr".to_string(), move || shared.background_writer())?);
+            let writer = shared.clone();
+            threads.push(spawn("redo-lgwr".to_string(), move || writer.background_writer())?);
+            let waiter = shared.clone();
+            threads.push(spawn("redo-ackwait".to_string(), move || waiter.ack_waiter())?);
         }
         tracing::info!(
             dir = %shared.config.dir.display(),
@@ -898,6 +907,7 @@ impl RedoLog {
         };
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.background.notify();
+        self.shared.pipeline.wake_all();
         {
             let _queue = self.shared.archive_queue.lock();
             self.shared.archive_ready.notify_all();
@@ -975,5 +985,7 @@ fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pipeline;
 #[cfg(test)]
 mod tests_stall;

@@ -376,6 +376,15 @@ pub struct ReplicationConfig {
     pub role: RoleConfig,
     /// Default: `maximum_performance`.
     pub protection_mode: ProtectionMode,
+    /// Which synchronized SYNC destinations a commit waits for: `"all"` of them, or `"any k"`
+    /// (1..=9; at most the SYNC destinations configured). Default: `"all"`.
+    pub sync_quorum: crate::quorum::SyncQuorum,
+    /// Once the other SYNC destinations a write waits for have acknowledged it, a slower one
+    /// is dropped from the synchronized set after this much more (it catches up and
+    /// synchronizes again by itself); `0s`: only `net_timeout` drops it. Bounds: 0..=1h.
+    /// Default: 0s.
+    #[serde(with = "units::serde_human::duration")]
+    pub sync_latency: Duration,
     /// Which of `members` this file runs. Required with `members`.
     pub member: Option<String>,
     /// Every database of the configuration, this one included. Bounds: 0, or 2..=10.
@@ -404,6 +413,8 @@ impl Default for ReplicationConfig {
         ReplicationConfig {
             role: RoleConfig::default(),
             protection_mode: ProtectionMode::default(),
+            sync_quorum: crate::quorum::SyncQuorum::All,
+            sync_latency: Duration::ZERO,
             member: None,
             members: Vec::new(),
             redo_listen: None,
@@ -496,6 +507,75 @@ impl ReplicationConfig {
         }
     }
 
+    /// What this primary's commits wait for.
+    pub fn protection(&self) -> crate::quorum::Protection {
+        crate::quorum::Protection {
+            mode: self.protection_mode,
+            quorum: self.sync_quorum,
+            sync_latency: self.sync_latency,
+        }
+    }
+
+    /// The SYNC quorum and latency against the destinations.
+    fn validate_quorum(&self, destinations: &[DestinationConfig]) -> Result<(), (String, String)> {
+        if self.sync_latency > Duration::from_secs(3600) {
+            return Err((
+                "replication.sync_latency".into(),
+                format!("{:?} is over 1h", self.sync_latency),
+            ));
+        }
+        let crate::quorum::SyncQuorum::Any(k) = self.sync_quorum else { return Ok(()) };
+        if !(self.role == RoleConfig::Primary || self.has_members()) {
+            return Ok(());
+        }
+        // In the configuration form a member's destinations are the other members: the
+        // quorum must be reachable from every member that may become primary.
+        let count = |destinations: &[DestinationConfig], affirm: bool| {
+            destinations
+                .iter()
+                .filter(|d| d.transport == Transport::Sync && (d.affirm || !affirm))
+                .count()
+        };
+        let worst = |affirm: bool| {
+            if self.has_members() {
+                self.members
+                    .iter()
+                    .map(|member| {
+                        let others: Vec<DestinationConfig> = self
+                            .members
+                            .iter()
+                            .filter(|other| other.name != member.name)
+                            .map(MemberConfig::destination)
+                            .collect();
+                        count(&others, affirm)
+                    })
+                    .min()
+                    .unwrap_or(0)
+            } else {
+                count(destinations, affirm)
+            }
+        };
+        let sync = worst(false);
+        if k > sync {
+            return Err((
+                "replication.sync_quorum".into(),
+                format!(
+                    "\"any {k}\" needs {k} SYNC destinations; a primary here would have {sync}"
+                ),
+            ));
+        }
+        if self.protection_mode == ProtectionMode::MaximumProtection && k > worst(true) {
+            return Err((
+                "replication.sync_quorum".into(),
+                format!(
+                    "maximum_protection with \"any {k}\" needs {k} SYNC AFFIRM destinations; a primary here would have {}",
+                    worst(true)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks every bound; the error names the field.
     pub fn validate(&self) -> Result<(), (String, String)> {
         let invalid = |field: String, reason: String| Err((field, reason));
@@ -522,6 +602,7 @@ impl ReplicationConfig {
             destination.validate(&field)?;
         }
         let destinations = self.destinations();
+        self.validate_quorum(&destinations)?;
         if self.protection_mode != ProtectionMode::MaximumPerformance
             && (self.role == RoleConfig::Primary || self.has_members())
         {

@@ -191,6 +191,12 @@ impl Conn {
         }
     }
 
+    /// The socket's file descriptor (to wait on several connections at once with `poll`).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stream.socket().as_raw_fd()
+    }
+
     /// Whether the connection runs over TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.stream, Stream::Tls { .. })

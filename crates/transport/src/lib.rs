@@ -20,6 +20,7 @@ pub mod fast_start;
 pub mod listener;
 pub mod primary;
 pub mod primary_port;
+pub mod quorum;
 pub mod receiver;
 pub mod standby_service;
 
@@ -37,6 +38,7 @@ pub use primary::{
     PrimaryTransport, TransportEvent, TransportEvents,
 };
 pub use primary_port::PrimaryPort;
+pub use quorum::{Protection, SyncQuorum};
 pub use receiver::{
     AppliedScn, ReceiverContext, RoleInfoSource, StandbyReceiver, StandbyReplicationStatus,
 };

@@ -561,6 +561,10 @@ impl Inner {
     fn receive(&self, conn: &mut Conn, hello: &Hello) -> Result<(), String> {
         let channel = hello.channel;
         let mut unsynced = false;
+        // A SYNC write wanting a durable acknowledgement, with more writes already buffered
+        // behind it (the primary pipelines them): one sync and one acknowledgement for them
+        // all, which covers every write before it on this connection.
+        let mut pending_ack: Option<PendingAck> = None;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 conn.refuse(ErrorMessage::new(
@@ -572,10 +576,14 @@ impl Inner {
             // Sync what was streamed (or acknowledged on receipt) once the primary pauses
             // (nothing more is buffered), and tell it how far this standby is.
             if unsynced && !conn.has_buffered_message() {
-                self.redo
+                let durable = self
+                    .redo
                     .sync_received()
                     .map_err(|error| format!("syncing the standby logs: {error}"))?;
                 unsynced = false;
+                if let Some(ack) = pending_ack.take() {
+                    ack.send(conn, durable.offset)?;
+                }
                 if channel == proto::Channel::Control {
                     conn.send(&self.status_message(), Duration::from_secs(10))
                         .map_err(|error| error.to_string())?;
@@ -611,6 +619,17 @@ impl Inner {
                 });
                 return Err(message);
             }
+            if let Some(ack) = &pending_ack
+                && !matches!(&message, Message::Write(write) if write.ack == proto::AckWanted::Durable)
+            {
+                // Anything else is answered after the writes before it are acknowledged.
+                let durable = self
+                    .redo
+                    .sync_received()
+                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                ack.send(conn, durable.offset)?;
+                pending_ack = None;
+            }
             match message {
                 Message::Write(write) => {
                     let kind = match write.kind {
@@ -641,7 +660,26 @@ impl Inner {
                         heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
                     }
                     match write.ack {
+                        proto::AckWanted::Durable
+                            if conn.has_buffered_message()
+                                && pending_ack
+                                    .as_ref()
+                                    .is_none_or(|ack| ack.writes < ACK_GROUP_MAX) =>
+                        {
+                            let writes = pending_ack.as_ref().map_or(0, |ack| ack.writes) + 1;
+                            pending_ack = Some(PendingAck {
+                                write_id: write.write_id,
+                                seq: write.seq,
+                                closed_end: received
+                                    .closed
+                                    .is_some()
+                                    .then_some(received.end_offset),
+                                writes,
+                            });
+                            unsynced = true;
+                        }
                         proto::AckWanted::Durable => {
+                            pending_ack = None;
                             let durable = self
                                 .redo
                                 .sync_received()
@@ -767,5 +805,33 @@ impl Inner {
                 reported = Some(gap);
             }
         }
+    }
+}
+
+/// Most SYNC writes one acknowledgement is held back for (their sync is shared).
+const ACK_GROUP_MAX: u32 = 64;
+
+/// A durable acknowledgement held back while the writes behind it are received.
+struct PendingAck {
+    write_id: u64,
+    seq: u64,
+    /// Where the log ends, if the write closed it.
+    closed_end: Option<u64>,
+    writes: u32,
+}
+
+impl PendingAck {
+    /// Sends it once the standby logs are synced through `durable_offset` of the current log.
+    fn send(&self, conn: &mut Conn, durable_offset: u64) -> Result<(), String> {
+        conn.send(
+            &Message::Ack(proto::Ack {
+                write_id: self.write_id,
+                seq: self.seq,
+                end_offset: self.closed_end.unwrap_or(durable_offset),
+                durable: true,
+            }),
+            Duration::from_secs(10),
+        )
+        .map_err(|error| error.to_string())
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use super::{FAILED, LEAD, STALLED, Urgency, WAITING, WaitSlot, Waiter, Wake};
+use super::{FAILED, LEAD, STALLED, Settle, Urgency, WAITING, WaitSlot, Waiter, Wake};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -32,7 +32,7 @@ impl Shared {
         if let Some(reason) = &commit.stall {
             return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
         }
-        if may_lead && !commit.leader {
+        if may_lead && !commit.leader && !self.is_written(scn) {
             commit.leader = true;
             return Ok(Registered::Leader);
         }
@@ -100,9 +100,10 @@ impl Future for Durable {
         loop {
             if this.leading {
                 this.leading = false;
-                if !this.shared.lead_unless_switching() {
-                    // That needs a log switch, which may wait long: the background writer
-                    // (a thread of its own) makes it; this task waits as a follower.
+                if !this.shared.lead_unless_switching(Settle::Defer) {
+                    // That needs a log switch, which may wait long, or room among the writes
+                    // in flight to SYNC standbys: the background writer (a thread of its own)
+                    // makes it; this task waits as a follower.
                     this.urgency = Urgency::Passive;
                 }
             }

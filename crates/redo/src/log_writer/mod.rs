@@ -33,9 +33,12 @@ use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
 use crate::{Shared, SwitchReason};
 
 mod durable;
+pub(crate) mod pipeline;
 mod switch;
 
 pub use durable::Durable;
+pub(crate) use pipeline::Pipeline;
+use pipeline::{Deferred, Settle};
 
 /// How a committer waiting for durability gets its redo written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,13 +209,13 @@ impl Shared {
             if let Some(reason) = &commit.stall {
                 return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
             }
-            if may_lead && !commit.leader {
+            if may_lead && !commit.leader && !self.is_written(scn) {
                 commit.leader = true;
                 drop(commit);
                 // A write that needs a log switch goes to the background writer (the switch
                 // may wait as long as a full disk lasts, and a stall must be able to answer
                 // this commit): then this thread waits as a follower.
-                may_lead = self.lead_unless_switching();
+                may_lead = self.lead_unless_switching(Settle::Adaptive);
                 continue;
             }
             let slot = WaitSlot::for_thread();
@@ -222,7 +225,7 @@ impl Shared {
                 self.background.notify();
             }
             match slot.park() {
-                LEAD => may_lead = self.lead_unless_switching(),
+                LEAD => may_lead = self.lead_unless_switching(Settle::Adaptive),
                 FAILED => return Err(self.failure().unwrap_or(RedoError::Shutdown)),
                 // Asks again: durable by now, or still stalled (the error), or no longer.
                 STALLED => {}
@@ -267,19 +270,55 @@ impl Shared {
     /// task must not block its runtime worker that long (on a small machine that stops every
     /// connection and the admin API), and a committer blocked inside the switch could not be
     /// told of a stall. It then hands the write to the background writer, which may block,
-    /// and returns false: the caller waits for it as a follower.
-    fn lead_unless_switching(&self) -> bool {
+    /// and returns false: the caller waits for it as a follower. A task also declines when
+    /// the writes in flight to SYNC standbys are at their bound (waiting for room would block
+    /// its worker for a round trip). The SYNC acknowledgements are waited for after the
+    /// leadership is handed on (`pipeline`), by the acknowledgement waiter or, as `settle`
+    /// allows, by this thread.
+    pub(crate) fn lead_unless_switching(&self, settle: Settle) -> bool {
+        let mut deferred = Vec::new();
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
-            self.write_pending_without_switch(&mut writer)
+            if settle == Settle::Defer && !self.pipeline_has_room(self.buffer.used_bytes() as usize)
+            {
+                Ok(false)
+            } else {
+                self.write_pending_switching(&mut writer, false, settle, &mut deferred)
+            }
         };
         self.end_leadership(result.as_ref().err());
+        self.dispatch(deferred);
         let declined = matches!(result, Ok(false));
         if declined {
             self.background.notify();
         }
         !declined
+    }
+
+    /// Whether the log writer has written `scn` (it is in flight to SYNC standbys, or durable):
+    /// a committer waiting for it has nothing to lead.
+    fn is_written(&self, scn: Scn) -> bool {
+        self.written_scn.load(Ordering::Acquire) >= scn.0
+    }
+
+    /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
+    pub(crate) fn wake_durable_waiters(&self) {
+        let durable = self.durable_scn();
+        let mut wake = Vec::new();
+        let mut commit = self.commit.lock();
+        let mut index = 0;
+        while index < commit.waiters.len() {
+            if commit.waiters[index].scn.is_some_and(|scn| scn <= durable) {
+                wake.push(commit.waiters.swap_remove(index).slot);
+            } else {
+                index += 1;
+            }
+        }
+        drop(commit);
+        for slot in wake {
+            slot.complete(DONE);
+        }
     }
 
     /// Waits for what the shipper asked for. If that fails (the protection mode cannot be
@@ -359,7 +398,14 @@ impl Shared {
                 index += 1;
             }
         }
-        match commit.waiters.iter().position(|waiter| waiter.may_lead) {
+        // A waiter whose redo is written (in flight to SYNC standbys) has nothing to lead: it
+        // waits to be published.
+        let written = self.written_scn.load(Ordering::Acquire);
+        match commit
+            .waiters
+            .iter()
+            .position(|waiter| waiter.may_lead && waiter.scn.is_none_or(|scn| scn.0 > written))
+        {
             Some(next) => wake.push((commit.waiters.swap_remove(next).slot, LEAD)),
             None => {
                 commit.leader = false;
@@ -376,18 +422,24 @@ impl Shared {
         }
     }
 
-    /// Writes every record appended so far (as leader).
+    /// Writes every record appended so far (as leader), and returns once all of it, and
+    /// everything in flight before it, is durable.
     pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
-        self.write_pending_switching(writer, true).map(|_| ())
+        self.write_pending_switching(writer, true, Settle::Here, &mut Vec::new())?;
+        self.drain_pipeline()
     }
 
-    /// Writes every record appended so far (as leader) if that needs no log switch; returns
-    /// false, having written nothing, if it would.
-    fn write_pending_without_switch(&self, writer: &mut WriterState) -> Result<bool> {
-        self.write_pending_switching(writer, false)
-    }
-
-    fn write_pending_switching(&self, writer: &mut WriterState, may_switch: bool) -> Result<bool> {
+    /// Writes every record appended so far (as leader). With `may_switch` false, returns
+    /// false, having written nothing, if that needs a log switch. Writes that must be
+    /// acknowledged by SYNC standbys are settled as `settle` says; deferred waits are added to
+    /// `deferred`, for the caller to `dispatch` once it has handed the leadership on.
+    fn write_pending_switching(
+        &self,
+        writer: &mut WriterState,
+        may_switch: bool,
+        settle: Settle,
+        deferred: &mut Vec<Deferred>,
+    ) -> Result<bool> {
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -416,6 +468,10 @@ impl Shared {
         }
         if writer.current.is_none() {
             self.switch(writer, SwitchReason::FirstWrite)?;
+        }
+        if self.shipper.read().is_some() {
+            // Bounds what is in flight to SYNC standbys (a task never gets here when full).
+            self.make_room(self.buffer.used_bytes() as usize)?;
         }
         let block_size = self.config.block_size;
         let capacity = format::unit_capacity(block_size);
@@ -455,6 +511,8 @@ impl Shared {
             };
             if end == first {
                 self.stats.log_space_requests.incr();
+                // The switch waits for everything in flight, this round's writes included.
+                self.run_deferred(deferred)?;
                 self.switch(writer, SwitchReason::Full)?;
                 continue;
             }
@@ -493,11 +551,10 @@ impl Shared {
             let offset = current.offset + bytes as u64;
             writer.current = Some(CurrentLog { offset, ..current });
             writer.next_scn = last_scn.next();
-            *self.written_addr.lock() = RedoAddr { seq: current.header.seq, offset };
-            if let Some(wait) = wait {
-                self.wait_shipped(wait)?;
-            }
-            self.publish_durable(last_scn, RedoAddr { seq: current.header.seq, offset });
+            let addr = RedoAddr { seq: current.header.seq, offset };
+            *self.written_addr.lock() = addr;
+            self.written_scn.store(last_scn.0, Ordering::Release);
+            self.settle_write(last_scn, addr, bytes, wait, settle, deferred)?;
             self.stats.redo_writes.incr();
             self.stats.redo_entries.add(entries);
             self.stats.redo_size.add(stream as u64);
@@ -668,10 +725,18 @@ impl Shared {
             if self.is_shut_down() || self.failure().is_some() {
                 return;
             }
-            let unwritten = self.buffer.next_scn().prev() > self.durable_scn();
-            if unwritten
-                && let Err(error) = self.with_leadership(|writer| self.write_pending(writer))
-            {
+            let unwritten =
+                Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
+            let mut deferred = Vec::new();
+            let result = if unwritten {
+                self.with_leadership(|writer| {
+                    self.write_pending_switching(writer, true, Settle::Defer, &mut deferred)
+                })
+            } else {
+                Ok(true)
+            };
+            self.dispatch(deferred);
+            if let Err(error) = result {
                 if !matches!(error, RedoError::Shutdown) {
                     tracing::warn!(%error, "background log write failed");
                 }

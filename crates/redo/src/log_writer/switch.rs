@@ -29,6 +29,8 @@ impl Shared {
     /// group may be reused.
     pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
         let started = Instant::now();
+        // A log is closed only behind writes whose fate is known (see `pipeline`).
+        self.drain_pipeline()?;
         let block_size = self.config.block_size;
         let block = block_size as usize;
         let mut header_block = std::mem::take(&mut writer.buffer);

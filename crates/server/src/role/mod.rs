@@ -291,7 +291,7 @@ impl Roles {
                             history: history.to_wire(),
                             tls: self.redo_tls.clone(),
                         },
-                        replication.protection_mode,
+                        replication.protection(),
                         destinations,
                         &self.metrics,
                         Arc::new(move |event| {

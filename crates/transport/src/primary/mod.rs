@@ -6,9 +6,10 @@
 //! the queue overflows, the sender reads the online log files instead, without a gap),
 //! archived logs for gap resolution, and heartbeats. A SYNC destination that has caught up is
 //! *synchronized*: from then on the log writer itself sends each write on a second, *SYNC*
-//! connection before its local write, and reads the acknowledgement after its local sync, so
-//! that nothing but the network and the standby's own write sits between a commit and its
-//! acknowledgement. A destination that fails is retried after `reopen` and given up after
+//! connection before its local write, and the acknowledgement is read after its local sync
+//! (`sync`), so that nothing but the network and the standby's own write sits between a
+//! commit and its acknowledgement; several writes may be in flight on it at once (the redo
+//! engine's pipeline). A destination that fails is retried after `reopen` and given up after
 //! `max_failure` consecutive failures.
 //!
 //! The protection mode decides what the log writer waits for (see `ProtectionWait`).
@@ -32,6 +33,7 @@ use crate::auto_compression::AutoCompression;
 use crate::compression::{Compression, CompressionCounters, DestinationCompression};
 use crate::config::{DestinationConfig, ProtectionMode, Transport};
 use crate::conn::Conn;
+use crate::quorum::{Protection, SyncQuorum};
 
 mod sender;
 mod sync;
@@ -153,6 +155,11 @@ struct State {
     gaps: Vec<LogSeq>,
     /// The control connection must be dropped and made again (set by a failed SYNC write).
     reconnect: bool,
+    /// Counts the SYNC connections installed and dropped: a write sent in one epoch is never
+    /// acknowledged in another.
+    sync_epoch: u64,
+    /// Writes sent on the SYNC connection and not yet acknowledged, oldest first.
+    sync_in_flight: VecDeque<sync::SyncSent>,
 }
 
 /// One destination.
@@ -163,8 +170,11 @@ struct Destination {
     queue: Mutex<Queue>,
     /// Signalled (with `queue`) when there is something for the control thread to do.
     wake: Condvar,
-    /// The SYNC connection, once synchronized.
-    sync: Mutex<Option<Conn>>,
+    /// The SYNC connection, once synchronized, with the `sync_epoch` it was installed in: the
+    /// handle the log writer sends on, and the one acknowledgements are read from (by one
+    /// waiter at a time).
+    sync_send: Mutex<Option<(u64, Conn)>>,
+    sync_recv: Mutex<Option<(u64, Conn)>>,
     lag: Mutex<Histogram<u64>>,
     /// The control connection's compressor, while connected to a standby that takes
     /// compressed frames (only the control thread uses it).
@@ -190,6 +200,17 @@ impl Destination {
     fn notify(&self) {
         let _queue = self.queue.lock();
         self.wake.notify_all();
+    }
+
+    /// Closes the SYNC connection, if any (a reader holding its receiving handle sees the end
+    /// of the stream and drops it).
+    fn drop_sync(&self) {
+        if let Some((_, conn)) = self.sync_send.lock().take() {
+            conn.shutdown();
+        }
+        if let Some(mut recv) = self.sync_recv.try_lock() {
+            recv.take();
+        }
     }
 
     /// The standby holds everything before `acknowledged`: retire what that covers.
@@ -252,6 +273,8 @@ struct Inner {
     /// Fast-start failover's lease and grant, when it is enabled.
     fast_start: Option<Arc<crate::fast_start::FastStart>>,
     mode: ProtectionMode,
+    quorum: SyncQuorum,
+    sync_latency: Duration,
     destinations: Vec<Arc<Destination>>,
     shutdown: AtomicBool,
     /// Signalled when any destination's acknowledged position moves (Maximum Protection).
@@ -270,14 +293,14 @@ impl PrimaryTransport {
     /// Starts a sender for every destination. `redo` is a handle on the primary's redo log.
     pub fn start(
         redo: RedoLog,
-        mode: ProtectionMode,
+        protection: impl Into<Protection>,
         destinations: Vec<DestinationConfig>,
         metrics: &Metrics,
     ) -> std::io::Result<PrimaryTransport> {
         PrimaryTransport::start_as(
             redo,
             PrimaryIdentity::default(),
-            mode,
+            protection,
             destinations,
             metrics,
             Arc::new(|_| {}),
@@ -290,7 +313,7 @@ impl PrimaryTransport {
     pub fn start_as(
         redo: RedoLog,
         identity: PrimaryIdentity,
-        mode: ProtectionMode,
+        protection: impl Into<Protection>,
         destinations: Vec<DestinationConfig>,
         metrics: &Metrics,
         events: TransportEvents,
@@ -331,10 +354,13 @@ impl PrimaryTransport {
                         last_heard: None,
                         gaps: Vec::new(),
                         reconnect: false,
+                        sync_epoch: 0,
+                        sync_in_flight: VecDeque::new(),
                     }),
                     queue: Mutex::new(Queue::default()),
                     wake: Condvar::new(),
-                    sync: Mutex::new(None),
+                    sync_send: Mutex::new(None),
+                    sync_recv: Mutex::new(None),
                     lag: Mutex::new(
                         Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds"),
                     ),
@@ -347,12 +373,15 @@ impl PrimaryTransport {
                 })
             })
             .collect();
+        let protection = protection.into();
         let inner = Arc::new(Inner {
             redo,
             identity,
             events,
             fast_start,
-            mode,
+            mode: protection.mode,
+            quorum: protection.quorum,
+            sync_latency: protection.sync_latency,
             destinations,
             shutdown: AtomicBool::new(false),
             progress: Mutex::new(()),
@@ -386,10 +415,11 @@ impl PrimaryTransport {
         self.inner.mode
     }
 
-    /// Whether every commit is currently protected as the mode promises: some SYNC standby is
-    /// synchronized (always true in Maximum Performance).
+    /// Whether every commit is currently protected as the mode promises: as many SYNC
+    /// standbys are synchronized as the quorum needs, at least one (always true in Maximum
+    /// Performance).
     pub fn synchronized(&self) -> bool {
-        self.inner.mode == ProtectionMode::MaximumPerformance || self.inner.any_synchronized()
+        self.inner.mode == ProtectionMode::MaximumPerformance || self.inner.quorum_synchronized()
     }
 
     pub fn status(&self) -> Vec<DestinationStatus> {
@@ -423,9 +453,7 @@ impl PrimaryTransport {
     pub fn stop(&self) {
         self.inner.shutdown.store(true, Ordering::Release);
         for destination in &self.inner.destinations {
-            if let Some(conn) = destination.sync.lock().take() {
-                conn.shutdown();
-            }
+            destination.drop_sync();
             destination.notify();
         }
         if let Some(fast_start) = &self.inner.fast_start {
@@ -456,10 +484,23 @@ impl Shipper for ShipperHandle {
 }
 
 impl Inner {
-    fn any_synchronized(&self) -> bool {
-        self.destinations.iter().any(|destination| {
-            destination.is_sync() && destination.state.lock().phase == Phase::Synchronized
-        })
+    fn synchronized_count(&self) -> usize {
+        self.destinations
+            .iter()
+            .filter(|destination| {
+                destination.is_sync() && destination.state.lock().phase == Phase::Synchronized
+            })
+            .count()
+    }
+
+    /// Whether the quorum can be met by synchronized SYNC standbys (at least one).
+    fn quorum_synchronized(&self) -> bool {
+        let synchronized = self.synchronized_count();
+        synchronized >= 1
+            && match self.quorum {
+                SyncQuorum::All => true,
+                SyncQuorum::Any(k) => synchronized >= k,
+            }
     }
 
     /// Logs Maximum Availability's transitions between synchronized and not.
@@ -480,17 +521,17 @@ impl Inner {
         if self.mode == ProtectionMode::MaximumPerformance {
             return;
         }
-        let now = self.any_synchronized();
+        let now = self.quorum_synchronized();
         if self.synchronized.swap(now, Ordering::AcqRel) != now {
             if now {
-                tracing::info!(mode = ?self.mode, "primary is SYNCHRONIZED: commits are protected by a SYNC standby again");
+                tracing::info!(mode = ?self.mode, quorum = %self.quorum, "primary is SYNCHRONIZED: commits are protected by the SYNC quorum again");
             } else if self.mode == ProtectionMode::MaximumAvailability {
                 tracing::warn!(
-                    "primary is UNSYNCHRONIZED (Maximum Availability): commits go on without a SYNC standby until one catches up"
+                    "primary is UNSYNCHRONIZED (Maximum Availability): fewer SYNC standbys are synchronized than the quorum; commits wait only for those that are until the others catch up"
                 );
             } else {
                 tracing::warn!(
-                    "no SYNC AFFIRM standby is synchronized (Maximum Protection): commits wait until one has their redo"
+                    "fewer SYNC AFFIRM standbys are synchronized than Maximum Protection needs: commits wait until enough have their redo"
                 );
             }
         }

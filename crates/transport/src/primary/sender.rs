@@ -32,9 +32,7 @@ impl Inner {
             if self.shutdown.load(Ordering::Acquire) {
                 break;
             }
-            if let Some(conn) = destination.sync.lock().take() {
-                conn.shutdown();
-            }
+            destination.drop_sync();
             let give_up = {
                 let mut state = destination.state.lock();
                 state.phase = Phase::Disconnected;
@@ -625,7 +623,22 @@ impl Inner {
         if state.last_write_end != next || !queue.writes.is_empty() || state.reconnect {
             return Ok(false);
         }
-        *destination.sync.lock() = pending.take();
+        // (A reader still holding the last SYNC connection's receiving handle takes the state
+        // lock to record what it reads: never wait for it here; try again shortly.)
+        let (Some(mut send), Some(mut recv)) =
+            (destination.sync_send.try_lock(), destination.sync_recv.try_lock())
+        else {
+            return Ok(false);
+        };
+        let conn = pending.take().expect("a SYNC connection was opened above");
+        let reader = conn
+            .try_clone()
+            .map_err(|error| format!("cloning the SYNC connection for its reader: {error}"))?;
+        state.sync_epoch += 1;
+        state.sync_in_flight.clear();
+        *send = Some((state.sync_epoch, conn));
+        *recv = Some((state.sync_epoch, reader));
+        drop((send, recv));
         state.phase = Phase::Synchronized;
         state.failures = 0;
         state.last_error = None;

@@ -1,8 +1,17 @@
 //! SYNC transport: the log writer's side. For every log write, `ship` sends it itself on the
 //! SYNC connection of each synchronized SYNC destination (and queues it for every other
 //! destination's sender), and `ProtectionWait` waits after the local write for what the
-//! protection mode requires.
+//! protection mode and the SYNC quorum require.
+//!
+//! Several writes may be in flight on a SYNC connection (the redo engine's pipeline sends the
+//! next before the last is acknowledged). The standby acknowledges in order, and an
+//! acknowledgement covers every write before it on that connection; each destination keeps
+//! what it sent and not yet had acknowledged (`State::sync_in_flight`). Acknowledgements are
+//! read by whoever waits for one, one reader per connection at a time, and recorded in the
+//! destination's state for every waiter; a waiter for several destinations waits on their
+//! sockets together (`poll`).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -15,12 +24,33 @@ use super::*;
 use crate::config::ProtectionMode;
 use crate::conn::ConnError;
 
+/// A write sent on a SYNC connection and not yet acknowledged.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SyncSent {
+    write_id: u64,
+    /// Where it ends, in stream order.
+    end: RedoAddr,
+    sent_at: Instant,
+}
+
+/// One destination a write was sent to.
+struct SentTo {
+    destination: Arc<Destination>,
+    sent_at: Instant,
+    /// The SYNC connection's epoch when it was sent.
+    epoch: u64,
+}
+
 /// What the log writer waits for after its local write.
 struct ProtectionWait {
     inner: Arc<Inner>,
     write: Arc<LogWrite>,
-    /// SYNC destinations the write was sent to, and the id of the write.
-    sent: Vec<(Arc<Destination>, u64, Instant)>,
+    /// SYNC destinations the write was sent to.
+    sent: Vec<SentTo>,
+}
+
+fn at_or_after(addr: RedoAddr, end: RedoAddr) -> bool {
+    (addr.seq.0, addr.offset) >= (end.seq.0, end.offset)
 }
 
 impl ShipWait for ProtectionWait {
@@ -28,56 +58,10 @@ impl ShipWait for ProtectionWait {
         let started = Instant::now();
         let end = after(&self.write);
         // The fast-start targets that acknowledged this write.
-        let mut acknowledged_by = std::collections::BTreeSet::new();
-        for (destination, write_id, sent_at) in &self.sent {
-            let deadline = *sent_at + destination.config.net_timeout;
-            let outcome = (|| -> Result<(), String> {
-                let mut sync = destination.sync.lock();
-                let conn = sync.as_mut().ok_or("the SYNC connection is closed")?;
-                loop {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(format!(
-                            "no acknowledgement within net_timeout ({:?})",
-                            destination.config.net_timeout
-                        ));
-                    }
-                    match conn.recv(Some(left)) {
-                        Ok(Message::Ack(ack)) if ack.write_id == *write_id => return Ok(()),
-                        Ok(Message::Ack(_)) => continue,
-                        Ok(Message::Error(error)) => {
-                            let reason =
-                                format!("the standby refused the write: {}", error.message);
-                            self.inner.note_refusal(&error, &reason);
-                            return Err(reason);
-                        }
-                        Ok(other) => {
-                            return Err(format!(
-                                "unexpected {:?} on the SYNC connection",
-                                other.kind()
-                            ));
-                        }
-                        Err(ConnError::TimedOut(_)) => {
-                            return Err(format!(
-                                "no acknowledgement within net_timeout ({:?})",
-                                destination.config.net_timeout
-                            ));
-                        }
-                        Err(error) => return Err(error.to_string()),
-                    }
-                }
-            })();
-            match outcome {
-                Ok(()) => {
-                    let mut state = destination.state.lock();
-                    destination.acknowledge(&mut state, end);
-                    state.last_heard = Some(Instant::now());
-                    acknowledged_by.insert(destination.config.name.clone());
-                }
-                Err(reason) => self.inner.desynchronize(destination, &reason),
-            }
+        let acknowledged_by = self.inner.await_quorum(&self.sent, end);
+        if !self.sent.is_empty() {
+            self.inner.sync_remote_write.record_since(started);
         }
-        self.inner.sync_remote_write.record_since(started);
         if self.inner.mode == ProtectionMode::MaximumProtection {
             self.inner.wait_for_protection(end)?;
         }
@@ -90,12 +74,10 @@ impl ShipWait for ProtectionWait {
             let waited = Instant::now();
             // The targets that hold this write durably: by their SYNC acknowledgement, or, for
             // one catching up meanwhile, by what its catch-up has been acknowledged up to.
-            let key = (end.seq.0, end.offset);
             let holding = || {
                 let mut holding = acknowledged_by.clone();
                 for destination in &inner.destinations {
-                    let acknowledged = destination.state.lock().acknowledged;
-                    if (acknowledged.seq.0, acknowledged.offset) >= key {
+                    if at_or_after(destination.state.lock().acknowledged, end) {
                         holding.insert(destination.config.name.clone());
                     }
                 }
@@ -106,10 +88,7 @@ impl ShipWait for ProtectionWait {
                 inner.lease_wait.record_since(waited);
             }
         }
-        {
-            let _progress = self.inner.progress.lock();
-            self.inner.progressed.notify_all();
-        }
+        self.inner.note_progress();
         Ok(())
     }
 }
@@ -120,10 +99,35 @@ impl Inner {
         let end = after(write);
         for destination in &self.destinations {
             let mut state = destination.state.lock();
+            if destination.is_sync()
+                && state.phase == Phase::Synchronized
+                && let Some(oldest) = state.sync_in_flight.front()
+                && oldest.sent_at.elapsed() > destination.config.net_timeout
+            {
+                // Under "any k" no wait may be waiting for this one: it is dropped here.
+                let epoch = state.sync_epoch;
+                drop(state);
+                let net_timeout = destination.config.net_timeout;
+                self.desynchronize(
+                    destination,
+                    epoch,
+                    &format!("no acknowledgement within net_timeout ({net_timeout:?})"),
+                );
+                state = destination.state.lock();
+            }
             state.last_write_end = end;
             if destination.is_sync() && state.phase == Phase::Synchronized {
-                // The log writer sends it itself, before its own write.
+                // The log writer sends it itself, before its own write. It is recorded as in
+                // flight first, so that its acknowledgement finds it whoever reads it.
                 let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
+                let epoch = state.sync_epoch;
+                state.sync_in_flight.push_back(SyncSent { write_id, end, sent_at: Instant::now() });
+                state.sent = end;
+                state.bytes_sent += write.bytes.len() as u64;
+                if state.unacked.len() < UNACKED_MAX {
+                    state.unacked.push_back((end, write.time_us));
+                }
+                drop(state);
                 let message = Message::Write(frame_of(
                     write,
                     write_id,
@@ -131,26 +135,21 @@ impl Inner {
                     self.redo.durable_scn(),
                 ));
                 let sent_at = Instant::now();
-                let result = match destination.sync.lock().as_mut() {
-                    Some(conn) => conn
+                let result = match destination.sync_send.lock().as_mut() {
+                    Some((installed, conn)) if *installed == epoch => conn
                         .send(&message, destination.config.net_timeout)
                         .map_err(|error| error.to_string()),
-                    None => Err("the SYNC connection is closed".to_string()),
+                    _ => Err("the SYNC connection is closed".to_string()),
                 };
                 match result {
                     Ok(()) => {
-                        state.sent = end;
-                        state.bytes_sent += write.bytes.len() as u64;
-                        if state.unacked.len() < UNACKED_MAX {
-                            state.unacked.push_back((end, write.time_us));
-                        }
-                        drop(state);
-                        sent.push((destination.clone(), write_id, sent_at));
+                        sent.push(SentTo { destination: destination.clone(), sent_at, epoch })
                     }
-                    Err(reason) => {
-                        drop(state);
-                        self.desynchronize(destination, &format!("sending a SYNC write: {reason}"));
-                    }
+                    Err(reason) => self.desynchronize(
+                        destination,
+                        epoch,
+                        &format!("sending a SYNC write: {reason}"),
+                    ),
                 }
                 continue;
             }
@@ -179,37 +178,244 @@ impl Inner {
         Some(Box::new(ProtectionWait { inner: self.clone(), write: write.clone(), sent }))
     }
 
-    /// A SYNC destination failed: out of the synchronized set, and reconnect it.
-    pub(super) fn desynchronize(&self, destination: &Destination, reason: &str) {
+    /// Waits until as many of the destinations `sent` was sent to as the quorum needs hold
+    /// everything before `end`, or until those that do not have been dropped from the
+    /// synchronized set (late past `net_timeout`, or past `sync_latency` behind the others,
+    /// or failed). Returns the names of those that acknowledged.
+    fn await_quorum(&self, sent: &[SentTo], end: RedoAddr) -> BTreeSet<String> {
+        let needed = self.quorum.needed(sent.len());
+        let mut acknowledged = vec![false; sent.len()];
+        let mut dropped = vec![false; sent.len()];
+        let mut first_ack: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            for (index, to) in sent.iter().enumerate() {
+                if acknowledged[index] || dropped[index] {
+                    continue;
+                }
+                let state = to.destination.state.lock();
+                if state.sync_epoch != to.epoch {
+                    dropped[index] = true;
+                } else if at_or_after(state.acknowledged, end) {
+                    acknowledged[index] = true;
+                    first_ack.get_or_insert(now);
+                }
+            }
+            let count = acknowledged.iter().filter(|acknowledged| **acknowledged).count();
+            let mut waiting: Vec<usize> =
+                (0..sent.len()).filter(|&index| !acknowledged[index] && !dropped[index]).collect();
+            if count >= needed || waiting.is_empty() {
+                break;
+            }
+            // Deadlines: net_timeout from the send, and sync_latency from the first answer.
+            let mut next_deadline = None::<Instant>;
+            waiting.retain(|&index| {
+                let to = &sent[index];
+                let net_timeout = to.destination.config.net_timeout;
+                let mut deadline = to.sent_at + net_timeout;
+                let mut why = format!("no acknowledgement within net_timeout ({net_timeout:?})");
+                if let Some(first) = first_ack
+                    && !self.sync_latency.is_zero()
+                    && first + self.sync_latency < deadline
+                {
+                    deadline = first + self.sync_latency;
+                    why = format!(
+                        "no acknowledgement within sync_latency ({:?}) of the other SYNC standbys'",
+                        self.sync_latency
+                    );
+                }
+                if now >= deadline {
+                    self.desynchronize(&to.destination, to.epoch, &why);
+                    dropped[index] = true;
+                    return false;
+                }
+                next_deadline = Some(next_deadline.map_or(deadline, |next| next.min(deadline)));
+                true
+            });
+            let Some(deadline) = next_deadline else { continue };
+            let waiting: Vec<&SentTo> = waiting.iter().map(|&index| &sent[index]).collect();
+            self.read_acknowledgements(&waiting, deadline);
+        }
+        sent.iter()
+            .zip(&acknowledged)
+            .filter(|(_, acknowledged)| **acknowledged)
+            .map(|(to, _)| to.destination.config.name.clone())
+            .collect()
+    }
+
+    /// Reads what the SYNC connections of `waiting` have to say, until something came or
+    /// `deadline`. A connection another waiter is reading is left to it (its reader records
+    /// what it reads; this waiter looks again shortly).
+    fn read_acknowledgements(&self, waiting: &[&SentTo], deadline: Instant) {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let mut held = Vec::new();
+        for to in waiting {
+            if let Some(guard) = to.destination.sync_recv.try_lock() {
+                held.push((to, guard));
+            }
+        }
+        if held.is_empty() {
+            // Someone else reads: wait for what they record.
+            let mut progress = self.progress.lock();
+            self.progressed.wait_for(&mut progress, wait.min(Duration::from_millis(1)));
+            return;
+        }
+        // A waiter that reads only some of what it waits for comes back soon for the others.
+        let wait =
+            if held.len() < waiting.len() { wait.min(Duration::from_millis(1)) } else { wait };
+        // What is already buffered first (decrypted, or whole frames read with earlier ones).
+        let mut heard = false;
+        for (to, guard) in &mut held {
+            heard |= self.read_one(to, guard, Duration::ZERO);
+        }
+        if heard {
+            return;
+        }
+        if let [(to, guard)] = held.as_mut_slice() {
+            self.read_one(to, guard, wait);
+            return;
+        }
+        let mut fds: Vec<libc::pollfd> = held
+            .iter()
+            .map(|(_, guard)| libc::pollfd {
+                fd: guard.as_ref().map_or(-1, |(_, conn)| conn.raw_fd()),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let millis = wait.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfd structures for the call's
+        // duration; the descriptors stay open while their guards are held.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, millis) };
+        if ready <= 0 {
+            return;
+        }
+        for ((to, guard), fd) in held.iter_mut().zip(&fds) {
+            if fd.revents != 0 {
+                // Readable: a whole acknowledgement is normally there; what is not comes
+                // within the rest of the wait.
+                let left = deadline.saturating_duration_since(Instant::now());
+                self.read_one(to, guard, left.max(Duration::from_millis(1)));
+            }
+        }
+    }
+
+    /// Reads one message from a destination's SYNC connection (waiting up to `wait`) and
+    /// every whole one buffered after it, and records them. Whether anything was read.
+    fn read_one(&self, to: &SentTo, guard: &mut Option<(u64, Conn)>, wait: Duration) -> bool {
+        let destination = &to.destination;
+        let Some((epoch, conn)) = guard.as_mut() else {
+            // Dropped meanwhile.
+            return false;
+        };
+        let epoch = *epoch;
+        let mut wait = wait;
+        let mut heard = false;
+        loop {
+            match conn.recv(Some(wait)) {
+                Ok(Message::Ack(ack)) => {
+                    heard = true;
+                    let mut state = destination.state.lock();
+                    if state.sync_epoch == epoch {
+                        let mut covered = None;
+                        while state
+                            .sync_in_flight
+                            .front()
+                            .is_some_and(|sent| sent.write_id <= ack.write_id)
+                        {
+                            covered = state.sync_in_flight.pop_front().map(|sent| sent.end);
+                        }
+                        if let Some(end) = covered {
+                            destination.acknowledge(&mut state, end);
+                        }
+                        state.last_heard = Some(Instant::now());
+                    }
+                }
+                Ok(Message::Error(error)) => {
+                    let reason = format!("the standby refused the write: {}", error.message);
+                    self.note_refusal(&error, &reason);
+                    guard.take();
+                    self.desynchronize(destination, epoch, &reason);
+                    return true;
+                }
+                Ok(other) => {
+                    guard.take();
+                    self.desynchronize(
+                        destination,
+                        epoch,
+                        &format!("unexpected {:?} on the SYNC connection", other.kind()),
+                    );
+                    return true;
+                }
+                Err(ConnError::TimedOut(_)) => break,
+                Err(error) => {
+                    guard.take();
+                    self.desynchronize(
+                        destination,
+                        epoch,
+                        &format!("reading the SYNC connection: {error}"),
+                    );
+                    return true;
+                }
+            }
+            if !conn.has_buffered_message() {
+                break;
+            }
+            wait = Duration::ZERO;
+        }
+        if heard {
+            self.note_progress();
+        }
+        heard
+    }
+
+    /// Wakes whoever waits for a destination's acknowledged position to move.
+    fn note_progress(&self) {
+        let _progress = self.progress.lock();
+        self.progressed.notify_all();
+    }
+
+    /// A SYNC destination failed: out of the synchronized set, and reconnect it. Only the
+    /// connection of `epoch`: a later one installed meanwhile is not touched.
+    pub(super) fn desynchronize(&self, destination: &Destination, epoch: u64, reason: &str) {
         {
             let mut state = destination.state.lock();
+            if state.sync_epoch != epoch {
+                return;
+            }
+            state.sync_epoch += 1;
+            state.sync_in_flight.clear();
             if state.phase == Phase::Synchronized {
                 state.phase = Phase::Disconnected;
             }
             state.last_error = Some(reason.to_string());
             state.reconnect = true;
         }
-        if let Some(conn) = destination.sync.lock().take() {
-            conn.shutdown();
-        }
+        destination.drop_sync();
         tracing::warn!(destination = %destination.config.name, reason, "SYNC destination dropped from the synchronized set; it reconnects and catches up");
         self.note_synchronization();
+        self.note_progress();
         destination.notify();
     }
 
-    /// Maximum Protection: returns only once a SYNC AFFIRM destination holds `end` durably.
+    /// Maximum Protection: returns only once as many SYNC AFFIRM destinations as the quorum
+    /// says (one for `all`, k for `any k`) hold `end` durably.
     pub(super) fn wait_for_protection(&self, end: RedoAddr) -> Result<(), RedoError> {
-        let key = (end.seq.0, end.offset);
+        let needed = self.quorum.protected_by();
         let started = Instant::now();
         let mut waited = false;
         let mut progress = self.progress.lock();
         loop {
-            let protected = self.destinations.iter().any(|destination| {
-                destination.is_sync() && destination.config.affirm && {
-                    let acknowledged = destination.state.lock().acknowledged;
-                    (acknowledged.seq.0, acknowledged.offset) >= key
-                }
-            });
+            let protected = self
+                .destinations
+                .iter()
+                .filter(|destination| {
+                    destination.is_sync()
+                        && destination.config.affirm
+                        && at_or_after(destination.state.lock().acknowledged, end)
+                })
+                .count()
+                >= needed;
             if protected {
                 if waited {
                     self.protection_wait.record_since(started);
