@@ -376,6 +376,36 @@ impl Database {
         self.inner.execute(ops)
     }
 
+    /// Waits, without holding a thread, while a write would have to wait inside `execute`:
+    /// for memory (too much changed and not yet checkpointed: "free buffer waits") or for
+    /// space in the log buffer. For sessions served by tokio tasks, so that a full cache or
+    /// log buffer never holds a runtime worker; `execute` still waits itself for what another
+    /// session took meanwhile.
+    pub async fn room_for_writes(&self) {
+        let inner = &self.inner;
+        let limit = inner.config.dirty_bytes_max as usize;
+        let mut started = None;
+        loop {
+            let memory = inner.cache.read().unwritten_bytes() < limit;
+            let buffer = !inner.redo.log_buffer_nearly_full();
+            if (memory && buffer)
+                || inner.shut_down.load(Ordering::Acquire)
+                || inner.checkpoint.lock().last_error.is_some()
+            {
+                break;
+            }
+            if !memory {
+                started.get_or_insert_with(Instant::now);
+                inner.promote();
+                inner.request_checkpoint();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        if let Some(started) = started {
+            inner.waits.free_buffer.record_since(started);
+        }
+    }
+
     /// Completes the commit of `scn` as `options` say (for WAIT: once its redo is durable).
     pub async fn commit(&self, scn: Scn, options: CommitOptions) -> Result<()> {
         if let Some(waiter) = self.inner.redo.commit_waiter(scn, options) {

@@ -464,6 +464,16 @@ impl RedoLog {
         Ok(RedoLog { shared, threads: Mutex::new(threads), owner: true })
     }
 
+    /// Whether the log buffer is so full that an append may have to wait for the log writer
+    /// (over three quarters used; the background writer is woken).
+    pub fn log_buffer_nearly_full(&self) -> bool {
+        let full = self.shared.buffer.used_bytes() * 4 > self.shared.config.log_buffer_size * 3;
+        if full {
+            self.shared.background.notify();
+        }
+        full
+    }
+
     /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
     /// durable until `wait_durable` (or a commit with WAIT) says so.
     pub fn append(&self, payload: &[u8]) -> Result<Scn> {

@@ -60,6 +60,13 @@ pub trait Shipper: Send + Sync {
     /// Called with every log write before it is made locally. Must not block for long: it
     /// starts sending and returns what to wait for.
     fn ship(&self, write: &Arc<LogWrite>) -> Option<Box<dyn ShipWait>>;
+
+    /// Whether shipping a write of `bytes` could block (a SYNC connection whose socket has no
+    /// room for it): a tokio task then leaves the write to a thread rather than hold its
+    /// runtime worker until the standby reads.
+    fn may_block(&self, _bytes: usize) -> bool {
+        false
+    }
 }
 
 /// The next piece of redo to ship to a standby that is behind, read from the online logs

@@ -41,8 +41,8 @@ pub struct ServerSection {
     /// Default: 1h.
     #[serde(with = "units::serde_human::duration")]
     pub idle_timeout: Duration,
-    /// Threads serving clients; 0 = one per CPU but one (at least one; two on a primary
-    /// with standbys). Bounds: 0..=256. Default: 0.
+    /// Threads serving clients; 0 = one per CPU but one (at least one). Bounds: 0..=256.
+    /// Default: 0.
     pub worker_threads: u32,
     /// With a password required: a client that has not authenticated this long after it
     /// connected is disconnected. Bounds: 1s..=10min. Default: 10s.

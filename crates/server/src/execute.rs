@@ -144,6 +144,9 @@ pub async fn run(
             None
         };
         let db = running.db.clone();
+        if _writer.is_some() {
+            db.room_for_writes().await;
+        }
         let executed = match db.execute(&ops) {
             Ok(executed) => executed,
             Err(error) => return Outcome::Reply(error_frame(&error)),

@@ -197,6 +197,22 @@ impl Conn {
         self.stream.socket().as_raw_fd()
     }
 
+    /// Whether the socket's send buffer has room for a message carrying `bytes` (with framing
+    /// and TLS records' overhead) now, so that sending it will not block.
+    pub fn has_send_room(&self, bytes: usize) -> bool {
+        let socket = socket2::SockRef::from(self.stream.socket());
+        let Ok(capacity) = socket.send_buffer_size() else { return false };
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ writes one int: the bytes in the socket's send queue.
+        let result = unsafe { libc::ioctl(self.raw_fd(), libc::TIOCOUTQ, &mut queued) };
+        if result != 0 {
+            return false;
+        }
+        // (Linux reports twice the buffer it allots for data; half of it is usable.)
+        let usable = capacity / 2;
+        queued as usize + bytes + bytes / 16 + 1024 <= usable
+    }
+
     /// Whether the connection runs over TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.stream, Stream::Tls { .. })

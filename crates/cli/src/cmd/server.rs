@@ -51,15 +51,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.worker_threads(match config.server.worker_threads {
         // One CPU is left to the log writer, the archivers and the checkpoints: measured
         // on 2 vCPUs, one worker serves durable SETs faster than two at 1 and at 50
-        // clients (fewer hand-offs between workers; see the closing note of issue 3).
-        // But a primary with standbys keeps two: a session leading a write waits on its
-        // worker for the SYNC acknowledgement (up to net_timeout), and the other worker
-        // must go on serving reads, the admin API and signals meanwhile.
-        0 => {
-            let floor = if config.replication.destinations().is_empty() { 1 } else { 2 };
-            std::thread::available_parallelism()
-                .map_or(floor, |cpus| cpus.get().saturating_sub(1).max(floor))
-        }
+        // clients (fewer hand-offs between workers; see the closing note of issue 3). A
+        // worker never waits for a standby (SYNC acknowledgements are awaited by the redo
+        // engine's acknowledgement waiter; a session whose write could block on a SYNC
+        // socket leaves it to the log writer thread), nor for log buffer or cache space
+        // (awaited asynchronously), so one is enough with standbys too.
+        0 => std::thread::available_parallelism()
+            .map_or(1, |cpus| cpus.get().saturating_sub(1).max(1)),
         threads => threads as usize,
     });
     let runtime = runtime

@@ -61,6 +61,8 @@ pub struct ClusterConfig {
     pub admin_token: Option<&'static str>,
     /// Extra lines for every member's `[auth]` section (`requirepass`, users).
     pub auth_extra: String,
+    /// Extra keys of every member's `[replication]` table (`sync_quorum = "any 1"`, say).
+    pub replication_extra: String,
 }
 
 impl ClusterConfig {
@@ -86,6 +88,7 @@ impl ClusterConfig {
             tls: false,
             admin_token: None,
             auth_extra: String::new(),
+            replication_extra: String::new(),
         }
     }
 
@@ -231,6 +234,7 @@ impl Cluster {
     fn shared_text(&self) -> String {
         let mut text =
             format!("protection_mode = \"{}\"\nname = \"cluster\"\n", self.config.protection_mode);
+        text += &self.config.replication_extra;
         if !self.config.observers.is_empty() {
             text += &format!(
                 "[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}\"\nauto_reinstate = {}\n",

@@ -271,8 +271,9 @@ impl Shared {
     /// connection and the admin API), and a committer blocked inside the switch could not be
     /// told of a stall. It then hands the write to the background writer, which may block,
     /// and returns false: the caller waits for it as a follower. A task also declines when
-    /// the writes in flight to SYNC standbys are at their bound (waiting for room would block
-    /// its worker for a round trip). The SYNC acknowledgements are waited for after the
+    /// the writes in flight to SYNC standbys are at their bound, or when a SYNC connection's
+    /// socket has no room for the write (either would block its worker until a standby
+    /// answers). The SYNC acknowledgements are waited for after the
     /// leadership is handed on (`pipeline`), by the acknowledgement waiter or, as `settle`
     /// allows, by this thread.
     pub(crate) fn lead_unless_switching(&self, settle: Settle) -> bool {
@@ -280,7 +281,10 @@ impl Shared {
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
             let mut writer = self.writer.lock();
-            if settle == Settle::Defer && !self.pipeline_has_room(self.buffer.used_bytes() as usize)
+            let bytes = self.buffer.used_bytes() as usize;
+            if settle == Settle::Defer
+                && (!self.pipeline_has_room(bytes)
+                    || self.shipper.read().as_ref().is_some_and(|shipper| shipper.may_block(bytes)))
             {
                 Ok(false)
             } else {

@@ -481,6 +481,16 @@ impl Shipper for ShipperHandle {
     fn ship(&self, write: &Arc<LogWrite>) -> Option<Box<dyn ShipWait>> {
         self.0.ship(write)
     }
+
+    fn may_block(&self, bytes: usize) -> bool {
+        self.0.destinations.iter().any(|destination| {
+            destination.is_sync()
+                && destination.state.lock().phase == Phase::Synchronized
+                && destination.sync_send.try_lock().is_none_or(|send| {
+                    send.as_ref().is_some_and(|(_, conn)| !conn.has_send_room(bytes))
+                })
+        })
+    }
 }
 
 impl Inner {
