@@ -1007,7 +1007,21 @@ pub(crate) fn set_load(
     duration: Duration,
     wait: bool,
 ) -> anyhow::Result<Measured> {
+    set_load_with(network, port, clients, duration, wait, &[])
+}
+
+/// Like [`set_load`], each connection first sending `prelude` (if not empty; it must not
+/// fail) before the clock starts: `COMMITMODE NOWAIT`, say.
+pub(crate) fn set_load_with(
+    network: &Network,
+    port: u16,
+    clients: u32,
+    duration: Duration,
+    wait: bool,
+    prelude: &[Vec<u8>],
+) -> anyhow::Result<Measured> {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let prelude = prelude.to_vec();
     network.run_in(Side::A, move || -> anyhow::Result<Measured> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         runtime.block_on(async move {
@@ -1015,7 +1029,12 @@ pub(crate) fn set_load(
             for _ in 0..clients {
                 let connect =
                     tokio::time::timeout(Duration::from_secs(10), Client::connect(address));
-                connections.push(connect.await.context("connecting within 10 s")??);
+                let mut client = connect.await.context("connecting within 10 s")??;
+                if !prelude.is_empty() {
+                    let args: Vec<&[u8]> = prelude.iter().map(Vec::as_slice).collect();
+                    client.ok(&args).await?;
+                }
+                connections.push(client);
             }
             let started = Instant::now();
             let deadline = started + duration;

@@ -56,10 +56,15 @@
 //! not stop); the link's drop deletes its namespaces, and the temporary directory goes at the
 //! end, also on an error or an interrupt (see `interrupt`).
 
+mod async_cpu;
+mod commit_mode;
 mod limits;
+mod quorum;
 mod report;
 mod runs;
 mod setup;
+mod steady;
+mod sync_rate;
 #[cfg(test)]
 mod tests;
 
@@ -72,14 +77,71 @@ use serde::{Deserialize, Serialize};
 
 use crate::bench_external::{self, ExternalConfig};
 
+use limits::measure_limits;
 pub use report::render;
 use report::{assess, sort_cases};
-use limits::measure_limits;
 use runs::Bench;
 use setup::{Load, MODES, Mode};
 
 /// The steady rates the benchmark accepts, in MB/s: values stay under 1 MB.
 const RATE_MB_PER_S_MAX: f64 = 200.0;
+/// The steady commit rates the CPU cases accept.
+const CPU_COMMITS_PER_S_MAX: f64 = 100_000.0;
+
+/// The experiments of a run (see the module documentation).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Experiment {
+    /// No standby, ASYNC, SYNC NOAFFIRM, SYNC AFFIRM in closed loops at each RTT and client
+    /// count (and PostgreSQL and Redis beside).
+    #[default]
+    Modes,
+    /// ASYNC transport lag at steady redo rates.
+    Lag,
+    /// Two SYNC AFFIRM standbys, the commit waiting for both or for any one.
+    Quorum,
+    /// SYNC AFFIRM against no standby at a steady redo rate, as the RTT grows.
+    SyncRate,
+    /// COMMITMODE WAIT/NOWAIT × IMMEDIATE/BATCH under SYNC AFFIRM.
+    CommitMode,
+    /// The primary's CPU time per commit with and without an ASYNC standby.
+    AsyncCpu,
+}
+
+impl Experiment {
+    pub const ALL: [Experiment; 6] = [
+        Experiment::Modes,
+        Experiment::Lag,
+        Experiment::Quorum,
+        Experiment::SyncRate,
+        Experiment::CommitMode,
+        Experiment::AsyncCpu,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::Modes => "modes",
+            Experiment::Lag => "lag",
+            Experiment::Quorum => "quorum",
+            Experiment::SyncRate => "sync-rate",
+            Experiment::CommitMode => "commit-mode",
+            Experiment::AsyncCpu => "async-cpu",
+        }
+    }
+}
+
+impl std::str::FromStr for Experiment {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Experiment, String> {
+        let text = text.trim().replace('_', "-");
+        Experiment::ALL.into_iter().find(|experiment| experiment.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Experiment::ALL.iter().map(|e| e.name()).collect();
+            format!("unknown experiment {text:?}: expected one of {}", names.join(", "))
+        })
+    }
+}
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -104,7 +166,22 @@ pub struct TransportConfig {
     /// 1 MiB..=1 GiB. The CLI's default, 256 MiB, holds every case of a fresh setup at 5 s
     /// per case without a log switch.
     pub log_file_size: u64,
-    /// Run PostgreSQL and Redis too (`bench external`).
+    /// The experiments to run. Bounds: at least one.
+    pub experiments: Vec<Experiment>,
+    /// RTTs of the two-standby cases (`quorum`), in ms. Bounds: as `rtts_ms`.
+    pub quorum_rtts_ms: Vec<u32>,
+    /// RTTs of the SYNC-at-a-steady-rate cases (`sync-rate`), in ms. Bounds: as `rtts_ms`.
+    pub sync_rate_rtts_ms: Vec<u32>,
+    /// The redo rate of the `sync-rate` cases, in MB/s. Bounds: 0.01..=200.
+    pub sync_rate_mb_per_s: f64,
+    /// The RTT of the `commit-mode` cases, in ms. Bounds: at most 10 000.
+    pub commit_mode_rtt_ms: u32,
+    /// The RTT of the `async-cpu` cases, in ms. Bounds: at most 10 000.
+    pub async_cpu_rtt_ms: u32,
+    /// The steady commit rate of the `async-cpu` cases. Bounds: 1..=100 000.
+    pub async_cpu_commits_per_s: f64,
+    /// Run PostgreSQL and Redis too (`bench external`, with the `modes` experiment; with
+    /// `quorum`, PostgreSQL with two synchronous standbys).
     pub external: bool,
     /// Redo transport over mutual TLS (a test CA and certificates made for the run).
     pub tls: bool,
@@ -132,7 +209,67 @@ impl TransportConfig {
             "log-file-size: {} bytes is outside 1 MiB..=1 GiB",
             self.log_file_size
         );
+        anyhow::ensure!(!self.experiments.is_empty(), "experiments: give at least one");
+        for (name, rtts) in
+            [("quorum-rtts", &self.quorum_rtts_ms), ("sync-rate-rtts", &self.sync_rate_rtts_ms)]
+        {
+            anyhow::ensure!(!rtts.is_empty(), "{name}: give at least one RTT");
+            if let Some(rtt) = rtts.iter().find(|&&rtt| rtt > 10_000) {
+                anyhow::bail!("{name}: {rtt} ms is more than 10 000 ms");
+            }
+        }
+        for (name, rtt) in
+            [("commit-mode-rtt", self.commit_mode_rtt_ms), ("async-cpu-rtt", self.async_cpu_rtt_ms)]
+        {
+            anyhow::ensure!(rtt <= 10_000, "{name}: {rtt} ms is more than 10 000 ms");
+        }
+        anyhow::ensure!(
+            (0.01..=RATE_MB_PER_S_MAX).contains(&self.sync_rate_mb_per_s),
+            "sync-rate: {} MB/s is outside 0.01..={RATE_MB_PER_S_MAX}",
+            self.sync_rate_mb_per_s
+        );
+        anyhow::ensure!(
+            (1.0..=CPU_COMMITS_PER_S_MAX).contains(&self.async_cpu_commits_per_s),
+            "async-cpu-rate: {} commits/s is outside 1..={CPU_COMMITS_PER_S_MAX}",
+            self.async_cpu_commits_per_s
+        );
         Ok(())
+    }
+
+    fn runs(&self, experiment: Experiment) -> bool {
+        self.experiments.contains(&experiment)
+            && (experiment != Experiment::Lag || !self.lag_rates_mb_per_s.is_empty())
+    }
+
+    /// Whether `experiment` runs at `rtt`.
+    fn runs_at(&self, experiment: Experiment, rtt: u32) -> bool {
+        self.runs(experiment)
+            && match experiment {
+                Experiment::Modes | Experiment::Lag => self.rtts_ms.contains(&rtt),
+                Experiment::Quorum => self.quorum_rtts_ms.contains(&rtt),
+                Experiment::SyncRate => self.sync_rate_rtts_ms.contains(&rtt),
+                Experiment::CommitMode => self.commit_mode_rtt_ms == rtt,
+                Experiment::AsyncCpu => self.async_cpu_rtt_ms == rtt,
+            }
+    }
+
+    /// Every RTT some experiment runs at, in the order given.
+    fn all_rtts_ms(&self) -> Vec<u32> {
+        let mut all: Vec<u32> = Vec::new();
+        let lists = [
+            self.rtts_ms.clone(),
+            self.quorum_rtts_ms.clone(),
+            self.sync_rate_rtts_ms.clone(),
+            vec![self.commit_mode_rtt_ms, self.async_cpu_rtt_ms],
+        ];
+        for rtt in lists.into_iter().flatten() {
+            if !all.contains(&rtt)
+                && Experiment::ALL.iter().any(|&experiment| self.runs_at(experiment, rtt))
+            {
+                all.push(rtt);
+            }
+        }
+        all
     }
 }
 
@@ -179,8 +316,11 @@ impl Target {
 }
 
 /// One measured case: redoguard's, PostgreSQL's or Redis's.
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct TransportCase {
+    /// The experiment the case belongs to.
+    #[serde(default)]
+    pub experiment: Experiment,
     /// `redoguard`, `postgresql` or `redis`.
     pub system: String,
     /// redoguard: `no_standby`, `async`, `sync_noaffirm`, `sync_affirm`. PostgreSQL and
@@ -216,6 +356,25 @@ pub struct TransportCase {
     pub transport_lag_p99_ms: Option<f64>,
     pub transport_lag_max_ms: Option<f64>,
     pub transport_lag_samples: Option<u64>,
+    /// Standbys the primary ships to (redoguard) or has (PostgreSQL, `quorum`).
+    #[serde(default)]
+    pub standbys: Option<u32>,
+    /// `commit_mode` cases: the `COMMITMODE` of every connection, such as `NOWAIT BATCH`.
+    #[serde(default)]
+    pub commit_mode: Option<String>,
+    /// redoguard: the primary process's CPU time (user + system, from /proc/PID/stat, read
+    /// just before and just after the load) per commit, in µs.
+    #[serde(default)]
+    pub cpu_us_per_commit: Option<f64>,
+    /// What `commits_change_pct` and `p50_change_pct` compare with: `no_standby` at the same
+    /// RTT (`sync_rate`, `async_cpu`), `WAIT IMMEDIATE` at the same clients (`commit_mode`).
+    #[serde(default)]
+    pub compared_with: Option<String>,
+    /// (this case / the one compared with - 1) × 100: commits/s and commit latency p50.
+    #[serde(default)]
+    pub commits_change_pct: Option<f64>,
+    #[serde(default)]
+    pub p50_change_pct: Option<f64>,
     /// The target this case is held to, if any.
     pub target: Option<Target>,
     /// What exactly ran, and anything that qualifies the figures.
@@ -282,8 +441,12 @@ pub fn run(
         elapsed_s: 0.0,
     };
 
-    let networks =
-        crate::network::networks_for(&config.rtts_ms, "redoguard", &mut report.skipped, progress);
+    let networks = crate::network::networks_for(
+        &config.all_rtts_ms(),
+        "redoguard",
+        &mut report.skipped,
+        progress,
+    );
     for (network, rtts) in &networks {
         for &rtt in rtts {
             crate::interrupt::check()?;
@@ -292,10 +455,12 @@ pub fn run(
             let bench = Bench { config, network, limits: &limits, work: work.path() };
             // The steady-rate cases get a fresh ASYNC setup of their own, right after the
             // closed-loop ones.
-            let mut setups: Vec<(Mode, Load)> =
-                MODES.iter().map(|&mode| (mode, Load::ClosedLoop)).collect();
-            if !config.lag_rates_mb_per_s.is_empty() {
-                setups.insert(2, (Mode::Async, Load::SteadyRate));
+            let mut setups: Vec<(Mode, Load)> = Vec::new();
+            if config.runs_at(Experiment::Modes, rtt) {
+                setups.extend(MODES.iter().map(|&mode| (mode, Load::ClosedLoop)));
+            }
+            if config.runs_at(Experiment::Lag, rtt) {
+                setups.insert(setups.len().min(2), (Mode::Async, Load::SteadyRate));
             }
             for (mode, load) in setups {
                 crate::interrupt::check()?;
@@ -306,6 +471,18 @@ pub fn run(
                         .push(format!("redoguard {} at RTT {rtt} ms: {error:#}", mode.name()));
                 }
             }
+            if config.runs_at(Experiment::Quorum, rtt) {
+                quorum::run(&bench, &mut report, progress)?;
+            }
+            if config.runs_at(Experiment::SyncRate, rtt) {
+                sync_rate::run(&bench, &mut report, progress)?;
+            }
+            if config.runs_at(Experiment::CommitMode, rtt) {
+                commit_mode::run(&bench, &mut report, progress)?;
+            }
+            if config.runs_at(Experiment::AsyncCpu, rtt) {
+                async_cpu::run(&bench, &mut report, progress)?;
+            }
             report.limits.push(limits);
         }
     }
@@ -313,7 +490,7 @@ pub fn run(
     // their own.
     drop(networks);
 
-    if config.external {
+    if config.external && config.runs(Experiment::Modes) {
         let external = ExternalConfig {
             dir: work.path().to_path_buf(),
             duration: config.duration,
@@ -334,15 +511,8 @@ pub fn run(
                     p50_us: case.p50_us,
                     p99_us: case.p99_us,
                     fdatasync_p50_us: case.fdatasync_p50_us,
-                    log_write_avg_us: None,
-                    redo_mb_per_s: None,
-                    redo_mb_per_s_target: None,
-                    transport_lag_p50_ms: None,
-                    transport_lag_p99_ms: None,
-                    transport_lag_max_ms: None,
-                    transport_lag_samples: None,
-                    target: None,
                     notes: case.notes,
+                    ..TransportCase::default()
                 }));
             }
             Err(error) => {

@@ -1,19 +1,22 @@
 //! What the report says: each case's target, the order of the cases, and the tables a person
 //! reads.
 
-use super::runs::LAG_SAMPLE_INTERVAL;
-use super::{Target, TransportCase, TransportReport};
+use super::steady::LAG_SAMPLE_INTERVAL;
+use super::{Experiment, Target, TransportCase, TransportReport};
+use super::{async_cpu, commit_mode, quorum, sync_rate};
 
-/// Sets each redoguard case's target (see the module documentation).
+/// Sets each redoguard case's target (see the module documentation), and the changes the
+/// experiments compare.
 pub(super) fn assess(cases: &mut [TransportCase]) {
+    let base = |case: &TransportCase| {
+        case.system == "redoguard" && matches!(case.experiment, Experiment::Modes | Experiment::Lag)
+    };
     let alone: Vec<(u32, u32, f64)> = cases
         .iter()
-        .filter(|case| {
-            case.system == "redoguard" && case.mode == "no_standby" && case.load == "closed_loop"
-        })
+        .filter(|case| base(case) && case.mode == "no_standby" && case.load == "closed_loop")
         .map(|case| (case.rtt_set_ms, case.clients, case.commits_per_s))
         .collect();
-    for case in cases.iter_mut().filter(|case| case.system == "redoguard") {
+    for case in cases.iter_mut().filter(|case| base(case)) {
         case.target = match (case.mode.as_str(), case.load.as_str()) {
             ("async", "closed_loop") => alone
                 .iter()
@@ -48,6 +51,23 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
             _ => None,
         };
     }
+    sync_rate::assess(cases);
+    commit_mode::assess(cases);
+    async_cpu::assess(cases);
+}
+
+/// A target's ratio and verdict, for the tables.
+pub(super) fn verdict(target: &Option<Target>) -> String {
+    match target {
+        Some(target) => format!(
+            "{:>6.2} {} {:<5.2} {}",
+            target.ratio,
+            target.comparison,
+            target.limit,
+            if target.met { "met" } else { "MISSED" }
+        ),
+        None => String::new(),
+    }
 }
 
 /// Commit cases by RTT, clients, system and mode, so that the systems stand side by side;
@@ -60,10 +80,14 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
             "async",
             "sync_noaffirm",
             "sync_affirm",
+            "sync_affirm_2_all",
+            "sync_affirm_2_any_1",
             "sync_commit_off",
             "sync_commit_local",
             "sync_commit_remote_write",
             "sync_commit_on",
+            "sync_commit_on_first_2",
+            "sync_commit_on_any_1",
             "no_wait",
             "wait_1",
         ]
@@ -71,14 +95,29 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
         .position(|m| *m == name)
     };
     cases.sort_by(|a, b| {
-        (a.load != "closed_loop", a.rtt_set_ms, a.clients, system(&a.system), mode(&a.mode))
+        let experiment = |case: &TransportCase| match case.experiment {
+            // The lag cases of old reports are `modes`.
+            Experiment::Modes | Experiment::Lag => Experiment::Modes,
+            other => other,
+        };
+        (
+            experiment(a),
+            a.load != "closed_loop",
+            a.rtt_set_ms,
+            a.clients,
+            system(&a.system),
+            mode(&a.mode),
+        )
             .cmp(&(
+                experiment(b),
                 b.load != "closed_loop",
                 b.rtt_set_ms,
                 b.clients,
                 system(&b.system),
                 mode(&b.mode),
             ))
+            .then(commit_mode::position(&a.commit_mode).cmp(&commit_mode::position(&b.commit_mode)))
+            .then(a.standbys.cmp(&b.standbys))
             .then(
                 a.redo_mb_per_s_target
                     .unwrap_or(0.0)
@@ -113,16 +152,6 @@ pub fn render(report: &TransportReport) -> String {
             limits.fdatasync_two_writers_p50_us
         );
     }
-    let verdict = |target: &Option<Target>| match target {
-        Some(target) => format!(
-            "{:>6.2} {} {:<5.2} {}",
-            target.ratio,
-            target.comparison,
-            target.limit,
-            if target.met { "met" } else { "MISSED" }
-        ),
-        None => String::new(),
-    };
     let _ = writeln!(out, "commits (closed loop: each client commits again once acknowledged):");
     let _ = writeln!(
         out,
@@ -139,7 +168,11 @@ pub fn render(report: &TransportReport) -> String {
         "logwr µs"
     );
     let mut previous = None;
-    for case in report.cases.iter().filter(|case| case.load == "closed_loop") {
+    for case in report
+        .cases
+        .iter()
+        .filter(|case| case.load == "closed_loop" && case.experiment == Experiment::Modes)
+    {
         if previous.is_some_and(|previous| previous != (case.rtt_set_ms, case.clients)) {
             let _ = writeln!(out);
         }
@@ -160,8 +193,14 @@ pub fn render(report: &TransportReport) -> String {
             verdict(&case.target)
         );
     }
-    let steady: Vec<&TransportCase> =
-        report.cases.iter().filter(|case| case.load == "steady_rate").collect();
+    let steady: Vec<&TransportCase> = report
+        .cases
+        .iter()
+        .filter(|case| {
+            case.load == "steady_rate"
+                && matches!(case.experiment, Experiment::Modes | Experiment::Lag)
+        })
+        .collect();
     if !steady.is_empty() {
         let _ = writeln!(
             out,
@@ -200,6 +239,10 @@ pub fn render(report: &TransportReport) -> String {
             );
         }
     }
+    out.push_str(&quorum::table(report));
+    out.push_str(&sync_rate::table(report));
+    out.push_str(&commit_mode::table(report));
+    out.push_str(&async_cpu::table(report));
     let _ = writeln!(out, "targets: {} met, {} missed", report.targets_met, report.targets_missed);
     for skipped in &report.skipped {
         let _ = writeln!(out, "skipped: {skipped}");

@@ -1,38 +1,70 @@
 //! The redoguard runs: a fresh setup per mode, and on it the closed-loop cases (each client
-//! commits again once acknowledged) or the steady-rate ones (a fixed redo rate, the transport
-//! lag sampled meanwhile).
+//! commits again once acknowledged) or the steady-rate ones (`steady`), each case recorded
+//! with what it changed in the primary's counters and the primary's CPU time.
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use hdrhistogram::Histogram;
-use linkemu::Side;
-use resp::Frame;
 
 use super::limits::raw_fdatasync;
 use super::setup::{Load, Mode, Setup};
-use super::{PathLimits, TransportCase, TransportConfig, TransportReport};
-use crate::bench_external::{self, latency_histogram};
-use crate::client::Client;
+use super::steady::{LAG_CONNECTIONS, LAG_SAMPLE_INTERVAL, SteadyLoad, steady_load};
+use super::{Experiment, PathLimits, TransportCase, TransportConfig, TransportReport};
+use crate::bench_external;
 use crate::network::Network;
 
-/// Connections of a steady-rate case.
-const STEADY_CONNECTIONS: u32 = 8;
-/// Commits a second of a steady-rate case, over all its connections.
-const STEADY_COMMITS_PER_S: f64 = 200.0;
-/// Keys each steady-rate connection cycles through (keeps the data small).
-const STEADY_KEYS: u64 = 16;
 /// How long the raw fdatasync is measured just before and just after each case (half the
 /// case's duration if that is shorter).
 const RAW_CASE_DURATION: Duration = Duration::from_secs(1);
-/// How often the primary's transport lag is sampled.
-pub(super) const LAG_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
-/// Histogram bound of transport lag samples, in microseconds (1 h).
-const LAG_US_MAX: u64 = 3_600_000_000;
+
+/// What a case is, beyond its setup's mode and load.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CaseKind {
+    pub(super) experiment: Experiment,
+    /// The `COMMITMODE` arguments every connection sends before the clock starts (`None`:
+    /// the default, WAIT IMMEDIATE).
+    pub(super) commit_mode: Option<&'static str>,
+    /// Measure the raw fdatasync for 1 s just before and just after the case (the cases with
+    /// a latency target); otherwise the RTT's limits give it.
+    pub(super) fdatasync_around: bool,
+}
+
+impl CaseKind {
+    pub(super) fn of(experiment: Experiment) -> CaseKind {
+        CaseKind {
+            experiment,
+            commit_mode: None,
+            fdatasync_around: matches!(experiment, Experiment::Modes | Experiment::Lag),
+        }
+    }
+}
+
+/// The CPU time (user + system) a process has used, in seconds: /proc/PID/stat's utime and
+/// stime, in clock ticks (10 ms on most kernels; a 5 s case at thousands of commits a second
+/// holds hundreds of ticks).
+pub(super) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    // The command name, in parentheses, may hold spaces: the fields follow its last `)`,
+    // from field 3 (state) on; utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = text
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |index: usize| -> anyhow::Result<u64> {
+        fields
+            .get(index)
+            .and_then(|field| field.parse().ok())
+            .with_context(|| format!("no CPU time in {path}: {text:?}"))
+    };
+    let total = ticks(11)? + ticks(12)?;
+    // SAFETY: sysconf reads a constant of the system.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
+    Ok(total as f64 / per_second as f64)
+}
 
 /// What one RTT's cases share.
 pub(super) struct Bench<'a> {
@@ -105,7 +137,7 @@ impl Bench<'_> {
         progress: &mut dyn FnMut(&str),
     ) -> anyhow::Result<()> {
         progress(&format!("redoguard {} at RTT {} ms: starting", mode.name(), self.rtt()));
-        let setup = self.start(mode, load)?;
+        let setup = self.start(mode, &format!("{load:?}"))?;
         let client_counts: &[u32] =
             if load == Load::ClosedLoop { &self.config.clients } else { &[] };
         for &clients in client_counts {
@@ -116,27 +148,10 @@ impl Bench<'_> {
                 self.rtt(),
                 self.limits.rtt_ms
             ));
-            let case = self.closed_loop(&setup, mode, clients);
-            match case {
-                Ok((case, problems)) => {
-                    report.failures.extend(problems.into_iter().map(|problem| {
-                        format!(
-                            "redoguard {} at RTT {} ms, {clients} clients: {problem}",
-                            mode.name(),
-                            self.rtt()
-                        )
-                    }));
-                    report.cases.push(case);
-                }
-                Err(error) => {
-                    crate::interrupt::check()?;
-                    report.failures.push(format!(
-                        "redoguard {} at RTT {} ms, {clients} clients: {error:#}",
-                        mode.name(),
-                        self.rtt()
-                    ));
-                }
-            }
+            let case = self.closed_loop(&setup, mode, clients, CaseKind::of(Experiment::Modes));
+            let what =
+                format!("redoguard {} at RTT {} ms, {clients} clients", mode.name(), self.rtt());
+            self.record(report, &what, case)?;
         }
         if load == Load::SteadyRate {
             for &rate in &self.config.lag_rates_mb_per_s {
@@ -146,30 +161,44 @@ impl Bench<'_> {
                     self.rtt(),
                     self.limits.rtt_ms
                 ));
-                match self.steady(&setup, rate) {
-                    Ok((case, problems)) => {
-                        report.failures.extend(problems.into_iter().map(|problem| {
-                            format!(
-                                "redoguard async at RTT {} ms, {rate} MB/s: {problem}",
-                                self.rtt()
-                            )
-                        }));
-                        report.cases.push(case);
-                    }
-                    Err(error) => {
-                        crate::interrupt::check()?;
-                        report.failures.push(format!(
-                            "redoguard async at RTT {} ms, {rate} MB/s: {error:#}",
-                            self.rtt()
-                        ));
-                    }
-                }
+                let case = self.steady(
+                    &setup,
+                    Mode::Async,
+                    SteadyLoad::redo_rate(LAG_CONNECTIONS, rate, true),
+                    Some(rate),
+                    CaseKind::of(Experiment::Lag),
+                );
+                let what = format!("redoguard async at RTT {} ms, {rate} MB/s", self.rtt());
+                self.record(report, &what, case)?;
             }
         }
         setup.stop()
     }
 
-    /// Checks that the destination stayed as `mode` wants it through a case; returns what
+    /// Adds a case to the report, and its problems (or its error) to the failures, under
+    /// `what`. Fails only on an interrupt.
+    pub(super) fn record(
+        &self,
+        report: &mut TransportReport,
+        what: &str,
+        case: anyhow::Result<(TransportCase, Vec<String>)>,
+    ) -> anyhow::Result<()> {
+        match case {
+            Ok((case, problems)) => {
+                report
+                    .failures
+                    .extend(problems.into_iter().map(|problem| format!("{what}: {problem}")));
+                report.cases.push(case);
+            }
+            Err(error) => {
+                crate::interrupt::check()?;
+                report.failures.push(format!("{what}: {error:#}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that every destination stayed as `mode` wants it through a case; returns what
     /// went wrong.
     pub(super) fn check_destination(
         mode: Mode,
@@ -179,26 +208,42 @@ impl Bench<'_> {
     ) -> Vec<String> {
         let mut problems = Vec::new();
         let Some(wanted) = mode.phase() else { return problems };
-        let (Some(first), Some(last)) =
-            (before.replication.destinations.first(), after.replication.destinations.first())
-        else {
-            problems.push("the primary reports no destination".into());
-            return problems;
-        };
-        if last.phase != wanted || last.failures != first.failures {
+        let (firsts, lasts) = (&before.replication.destinations, &after.replication.destinations);
+        if firsts.is_empty() || lasts.len() != firsts.len() {
             problems.push(format!(
-                "the destination left {wanted:?} during the case: now {:?}, last error {:?}",
-                last.phase, last.last_error
+                "the primary reports {} destinations, then {}",
+                firsts.len(),
+                lasts.len()
             ));
+            return problems;
         }
-        let synchronous = matches!(mode, Mode::SyncAffirm | Mode::SyncNoAffirm);
+        for (first, last) in firsts.iter().zip(lasts) {
+            if last.phase != wanted || last.failures != first.failures {
+                problems.push(format!(
+                    "the destination {} left {wanted:?} during the case: now {:?}, last error {:?}",
+                    last.name, last.phase, last.last_error
+                ));
+            }
+            if last.bytes_sent <= first.bytes_sent {
+                problems.push(format!("no redo was sent to the standby {}", last.name));
+            }
+        }
+        let synchronous = wanted == transport::Phase::Synchronized;
         if synchronous && deltas.remote_waits == 0 {
             problems.push("no log write waited for the standby (SYNC remote write)".into());
         }
-        if last.bytes_sent <= first.bytes_sent {
-            problems.push("no redo was sent to the standby".into());
-        }
         problems
+    }
+
+    /// The raw fdatasync p50 before a case: measured now if `kind` wants it, else the
+    /// RTT's.
+    fn fdatasync_before(&self, kind: CaseKind) -> anyhow::Result<f64> {
+        if kind.fdatasync_around { self.raw_p50_us() } else { Ok(self.limits.fdatasync_p50_us) }
+    }
+
+    /// The lower of `before` and, if `kind` wants it, the raw fdatasync p50 now.
+    fn fdatasync_after(&self, kind: CaseKind, before: f64) -> anyhow::Result<f64> {
+        Ok(if kind.fdatasync_around { before.min(self.raw_p50_us()?) } else { before })
     }
 
     pub(super) fn closed_loop(
@@ -206,23 +251,36 @@ impl Bench<'_> {
         setup: &Setup<'_>,
         mode: Mode,
         clients: u32,
+        kind: CaseKind,
     ) -> anyhow::Result<(TransportCase, Vec<String>)> {
-        let fdatasync_before = self.raw_p50_us()?;
+        let fdatasync_before = self.fdatasync_before(kind)?;
         let before = setup.primary_status()?;
-        let measured = bench_external::set_load(
+        let prelude: Vec<Vec<u8>> = kind.commit_mode.map_or_else(Vec::new, |commit_mode| {
+            std::iter::once("COMMITMODE")
+                .chain(commit_mode.split_whitespace())
+                .map(|word| word.as_bytes().to_vec())
+                .collect()
+        });
+        let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
+        let measured = bench_external::set_load_with(
             self.network,
             setup.primary.resp_addr.port(),
             clients,
             self.config.duration,
             false,
+            &prelude,
         )?;
+        let cpu_after = setup.primary_pid().map(cpu_seconds).transpose()?;
         crate::interrupt::check()?;
         let after = setup.primary_status()?;
-        let fdatasync_p50_us = fdatasync_before.min(self.raw_p50_us()?);
+        let fdatasync_p50_us = self.fdatasync_after(kind, fdatasync_before)?;
         let deltas = deltas(&before, &after);
         let problems = Bench::check_destination(mode, &before, &after, &deltas);
+        let commit_mode = kind
+            .commit_mode
+            .map_or_else(String::new, |commit_mode| format!(", after COMMITMODE {commit_mode}"));
         let mut notes = format!(
-            "{clients} connections from the primary's side, each looping SET key:<random of 10^6> <100 bytes>, latency from the write to the reply; {}; {} commits, {:.1} commits per log write",
+            "{clients} connections from the primary's side{commit_mode}, each looping SET key:<random of 10^6> <100 bytes>, latency from the write to the reply; {}; {} commits, {:.1} commits per log write",
             mode.describe(),
             measured.commits,
             deltas.user_commits as f64 / deltas.redo_writes.max(1) as f64
@@ -238,6 +296,7 @@ impl Bench<'_> {
             notes.push_str(&format!("; NOT VALID: {}", problems.join("; ")));
         }
         let case = TransportCase {
+            experiment: kind.experiment,
             system: "redoguard".into(),
             mode: mode.name().into(),
             load: "closed_loop".into(),
@@ -249,39 +308,43 @@ impl Bench<'_> {
             p99_us: quantile(&measured.latency_us, 0.99),
             fdatasync_p50_us,
             log_write_avg_us: Some(deltas.log_write_us as f64 / deltas.log_writes.max(1) as f64),
-            redo_mb_per_s: None,
-            redo_mb_per_s_target: None,
-            transport_lag_p50_ms: None,
-            transport_lag_p99_ms: None,
-            transport_lag_max_ms: None,
-            transport_lag_samples: None,
-            target: None,
+            standbys: Some(mode.standbys().len() as u32),
+            commit_mode: kind.commit_mode.map(str::to_string),
+            cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, measured.commits),
             notes,
+            ..TransportCase::default()
         };
         Ok((case, problems))
     }
 
+    /// A steady load on `setup`; `rate_mb_per_s` is the redo rate asked for, if the load is
+    /// one.
     pub(super) fn steady(
         &self,
         setup: &Setup<'_>,
-        rate_mb_per_s: f64,
+        mode: Mode,
+        load: SteadyLoad,
+        rate_mb_per_s: Option<f64>,
+        kind: CaseKind,
     ) -> anyhow::Result<(TransportCase, Vec<String>)> {
-        let fdatasync_before = self.raw_p50_us()?;
+        let fdatasync_before = self.fdatasync_before(kind)?;
         let before = setup.primary_status()?;
+        let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
         let started = Instant::now();
         let steady = steady_load(
             self.network,
             setup.primary.resp_addr,
             setup.primary.admin_addr,
-            rate_mb_per_s,
+            load,
             self.config.duration,
         )?;
         let seconds = started.elapsed().as_secs_f64();
+        let cpu_after = setup.primary_pid().map(cpu_seconds).transpose()?;
         crate::interrupt::check()?;
         let after = setup.primary_status()?;
-        let fdatasync_p50_us = fdatasync_before.min(self.raw_p50_us()?);
+        let fdatasync_p50_us = self.fdatasync_after(kind, fdatasync_before)?;
         let deltas = deltas(&before, &after);
-        let mut problems = Bench::check_destination(Mode::Async, &before, &after, &deltas);
+        let mut problems = Bench::check_destination(mode, &before, &after, &deltas);
         problems.extend(steady.problems.iter().cloned());
         let redo_mb_per_s = deltas.redo_bytes as f64 / 1e6 / seconds;
         let lag_ms = |quantile: f64| {
@@ -291,196 +354,77 @@ impl Bench<'_> {
                 steady.lag_us.value_at_quantile(quantile) as f64 / 1000.0
             }
         };
+        let lag = if load.sample_lag {
+            format!(
+                "; transport lag = the primary's destination status (age of the oldest redo not yet durable on the standby) read every {} ms",
+                LAG_SAMPLE_INTERVAL.as_millis()
+            )
+        } else {
+            String::new()
+        };
         let mut notes = format!(
-            "{} connections from the primary's side committing {} SETs a second in all, on a fixed schedule, of {}-byte values; {}; transport lag = the primary's destination status (age of the oldest redo not yet durable on the standby) read every {} ms; {} commits, {:.1} commits per log write",
-            STEADY_CONNECTIONS,
-            STEADY_COMMITS_PER_S,
+            "{} connections from the primary's side committing {} SETs a second in all, on a fixed schedule, of {}-byte values; {}{lag}; {} commits, {:.1} commits per log write",
+            load.connections,
+            load.commits_per_s,
             steady.value_bytes,
-            Mode::Async.describe(),
-            LAG_SAMPLE_INTERVAL.as_millis(),
+            mode.describe(),
             steady.commits,
             deltas.user_commits as f64 / deltas.redo_writes.max(1) as f64
         );
-        if redo_mb_per_s < 0.9 * rate_mb_per_s {
+        if let Some(rate) = rate_mb_per_s
+            && redo_mb_per_s < 0.9 * rate
+        {
             notes.push_str(&format!(
-                "; the primary did not sustain the rate asked ({redo_mb_per_s:.2} of {rate_mb_per_s} MB/s)"
+                "; the primary did not sustain the rate asked ({redo_mb_per_s:.2} of {rate} MB/s)"
+            ));
+        }
+        let commits_per_s = steady.commits as f64 / steady.seconds;
+        if rate_mb_per_s.is_none() && commits_per_s < 0.9 * load.commits_per_s {
+            notes.push_str(&format!(
+                "; the primary did not sustain the rate asked ({commits_per_s:.0} of {} commits/s)",
+                load.commits_per_s
             ));
         }
         if !problems.is_empty() {
             notes.push_str(&format!("; NOT VALID: {}", problems.join("; ")));
         }
+        let sampled = |value: f64| load.sample_lag.then_some(value);
         let case = TransportCase {
+            experiment: kind.experiment,
             system: "redoguard".into(),
-            mode: Mode::Async.name().into(),
+            mode: mode.name().into(),
             load: "steady_rate".into(),
             rtt_ms: self.limits.rtt_ms,
             rtt_set_ms: self.rtt(),
-            clients: STEADY_CONNECTIONS,
-            commits_per_s: steady.commits as f64 / steady.seconds,
+            clients: load.connections,
+            commits_per_s,
             p50_us: quantile(&steady.latency_us, 0.5),
             p99_us: quantile(&steady.latency_us, 0.99),
             fdatasync_p50_us,
             log_write_avg_us: Some(deltas.log_write_us as f64 / deltas.log_writes.max(1) as f64),
             redo_mb_per_s: Some(redo_mb_per_s),
-            redo_mb_per_s_target: Some(rate_mb_per_s),
-            transport_lag_p50_ms: Some(lag_ms(0.5)),
-            transport_lag_p99_ms: Some(lag_ms(0.99)),
-            transport_lag_max_ms: Some(steady.lag_us.max() as f64 / 1000.0),
-            transport_lag_samples: Some(steady.lag_us.len()),
-            target: None,
+            redo_mb_per_s_target: rate_mb_per_s,
+            transport_lag_p50_ms: sampled(lag_ms(0.5)),
+            transport_lag_p99_ms: sampled(lag_ms(0.99)),
+            transport_lag_max_ms: sampled(steady.lag_us.max() as f64 / 1000.0),
+            transport_lag_samples: load.sample_lag.then_some(steady.lag_us.len()),
+            standbys: Some(mode.standbys().len() as u32),
+            cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, steady.commits),
             notes,
+            ..TransportCase::default()
         };
         Ok((case, problems))
     }
 }
 
+/// CPU µs per commit from the CPU seconds before and after.
+fn cpu_per_commit(before: Option<f64>, after: Option<f64>, commits: u64) -> Option<f64> {
+    match (before, after) {
+        (Some(before), Some(after)) if commits > 0 => Some((after - before) * 1e6 / commits as f64),
+        _ => None,
+    }
+}
+
 pub(super) fn quantile(histogram: &Histogram<u64>, quantile: f64) -> f64 {
     if histogram.is_empty() { 0.0 } else { histogram.value_at_quantile(quantile) as f64 }
-}
-
-/// The outcome of a steady-rate load.
-pub(super) struct Steady {
-    commits: u64,
-    seconds: f64,
-    value_bytes: usize,
-    latency_us: Histogram<u64>,
-    lag_us: Histogram<u64>,
-    /// Samples that could not be read, or saw the destination out of STREAMING.
-    problems: Vec<String>,
-}
-
-/// Commits `rate_mb_per_s` of values to the primary at `resp` on a fixed schedule for
-/// `duration`, from side A, while a thread there samples the transport lag from `admin`.
-pub(super) fn steady_load(
-    network: &Network,
-    resp: SocketAddr,
-    admin: SocketAddr,
-    rate_mb_per_s: f64,
-    duration: Duration,
-) -> anyhow::Result<Steady> {
-    let value_bytes = ((rate_mb_per_s * 1e6 / STEADY_COMMITS_PER_S) as usize).max(1);
-    network.run_in(Side::A, move || -> anyhow::Result<Steady> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let mut connections = Vec::with_capacity(STEADY_CONNECTIONS as usize);
-        runtime.block_on(async {
-            for _ in 0..STEADY_CONNECTIONS {
-                let connect = tokio::time::timeout(Duration::from_secs(10), Client::connect(resp));
-                connections.push(connect.await.context("connecting within 10 s")??);
-            }
-            anyhow::Ok(())
-        })?;
-        // Started from this thread, the sampler is on the same side.
-        let stop = Arc::new(AtomicBool::new(false));
-        let sampler = {
-            let stop = stop.clone();
-            std::thread::Builder::new()
-                .name("lag-sampler".into())
-                .spawn(move || sample_lag(admin, &stop))?
-        };
-        let started = Instant::now();
-        let deadline = started + duration;
-        let interval =
-            Duration::from_secs_f64(f64::from(STEADY_CONNECTIONS) / STEADY_COMMITS_PER_S);
-        let value = Arc::new(vec![b's'; value_bytes]);
-        let load = runtime.block_on(async {
-            let mut tasks = tokio::task::JoinSet::new();
-            for (index, client) in connections.into_iter().enumerate() {
-                // Spread the connections evenly over one interval.
-                let first =
-                    started + interval.mul_f64(index as f64 / f64::from(STEADY_CONNECTIONS));
-                tasks.spawn(steady_client(client, index, first, interval, deadline, value.clone()));
-            }
-            let mut latency_us = latency_histogram();
-            let mut commits = 0;
-            while let Some(joined) = tasks.join_next().await {
-                let (count, histogram) = joined??;
-                commits += count;
-                latency_us.add(&histogram)?;
-            }
-            anyhow::Ok((commits, latency_us))
-        });
-        let seconds = started.elapsed().as_secs_f64();
-        stop.store(true, Ordering::Relaxed);
-        let (lag_us, problems) =
-            sampler.join().map_err(|_| anyhow::anyhow!("the lag sampler panicked"))?;
-        let (commits, latency_us) = load?;
-        Ok(Steady { commits, seconds, value_bytes, latency_us, lag_us, problems })
-    })?
-}
-
-/// One connection's share of a steady load: a SET every `interval` from `first` until
-/// `deadline`; late ones are sent at once, so the rate holds as long as the server keeps up.
-pub(super) async fn steady_client(
-    mut client: Client,
-    index: usize,
-    first: Instant,
-    interval: Duration,
-    deadline: Instant,
-    value: Arc<Vec<u8>>,
-) -> anyhow::Result<(u64, Histogram<u64>)> {
-    let mut latency_us = latency_histogram();
-    let mut due = first;
-    let mut commits = 0u64;
-    while due < deadline && !crate::interrupt::requested() {
-        tokio::time::sleep_until(due.into()).await;
-        let key = format!("steady:{index}:{}", commits % STEADY_KEYS);
-        let started = Instant::now();
-        let reply = tokio::time::timeout(
-            Duration::from_secs(30),
-            client.command(&[b"SET", key.as_bytes(), &value]),
-        )
-        .await
-        .context("no reply within 30 s")??;
-        anyhow::ensure!(
-            matches!(&reply, Frame::Simple(ok) if &ok[..] == b"OK"),
-            "SET answered {reply:?}"
-        );
-        latency_us.record((started.elapsed().as_micros() as u64).clamp(1, 600_000_000))?;
-        commits += 1;
-        due += interval;
-    }
-    Ok((commits, latency_us))
-}
-
-/// Reads the primary's first destination's transport lag every [`LAG_SAMPLE_INTERVAL`]
-/// until `stop`.
-pub(super) fn sample_lag(admin: SocketAddr, stop: &AtomicBool) -> (Histogram<u64>, Vec<String>) {
-    let mut lag_us = Histogram::new_with_bounds(1, LAG_US_MAX, 3).expect("valid bounds");
-    let mut problems = Vec::new();
-    let address = admin.to_string();
-    let mut next = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let sample = server::status::http_get(&address, "/status", Duration::from_secs(5))
-            .and_then(|body| Ok(serde_json::from_str::<server::ServerStatus>(&body)?));
-        match sample {
-            Ok(status) => match status.replication.destinations.first() {
-                Some(destination) => {
-                    if destination.phase != transport::Phase::Streaming && problems.len() < 5 {
-                        problems.push(format!(
-                            "a lag sample saw the destination {:?}",
-                            destination.phase
-                        ));
-                    }
-                    let us = (destination.transport_lag_s * 1e6) as u64;
-                    let _ = lag_us.record(us.clamp(1, LAG_US_MAX));
-                }
-                None if problems.len() < 5 => {
-                    problems.push("the primary reports no destination".into())
-                }
-                None => {}
-            },
-            Err(error) if problems.len() < 5 => {
-                problems.push(format!("reading the primary's status: {error:#}"))
-            }
-            Err(_) => {}
-        }
-        next += LAG_SAMPLE_INTERVAL;
-        let now = Instant::now();
-        if next > now {
-            std::thread::sleep(next - now);
-        } else {
-            next = now;
-        }
-    }
-    (lag_us, problems)
 }

@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use super::report::{assess, sort_cases};
-use super::setup::{MODES, Mode, primary_config, standby_config};
+use super::setup::{MODES, Mode, Quorum, primary_config, standby_config, sync_quorum_keys};
 use super::*;
 
 fn case(mode: &str, load: &str, clients: u32) -> TransportCase {
@@ -19,16 +19,12 @@ fn case(mode: &str, load: &str, clients: u32) -> TransportCase {
         p50_us: 12_000.0,
         p99_us: 20_000.0,
         fdatasync_p50_us: 1000.0,
-        log_write_avg_us: None,
-        redo_mb_per_s: None,
-        redo_mb_per_s_target: None,
-        transport_lag_p50_ms: None,
-        transport_lag_p99_ms: None,
-        transport_lag_max_ms: None,
-        transport_lag_samples: None,
-        target: None,
-        notes: String::new(),
+        ..TransportCase::default()
     }
+}
+
+fn experiment_case(experiment: Experiment, mode: &str, load: &str, clients: u32) -> TransportCase {
+    TransportCase { experiment, ..case(mode, load, clients) }
 }
 
 #[test]
@@ -91,11 +87,41 @@ fn cases_sort_side_by_side() {
 fn configurations_parse_as_the_server_reads_them() {
     let standby: SocketAddr = "198.18.0.2:7000".parse().unwrap();
     for mode in MODES {
-        let text = primary_config(mode, 64 << 20, Some(standby));
+        let text = primary_config(mode, 64 << 20, &[Some(standby)]);
         let config = server::ServerConfig::parse(&text).unwrap();
         config.validate().unwrap();
         assert_eq!(config.replication.destinations.len(), usize::from(mode != Mode::NoStandby));
     }
+    let second: SocketAddr = "198.18.0.2:7001".parse().unwrap();
+    let text = primary_config(
+        Mode::SyncAffirmTwo(Quorum::Default),
+        64 << 20,
+        &[Some(standby), Some(second)],
+    );
+    let config = server::ServerConfig::parse(&text).unwrap();
+    config.validate().unwrap();
+    let names: Vec<&str> =
+        config.replication.destinations.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["standby1", "standby2"]);
+    // The quorum keys go in [replication], before the destinations; a server that does not
+    // know them yet refuses them by name (and the benchmark says "needs sync_quorum").
+    for quorum in [Quorum::All, Quorum::AnyOne] {
+        let text =
+            primary_config(Mode::SyncAffirmTwo(quorum), 64 << 20, &[Some(standby), Some(second)]);
+        let keys = sync_quorum_keys(quorum);
+        assert!(text.contains(&format!("protection_mode = \"maximum_availability\"\n{keys}[[")));
+        let parsed = server::ServerConfig::parse(&text)
+            .and_then(|config| config.validate().map_err(|error| error.to_string()));
+        if let Err(error) = parsed {
+            let error = anyhow::anyhow!("{error}");
+            assert!(super::setup::refused_sync_quorum(&error), "{error:#}");
+        }
+    }
+    assert_eq!(
+        sync_quorum_keys(Quorum::AnyOne),
+        "sync_quorum = \"any 1\"\nsync_latency = \"200ms\"\n"
+    );
+    assert_eq!(sync_quorum_keys(Quorum::Default), "");
     let text = standby_config(64 << 20, Ipv4Addr::new(198, 18, 0, 2));
     let config = server::ServerConfig::parse(&text).unwrap();
     config.validate().unwrap();
@@ -111,9 +137,33 @@ fn config_bounds_are_named() {
         clients: vec![1, 16],
         lag_rates_mb_per_s: vec![2.0, 20.0],
         log_file_size: 64 << 20,
+        experiments: Experiment::ALL.to_vec(),
+        quorum_rtts_ms: vec![25, 50],
+        sync_rate_rtts_ms: vec![0, 2, 5, 10, 20, 25],
+        sync_rate_mb_per_s: 4.0,
+        commit_mode_rtt_ms: 25,
+        async_cpu_rtt_ms: 0,
+        async_cpu_commits_per_s: 2000.0,
         tls: false,
         external: true,
     };
+    assert_eq!(good.all_rtts_ms(), [0, 10, 25, 50, 2, 5, 20]);
+    let only_cpu = TransportConfig { experiments: vec![Experiment::AsyncCpu], ..good.clone() };
+    assert_eq!(only_cpu.all_rtts_ms(), [0]);
+    assert!(
+        message_of(TransportConfig { sync_rate_mb_per_s: 0.0, ..good.clone() })
+            .starts_with("sync-rate")
+    );
+    assert!(
+        message_of(TransportConfig { experiments: vec![], ..good.clone() })
+            .starts_with("experiments")
+    );
+    assert!(
+        message_of(TransportConfig { quorum_rtts_ms: vec![20_000], ..good.clone() })
+            .starts_with("quorum-rtts")
+    );
+    assert_eq!("sync_rate".parse::<Experiment>(), Ok(Experiment::SyncRate));
+    assert!("fast".parse::<Experiment>().unwrap_err().contains("async-cpu"));
     good.validate().unwrap();
     let message = |config: TransportConfig| config.validate().unwrap_err().to_string();
     assert!(
@@ -125,4 +175,95 @@ fn config_bounds_are_named() {
             .starts_with("log-file-size")
     );
     assert!(message(TransportConfig { clients: vec![], ..good }).starts_with("clients"));
+}
+
+fn message_of(config: TransportConfig) -> String {
+    config.validate().unwrap_err().to_string()
+}
+
+#[test]
+fn experiments_compare_with_their_reference() {
+    let mut alone = experiment_case(Experiment::SyncRate, "no_standby", "steady_rate", 32);
+    alone.commits_per_s = 200.0;
+    alone.p50_us = 400.0;
+    let mut sync = experiment_case(Experiment::SyncRate, "sync_affirm", "steady_rate", 32);
+    sync.commits_per_s = 195.0;
+    sync.p50_us = 10_400.0;
+    let mut far = sync.clone();
+    far.rtt_set_ms = 25;
+    let mut wait = experiment_case(Experiment::CommitMode, "sync_affirm", "closed_loop", 16);
+    wait.commit_mode = Some("WAIT IMMEDIATE".into());
+    wait.p50_us = 50_000.0;
+    let mut nowait = wait.clone();
+    nowait.commit_mode = Some("NOWAIT BATCH".into());
+    nowait.p50_us = 4_000.0;
+    nowait.commits_per_s = 1300.0;
+    let mut cpu_alone = experiment_case(Experiment::AsyncCpu, "no_standby", "steady_rate", 16);
+    cpu_alone.cpu_us_per_commit = Some(100.0);
+    let mut cpu_async = experiment_case(Experiment::AsyncCpu, "async", "steady_rate", 16);
+    cpu_async.cpu_us_per_commit = Some(104.0);
+    // A modes case at the same RTT and clients is no reference for these.
+    let mut other = case("no_standby", "closed_loop", 16);
+    other.commits_per_s = 1.0;
+    let mut cases = vec![alone, sync, far, wait, nowait, cpu_alone, cpu_async, other];
+    assess(&mut cases);
+    // 195 / 200: -2.5 % of commits, met at 10 ms; p50 +2500 %.
+    let target = cases[1].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.975).abs() < 1e-9, "{target:?}");
+    assert!((cases[1].commits_change_pct.unwrap() + 2.5).abs() < 1e-9);
+    assert!((cases[1].p50_change_pct.unwrap() - 2500.0).abs() < 1e-9);
+    // No no_standby at 25 ms: no comparison.
+    assert_eq!((cases[2].commits_change_pct, cases[2].target.as_ref()), (None, None));
+    // WAIT is the reference; NOWAIT p50 4 ms of 50 ms = 0.08 <= 0.10, rate +30 %.
+    assert!(cases[3].target.is_none() && cases[3].compared_with.is_none());
+    let target = cases[4].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.08).abs() < 1e-9, "{target:?}");
+    assert!((cases[4].commits_change_pct.unwrap() - 30.0).abs() < 1e-9);
+    // 104 / 100 = 1.04 <= 1.05.
+    let target = cases[6].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 1.04).abs() < 1e-9, "{target:?}");
+    assert!(cases[7].target.is_none());
+}
+
+#[test]
+fn experiments_sort_after_the_modes_each_in_its_order() {
+    let mut nowait = experiment_case(Experiment::CommitMode, "sync_affirm", "closed_loop", 1);
+    nowait.commit_mode = Some("NOWAIT BATCH".into());
+    let mut wait = nowait.clone();
+    wait.commit_mode = Some("WAIT IMMEDIATE".into());
+    let mut cases = vec![
+        nowait,
+        experiment_case(Experiment::Quorum, "sync_affirm_2_any_1", "closed_loop", 1),
+        wait,
+        experiment_case(Experiment::Quorum, "sync_affirm_2_all", "closed_loop", 1),
+        case("async", "steady_rate", 8),
+        case("no_standby", "closed_loop", 1),
+    ];
+    sort_cases(&mut cases);
+    let order: Vec<(&str, Option<&str>)> =
+        cases.iter().map(|case| (case.mode.as_str(), case.commit_mode.as_deref())).collect();
+    assert_eq!(
+        order,
+        [
+            ("no_standby", None),
+            ("async", None),
+            ("sync_affirm_2_all", None),
+            ("sync_affirm_2_any_1", None),
+            ("sync_affirm", Some("WAIT IMMEDIATE")),
+            ("sync_affirm", Some("NOWAIT BATCH")),
+        ]
+    );
+}
+
+#[test]
+fn cpu_time_of_this_process_grows() {
+    let pid = std::process::id();
+    let before = super::runs::cpu_seconds(pid).unwrap();
+    let started = std::time::Instant::now();
+    let mut x = 0u64;
+    while started.elapsed() < Duration::from_millis(100) {
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+    let after = super::runs::cpu_seconds(pid).unwrap();
+    assert!(after >= before + 0.05, "{before} -> {after}");
 }
