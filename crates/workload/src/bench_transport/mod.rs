@@ -40,6 +40,23 @@
 //! Redis with a replica at the same RTTs and client counts (see `bench_external`), and their
 //! cases join the report.
 //!
+//! Those are the `modes` and `lag` experiments. The others (issue 11), each at its own RTTs,
+//! on fresh setups, with the RTT's limits as their fdatasync (no measurement around each
+//! case), their cases marked with their `experiment`:
+//!
+//! - `quorum` (`quorum`): one SYNC AFFIRM standby, then two (both on side B), the commit
+//!   waiting for all or for any one of them, in closed loops at each client count; and,
+//!   unless told not to, PostgreSQL with two synchronous standbys (`FIRST 2`, `ANY 1`;
+//!   `bench_external::quorum`);
+//! - `sync_rate` (`sync_rate`): a primary alone and one with a SYNC AFFIRM standby at the
+//!   same steady redo rate, the second's change of commits/s and latency against the first;
+//! - `commit_mode` (`commit_mode`): one SYNC AFFIRM setup, a closed loop per `COMMITMODE`,
+//!   compared with WAIT IMMEDIATE;
+//! - `async_cpu` (`async_cpu`): a primary alone and one with an ASYNC standby at the same
+//!   steady commit rate, the primary's CPU time per commit (from /proc) of each.
+//!
+//! Every redoguard case also reports the primary's CPU time per commit.
+//!
 //! # Targets
 //!
 //! - SYNC AFFIRM, 1 client: commit p50 ≤ 1.15 × max(local fdatasync, RTT + remote
@@ -51,6 +68,10 @@
 //!   client count (ASYNC costs at most 3 %).
 //! - ASYNC at a steady rate: transport lag p99 ≤ 2 × RTT + 10 ms (while the link's bandwidth
 //!   suffices: 1 Gbit/s here).
+//! - SYNC AFFIRM at a steady redo rate, RTT ≤ 10 ms: commits/s ≥ 0.95 × the primary alone's
+//!   (the reference: under 5 % at 10 ms and 4 MB/s).
+//! - COMMITMODE NOWAIT under SYNC: p50 ≤ 0.10 × WAIT IMMEDIATE's (the reference: -90 %).
+//! - ASYNC: the primary's CPU per commit ≤ 1.05 × the primary alone's.
 //!
 //! Every process started is a child of this one, stopped by its PID (and killed if it does
 //! not stop); the link's drop deletes its namespaces, and the temporary directory goes at the
@@ -500,24 +521,34 @@ pub fn run(
         match bench_external::run(&external, &mut *progress) {
             Ok(external) => {
                 report.skipped.extend(external.skipped);
-                report.cases.extend(external.cases.into_iter().map(|case| TransportCase {
-                    system: case.system,
-                    mode: case.mode,
-                    load: "closed_loop".into(),
-                    rtt_ms: case.rtt_ms,
-                    rtt_set_ms: case.rtt_set_ms,
-                    clients: case.clients,
-                    commits_per_s: case.commits_per_s,
-                    p50_us: case.p50_us,
-                    p99_us: case.p99_us,
-                    fdatasync_p50_us: case.fdatasync_p50_us,
-                    notes: case.notes,
-                    ..TransportCase::default()
-                }));
+                report.cases.extend(
+                    external.cases.into_iter().map(|case| from_external(case, Experiment::Modes)),
+                );
             }
             Err(error) => {
                 crate::interrupt::check()?;
                 report.skipped.push(format!("postgresql and redis: {error:#}"));
+            }
+        }
+    }
+    if config.external && config.runs(Experiment::Quorum) {
+        let external = ExternalConfig {
+            dir: work.path().to_path_buf(),
+            duration: config.duration,
+            rtts_ms: config.quorum_rtts_ms.clone(),
+            clients: config.clients.clone(),
+        };
+        match bench_external::quorum::run(&external, &mut *progress) {
+            Ok(external) => {
+                report.skipped.extend(external.skipped);
+                report.cases.extend(external.cases.into_iter().map(|case| TransportCase {
+                    standbys: Some(2),
+                    ..from_external(case, Experiment::Quorum)
+                }));
+            }
+            Err(error) => {
+                crate::interrupt::check()?;
+                report.skipped.push(format!("postgresql with two standbys: {error:#}"));
             }
         }
     }
@@ -528,4 +559,23 @@ pub fn run(
     report.targets_missed = targets.filter(|target| !target.met).count() as u32;
     report.elapsed_s = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// A case of `bench external` as one of this report's.
+fn from_external(case: bench_external::ExternalCase, experiment: Experiment) -> TransportCase {
+    TransportCase {
+        experiment,
+        system: case.system,
+        mode: case.mode,
+        load: "closed_loop".into(),
+        rtt_ms: case.rtt_ms,
+        rtt_set_ms: case.rtt_set_ms,
+        clients: case.clients,
+        commits_per_s: case.commits_per_s,
+        p50_us: case.p50_us,
+        p99_us: case.p99_us,
+        fdatasync_p50_us: case.fdatasync_p50_us,
+        notes: case.notes,
+        ..TransportCase::default()
+    }
 }
