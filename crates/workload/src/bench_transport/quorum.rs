@@ -40,9 +40,18 @@ pub(super) fn run(
                 started = bench.start(mode, "quorum");
             } else {
                 let text = format!("{error:#}");
+                // The parser's own words ("unknown field `sync_quorum`…") if the log has them.
                 let line = text
                     .lines()
-                    .find(|line| line.contains("sync_quorum") || line.contains("sync_latency"))
+                    .find(|line| line.contains("unknown field"))
+                    .or_else(|| {
+                        text.lines().find(|line| {
+                            line.contains("sync_quorum") || line.contains("sync_latency")
+                        })
+                    })
+                    .unwrap_or("")
+                    .split(", expected")
+                    .next()
                     .unwrap_or("")
                     .trim();
                 report.skipped.push(format!(

@@ -152,46 +152,50 @@ pub fn render(report: &TransportReport) -> String {
             limits.fdatasync_two_writers_p50_us
         );
     }
-    let _ = writeln!(out, "commits (closed loop: each client commits again once acknowledged):");
-    let _ = writeln!(
-        out,
-        "  {:<10} {:<24} {:>7} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}  target ratio",
-        "system",
-        "mode",
-        "RTT set",
-        "RTT ms",
-        "clients",
-        "commits/s",
-        "p50 µs",
-        "p99 µs",
-        "fdsync µs",
-        "logwr µs"
-    );
-    let mut previous = None;
-    for case in report
+    let commits: Vec<&TransportCase> = report
         .cases
         .iter()
         .filter(|case| case.load == "closed_loop" && case.experiment == Experiment::Modes)
-    {
-        if previous.is_some_and(|previous| previous != (case.rtt_set_ms, case.clients)) {
-            let _ = writeln!(out);
-        }
-        previous = Some((case.rtt_set_ms, case.clients));
+        .collect();
+    if !commits.is_empty() {
+        let _ =
+            writeln!(out, "commits (closed loop: each client commits again once acknowledged):");
         let _ = writeln!(
             out,
-            "  {:<10} {:<24} {:>7} {:>8.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9}  {}",
-            case.system,
-            case.mode,
-            case.rtt_set_ms,
-            case.rtt_ms,
-            case.clients,
-            case.commits_per_s,
-            case.p50_us,
-            case.p99_us,
-            case.fdatasync_p50_us,
-            case.log_write_avg_us.map_or_else(|| "-".to_string(), |us| format!("{us:.0}")),
-            verdict(&case.target)
+            "  {:<10} {:<24} {:>7} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}  target ratio",
+            "system",
+            "mode",
+            "RTT set",
+            "RTT ms",
+            "clients",
+            "commits/s",
+            "p50 µs",
+            "p99 µs",
+            "fdsync µs",
+            "logwr µs"
         );
+        let mut previous = None;
+        for case in commits {
+            if previous.is_some_and(|previous| previous != (case.rtt_set_ms, case.clients)) {
+                let _ = writeln!(out);
+            }
+            previous = Some((case.rtt_set_ms, case.clients));
+            let _ = writeln!(
+                out,
+                "  {:<10} {:<24} {:>7} {:>8.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9}  {}",
+                case.system,
+                case.mode,
+                case.rtt_set_ms,
+                case.rtt_ms,
+                case.clients,
+                case.commits_per_s,
+                case.p50_us,
+                case.p99_us,
+                case.fdatasync_p50_us,
+                case.log_write_avg_us.map_or_else(|| "-".to_string(), |us| format!("{us:.0}")),
+                verdict(&case.target)
+            );
+        }
     }
     let steady: Vec<&TransportCase> = report
         .cases
