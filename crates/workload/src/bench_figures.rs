@@ -183,24 +183,31 @@ pub fn transport(report: &TransportReport) -> Figure {
         .into_iter()
         .filter(|(system, mode, _)| points.iter().any(|point| case(system, mode, *point).is_some()))
         .collect();
-    let mut panels = vec![
-        BarPanel {
-            title: "redoguard: commits per second by transport".into(),
-            y_label: "commits/s (log scale)".into(),
-            log_y: true,
-            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
-            groups: by_mode(|case| case.commits_per_s),
-            limits: Vec::new(),
-        },
-        BarPanel {
-            title: "redoguard: commit latency p50 by transport".into(),
-            y_label: "µs (log scale)".into(),
-            log_y: true,
-            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
-            groups: by_mode(|case| case.p50_us),
-            limits: vec![floor_limit.clone()],
-        },
-    ];
+    let mut panels = Vec::new();
+    // Runs of the other experiments alone have no mode cases.
+    panels.extend(
+        (!points.is_empty())
+            .then_some([
+                BarPanel {
+                    title: "redoguard: commits per second by transport".into(),
+                    y_label: "commits/s (log scale)".into(),
+                    log_y: true,
+                    series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+                    groups: by_mode(|case| case.commits_per_s),
+                    limits: Vec::new(),
+                },
+                BarPanel {
+                    title: "redoguard: commit latency p50 by transport".into(),
+                    y_label: "µs (log scale)".into(),
+                    log_y: true,
+                    series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+                    groups: by_mode(|case| case.p50_us),
+                    limits: vec![floor_limit.clone()],
+                },
+            ])
+            .into_iter()
+            .flatten(),
+    );
     if protected.len() > 1 {
         panels.push(BarPanel {
             title: "A commit protected by a standby: latency p50, three systems".into(),
@@ -659,5 +666,41 @@ mod tests {
         }
         let transport = super::transport(&transport);
         assert_eq!(transport.panels.len(), 4, "modes, latency, three systems, lag");
+    }
+
+    /// The figure of the recorded run of the issue 11 experiments alone: two panels for
+    /// each but the CPU's one, none empty, no panel of the experiments that did not run.
+    #[test]
+    fn figure_of_the_recorded_experiments() {
+        let report: TransportReport =
+            serde_json::from_str(include_str!("../../../docs/bench/transport-experiments.json"))
+                .unwrap();
+        let figure = super::transport(&report);
+        let titles: Vec<&str> = figure.panels.iter().map(|panel| panel.title.as_str()).collect();
+        assert_eq!(titles.len(), 7, "{titles:?}");
+        for (index, start) in [
+            "Two SYNC standbys",
+            "Two SYNC standbys",
+            "SYNC AFFIRM at a steady",
+            "SYNC AFFIRM at a steady",
+            "COMMITMODE",
+            "COMMITMODE",
+            "The primary's CPU",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert!(titles[index].starts_with(start), "{titles:?}");
+        }
+        for panel in &figure.panels {
+            assert!(
+                panel.groups.iter().any(|group| group.values.iter().any(Option::is_some)),
+                "an empty panel: {}",
+                panel.title
+            );
+        }
+        if let Some(out) = std::env::var_os("REDOGUARD_FIGURES_DIR") {
+            figure.write(&std::path::Path::new(&out).join("transport-experiments.svg")).unwrap();
+        }
     }
 }
