@@ -1,5 +1,6 @@
 //! `redoguard bench transport` end to end, as small as it goes: loopback only, one client,
-//! one second per case, one steady rate, small logs, no PostgreSQL or Redis.
+//! one second per case, one steady rate, small logs, no PostgreSQL or Redis; the base
+//! experiments in one run, the issue 11 ones in another.
 
 mod common;
 
@@ -15,7 +16,21 @@ fn bench_transport_help_names_its_flags() {
     let output = redoguard().args(["bench", "transport", "--help"]).output().unwrap();
     assert!(output.status.success());
     let help = String::from_utf8_lossy(&output.stdout);
-    for flag in ["--json", "--duration", "--rtts", "--clients", "--lag-rates", "--no-external"] {
+    for flag in [
+        "--json",
+        "--duration",
+        "--rtts",
+        "--clients",
+        "--lag-rates",
+        "--no-external",
+        "--experiments",
+        "--quorum-rtts",
+        "--sync-rate-rtts",
+        "--sync-rate",
+        "--commit-mode-rtt",
+        "--async-cpu-rtt",
+        "--async-cpu-rate",
+    ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
     let output = redoguard()
@@ -24,6 +39,12 @@ fn bench_transport_help_names_its_flags() {
         .unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("clients: 0 is outside"));
+    let output = redoguard()
+        .args(["bench", "transport", "--json", "x.json", "--experiments", "fast"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unknown experiment"));
 }
 
 #[test]
@@ -33,7 +54,8 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
     let mut command = redoguard();
     command
         .args(["bench", "transport", "--duration", "1s", "--rtts", "0", "--clients", "1"])
-        .args(["--lag-rates", "2", "--log-file-size", "16MiB", "--no-external", "--dir"])
+        .args(["--lag-rates", "2", "--log-file-size", "16MiB", "--no-external"])
+        .args(["--experiments", "modes,lag", "--dir"])
         .arg(dir.path())
         .arg("--json")
         .arg(&json);
@@ -108,4 +130,122 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
         .collect();
     left.sort();
     assert_eq!(left, ["transport.json", "transport.svg"]);
+}
+
+#[test]
+fn a_tiny_run_of_the_issue_11_experiments_writes_their_fields_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("experiments.json");
+    let mut command = redoguard();
+    command
+        .args(["bench", "transport", "--duration", "1s", "--clients", "1"])
+        .args(["--experiments", "quorum,sync-rate,commit-mode,async-cpu"])
+        .args(["--rtts", "0", "--quorum-rtts", "0", "--sync-rate-rtts", "0"])
+        .args(["--commit-mode-rtt", "0", "--async-cpu-rtt", "0", "--async-cpu-rate", "200"])
+        .args(["--log-file-size", "16MiB", "--no-external", "--dir"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json);
+    let output = common::run_with_cleanup_bound(
+        &mut command,
+        Duration::from_secs(240),
+        Duration::from_secs(30),
+        "bench transport experiments",
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for table in ["two SYNC standbys", "steady redo rate", "COMMITMODE", "CPU per commit"] {
+        assert!(stdout.contains(table), "{table} missing from:\n{stdout}");
+    }
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    let cases = report["cases"].as_array().unwrap();
+    let of = |experiment: &str| -> Vec<&serde_json::Value> {
+        cases.iter().filter(|case| case["experiment"] == experiment).collect()
+    };
+    for case in cases {
+        for field in [
+            "experiment",
+            "system",
+            "mode",
+            "rtt_ms",
+            "clients",
+            "commits_per_s",
+            "p50_us",
+            "p99_us",
+            "standbys",
+            "commit_mode",
+            "cpu_us_per_commit",
+            "commits_change_pct",
+            "p50_change_pct",
+            "target",
+        ] {
+            assert!(case.get(field).is_some(), "{field} missing in {case}");
+        }
+        assert!(case["commits_per_s"].as_f64().unwrap() > 0.0, "{case}");
+        assert!(case["cpu_us_per_commit"].as_f64().unwrap() > 0.0, "{case}");
+        assert_ne!(case["experiment"], "modes", "{case}");
+    }
+
+    // Two SYNC standbys: all runs (with the key, or the server's same default); any 1 runs
+    // or is marked as needing the key.
+    let quorum = of("quorum");
+    let modes: Vec<&str> = quorum.iter().map(|case| case["mode"].as_str().unwrap()).collect();
+    assert!(modes.starts_with(&["sync_affirm", "sync_affirm_2_all"]), "{modes:?}");
+    assert_eq!(quorum[1]["standbys"], 2);
+    let needs = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|skipped| skipped.as_str().unwrap().contains("needs sync_quorum"));
+    assert!(modes.contains(&"sync_affirm_2_any_1") != needs, "{modes:?} {report}");
+
+    // SYNC at a steady rate, against no standby at the same RTT, with its target.
+    let rate = of("sync_rate");
+    assert_eq!(rate.len(), 2, "{rate:?}");
+    assert_eq!(
+        (rate[0]["mode"].as_str(), rate[1]["mode"].as_str()),
+        (Some("no_standby"), Some("sync_affirm"))
+    );
+    assert!(rate[1]["commits_change_pct"].as_f64().is_some(), "{}", rate[1]);
+    assert!(rate[1]["target"]["met"].is_boolean(), "{}", rate[1]);
+    assert_eq!(rate[1]["redo_mb_per_s_target"], 4.0);
+
+    // Each COMMITMODE, compared with WAIT IMMEDIATE; NOWAIT held to the reference.
+    let modes: Vec<&str> =
+        of("commit_mode").iter().map(|case| case["commit_mode"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["WAIT IMMEDIATE", "WAIT BATCH", "NOWAIT IMMEDIATE", "NOWAIT BATCH"]);
+    for case in &of("commit_mode")[1..] {
+        assert!(case["p50_change_pct"].as_f64().is_some(), "{case}");
+    }
+    assert!(of("commit_mode")[3]["target"]["ratio"].as_f64().is_some());
+
+    // CPU per commit with and without ASYNC, and the ratio.
+    let cpu = of("async_cpu");
+    assert_eq!(cpu.len(), 2, "{cpu:?}");
+    assert_eq!(cpu[1]["mode"], "async");
+    assert!(cpu[1]["target"]["ratio"].as_f64().is_some(), "{}", cpu[1]);
+
+    let svg = std::fs::read_to_string(dir.path().join("experiments.svg")).unwrap();
+    for text in [
+        "Two SYNC standbys",
+        "steady 4 MB/s",
+        "COMMITMODE under SYNC AFFIRM",
+        "CPU time per commit",
+        "NOWAIT BATCH",
+    ] {
+        assert!(svg.contains(text), "{text} is not in the figure");
+    }
+    let mut left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["experiments.json", "experiments.svg"]);
 }

@@ -9,7 +9,7 @@ use tools::bench::plot::{BarPanel, Figure, Group, Limit, LimitValue};
 use crate::bench_commit::BenchCommitReport;
 use crate::bench_external::ExternalReport;
 use crate::bench_resp::BenchRespReport;
-use crate::bench_transport::TransportReport;
+use crate::bench_transport::{Experiment, TransportCase, TransportReport};
 
 /// A case name as a group label: one line per part.
 fn label(name: &str) -> String {
@@ -128,7 +128,11 @@ pub fn resp(report: &BenchRespReport) -> Figure {
 /// against the round trip plus fdatasync; the three systems' protected commits side by side;
 /// the ASYNC transport lag at steady redo rates, against the one-way delay.
 pub fn transport(report: &TransportReport) -> Figure {
-    let commits: Vec<_> = report.cases.iter().filter(|case| case.load == "closed_loop").collect();
+    let commits: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|case| case.load == "closed_loop" && case.experiment == Experiment::Modes)
+        .collect();
     let mut points: Vec<(u32, u32)> = Vec::new();
     for case in &commits {
         if !points.contains(&(case.rtt_set_ms, case.clients)) {
@@ -179,24 +183,31 @@ pub fn transport(report: &TransportReport) -> Figure {
         .into_iter()
         .filter(|(system, mode, _)| points.iter().any(|point| case(system, mode, *point).is_some()))
         .collect();
-    let mut panels = vec![
-        BarPanel {
-            title: "redoguard: commits per second by transport".into(),
-            y_label: "commits/s (log scale)".into(),
-            log_y: true,
-            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
-            groups: by_mode(|case| case.commits_per_s),
-            limits: Vec::new(),
-        },
-        BarPanel {
-            title: "redoguard: commit latency p50 by transport".into(),
-            y_label: "µs (log scale)".into(),
-            log_y: true,
-            series: modes.iter().map(|(_, name)| name.to_string()).collect(),
-            groups: by_mode(|case| case.p50_us),
-            limits: vec![floor_limit.clone()],
-        },
-    ];
+    let mut panels = Vec::new();
+    // Runs of the other experiments alone have no mode cases.
+    panels.extend(
+        (!points.is_empty())
+            .then_some([
+                BarPanel {
+                    title: "redoguard: commits per second by transport".into(),
+                    y_label: "commits/s (log scale)".into(),
+                    log_y: true,
+                    series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+                    groups: by_mode(|case| case.commits_per_s),
+                    limits: Vec::new(),
+                },
+                BarPanel {
+                    title: "redoguard: commit latency p50 by transport".into(),
+                    y_label: "µs (log scale)".into(),
+                    log_y: true,
+                    series: modes.iter().map(|(_, name)| name.to_string()).collect(),
+                    groups: by_mode(|case| case.p50_us),
+                    limits: vec![floor_limit.clone()],
+                },
+            ])
+            .into_iter()
+            .flatten(),
+    );
     if protected.len() > 1 {
         panels.push(BarPanel {
             title: "A commit protected by a standby: latency p50, three systems".into(),
@@ -216,8 +227,14 @@ pub fn transport(report: &TransportReport) -> Figure {
             limits: vec![floor_limit],
         });
     }
-    let lags: Vec<_> =
-        report.cases.iter().filter(|case| case.transport_lag_p99_ms.is_some()).collect();
+    let lags: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|case| {
+            case.transport_lag_p99_ms.is_some()
+                && matches!(case.experiment, Experiment::Modes | Experiment::Lag)
+        })
+        .collect();
     if !lags.is_empty() {
         panels.push(BarPanel {
             title: "ASYNC transport lag at a steady redo rate".into(),
@@ -249,6 +266,10 @@ pub fn transport(report: &TransportReport) -> Figure {
             }],
         });
     }
+    panels.extend(quorum_panels(report));
+    panels.extend(sync_rate_panels(report));
+    panels.extend(commit_mode_panels(report));
+    panels.extend(async_cpu_panels(report));
     Figure {
         title: format!(
             "bench transport: redo transport end to end on {} ({})",
@@ -256,6 +277,224 @@ pub fn transport(report: &TransportReport) -> Figure {
         ),
         panels,
     }
+}
+
+fn experiment_cases(report: &TransportReport, experiment: Experiment) -> Vec<&TransportCase> {
+    report.cases.iter().filter(|case| case.experiment == experiment).collect()
+}
+
+/// `quorum`: commits/s and p50 of one and two SYNC standbys (and PostgreSQL's), at each RTT
+/// and client count, against the round trip plus fdatasync.
+fn quorum_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases = experiment_cases(report, Experiment::Quorum);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let series = [
+        ("redoguard", "sync_affirm", "redoguard SYNC AFFIRM, 1 standby"),
+        ("redoguard", "sync_affirm_2_all", "redoguard 2 standbys, all"),
+        ("redoguard", "sync_affirm_2_any_1", "redoguard 2 standbys, any 1"),
+        ("postgresql", "sync_commit_on_first_2", "PostgreSQL FIRST 2 (s1, s2)"),
+        ("postgresql", "sync_commit_on_any_1", "PostgreSQL ANY 1 (s1, s2)"),
+    ];
+    let series: Vec<_> = series
+        .into_iter()
+        .filter(|(system, mode, _)| {
+            cases.iter().any(|case| case.system == *system && case.mode == *mode)
+        })
+        .collect();
+    let mut points: Vec<(u32, u32)> = Vec::new();
+    for case in &cases {
+        if !points.contains(&(case.rtt_set_ms, case.clients)) {
+            points.push((case.rtt_set_ms, case.clients));
+        }
+    }
+    let groups = |value: fn(&TransportCase) -> f64| {
+        points
+            .iter()
+            .map(|point| Group {
+                label: rtt_label(point.0, point.1),
+                values: series
+                    .iter()
+                    .map(|(system, mode, _)| {
+                        cases
+                            .iter()
+                            .find(|case| {
+                                case.system == *system
+                                    && case.mode == *mode
+                                    && (case.rtt_set_ms, case.clients) == *point
+                            })
+                            .map(|case| value(case))
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let floor = Limit {
+        label: "round trip + raw fdatasync p50 (a protected commit's floor)".into(),
+        value: LimitValue::PerGroup(
+            points
+                .iter()
+                .map(|point| {
+                    cases
+                        .iter()
+                        .find(|case| (case.rtt_set_ms, case.clients) == *point)
+                        .map(|case| case.rtt_ms * 1000.0 + case.fdatasync_p50_us)
+                })
+                .collect(),
+        ),
+    };
+    let names: Vec<String> = series.iter().map(|(_, _, name)| name.to_string()).collect();
+    vec![
+        BarPanel {
+            title: "Two SYNC standbys: commits per second".into(),
+            y_label: "commits/s (log scale)".into(),
+            log_y: true,
+            series: names.clone(),
+            groups: groups(|case| case.commits_per_s),
+            limits: Vec::new(),
+        },
+        BarPanel {
+            title: "Two SYNC standbys: commit latency p50".into(),
+            y_label: "µs (log scale)".into(),
+            log_y: true,
+            series: names,
+            groups: groups(|case| case.p50_us),
+            limits: vec![floor],
+        },
+    ]
+}
+
+/// `sync_rate`: the impact of SYNC AFFIRM at a steady redo rate against no standby, by RTT.
+fn sync_rate_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases: Vec<_> = experiment_cases(report, Experiment::SyncRate)
+        .into_iter()
+        .filter(|case| case.compared_with.is_some())
+        .collect();
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let rate = cases[0].redo_mb_per_s_target.unwrap_or_default();
+    let group = |case: &&TransportCase, value: Option<f64>| Group {
+        label: format!("RTT {} ms", case.rtt_set_ms),
+        values: vec![value],
+    };
+    vec![
+        BarPanel {
+            title: format!(
+                "SYNC AFFIRM at a steady {rate} MB/s of redo: commit-rate impact against no standby (drawn from 0; a gain shows as no bar)"
+            ),
+            y_label: "% fewer commits/s".into(),
+            log_y: false,
+            series: vec!["commit-rate impact".into()],
+            groups: cases
+                .iter()
+                .map(|case| group(case, case.commits_change_pct.map(|pct| -pct)))
+                .collect(),
+            limits: vec![Limit {
+                label: "the reference: under 5 % at 10 ms".into(),
+                value: LimitValue::All(5.0),
+            }],
+        },
+        BarPanel {
+            title: format!(
+                "SYNC AFFIRM at a steady {rate} MB/s of redo: response-time (commit p50) impact against no standby"
+            ),
+            y_label: "% longer (log scale)".into(),
+            log_y: true,
+            series: vec!["commit p50 impact".into()],
+            groups: cases.iter().map(|case| group(case, case.p50_change_pct)).collect(),
+            limits: vec![Limit {
+                label: "the reference: under 5 % at 10 ms".into(),
+                value: LimitValue::All(5.0),
+            }],
+        },
+    ]
+}
+
+/// `commit_mode`: commits/s and p50/p99 of each COMMITMODE under SYNC AFFIRM.
+fn commit_mode_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases = experiment_cases(report, Experiment::CommitMode);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let label = |case: &&TransportCase| {
+        format!(
+            "{} · {}",
+            case.commit_mode.as_deref().unwrap_or("-"),
+            rtt_label(case.rtt_set_ms, case.clients)
+        )
+    };
+    vec![
+        BarPanel {
+            title: "COMMITMODE under SYNC AFFIRM: commits per second".into(),
+            y_label: "commits/s (log scale)".into(),
+            log_y: true,
+            series: vec!["commits/s".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group { label: label(case), values: vec![Some(case.commits_per_s)] })
+                .collect(),
+            limits: Vec::new(),
+        },
+        BarPanel {
+            title: "COMMITMODE under SYNC AFFIRM: commit latency".into(),
+            y_label: "µs (log scale)".into(),
+            log_y: true,
+            series: vec!["p50".into(), "p99".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group {
+                    label: label(case),
+                    values: vec![Some(case.p50_us), Some(case.p99_us)],
+                })
+                .collect(),
+            limits: vec![Limit {
+                label: "round trip + raw fdatasync p50 (a WAIT commit's floor)".into(),
+                value: LimitValue::PerGroup(
+                    cases
+                        .iter()
+                        .map(|case| Some(case.rtt_ms * 1000.0 + case.fdatasync_p50_us))
+                        .collect(),
+                ),
+            }],
+        },
+    ]
+}
+
+/// `async_cpu`: the primary's CPU per commit with and without an ASYNC standby.
+fn async_cpu_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases = experiment_cases(report, Experiment::AsyncCpu);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let alone = cases.iter().find(|case| case.mode == "no_standby");
+    vec![BarPanel {
+        title: "The primary's CPU time per commit (user + system), steady load".into(),
+        y_label: "µs per commit".into(),
+        log_y: false,
+        series: vec!["CPU per commit".into()],
+        groups: cases
+            .iter()
+            .map(|case| Group {
+                label: format!(
+                    "{} · RTT {} ms · {:.0} commits/s",
+                    label(&case.mode),
+                    case.rtt_set_ms,
+                    case.commits_per_s
+                ),
+                values: vec![case.cpu_us_per_commit],
+            })
+            .collect(),
+        limits: alone
+            .and_then(|case| case.cpu_us_per_commit)
+            .map(|us| Limit {
+                label: "1.05 x the primary alone's (the target)".into(),
+                value: LimitValue::All(us * 1.05),
+            })
+            .into_iter()
+            .collect(),
+    }]
 }
 
 /// `bench external`: PostgreSQL and Redis with a standby, each mode at each RTT and client
@@ -427,5 +666,41 @@ mod tests {
         }
         let transport = super::transport(&transport);
         assert_eq!(transport.panels.len(), 4, "modes, latency, three systems, lag");
+    }
+
+    /// The figure of the recorded run of the issue 11 experiments alone: two panels for
+    /// each but the CPU's one, none empty, no panel of the experiments that did not run.
+    #[test]
+    fn figure_of_the_recorded_experiments() {
+        let report: TransportReport =
+            serde_json::from_str(include_str!("../../../docs/bench/transport-experiments.json"))
+                .unwrap();
+        let figure = super::transport(&report);
+        let titles: Vec<&str> = figure.panels.iter().map(|panel| panel.title.as_str()).collect();
+        assert_eq!(titles.len(), 7, "{titles:?}");
+        for (index, start) in [
+            "Two SYNC standbys",
+            "Two SYNC standbys",
+            "SYNC AFFIRM at a steady",
+            "SYNC AFFIRM at a steady",
+            "COMMITMODE",
+            "COMMITMODE",
+            "The primary's CPU",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert!(titles[index].starts_with(start), "{titles:?}");
+        }
+        for panel in &figure.panels {
+            assert!(
+                panel.groups.iter().any(|group| group.values.iter().any(Option::is_some)),
+                "an empty panel: {}",
+                panel.title
+            );
+        }
+        if let Some(out) = std::env::var_os("REDOGUARD_FIGURES_DIR") {
+            figure.write(&std::path::Path::new(&out).join("transport-experiments.svg")).unwrap();
+        }
     }
 }

@@ -19,7 +19,9 @@ pub enum BenchCommand {
     /// SYNC NOAFFIRM and SYNC AFFIRM at each RTT (loopback and linkemu) and client count, the
     /// ASYNC transport lag at steady redo rates, the raw fdatasync and RTT of the run, the
     /// targets met or missed; PostgreSQL and Redis with a standby beside (unless
-    /// --no-external).
+    /// --no-external). Then two SYNC standbys (all, any 1), SYNC at a steady redo rate as
+    /// the RTT grows, COMMITMODE NOWAIT/BATCH against WAIT under SYNC, and the primary's CPU
+    /// per commit with and without an ASYNC standby (see --experiments).
     Transport(TransportArgs),
     /// Seconds without writes after kill -9 of the primary and after a network cut (fast-start
     /// failover), switchover and manual failover times, over several trials (p50 and max),
@@ -68,6 +70,36 @@ pub struct TransportArgs {
     /// Leave out the ASYNC transport-lag cases.
     #[arg(long)]
     pub no_lag: bool,
+    /// The experiments to run: modes (no standby, ASYNC, SYNC NOAFFIRM, SYNC AFFIRM at
+    /// --rtts, with PostgreSQL and Redis), lag (ASYNC at --lag-rates), quorum (two SYNC
+    /// AFFIRM standbys, all and any 1, at --quorum-rtts), sync-rate (SYNC AFFIRM against no
+    /// standby at a steady --sync-rate, at --sync-rate-rtts), commit-mode (COMMITMODE
+    /// WAIT/NOWAIT × IMMEDIATE/BATCH under SYNC AFFIRM at --commit-mode-rtt), async-cpu (the
+    /// primary's CPU per commit with and without an ASYNC standby at --async-cpu-rtt).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "modes,lag,quorum,sync-rate,commit-mode,async-cpu"
+    )]
+    pub experiments: Vec<workload::bench_transport::Experiment>,
+    /// RTTs of the two-standby cases, in ms.
+    #[arg(long, value_delimiter = ',', default_value = "25,50")]
+    pub quorum_rtts: Vec<u32>,
+    /// RTTs of the SYNC-at-a-steady-rate cases, in ms.
+    #[arg(long, value_delimiter = ',', default_value = "0,2,5,10,20,25")]
+    pub sync_rate_rtts: Vec<u32>,
+    /// Redo rate of the SYNC-at-a-steady-rate cases, in MB/s.
+    #[arg(long, default_value_t = 4.0)]
+    pub sync_rate: f64,
+    /// RTT of the COMMITMODE cases, in ms.
+    #[arg(long, default_value_t = 25)]
+    pub commit_mode_rtt: u32,
+    /// RTT of the CPU cases, in ms (0: the standby on loopback, sharing the primary's CPUs).
+    #[arg(long, default_value_t = 0)]
+    pub async_cpu_rtt: u32,
+    /// Steady commits a second of the CPU cases.
+    #[arg(long, default_value_t = 2000.0)]
+    pub async_cpu_rate: f64,
     /// Size of each online and standby log file of redoguard's servers. The default keeps
     /// log switches (and the archiving they start on both servers' one disk) out of 5-second
     /// cases; a smaller size brings them in.
@@ -189,6 +221,13 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 clients: args.clients,
                 lag_rates_mb_per_s: if args.no_lag { Vec::new() } else { args.lag_rates },
                 log_file_size: args.log_file_size,
+                experiments: args.experiments,
+                quorum_rtts_ms: args.quorum_rtts,
+                sync_rate_rtts_ms: args.sync_rate_rtts,
+                sync_rate_mb_per_s: args.sync_rate,
+                commit_mode_rtt_ms: args.commit_mode_rtt,
+                async_cpu_rtt_ms: args.async_cpu_rtt,
+                async_cpu_commits_per_s: args.async_cpu_rate,
                 external: !args.no_external,
                 tls: args.tls,
             };

@@ -107,6 +107,8 @@ use crate::bench_resp::{RedisServer, ensure_redis, free_port};
 use crate::client::Client;
 use crate::network::Network;
 
+pub mod quorum;
+
 /// Where Debian's PostgreSQL 15 keeps its programs.
 pub const POSTGRESQL_BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The line rate of the emulated link.
@@ -541,10 +543,11 @@ fn postgres_args(port: u16, listen: &[String]) -> Vec<String> {
     .collect()
 }
 
-/// A primary, and once [`PgCluster::add_standby`] ran, its synchronous standby.
+/// A primary, and once [`PgCluster::add_standby`] ran, its synchronous standby (or, with
+/// [`PgCluster::start_standby`], several).
 struct PgCluster {
-    // Declared in stopping order: the standby first.
-    standby: Option<Daemon>,
+    // Declared in stopping order: the standbys first.
+    standbys: Vec<Daemon>,
     primary: Daemon,
     port: u16,
     dir: PathBuf,
@@ -611,7 +614,7 @@ impl PgCluster {
             &dir.join("primary.log"),
             libc::SIGINT,
         )?;
-        let mut cluster = PgCluster { standby: None, primary, port, dir };
+        let mut cluster = PgCluster { standbys: Vec::new(), primary, port, dir };
         cluster.wait_ready(network, Side::A, port)?;
         psql(network, port, &["CREATE TABLE kv (k integer PRIMARY KEY, v text NOT NULL)"])?;
         Ok(cluster)
@@ -620,10 +623,7 @@ impl PgCluster {
     /// Waits until pg_isready on `side` says the server at `port` accepts connections.
     fn wait_ready(&mut self, network: &Network, side: Side, port: u16) -> anyhow::Result<()> {
         wait_until("PostgreSQL accepting connections", START_TIMEOUT, || {
-            self.primary.check_alive()?;
-            if let Some(standby) = &mut self.standby {
-                standby.check_alive()?;
-            }
+            self.check_alive()?;
             let mut command = pg_client(network, side, "pg_isready", port);
             command.args(["-t", "2"]);
             Ok(run_bounded(command, Duration::from_secs(10))?.status.success())
@@ -633,7 +633,15 @@ impl PgCluster {
     /// pg_basebackup on side B, start it there as a hot standby streaming from the primary,
     /// and make it synchronous.
     fn add_standby(&mut self, network: &Network) -> anyhow::Result<()> {
-        let standby_dir = self.dir.join("standby");
+        self.start_standby(network, "standby")?;
+        self.synchronous(network, "*", "sync")
+    }
+
+    /// pg_basebackup on side B into `name`, and start it there as a hot standby streaming
+    /// from the primary as `name` (its `cluster_name`, which the walreceiver gives as its
+    /// application_name, the name `synchronous_standby_names` lists).
+    fn start_standby(&mut self, network: &Network, name: &str) -> anyhow::Result<()> {
+        let standby_dir = self.dir.join(name);
         let mut backup = as_postgres(network, Side::B, "pg_basebackup", &self.dir);
         backup
             .args(["-h", &network.address(Side::A).to_string(), "-p", &self.port.to_string()])
@@ -646,41 +654,51 @@ impl PgCluster {
             .arg("-D")
             .arg(&standby_dir)
             .args(postgres_args(standby_port, &network.listen_addresses(Side::B)))
-            .args(["-c", "hot_standby=on"]);
-        self.standby = Some(Daemon::spawn(
-            "the PostgreSQL standby",
+            .args(["-c", "hot_standby=on", "-c", &format!("cluster_name={name}")]);
+        self.standbys.push(Daemon::spawn(
+            &format!("the PostgreSQL standby {name}"),
             postgres,
-            &self.dir.join("standby.log"),
+            &self.dir.join(format!("{name}.log")),
             libc::SIGINT,
         )?);
         self.wait_ready(network, Side::B, standby_port)?;
         let port = self.port;
+        let streaming = self.standbys.len().to_string();
         wait_until("the standby streaming", START_TIMEOUT, || {
             self.check_alive()?;
             Ok(psql(
                 network,
                 port,
                 &["SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"],
-            )? == "1")
-        })?;
+            )? == streaming)
+        })
+    }
+
+    /// Sets `synchronous_standby_names` to `names` and waits until every standby's
+    /// `sync_state` is `state` (`sync` for `*` with one standby and for `FIRST n` of n,
+    /// `quorum` for `ANY k`).
+    fn synchronous(&mut self, network: &Network, names: &str, state: &str) -> anyhow::Result<()> {
+        let port = self.port;
         psql(
             network,
             port,
-            &["ALTER SYSTEM SET synchronous_standby_names = '*'", "SELECT pg_reload_conf()"],
+            &[
+                &format!("ALTER SYSTEM SET synchronous_standby_names = '{names}'"),
+                "SELECT pg_reload_conf()",
+            ],
         )?;
-        wait_until("the standby synchronous", START_TIMEOUT, || {
+        let expected = self.standbys.len().to_string();
+        let query =
+            format!("SELECT count(*) FROM pg_stat_replication WHERE sync_state = '{state}'");
+        wait_until("the standbys synchronous", START_TIMEOUT, || {
             self.check_alive()?;
-            Ok(psql(
-                network,
-                port,
-                &["SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'"],
-            )? == "1")
+            Ok(psql(network, port, &[&query])? == expected)
         })
     }
 
     fn check_alive(&mut self) -> anyhow::Result<()> {
         self.primary.check_alive()?;
-        if let Some(standby) = &mut self.standby {
+        for standby in &mut self.standbys {
             standby.check_alive()?;
         }
         Ok(())
@@ -688,9 +706,9 @@ impl PgCluster {
 }
 
 impl Drop for PgCluster {
-    /// Stops the standby, then the primary, then removes their files.
+    /// Stops the standbys, then the primary, then removes their files.
     fn drop(&mut self) {
-        if let Some(standby) = &mut self.standby {
+        for standby in &mut self.standbys {
             standby.stop();
         }
         self.primary.stop();
@@ -1007,7 +1025,21 @@ pub(crate) fn set_load(
     duration: Duration,
     wait: bool,
 ) -> anyhow::Result<Measured> {
+    set_load_with(network, port, clients, duration, wait, &[])
+}
+
+/// Like [`set_load`], each connection first sending `prelude` (if not empty; it must not
+/// fail) before the clock starts: `COMMITMODE NOWAIT`, say.
+pub(crate) fn set_load_with(
+    network: &Network,
+    port: u16,
+    clients: u32,
+    duration: Duration,
+    wait: bool,
+    prelude: &[Vec<u8>],
+) -> anyhow::Result<Measured> {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let prelude = prelude.to_vec();
     network.run_in(Side::A, move || -> anyhow::Result<Measured> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         runtime.block_on(async move {
@@ -1015,7 +1047,12 @@ pub(crate) fn set_load(
             for _ in 0..clients {
                 let connect =
                     tokio::time::timeout(Duration::from_secs(10), Client::connect(address));
-                connections.push(connect.await.context("connecting within 10 s")??);
+                let mut client = connect.await.context("connecting within 10 s")??;
+                if !prelude.is_empty() {
+                    let args: Vec<&[u8]> = prelude.iter().map(Vec::as_slice).collect();
+                    client.ok(&args).await?;
+                }
+                connections.push(client);
             }
             let started = Instant::now();
             let deadline = started + duration;

@@ -1,0 +1,258 @@
+//! What the report says: each case's target, the order of the cases, and the tables a person
+//! reads.
+
+use super::steady::LAG_SAMPLE_INTERVAL;
+use super::{Experiment, Target, TransportCase, TransportReport};
+use super::{async_cpu, commit_mode, quorum, sync_rate};
+
+/// Sets each redoguard case's target (see the module documentation), and the changes the
+/// experiments compare.
+pub(super) fn assess(cases: &mut [TransportCase]) {
+    let base = |case: &TransportCase| {
+        case.system == "redoguard" && matches!(case.experiment, Experiment::Modes | Experiment::Lag)
+    };
+    let alone: Vec<(u32, u32, f64)> = cases
+        .iter()
+        .filter(|case| base(case) && case.mode == "no_standby" && case.load == "closed_loop")
+        .map(|case| (case.rtt_set_ms, case.clients, case.commits_per_s))
+        .collect();
+    for case in cases.iter_mut().filter(|case| base(case)) {
+        case.target = match (case.mode.as_str(), case.load.as_str()) {
+            ("async", "closed_loop") => alone
+                .iter()
+                .find(|(rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
+                .map(|&(_, _, reference)| {
+                    Target::at_least(
+                        "ASYNC commits/s >= 0.97 x no_standby commits/s (same RTT and clients)"
+                            .into(),
+                        case.commits_per_s,
+                        reference,
+                        0.97,
+                    )
+                }),
+            ("sync_affirm", "closed_loop") if case.clients == 1 => {
+                let fdatasync = case.fdatasync_p50_us;
+                let reference = fdatasync.max(case.rtt_ms * 1000.0 + fdatasync);
+                Some(Target::at_most(
+                    "SYNC AFFIRM p50 <= 1.15 x max(local fdatasync, RTT + remote fdatasync)".into(),
+                    case.p50_us,
+                    reference,
+                    1.15,
+                ))
+            }
+            ("async", "steady_rate") => case.transport_lag_p99_ms.map(|p99| {
+                Target::at_most(
+                    "ASYNC transport lag p99 <= 2 x RTT + 10 ms".into(),
+                    p99,
+                    2.0 * case.rtt_ms + 10.0,
+                    1.0,
+                )
+            }),
+            _ => None,
+        };
+    }
+    sync_rate::assess(cases);
+    commit_mode::assess(cases);
+    async_cpu::assess(cases);
+}
+
+/// A target's ratio and verdict, for the tables.
+pub(super) fn verdict(target: &Option<Target>) -> String {
+    match target {
+        Some(target) => format!(
+            "{:>6.2} {} {:<5.2} {}",
+            target.ratio,
+            target.comparison,
+            target.limit,
+            if target.met { "met" } else { "MISSED" }
+        ),
+        None => String::new(),
+    }
+}
+
+/// Commit cases by RTT, clients, system and mode, so that the systems stand side by side;
+/// the steady-rate cases after them.
+pub(super) fn sort_cases(cases: &mut [TransportCase]) {
+    let system = |name: &str| ["redoguard", "postgresql", "redis"].iter().position(|s| *s == name);
+    let mode = |name: &str| {
+        [
+            "no_standby",
+            "async",
+            "sync_noaffirm",
+            "sync_affirm",
+            "sync_affirm_2_all",
+            "sync_affirm_2_any_1",
+            "sync_commit_off",
+            "sync_commit_local",
+            "sync_commit_remote_write",
+            "sync_commit_on",
+            "sync_commit_on_first_2",
+            "sync_commit_on_any_1",
+            "no_wait",
+            "wait_1",
+        ]
+        .iter()
+        .position(|m| *m == name)
+    };
+    cases.sort_by(|a, b| {
+        let experiment = |case: &TransportCase| match case.experiment {
+            // The lag cases of old reports are `modes`.
+            Experiment::Modes | Experiment::Lag => Experiment::Modes,
+            other => other,
+        };
+        (
+            experiment(a),
+            a.load != "closed_loop",
+            a.rtt_set_ms,
+            a.clients,
+            system(&a.system),
+            mode(&a.mode),
+        )
+            .cmp(&(
+                experiment(b),
+                b.load != "closed_loop",
+                b.rtt_set_ms,
+                b.clients,
+                system(&b.system),
+                mode(&b.mode),
+            ))
+            .then(commit_mode::position(&a.commit_mode).cmp(&commit_mode::position(&b.commit_mode)))
+            .then(a.standbys.cmp(&b.standbys))
+            .then(
+                a.redo_mb_per_s_target
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.redo_mb_per_s_target.unwrap_or(0.0)),
+            )
+    });
+}
+
+/// The report as tables a person reads.
+pub fn render(report: &TransportReport) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "bench transport: {:.0} s per case, files in {} ({}), {:.0} s in all",
+        report.duration_s, report.dir, report.filesystem, report.elapsed_s
+    );
+    let _ = writeln!(out, "physical limits (no server running):");
+    let _ = writeln!(
+        out,
+        "  {:>7} {:>9} {:>15} {:>15} {:>22}",
+        "RTT set", "RTT ms", "fdatasync p50", "fdatasync p99", "2 writers at once p50"
+    );
+    for limits in &report.limits {
+        let _ = writeln!(
+            out,
+            "  {:>7} {:>9.3} {:>12.0} µs {:>12.0} µs {:>19.0} µs",
+            limits.rtt_set_ms,
+            limits.rtt_ms,
+            limits.fdatasync_p50_us,
+            limits.fdatasync_p99_us,
+            limits.fdatasync_two_writers_p50_us
+        );
+    }
+    let commits: Vec<&TransportCase> = report
+        .cases
+        .iter()
+        .filter(|case| case.load == "closed_loop" && case.experiment == Experiment::Modes)
+        .collect();
+    if !commits.is_empty() {
+        let _ =
+            writeln!(out, "commits (closed loop: each client commits again once acknowledged):");
+        let _ = writeln!(
+            out,
+            "  {:<10} {:<24} {:>7} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}  target ratio",
+            "system",
+            "mode",
+            "RTT set",
+            "RTT ms",
+            "clients",
+            "commits/s",
+            "p50 µs",
+            "p99 µs",
+            "fdsync µs",
+            "logwr µs"
+        );
+        let mut previous = None;
+        for case in commits {
+            if previous.is_some_and(|previous| previous != (case.rtt_set_ms, case.clients)) {
+                let _ = writeln!(out);
+            }
+            previous = Some((case.rtt_set_ms, case.clients));
+            let _ = writeln!(
+                out,
+                "  {:<10} {:<24} {:>7} {:>8.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9}  {}",
+                case.system,
+                case.mode,
+                case.rtt_set_ms,
+                case.rtt_ms,
+                case.clients,
+                case.commits_per_s,
+                case.p50_us,
+                case.p99_us,
+                case.fdatasync_p50_us,
+                case.log_write_avg_us.map_or_else(|| "-".to_string(), |us| format!("{us:.0}")),
+                verdict(&case.target)
+            );
+        }
+    }
+    let steady: Vec<&TransportCase> = report
+        .cases
+        .iter()
+        .filter(|case| {
+            case.load == "steady_rate"
+                && matches!(case.experiment, Experiment::Modes | Experiment::Lag)
+        })
+        .collect();
+    if !steady.is_empty() {
+        let _ = writeln!(
+            out,
+            "ASYNC data-loss exposure (transport lag at a steady redo rate, sampled every {} ms):",
+            LAG_SAMPLE_INTERVAL.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "  {:>7} {:>8} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8}  target ratio (p99 / (2 x RTT + 10 ms))",
+            "RTT set",
+            "RTT ms",
+            "asked MB/s",
+            "redo MB/s",
+            "commits/s",
+            "lag p50",
+            "lag p99",
+            "lag max",
+            "samples"
+        );
+        for case in steady {
+            let ms =
+                |value: Option<f64>| value.map_or_else(|| "-".into(), |v| format!("{v:.1} ms"));
+            let _ = writeln!(
+                out,
+                "  {:>7} {:>8.3} {:>10.1} {:>9.2} {:>10.0} {:>9} {:>9} {:>9} {:>8}  {}",
+                case.rtt_set_ms,
+                case.rtt_ms,
+                case.redo_mb_per_s_target.unwrap_or(0.0),
+                case.redo_mb_per_s.unwrap_or(0.0),
+                case.commits_per_s,
+                ms(case.transport_lag_p50_ms),
+                ms(case.transport_lag_p99_ms),
+                ms(case.transport_lag_max_ms),
+                case.transport_lag_samples.unwrap_or(0),
+                verdict(&case.target)
+            );
+        }
+    }
+    out.push_str(&quorum::table(report));
+    out.push_str(&sync_rate::table(report));
+    out.push_str(&commit_mode::table(report));
+    out.push_str(&async_cpu::table(report));
+    let _ = writeln!(out, "targets: {} met, {} missed", report.targets_met, report.targets_missed);
+    for skipped in &report.skipped {
+        let _ = writeln!(out, "skipped: {skipped}");
+    }
+    for failure in &report.failures {
+        let _ = writeln!(out, "FAILED: {failure}");
+    }
+    out
+}

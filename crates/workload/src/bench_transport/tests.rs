@@ -1,0 +1,280 @@
+//! The report's targets and order, the configurations, the bounds.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use super::report::{assess, sort_cases};
+use super::setup::{MODES, Mode, Quorum, primary_config, standby_config, sync_quorum_keys};
+use super::*;
+
+fn case(mode: &str, load: &str, clients: u32) -> TransportCase {
+    TransportCase {
+        system: "redoguard".into(),
+        mode: mode.into(),
+        load: load.into(),
+        rtt_ms: 10.0,
+        rtt_set_ms: 10,
+        clients,
+        commits_per_s: 1000.0,
+        p50_us: 12_000.0,
+        p99_us: 20_000.0,
+        fdatasync_p50_us: 1000.0,
+        ..TransportCase::default()
+    }
+}
+
+fn experiment_case(experiment: Experiment, mode: &str, load: &str, clients: u32) -> TransportCase {
+    TransportCase { experiment, ..case(mode, load, clients) }
+}
+
+#[test]
+fn targets_follow_the_issue() {
+    let mut alone = case("no_standby", "closed_loop", 16);
+    alone.commits_per_s = 2000.0;
+    let mut asynchronous = case("async", "closed_loop", 16);
+    asynchronous.commits_per_s = 1950.0;
+    let mut slow = case("async", "closed_loop", 1);
+    slow.commits_per_s = 900.0;
+    let mut sync = case("sync_affirm", "closed_loop", 1);
+    sync.p50_us = 12_600.0;
+    let sync_many = case("sync_affirm", "closed_loop", 16);
+    let mut lag = case("async", "steady_rate", 8);
+    lag.transport_lag_p99_ms = Some(31.0);
+    let mut cases = vec![alone, asynchronous, slow, sync, sync_many, lag];
+    assess(&mut cases);
+    // 1950 / 2000 = 0.975 >= 0.97.
+    let target = cases[1].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.975).abs() < 1e-9, "{target:?}");
+    // No no_standby case with 1 client: no reference, no target.
+    assert_eq!(cases[2].target, None);
+    // max(1 ms, 10 ms + 1 ms) = 11 ms; 12.6 / 11 = 1.145 <= 1.15.
+    let target = cases[3].target.as_ref().unwrap();
+    assert!(target.met && (target.reference - 11_000.0).abs() < 1e-9, "{target:?}");
+    assert_eq!(cases[4].target, None);
+    // 31 ms against 2 x 10 + 10 = 30 ms: missed.
+    let target = cases[5].target.as_ref().unwrap();
+    assert!(!target.met && (target.reference - 30.0).abs() < 1e-9, "{target:?}");
+    assert!(cases[0].target.is_none());
+}
+
+#[test]
+fn cases_sort_side_by_side() {
+    let mut postgresql = case("sync_commit_on", "closed_loop", 1);
+    postgresql.system = "postgresql".into();
+    let mut cases = vec![
+        case("async", "steady_rate", 8),
+        postgresql,
+        case("sync_affirm", "closed_loop", 1),
+        case("no_standby", "closed_loop", 16),
+        case("no_standby", "closed_loop", 1),
+    ];
+    sort_cases(&mut cases);
+    let order: Vec<(&str, u32)> =
+        cases.iter().map(|case| (case.mode.as_str(), case.clients)).collect();
+    assert_eq!(
+        order,
+        [
+            ("no_standby", 1),
+            ("sync_affirm", 1),
+            ("sync_commit_on", 1),
+            ("no_standby", 16),
+            ("async", 8)
+        ]
+    );
+}
+
+#[test]
+fn configurations_parse_as_the_server_reads_them() {
+    let standby: SocketAddr = "198.18.0.2:7000".parse().unwrap();
+    for mode in MODES {
+        let text = primary_config(mode, 64 << 20, &[Some(standby)]);
+        let config = server::ServerConfig::parse(&text).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.replication.destinations.len(), usize::from(mode != Mode::NoStandby));
+    }
+    let second: SocketAddr = "198.18.0.2:7001".parse().unwrap();
+    let text = primary_config(
+        Mode::SyncAffirmTwo(Quorum::Default),
+        64 << 20,
+        &[Some(standby), Some(second)],
+    );
+    let config = server::ServerConfig::parse(&text).unwrap();
+    config.validate().unwrap();
+    let names: Vec<&str> =
+        config.replication.destinations.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["standby1", "standby2"]);
+    // The quorum keys go in [replication], before the destinations; a server that does not
+    // know them yet refuses them by name (and the benchmark says "needs sync_quorum").
+    for quorum in [Quorum::All, Quorum::AnyOne] {
+        let text =
+            primary_config(Mode::SyncAffirmTwo(quorum), 64 << 20, &[Some(standby), Some(second)]);
+        let keys = sync_quorum_keys(quorum);
+        assert!(text.contains(&format!("protection_mode = \"maximum_availability\"\n{keys}[[")));
+        let parsed = server::ServerConfig::parse(&text)
+            .and_then(|config| config.validate().map_err(|error| error.to_string()));
+        if let Err(error) = parsed {
+            let error = anyhow::anyhow!("{error}");
+            assert!(super::setup::refused_sync_quorum(&error), "{error:#}");
+        }
+    }
+    assert_eq!(
+        sync_quorum_keys(Quorum::AnyOne),
+        "sync_quorum = \"any 1\"\nsync_latency = \"200ms\"\n"
+    );
+    assert_eq!(sync_quorum_keys(Quorum::Default), "");
+    let text = standby_config(64 << 20, Ipv4Addr::new(198, 18, 0, 2));
+    let config = server::ServerConfig::parse(&text).unwrap();
+    config.validate().unwrap();
+}
+
+#[test]
+fn config_bounds_are_named() {
+    let good = TransportConfig {
+        binary: "redoguard".into(),
+        dir: ".".into(),
+        duration: Duration::from_secs(5),
+        rtts_ms: vec![0, 10, 25],
+        clients: vec![1, 16],
+        lag_rates_mb_per_s: vec![2.0, 20.0],
+        log_file_size: 64 << 20,
+        experiments: Experiment::ALL.to_vec(),
+        quorum_rtts_ms: vec![25, 50],
+        sync_rate_rtts_ms: vec![0, 2, 5, 10, 20, 25],
+        sync_rate_mb_per_s: 4.0,
+        commit_mode_rtt_ms: 25,
+        async_cpu_rtt_ms: 0,
+        async_cpu_commits_per_s: 2000.0,
+        tls: false,
+        external: true,
+    };
+    assert_eq!(good.all_rtts_ms(), [0, 10, 25, 50, 2, 5, 20]);
+    let only_cpu = TransportConfig { experiments: vec![Experiment::AsyncCpu], ..good.clone() };
+    assert_eq!(only_cpu.all_rtts_ms(), [0]);
+    assert!(
+        message_of(TransportConfig { sync_rate_mb_per_s: 0.0, ..good.clone() })
+            .starts_with("sync-rate")
+    );
+    assert!(
+        message_of(TransportConfig { experiments: vec![], ..good.clone() })
+            .starts_with("experiments")
+    );
+    assert!(
+        message_of(TransportConfig { quorum_rtts_ms: vec![20_000], ..good.clone() })
+            .starts_with("quorum-rtts")
+    );
+    assert_eq!("sync_rate".parse::<Experiment>(), Ok(Experiment::SyncRate));
+    assert!("fast".parse::<Experiment>().unwrap_err().contains("async-cpu"));
+    good.validate().unwrap();
+    let message = |config: TransportConfig| config.validate().unwrap_err().to_string();
+    assert!(
+        message(TransportConfig { lag_rates_mb_per_s: vec![500.0], ..good.clone() })
+            .starts_with("lag-rates")
+    );
+    assert!(
+        message(TransportConfig { log_file_size: 1000, ..good.clone() })
+            .starts_with("log-file-size")
+    );
+    assert!(message(TransportConfig { clients: vec![], ..good }).starts_with("clients"));
+}
+
+fn message_of(config: TransportConfig) -> String {
+    config.validate().unwrap_err().to_string()
+}
+
+#[test]
+fn experiments_compare_with_their_reference() {
+    let mut alone = experiment_case(Experiment::SyncRate, "no_standby", "steady_rate", 32);
+    alone.commits_per_s = 200.0;
+    alone.p50_us = 400.0;
+    let mut sync = experiment_case(Experiment::SyncRate, "sync_affirm", "steady_rate", 32);
+    sync.commits_per_s = 195.0;
+    sync.p50_us = 10_400.0;
+    let mut far = sync.clone();
+    far.rtt_set_ms = 25;
+    let mut wait = experiment_case(Experiment::CommitMode, "sync_affirm", "closed_loop", 16);
+    wait.commit_mode = Some("WAIT IMMEDIATE".into());
+    wait.p50_us = 50_000.0;
+    let mut nowait = wait.clone();
+    nowait.commit_mode = Some("NOWAIT BATCH".into());
+    nowait.p50_us = 4_000.0;
+    nowait.commits_per_s = 1300.0;
+    let mut cpu_alone = experiment_case(Experiment::AsyncCpu, "no_standby", "steady_rate", 16);
+    cpu_alone.cpu_us_per_commit = Some(100.0);
+    let mut cpu_async = experiment_case(Experiment::AsyncCpu, "async", "steady_rate", 16);
+    cpu_async.cpu_us_per_commit = Some(104.0);
+    // A modes case at the same RTT and clients is no reference for these.
+    let mut other = case("no_standby", "closed_loop", 16);
+    other.commits_per_s = 1.0;
+    let mut cases = vec![alone, sync, far, wait, nowait, cpu_alone, cpu_async, other];
+    assess(&mut cases);
+    // 195 / 200: -2.5 % of commits, met at 10 ms; p50 +2500 %.
+    let target = cases[1].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.975).abs() < 1e-9, "{target:?}");
+    assert!((cases[1].commits_change_pct.unwrap() + 2.5).abs() < 1e-9);
+    assert!((cases[1].p50_change_pct.unwrap() - 2500.0).abs() < 1e-9);
+    // No no_standby at 25 ms: no comparison.
+    assert_eq!((cases[2].commits_change_pct, cases[2].target.as_ref()), (None, None));
+    // WAIT is the reference; NOWAIT p50 4 ms of 50 ms = 0.08 <= 0.10, rate +30 %.
+    assert!(cases[3].target.is_none() && cases[3].compared_with.is_none());
+    let target = cases[4].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.08).abs() < 1e-9, "{target:?}");
+    assert!((cases[4].commits_change_pct.unwrap() - 30.0).abs() < 1e-9);
+    // 104 / 100 = 1.04 <= 1.05.
+    let target = cases[6].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 1.04).abs() < 1e-9, "{target:?}");
+    assert!(cases[7].target.is_none());
+}
+
+#[test]
+fn experiments_sort_after_the_modes_each_in_its_order() {
+    let mut nowait = experiment_case(Experiment::CommitMode, "sync_affirm", "closed_loop", 1);
+    nowait.commit_mode = Some("NOWAIT BATCH".into());
+    let mut wait = nowait.clone();
+    wait.commit_mode = Some("WAIT IMMEDIATE".into());
+    let mut cases = vec![
+        nowait,
+        experiment_case(Experiment::Quorum, "sync_affirm_2_any_1", "closed_loop", 1),
+        wait,
+        experiment_case(Experiment::Quorum, "sync_affirm_2_all", "closed_loop", 1),
+        case("async", "steady_rate", 8),
+        case("no_standby", "closed_loop", 1),
+    ];
+    sort_cases(&mut cases);
+    let order: Vec<(&str, Option<&str>)> =
+        cases.iter().map(|case| (case.mode.as_str(), case.commit_mode.as_deref())).collect();
+    assert_eq!(
+        order,
+        [
+            ("no_standby", None),
+            ("async", None),
+            ("sync_affirm_2_all", None),
+            ("sync_affirm_2_any_1", None),
+            ("sync_affirm", Some("WAIT IMMEDIATE")),
+            ("sync_affirm", Some("NOWAIT BATCH")),
+        ]
+    );
+}
+
+#[test]
+fn cpu_time_of_this_process_grows() {
+    // The kernel's precise process CPU clock, against which /proc's ticks are checked: spin
+    // until it has advanced 100 ms (however busy the machine, within 30 s).
+    let process_cpu = || {
+        let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes the timespec it is given.
+        let result = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+        assert_eq!(result, 0);
+        Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    };
+    let pid = std::process::id();
+    let before = super::runs::cpu_seconds(pid).unwrap();
+    let (started, wall) = (process_cpu(), std::time::Instant::now());
+    let mut x = 0u64;
+    while process_cpu() - started < Duration::from_millis(100) {
+        assert!(wall.elapsed() < Duration::from_secs(30), "no CPU time in 30 s");
+        x = std::hint::black_box(x.wrapping_add(1));
+    }
+    let after = super::runs::cpu_seconds(pid).unwrap();
+    // /proc counts in ticks (10 ms): at least 100 ms less two ticks.
+    assert!(after >= before + 0.08, "{before} -> {after}");
+}
