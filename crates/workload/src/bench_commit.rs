@@ -145,12 +145,15 @@ impl Drop for Engine {
     }
 }
 
+/// What a case measured: commits, seconds, the commit latency histogram (µs) and log writes.
+type Measured = (u64, f64, Histogram<u64>, u64);
+
 fn run_committers(
     engine: &Engine,
     committers: usize,
     redo_bytes: usize,
     duration: Duration,
-) -> anyhow::Result<(u64, f64, Histogram<u64>, u64)> {
+) -> anyhow::Result<Measured> {
     engine.fresh_log()?;
     let writes_before = engine.log.metrics().stat("redo writes").get();
     let stop = Arc::new(AtomicBool::new(false));
@@ -199,7 +202,7 @@ fn case(
     writer: WriterMode,
     committers: usize,
     redo_bytes: usize,
-    measured: (u64, f64, Histogram<u64>, u64),
+    measured: Measured,
     raw: RawSync,
 ) -> CommitCase {
     let (commits, seconds, histogram, writes) = measured;
@@ -284,7 +287,7 @@ fn run_sequential(
     stream: bool,
     duration: Duration,
     raw_dir: &Path,
-) -> anyhow::Result<((u64, f64, Histogram<u64>, u64), RawSync)> {
+) -> anyhow::Result<(Measured, RawSync)> {
     let slice = Duration::from_millis(500);
     let mut raw = RawSlices::new(raw_dir, write_bytes_for(1 << 20), slice);
     // The first slice writes the raw file whole (before the case's log is fresh, so that
