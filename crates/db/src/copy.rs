@@ -61,7 +61,7 @@ impl CopyWriter {
     ) -> Result<(), DbError> {
         let changed: Changed = entries
             .into_iter()
-            .map(|(key, value)| (Bytes::from(key), Some(Bytes::from(value))))
+            .map(|(key, value)| (Bytes::from(key).into(), Some(Bytes::from(value))))
             .collect();
         self.store.checkpoint(&changed, Scn::ZERO, database_id)
     }

@@ -118,7 +118,7 @@ fn key_delta(cache: &Cache, store: &Store, changes: &[Change]) -> Result<i64> {
     for change in changes {
         let existed = match seen.get(change.key()) {
             Some(exists) => *exists,
-            None => match cache.lookup(change.key()) {
+            None => match cache.lookup_bytes(change.key()) {
                 Lookup::Known(value) => value.is_some(),
                 Lookup::Store => store.get(change.key())?.is_some(),
             },
@@ -590,6 +590,14 @@ impl Inner {
         }
     }
 
+    /// `read` of a key held as `Bytes` (a transaction's).
+    fn read_bytes(&self, key: &Bytes) -> Result<Option<Bytes>> {
+        match self.cache.read().lookup_bytes(key) {
+            Lookup::Known(value) => Ok(value),
+            Lookup::Store => self.store.get(key),
+        }
+    }
+
     fn writes_refused(&self) -> Option<String> {
         if let Some(error) = &self.checkpoint.lock().last_error {
             return Some(format!(
@@ -625,7 +633,7 @@ impl Inner {
             |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Result<Option<Bytes>> {
                 match overlay.get(key) {
                     Some(value) => Ok(value.clone()),
-                    None => self.read(key),
+                    None => self.read_bytes(key),
                 }
             };
         let mut change = |overlay: &mut BTreeMap<Bytes, Option<Bytes>>,
@@ -816,7 +824,8 @@ impl Inner {
             cache.begin_checkpoint()
         };
         let started = Instant::now();
-        let written = self.store.checkpoint(&changed, scn, self.redo.identity().database_id);
+        let written =
+            self.store.checkpoint(changed.changes(), scn, self.redo.identity().database_id);
         self.waits.checkpoint_write.record_since(started);
         let result = written.and_then(|()| {
             self.cache.write().end_checkpoint(&changed);

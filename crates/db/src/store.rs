@@ -66,7 +66,7 @@ pub struct Meta {
 }
 
 /// A changed key to write at a checkpoint: the new value, or `None` to delete it.
-pub type Changed = std::collections::BTreeMap<Bytes, Option<Bytes>>;
+pub type Changed = std::collections::BTreeMap<crate::cache::Key, Option<Bytes>>;
 
 pub struct Store {
     /// `None` while closed after a failed checkpoint, until it is reopened.

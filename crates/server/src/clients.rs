@@ -158,42 +158,48 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let connected = tokio::time::Instant::now();
     let idle = state.config.server.idle_timeout;
     let mut shutdown = state.shutdown.subscribe();
+    // The timer, the eviction and the shutdown signal are set up once per connection, not per
+    // request: re-arming a timer and registering two waiters for every command was a few
+    // percent of a durable SET's CPU at 50 clients. Each command only notes when it was done
+    // (the idle time runs from there, as before); the timer is moved on when it fires early.
+    let mut last_request = connected;
+    let deadline = |session: &Session, last_request: tokio::time::Instant| match session.user() {
+        // Until it authenticates, a client has `auth_timeout` from when it connected.
+        None => Some(connected + state.config.server.auth_timeout),
+        Some(_) if idle.is_zero() => None,
+        Some(_) => Some(last_request + idle),
+    };
+    let far = connected + Duration::from_secs(86_400 * 365);
+    let timer = tokio::time::sleep_until(deadline(&session, last_request).unwrap_or(far));
+    let mut timer = std::pin::pin!(timer);
+    let mut evicted = std::pin::pin!(evicted.notified());
+    let mut stop = std::pin::pin!(stopped(&mut shutdown));
     loop {
-        // Until it authenticates, a client has what is left of `auth_timeout`.
-        let wait = match session.user() {
-            None => Some(
-                state
-                    .config
-                    .server
-                    .auth_timeout
-                    .saturating_sub(connected.elapsed())
-                    .max(Duration::from_millis(1)),
-            ),
-            Some(_) if idle.is_zero() => None,
-            Some(_) => Some(idle),
-        };
-        let read = async {
-            match wait {
-                None => Ok(connection.read_command().await),
-                Some(wait) => tokio::time::timeout(wait, connection.read_command()).await,
-            }
-        };
         let read = tokio::select! {
-            read = read => read,
-            _ = evicted.notified() => {
+            read = connection.read_command() => Ok(read),
+            () = &mut timer => {
+                match deadline(&session, last_request) {
+                    Some(due) if due <= tokio::time::Instant::now() => Err(()),
+                    due => {
+                        timer.as_mut().reset(due.unwrap_or(far));
+                        continue;
+                    }
+                }
+            }
+            () = &mut evicted => {
                 tracing::info!(client = id, %peer, "closing a connection that has not authenticated, to make room for a newer one");
                 let _ = connection.write_reply(&Frame::error("ERR too many connections that have not authenticated; this one was the oldest"), session.protocol()).await;
                 let _ = connection.shutdown().await;
                 return;
             }
-            _ = stopped(&mut shutdown) => {
+            () = &mut stop => {
                 let _ = connection.write_reply(&Frame::error("ERR the server is shutting down"), session.protocol()).await;
                 let _ = connection.shutdown().await;
                 return;
             }
         };
         let parsed = match read {
-            Err(_elapsed) => {
+            Err(()) => {
                 if session.user().is_none() {
                     tracing::info!(client = id, %peer, "closing a connection that did not authenticate in time");
                 } else {
@@ -268,6 +274,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 return;
             }
         }
+        last_request = tokio::time::Instant::now();
     }
 }
 

@@ -24,6 +24,8 @@ pub struct BenchCommitConfig {
     pub dir: PathBuf,
     /// Each case runs this long (or until it has written `case_bytes_max`).
     pub duration: Duration,
+    /// Runs only the cases whose names contain one of these (all when empty).
+    pub cases: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -143,12 +145,15 @@ impl Drop for Engine {
     }
 }
 
+/// What a case measured: commits, seconds, the commit latency histogram (µs) and log writes.
+type Measured = (u64, f64, Histogram<u64>, u64);
+
 fn run_committers(
     engine: &Engine,
     committers: usize,
     redo_bytes: usize,
     duration: Duration,
-) -> anyhow::Result<(u64, f64, Histogram<u64>, u64)> {
+) -> anyhow::Result<Measured> {
     engine.fresh_log()?;
     let writes_before = engine.log.metrics().stat("redo writes").get();
     let stop = Arc::new(AtomicBool::new(false));
@@ -197,7 +202,7 @@ fn case(
     writer: WriterMode,
     committers: usize,
     redo_bytes: usize,
-    measured: (u64, f64, Histogram<u64>, u64),
+    measured: Measured,
     raw: RawSync,
 ) -> CommitCase {
     let (commits, seconds, histogram, writes) = measured;
@@ -217,13 +222,78 @@ fn case(
     }
 }
 
+/// Raw synced writes measured in slices between the slices of a case, on one file kept for
+/// the whole case: the disk of a shared machine changes speed from one second to the next
+/// (other work, its own writeback), and the file's preparation and removal (512 MiB written,
+/// then discarded on a `discard` mount) must not land inside the case's own time.
+struct RawSlices {
+    config: IoTestConfig,
+    writes: u64,
+    seconds: f64,
+    /// p50 of each slice, weighted by its writes.
+    p50_weighted_us: f64,
+    p99_max_us: f64,
+}
+
+impl RawSlices {
+    fn new(dir: &Path, write_bytes: u64, slice: Duration) -> RawSlices {
+        let mut config = IoTestConfig::new(dir, write_bytes, SyncMethod::Fdatasync);
+        config.duration = slice;
+        config.file_bytes = Some((write_bytes * 4096).clamp(64 << 20, 512 << 20));
+        config.keep_files = true;
+        RawSlices { config, writes: 0, seconds: 0.0, p50_weighted_us: 0.0, p99_max_us: 0.0 }
+    }
+
+    fn measure(&mut self) -> anyhow::Result<()> {
+        let report = tools::iotest::run(&self.config).context("measuring raw fdatasync")?;
+        self.writes += report.writes;
+        self.seconds += report.elapsed_s;
+        self.p50_weighted_us += report.lat_p50_us * report.writes as f64;
+        self.p99_max_us = self.p99_max_us.max(report.lat_p99_us);
+        Ok(())
+    }
+
+    /// Drops what was measured so far (the slice that prepared the file).
+    fn forget(&mut self) {
+        self.writes = 0;
+        self.seconds = 0.0;
+        self.p50_weighted_us = 0.0;
+        self.p99_max_us = 0.0;
+    }
+
+    fn finish(&self) -> RawSync {
+        let write_bytes = self.config.write_bytes;
+        RawSync {
+            write_bytes,
+            fdatasync_p50_us: self.p50_weighted_us / (self.writes.max(1) as f64),
+            fdatasync_p99_us: self.p99_max_us,
+            mb_per_s: (self.writes * write_bytes) as f64 / 1e6 / self.seconds.max(1e-9),
+        }
+    }
+}
+
+impl Drop for RawSlices {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.config.dir.join("redoguard-iotest.0.dat"));
+    }
+}
+
 /// 1 MiB records from one session: each waited for (`stream` false), or appended with
-/// NOWAIT IMMEDIATE and flushed at the end (`stream` true).
+/// NOWAIT IMMEDIATE and flushed at the end of each slice (`stream` true). The case runs in
+/// half-second slices alternating with slices of the raw synced write of the same size, and
+/// each is compared with the sum of its own slices.
 fn run_sequential(
     engine: &Engine,
     stream: bool,
     duration: Duration,
-) -> anyhow::Result<(u64, f64, Histogram<u64>, u64)> {
+    raw_dir: &Path,
+) -> anyhow::Result<(Measured, RawSync)> {
+    let slice = Duration::from_millis(500);
+    let mut raw = RawSlices::new(raw_dir, write_bytes_for(1 << 20), slice);
+    // The first slice writes the raw file whole (before the case's log is fresh, so that
+    // its writeback is over too).
+    raw.measure()?;
+    raw.forget();
     engine.fresh_log()?;
     let writes_before = engine.log.metrics().stat("redo writes").get();
     let payload = vec![0xa5u8; 1 << 20];
@@ -234,18 +304,27 @@ fn run_sequential(
         CommitOptions::default()
     };
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("bounds");
-    let started = Instant::now();
+    let mut seconds = 0.0;
     let mut commits = 0u64;
-    while started.elapsed() < duration && (commits + 1) * (1 << 20) < budget {
-        let begun = Instant::now();
-        engine.log.commit(&payload, options)?;
-        let _ = histogram.record((begun.elapsed().as_nanos() as u64 / 1000).max(1));
-        commits += 1;
+    'slices: while seconds < duration.as_secs_f64() {
+        raw.measure()?;
+        let started = Instant::now();
+        while started.elapsed() < slice {
+            if (commits + 1) * (1 << 20) >= budget {
+                engine.log.flush()?;
+                seconds += started.elapsed().as_secs_f64();
+                break 'slices;
+            }
+            let begun = Instant::now();
+            engine.log.commit(&payload, options)?;
+            let _ = histogram.record((begun.elapsed().as_nanos() as u64 / 1000).max(1));
+            commits += 1;
+        }
+        engine.log.flush()?;
+        seconds += started.elapsed().as_secs_f64();
     }
-    engine.log.flush()?;
-    let seconds = started.elapsed().as_secs_f64();
     let writes = engine.log.metrics().stat("redo writes").get() - writes_before;
-    Ok((commits, seconds, histogram, writes))
+    Ok(((commits, seconds, histogram, writes), raw.finish()))
 }
 
 pub fn run(
@@ -261,6 +340,9 @@ pub fn run(
     let first = raw(work.path(), 4096, raw_seconds)?;
     let filesystem =
         tools::iotest::filesystem_name(&config.dir).unwrap_or_else(|_| "unknown".to_string());
+    let wanted = |name: &str| {
+        config.cases.is_empty() || config.cases.iter().any(|wanted| name.contains(wanted.as_str()))
+    };
     let mut cases = Vec::new();
     for (writer, committer_counts) in
         [(WriterMode::Leader, vec![1usize, 8, 64]), (WriterMode::Dedicated, vec![1, 64])]
@@ -275,6 +357,9 @@ pub fn run(
                     "{committers} committers, {redo_bytes} B, {}",
                     format!("{writer:?}").to_lowercase()
                 );
+                if !wanted(&name) {
+                    continue;
+                }
                 progress(&name);
                 let raw = raw(work.path(), write_bytes_for(redo_bytes), raw_seconds)?;
                 let measured = run_committers(&engine, committers, redo_bytes, config.duration)?;
@@ -287,9 +372,12 @@ pub fn run(
                     "sequential 1 MiB records, {}",
                     if stream { "streamed (NOWAIT)" } else { "each waited for" }
                 );
+                if !wanted(&name) {
+                    continue;
+                }
                 progress(&name);
-                let raw = raw(work.path(), 1 << 20, raw_seconds)?;
-                let measured = run_sequential(&engine, stream, config.duration)?;
+                let (measured, raw) =
+                    run_sequential(&engine, stream, config.duration, work.path())?;
                 cases.push(case(&name, writer, 1, 1 << 20, measured, raw));
             }
         }

@@ -163,6 +163,10 @@ pub struct CommitArgs {
     /// temporary directory inside it and removed).
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
+    /// Runs only the cases whose names contain one of these (comma-separated; "1 MiB" for the
+    /// sequential large records). Default: every case.
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
     /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
@@ -280,6 +284,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             let config = workload::bench_commit::BenchCommitConfig {
                 dir: args.dir,
                 duration: args.duration,
+                cases: args.cases,
             };
             let report =
                 workload::bench_commit::run(&config, |step| eprintln!("bench commit: {step}"))?;
