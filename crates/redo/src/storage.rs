@@ -291,6 +291,17 @@ impl AlignedBuf {
         self.len = len;
     }
 
+    /// Sets the length to `len` for a caller that overwrites every byte of it (the unit
+    /// writer does): a buffer grown is zeroed, one reused keeps its old bytes (initialized,
+    /// never read before they are overwritten), saving a pass over the data per log write.
+    pub fn resize_for_overwrite(&mut self, len: usize) {
+        if len > self.capacity {
+            self.resize_zeroed(len);
+        } else {
+            self.len = len;
+        }
+    }
+
     fn free(&mut self) {
         if self.capacity > 0 {
             let layout = std::alloc::Layout::from_size_align(self.capacity, ALIGNMENT)

@@ -523,7 +523,8 @@ impl Shared {
             let units = format::units_for(stream, block_size);
             let bytes = units * block_size as usize;
             let mut buffer = std::mem::take(&mut writer.buffer);
-            buffer.resize_zeroed(bytes);
+            // (The unit writer writes every byte of the units, padding included.)
+            buffer.resize_for_overwrite(bytes);
             let held = batch.as_ref().expect("batch held until formatted");
             let mut unit_writer = UnitWriter::new(
                 &mut buffer[..bytes],
