@@ -977,3 +977,5 @@ fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
 mod tests;
 #[cfg(test)]
 mod tests_stall;
+#[cfg(test)]
+mod tests_archive_pieces;
