@@ -976,6 +976,6 @@ fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_stall;
-#[cfg(test)]
 mod tests_archive_pieces;
+#[cfg(test)]
+mod tests_stall;
