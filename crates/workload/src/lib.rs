@@ -6,6 +6,7 @@ pub mod bench_external;
 pub mod bench_failover;
 pub mod bench_figures;
 pub mod bench_resp;
+pub mod bench_ship;
 pub mod bench_transport;
 pub mod client;
 pub mod demo;

@@ -38,6 +38,8 @@ pub(super) const ARCHIVE_VERSION_MIN: u16 = 4;
 pub(crate) const ARCHIVE_CONNECTIONS_MAX: usize = ESTABLISHED_PER_PEER - 2;
 /// Logs handed out and not yet acknowledged.
 const LOGS_IN_FLIGHT_MAX: usize = 8;
+/// The smallest piece cut to share a log among connections (`max_send` is the largest).
+const PIECE_MIN: u64 = 256 << 10;
 
 /// One log being shipped.
 #[derive(Debug)]
@@ -55,6 +57,8 @@ struct WorkState {
     done: BTreeSet<LogSeq>,
     failed: Option<String>,
     stop: bool,
+    /// Connections sharing the work (pieces are cut so that each gets several of a log).
+    connections: u64,
 }
 
 #[derive(Debug, Default)]
@@ -80,10 +84,14 @@ impl Work {
             if state.stop || state.failed.is_some() {
                 return None;
             }
+            let state_connections = state.connections;
             if let Some(job) =
                 state.jobs.iter_mut().take(LOGS_IN_FLIGHT_MAX).find(|job| job.next < job.total)
             {
-                let len = (job.total - job.next).min(max_send);
+                // Pieces of at most `max_send`, and small enough that every connection gets
+                // a few of a log (a log cut in fewer pieces than connections leaves some idle).
+                let share = job.total.div_ceil(4 * state_connections.max(1)).max(PIECE_MIN);
+                let len = (job.total - job.next).min(max_send).min(share);
                 let piece = Piece { seq: job.seq, offset: job.next, len, total: job.total };
                 job.next += len;
                 return Some(piece);
@@ -123,13 +131,22 @@ impl Inner {
         let work = Arc::new(Work::default());
         let mut shipper =
             ArchiveShipper { work: work.clone(), sockets: Vec::new(), threads: Vec::new() };
-        for index in 0..wanted {
-            let (conn, welcome) = match self.connect(Channel::Archive, destination, send_buffer) {
-                Ok((conn, welcome, _)) => (conn, welcome),
-                Err(reason) => {
+        // Opened at once, not one after the other: each costs two round trips (TCP, then
+        // hello and welcome), which on a long link is most of a small gap's time.
+        let opened: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..wanted)
+                .map(|_| scope.spawn(|| self.connect(Channel::Archive, destination, send_buffer)))
+                .collect();
+            handles.into_iter().map(|handle| handle.join()).collect()
+        });
+        for (index, opened) in opened.into_iter().enumerate() {
+            let (conn, welcome) = match opened {
+                Ok(Ok((conn, welcome, _))) => (conn, welcome),
+                Ok(Err(reason)) => {
                     tracing::warn!(destination = %config.name, connection = index, reason, "archive connection not opened; shipping on fewer");
-                    break;
+                    continue;
                 }
+                Err(_) => continue,
             };
             let compressor = config
                 .compression
@@ -137,7 +154,7 @@ impl Inner {
                 .filter(|_| welcome.version >= super::COMPRESSION_VERSION_MIN)
                 .and_then(|codec| FrameCompressor::new(codec, config.compression_level).ok());
             let (Ok(incoming), Ok(handle)) = (conn.try_clone(), conn.try_clone()) else {
-                break;
+                continue;
             };
             shipper.sockets.push(handle);
             let spawned = {
@@ -165,6 +182,7 @@ impl Inner {
                 }
             }
         }
+        work.state.lock().connections = shipper.sockets.len() as u64;
         if shipper.sockets.is_empty() {
             return None;
         }
