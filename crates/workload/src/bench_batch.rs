@@ -381,8 +381,7 @@ fn measure(
                 / resolution.max(1e-3);
             let after = status(network, Side::A, admin)?;
             let destination = after.replication.destinations.first().context("a destination")?;
-            let counts =
-                destination.compression.as_ref().map(|compression| compression.counts.clone());
+            let counts = destination.compression.as_ref().map(|compression| compression.counts);
             let wire = match counts {
                 Some(counts) if counts.frames > 0 => {
                     destination.bytes_sent - counts.bytes_uncompressed + counts.bytes_wire
