@@ -43,7 +43,7 @@ pub use observer::{ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
 /// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed

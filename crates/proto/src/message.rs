@@ -65,6 +65,10 @@ pub enum Channel {
     Control = 1,
     /// One redo write at a time, each acknowledged: the SYNC path, driven by the log writer.
     Sync = 2,
+    /// Pieces of whole archived logs only (`ArchiveChunk`, answered by `ArchiveAck`): one of a
+    /// destination's `max_connections` parallel connections for gap resolution and catch-up
+    /// (version 4; a primary opens one only to a standby whose `Welcome` says version 4).
+    Archive = 3,
 }
 
 /// What a write's sender wants back.
@@ -361,6 +365,7 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
             let channel = match r.u8()? {
                 1 => Channel::Control,
                 2 => Channel::Sync,
+                3 => Channel::Archive,
                 other => return Err(r.bad(format!("unknown channel {other}"))),
             };
             let block_size = r.u32()?;

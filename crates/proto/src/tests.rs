@@ -57,7 +57,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u32>(),
             any::<u16>(),
-            any::<bool>(),
+            0u8..3,
             text,
             any::<u32>(),
             any::<u64>(),
@@ -72,7 +72,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     database_id,
                     incarnation,
                     thread,
-                    sync,
+                    channel,
                     destination,
                     block_size,
                     log_file_size,
@@ -85,7 +85,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     database_id,
                     incarnation,
                     thread,
-                    channel: if sync { Channel::Sync } else { Channel::Control },
+                    channel: [Channel::Control, Channel::Sync, Channel::Archive][channel as usize],
                     destination,
                     block_size,
                     log_file_size,
@@ -411,6 +411,36 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
     assert_eq!(check_hello(&future, &ours).unwrap_err().code, ErrorCode::VersionMismatch);
     let layout = check_hello(&hello, &LocalIdentity { block_size: 512, ..ours }).unwrap_err();
     assert_eq!(layout.code, ErrorCode::LayoutMismatch);
+}
+
+#[test]
+fn a_hello_on_an_unknown_channel_is_refused_as_malformed() {
+    let hello = Message::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        version_min: PROTOCOL_VERSION_MIN,
+        database_id: 7,
+        incarnation: 1,
+        thread: 1,
+        channel: Channel::Archive,
+        destination: "standby1".into(),
+        block_size: 4096,
+        log_file_size: 64 << 20,
+        groups: 3,
+        primary_time_us: 0,
+        member: "east".into(),
+        history: Vec::new(),
+    });
+    let frame = hello.to_frame();
+    let (decoded, _) = Decoder::default().decode(&frame).unwrap().unwrap();
+    assert_eq!(decoded, hello, "channel 3 (archive) is version 4's");
+    // Channel is byte 18 of the payload; the CRC is made again so that only the channel is wrong.
+    let mut forged = frame.clone();
+    forged[FRAME_HEADER_LEN + 18] = 4;
+    let mut crc = crc32c::crc32c(&forged[8..12]);
+    crc = crc32c::crc32c_append(crc, &forged[FRAME_HEADER_LEN..]);
+    forged[12..16].copy_from_slice(&crc.to_le_bytes());
+    let error = Decoder::default().decode(&forged).unwrap_err();
+    assert!(error.to_string().contains("unknown channel 4"), "{error}");
 }
 
 #[test]

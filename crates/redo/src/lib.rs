@@ -996,6 +996,8 @@ fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_archive_pieces;
+#[cfg(test)]
 mod tests_pipeline;
 #[cfg(test)]
 mod tests_stall;

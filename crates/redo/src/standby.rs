@@ -30,12 +30,49 @@ use crate::{RedoLog, Role, Shared};
 /// Most archived logs a standby assembles at once (gap resolution).
 const PARTIAL_ARCHIVES_MAX: usize = 64;
 
+/// Most separate byte ranges of one archived log held while it is received: pieces come in
+/// any order, but a primary claims them in order over at most 20 connections, so a log holds
+/// a few holes at a time; more is a peer spraying tiny pieces, refused.
+const RANGES_MAX: usize = 1024;
+
 /// An archived log being received in pieces.
 struct Partial {
     file: Box<dyn StorageFile>,
     path: PathBuf,
-    written: u64,
+    /// The byte ranges written so far.
+    held: Ranges,
     total: u64,
+}
+
+/// Disjoint, sorted, non-adjacent byte ranges `[start, end)`: what of a log is here.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Ranges(Vec<(u64, u64)>);
+
+impl Ranges {
+    /// Whether adding `[start, end)` keeps at most `RANGES_MAX` ranges.
+    fn can_add(&self, start: u64, end: u64) -> bool {
+        let mut merged = self.clone();
+        merged.add(start, end);
+        merged.0.len() <= RANGES_MAX
+    }
+
+    /// Adds `[start, end)`, merging what it touches or overlaps.
+    pub(crate) fn add(&mut self, start: u64, end: u64) {
+        let (mut start, mut end) = (start, end);
+        let first = self.0.partition_point(|&(_, e)| e < start);
+        let mut last = first;
+        while last < self.0.len() && self.0[last].0 <= end {
+            start = start.min(self.0[last].0);
+            end = end.max(self.0[last].1);
+            last += 1;
+        }
+        self.0.splice(first..last, [(start, end)]);
+    }
+
+    /// Whether `[0, total)` is held whole.
+    pub(crate) fn covers(&self, total: u64) -> bool {
+        self.0.first().is_some_and(|&(start, end)| start == 0 && end >= total)
+    }
 }
 
 /// State of the receive path.
@@ -376,8 +413,12 @@ impl RedoLog {
         Ok(shared.durable_addr())
     }
 
-    /// Receives a piece of a whole archived log (gap resolution). Returns whether the log is
-    /// now complete and archived here.
+    /// Receives a piece of a whole archived log (gap resolution, catch-up). Pieces may come
+    /// in any order and over several connections at once (a destination's `max_connections`),
+    /// each written at its offset; a piece may repeat bytes already here (a primary that
+    /// reconnected ships the log again), never change the log's length. When every byte is
+    /// in, the log is checked whole (`finish_archived`) before it is archived. Returns whether
+    /// the log is now complete and archived here.
     pub fn receive_archive_chunk(
         &self,
         seq: LogSeq,
@@ -398,16 +439,16 @@ impl RedoLog {
                 "archived log {seq} of {total_len} bytes cannot be a log of this layout"
             )));
         }
-        let mut receiving = shared.standby.lock();
-        if offset == 0 {
-            receiving.partials.remove(&seq);
+        let end = offset.checked_add(bytes.len() as u64);
+        if bytes.is_empty() || end.is_none_or(|end| end > total_len) {
+            return Err(RedoError::Refused(format!(
+                "piece of archived log {seq} at {offset} ({} bytes) lies outside its {total_len} bytes",
+                bytes.len()
+            )));
         }
+        let end = end.expect("checked");
+        let mut receiving = shared.standby.lock();
         if !receiving.partials.contains_key(&seq) {
-            if offset != 0 {
-                return Err(RedoError::Refused(format!(
-                    "piece of archived log {seq} at {offset} without its beginning"
-                )));
-            }
             if receiving.partials.len() >= PARTIAL_ARCHIVES_MAX {
                 return Err(RedoError::Refused(format!(
                     "more than {PARTIAL_ARCHIVES_MAX} archived logs in transit"
@@ -421,26 +462,32 @@ impl RedoLog {
                 .storage
                 .create(&path)
                 .map_err(|error| RedoError::io("create", &path, error))?;
-            receiving.partials.insert(seq, Partial { file, path, written: 0, total: total_len });
+            receiving
+                .partials
+                .insert(seq, Partial { file, path, held: Ranges::default(), total: total_len });
         }
         let partial = receiving.partials.get_mut(&seq).expect("inserted");
-        if partial.total != total_len
-            || offset != partial.written
-            || offset + bytes.len() as u64 > total_len
-        {
-            let written = partial.written;
-            receiving.partials.remove(&seq);
+        if partial.total != total_len {
+            let total = partial.total;
+            let partial = receiving.partials.remove(&seq).expect("present");
+            let _ = shared.storage.remove(&partial.path);
             return Err(RedoError::Refused(format!(
-                "piece of archived log {seq} at {offset} ({} bytes of {total_len}) does not follow the {written} bytes received",
-                bytes.len()
+                "piece of archived log {seq} says the log has {total_len} bytes; earlier pieces said {total}"
+            )));
+        }
+        if !partial.held.can_add(offset, end) {
+            let partial = receiving.partials.remove(&seq).expect("present");
+            let _ = shared.storage.remove(&partial.path);
+            return Err(RedoError::Refused(format!(
+                "archived log {seq} arrives in more than {RANGES_MAX} separate pieces"
             )));
         }
         partial
             .file
             .write_at(bytes, offset)
             .map_err(|error| RedoError::io("write", &partial.path, error))?;
-        partial.written += bytes.len() as u64;
-        if partial.written < partial.total {
+        partial.held.add(offset, end);
+        if !partial.held.covers(total_len) {
             return Ok(false);
         }
         let partial = receiving.partials.remove(&seq).expect("present");
@@ -457,8 +504,16 @@ impl RedoLog {
         partial.file.sync_data().map_err(io("sync", &partial.path))?;
         let image = crate::storage::read_all(shared.storage.as_ref(), &partial.path)
             .map_err(io("read", &partial.path))?;
-        let scan =
-            format::scan_image(&image).map_err(|error| RedoError::corrupt(&partial.path, error))?;
+        // Every unit is checked (CRC-32C, sequence, offset) and must reach the closed
+        // header's end: a log is archived whole and sound, or not at all (the file goes, and
+        // the primary ships it again after the refusal).
+        let scan = match format::scan_image(&image) {
+            Ok(scan) => scan,
+            Err(error) => {
+                let _ = shared.storage.remove(&partial.path);
+                return Err(RedoError::corrupt(&partial.path, error));
+            }
+        };
         let Some(end) = scan.end else {
             let _ = shared.storage.remove(&partial.path);
             return Err(RedoError::Refused(format!(

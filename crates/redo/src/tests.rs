@@ -806,7 +806,7 @@ impl ship::Shipper for Forward {
     }
 }
 
-fn standby_config() -> RedoConfig {
+pub(crate) fn standby_config() -> RedoConfig {
     RedoConfig { groups: 4, ..small_config(Path::new("/standby")) }
 }
 

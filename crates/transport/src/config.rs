@@ -97,6 +97,13 @@ fn default_compression_level() -> i32 {
     COMPRESSION_LEVEL_DEFAULT
 }
 
+fn default_max_connections() -> u32 {
+    1
+}
+
+/// Bounds of `max_connections` (the reference's MAX_CONNECTIONS).
+pub const MAX_CONNECTIONS: std::ops::RangeInclusive<u32> = 1..=20;
+
 /// One standby a primary ships redo to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +154,15 @@ pub struct DestinationConfig {
     /// Default: `gap`.
     #[serde(default)]
     pub compression_for: CompressionScope,
+    /// Connections that ship whole archived logs (gap resolution, and catch-up of logs the
+    /// primary has closed) in pieces, in parallel, while live redo keeps its own connection.
+    /// 1: those logs go on the control connection, between live writes. Above 1, with a
+    /// standby of protocol version 4 or later, that many *archive* connections are opened,
+    /// each with `send_buffer`; a standby admits at most 8 connections of one peer, so at
+    /// most 6 of them are opened (control and SYNC hold the other two). Bounds: 1..=20.
+    /// Default: 1.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
 }
 
 /// A destination's transport.
@@ -274,6 +290,9 @@ pub struct MemberConfig {
     /// Default: `gap`.
     #[serde(default)]
     pub compression_for: CompressionScope,
+    /// As a destination: see `DestinationConfig::max_connections`. Default: 1.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
 }
 
 impl MemberConfig {
@@ -293,6 +312,7 @@ impl MemberConfig {
             compression: self.compression,
             compression_level: self.compression_level,
             compression_for: self.compression_for,
+            max_connections: self.max_connections,
         }
     }
 }
@@ -832,6 +852,17 @@ impl DestinationConfig {
             return invalid(
                 field("max_send"),
                 format!("{} is outside 64 KiB..=64 MiB", self.max_send),
+            );
+        }
+        if !MAX_CONNECTIONS.contains(&self.max_connections) {
+            return invalid(
+                field("max_connections"),
+                format!(
+                    "{} is outside {}..={}",
+                    self.max_connections,
+                    MAX_CONNECTIONS.start(),
+                    MAX_CONNECTIONS.end()
+                ),
             );
         }
         if !COMPRESSION_LEVELS.contains(&self.compression_level) {

@@ -476,7 +476,10 @@ impl Inner {
         }
         conn.count_decompression(self.decompression.clone());
         tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
-        {
+        // An archive connection carries whole logs only: it says nothing of the primary's
+        // clock or progress, and is not the primary's address in status.
+        let archive = hello.channel == proto::Channel::Archive;
+        if !archive {
             let mut heard = self.heard.lock();
             heard.peers.push(conn.peer);
             heard.at = Some(Instant::now());
@@ -617,6 +620,16 @@ impl Inner {
                     incarnation: newest,
                     primary: self.heard.lock().primary_member.clone().unwrap_or_default(),
                 });
+                return Err(message);
+            }
+            if channel == proto::Channel::Archive
+                && !matches!(message, Message::ArchiveChunk(_) | Message::Error(_))
+            {
+                let message = format!(
+                    "unexpected {:?} on an archive connection (it carries whole logs only)",
+                    message.kind()
+                );
+                conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
                 return Err(message);
             }
             if let Some(ack) = &pending_ack

@@ -145,6 +145,7 @@ fn destination(address: String, transport: Transport) -> DestinationConfig {
         compression: transport::Compression::None,
         compression_level: 1,
         compression_for: transport::CompressionScope::Gap,
+        max_connections: 1,
     }
 }
 

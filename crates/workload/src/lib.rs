@@ -1,11 +1,13 @@
 //! Drives redoguard the way its users do: over the Redis protocol, against real server
 //! processes. The demo and the database benchmarks live here.
 
+pub mod bench_batch;
 pub mod bench_commit;
 pub mod bench_external;
 pub mod bench_failover;
 pub mod bench_figures;
 pub mod bench_resp;
+pub mod bench_ship;
 pub mod bench_transport;
 pub mod client;
 pub mod demo;

@@ -27,6 +27,64 @@ pub enum BenchCommand {
     /// failover), switchover and manual failover times, over several trials (p50 and max),
     /// with no acknowledged write lost; Redis Sentinel failing over Redis beside.
     Failover(FailoverArgs),
+    /// Time to ship a large log to a standby that lacks it (a gap) over linkemu at 1 Gbit/s,
+    /// per RTT, connection count (max_connections) and compression, against the line-rate
+    /// time of the same link measured in the same run.
+    Ship(ShipArgs),
+    /// The reference's batch scenario at reduced scale over linkemu at 100 Mbit/s: OLTP
+    /// sessions plus a batch load faster than the link; ASYNC without and with compression
+    /// (transport lag over time, MB on the wire), and transport deferred during the batch
+    /// (emulated by cutting the link) then enabled again (gap-resolution time, OLTP throughput).
+    Batch(BatchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BatchArgs {
+    /// How long the batch runs.
+    #[arg(long, default_value = "20s", value_parser = tools::units::parse_duration)]
+    pub duration: std::time::Duration,
+    /// The batch's redo rate, MB/s (the link carries 12.5).
+    #[arg(long, default_value_t = 20.0)]
+    pub rate: f64,
+    /// Round-trip time of the link, ms.
+    #[arg(long, default_value_t = 10)]
+    pub rtt: u32,
+    /// The codec of the compressed cases: lz4 or zstd.
+    #[arg(long, default_value = "zstd")]
+    pub compression: String,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
+    #[arg(long)]
+    pub json: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShipArgs {
+    /// Round-trip times of the link, in ms.
+    #[arg(long, value_delimiter = ',', default_value = "0,25,50,100")]
+    pub rtts: Vec<u32>,
+    /// Connection counts (the destination's max_connections), 1..=20.
+    #[arg(long, value_delimiter = ',', default_value = "1,5")]
+    pub connections: Vec<u32>,
+    /// Compressions: none, lz4, zstd.
+    #[arg(long, value_delimiter = ',', default_value = "none,lz4")]
+    pub compression: Vec<String>,
+    /// Size of the log shipped (the reference's is 1 GB: `--size 1GiB`, or `--full`).
+    #[arg(long, default_value = "128MiB", value_parser = tools::units::parse_size)]
+    pub size: u64,
+    /// The reference's size: a 1 GiB log.
+    #[arg(long)]
+    pub full: bool,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -276,6 +334,87 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
             anyhow::ensure!(
                 report.failures.is_empty(),
                 "{} redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
+                report.failures.len()
+            );
+            Ok(())
+        }
+        BenchCommand::Ship(args) => {
+            workload::interrupt::install()?;
+            for &connections in &args.connections {
+                anyhow::ensure!(
+                    (1..=20).contains(&connections),
+                    "--connections: {connections} is outside 1..=20"
+                );
+            }
+            for compression in &args.compression {
+                anyhow::ensure!(
+                    ["none", "lz4", "zstd"].contains(&compression.as_str()),
+                    "--compression: '{compression}' is not none, lz4 or zstd"
+                );
+            }
+            let log_bytes = if args.full { 1 << 30 } else { args.size };
+            anyhow::ensure!(
+                (1 << 20..=4 << 30).contains(&log_bytes),
+                "--size: {log_bytes} is outside 1 MiB..=4 GiB"
+            );
+            let config = workload::bench_ship::ShipConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                rtts_ms: args.rtts,
+                connections: args.connections,
+                compressions: args.compression,
+                log_bytes,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_ship::run(&config, |step| {
+                eprintln!("bench ship [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            write_report(
+                &workload::bench_ship::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_ship::figure(&report),
+            )?;
+            anyhow::ensure!(
+                report.failures.is_empty(),
+                "{} case(s) failed (see FAILED above)",
+                report.failures.len()
+            );
+            Ok(())
+        }
+        BenchCommand::Batch(args) => {
+            workload::interrupt::install()?;
+            anyhow::ensure!(
+                ["lz4", "zstd"].contains(&args.compression.as_str()),
+                "--compression: '{}' is not lz4 or zstd",
+                args.compression
+            );
+            anyhow::ensure!(
+                (1.0..=200.0).contains(&args.rate),
+                "--rate: {} is outside 1..=200 MB/s",
+                args.rate
+            );
+            let config = workload::bench_batch::BatchConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                rtt_ms: args.rtt,
+                batch: args.duration,
+                batch_mb_per_s: args.rate,
+                compression: args.compression,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_batch::run(&config, |step| {
+                eprintln!("bench batch [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            write_report(
+                &workload::bench_batch::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_batch::figure(&report),
+            )?;
+            anyhow::ensure!(
+                report.failures.is_empty(),
+                "{} case(s) failed (see FAILED above)",
                 report.failures.len()
             );
             Ok(())

@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use crate::config::{DestinationConfig, ProtectionMode, Transport};
 use crate::conn::Conn;
 use crate::quorum::{Protection, SyncQuorum};
 
+mod archive;
 mod sender;
 mod sync;
 
@@ -99,6 +100,9 @@ pub struct DestinationStatus {
     /// Redo compression: as configured, whether in use, and its counters.
     #[serde(default)]
     pub compression: Option<DestinationCompression>,
+    /// Archive connections open (`max_connections` above 1): whole logs ship over these.
+    #[serde(default)]
+    pub archive_connections: u32,
 }
 
 /// Transport lag samples of a destination: how long each write took from the log writer to
@@ -186,6 +190,8 @@ struct Destination {
     auto: Mutex<Option<AutoCompression>>,
     auto_state: Mutex<Option<String>>,
     compression: CompressionCounters,
+    /// Archive connections open in this session (`archive`).
+    archive_connections: AtomicU32,
 }
 
 impl Destination {
@@ -369,6 +375,7 @@ impl PrimaryTransport {
                     auto: Mutex::new(None),
                     auto_state: Mutex::new(None),
                     compression: CompressionCounters::default(),
+                    archive_connections: AtomicU32::new(0),
                     config,
                 })
             })
@@ -577,6 +584,7 @@ impl Inner {
                     counts: destination.compression.snapshot(),
                 }
             }),
+            archive_connections: destination.archive_connections.load(Ordering::Relaxed),
         }
     }
 }

@@ -167,6 +167,28 @@ impl Inner {
             RedoAddr { seq: LogSeq(position.current_seq.max(1)), offset: position.current_offset };
         let mut gaps: VecDeque<LogSeq> =
             (position.complete_through_seq.saturating_add(1)..next.seq.0).map(LogSeq).collect();
+        // With archive connections, the logs this primary has closed that the standby lacks
+        // whole go over them in parallel, as gaps; the control connection goes on from the
+        // first log still open here (`skip_to`), so live redo flows at once.
+        let parallel =
+            config.max_connections > 1 && welcome.version >= archive::ARCHIVE_VERSION_MIN;
+        if config.max_connections > 1 && !parallel {
+            tracing::warn!(destination = %config.name, standby_version = welcome.version, "the standby speaks a protocol version without archive connections: logs ship on one connection");
+        }
+        let mut skip_to = None;
+        if parallel {
+            let first_whole = if next.offset == 0 { next.seq } else { next.seq.next() };
+            let mut seq = first_whole;
+            while seq < newest
+                && self.redo.log_extent(seq).is_some_and(|extent| extent.end.is_some())
+            {
+                gaps.push_back(seq);
+                seq = seq.next();
+            }
+            if seq > first_whole {
+                skip_to = Some(RedoAddr { seq, offset: 0 });
+            }
+        }
         {
             let mut state = destination.state.lock();
             state.phase = Phase::CatchingUp;
@@ -192,7 +214,9 @@ impl Inner {
                 .spawn(move || inner.incoming(&destination, &mut incoming, &broken))
                 .map_err(|error| error.to_string())?
         };
-        let result = self.stream(destination, &mut conn, &mut next, &mut gaps, &broken);
+        let parallel = Parallel { enabled: parallel, skip_to, send_buffer, shipper: None };
+        let result = self.stream(destination, &mut conn, &mut next, &mut gaps, &broken, parallel);
+        destination.archive_connections.store(0, Ordering::Relaxed);
         conn.shutdown();
         let _ = reader.join();
         result
@@ -346,6 +370,7 @@ impl Inner {
         next: &mut RedoAddr,
         gaps: &mut VecDeque<LogSeq>,
         broken: &Mutex<Option<String>>,
+        mut parallel: Parallel,
     ) -> Result<(), String> {
         let config = &destination.config;
         let max_send = config.max_send as usize;
@@ -377,6 +402,20 @@ impl Inner {
                         gaps.push_back(*seq);
                     }
                 }
+            }
+            if parallel.enabled && !gaps.is_empty() {
+                self.hand_to_archive_connections(destination, gaps, &mut parallel)?;
+            }
+            if let Some(shipper) = &parallel.shipper
+                && let Some(reason) = shipper.failed()
+            {
+                return Err(reason);
+            }
+            if let Some(skip_to) = parallel.skip_to
+                && next.offset == 0
+                && next.seq < skip_to.seq
+            {
+                *next = skip_to;
             }
             let synchronized = destination.state.lock().phase == Phase::Synchronized;
             let mut progressed = false;
@@ -427,6 +466,34 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Hands the gaps to the archive connections (opening them the first time); if none can
+    /// be opened, the gaps stay for the control connection.
+    fn hand_to_archive_connections(
+        self: &Arc<Inner>,
+        destination: &Arc<Destination>,
+        gaps: &mut VecDeque<LogSeq>,
+        parallel: &mut Parallel,
+    ) -> Result<(), String> {
+        if parallel.shipper.is_none() {
+            parallel.shipper = self.open_archive_connections(destination, parallel.send_buffer);
+            if parallel.shipper.is_none() {
+                parallel.enabled = false;
+                return Ok(());
+            }
+        }
+        let shipper = parallel.shipper.as_ref().expect("opened");
+        for seq in gaps.drain(..) {
+            let extent = self.redo.log_extent(seq).ok_or_else(|| {
+                format!("the standby lacks log {seq}, which this primary no longer has")
+            })?;
+            let Some(end) = extent.end else {
+                return Err(format!("the standby lacks log {seq}, which is still open here"));
+            };
+            shipper.enqueue(seq, end.end_offset);
+        }
+        Ok(())
     }
 
     /// Sends the next piece the standby lacks: from the queue if it starts where the standby
@@ -659,6 +726,16 @@ impl Inner {
             });
         }
     }
+}
+
+/// A session's archive connections (`max_connections` above 1, a standby of version 4).
+pub(super) struct Parallel {
+    enabled: bool,
+    /// Where the control connection resumes once it reaches a log handed to the archive
+    /// connections.
+    skip_to: Option<RedoAddr>,
+    send_buffer: Option<u64>,
+    shipper: Option<archive::ArchiveShipper>,
 }
 
 /// The redo bytes a message carries (what an uncompressed frame's payload mostly is).

@@ -1,0 +1,175 @@
+//! Parallel archived-log shipping (`max_connections`), on the real binary: a standby that was
+//! down while the primary switched several logs catches up over 4 archive connections (live
+//! redo keeps the control connection), and its archives are byte-identical to the primary's;
+//! a standby killed with SIGKILL in the middle of receiving a log in pieces is left with no
+//! corrupt archived log, and after its restart receives the logs whole; `max_connections`
+//! outside 1..=20 is refused at start-up, naming the field.
+
+mod common;
+mod replication_support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Watchdog, run_bounded};
+use replication_support::{Pair, PairConfig, block_on, destination};
+use transport::Phase;
+
+const CONNECTIONS: u32 = 4;
+
+fn parallel_pair(log_file_size: &'static str) -> Pair {
+    Pair::start(PairConfig {
+        transport: "async",
+        protection_mode: "maximum_performance",
+        log_file_size,
+        groups: 3,
+        // Small pieces: each log travels in many, over every connection.
+        destination_extra: "max_connections = 4\nmax_send = \"64KiB\"\n",
+        ..PairConfig::default()
+    })
+}
+
+/// Writes about `bytes` of values on the primary and switches logs `switches` times.
+fn generate_logs(pair: &Pair, bytes: usize, switches: usize) {
+    let mut redis = pair.primary().redis();
+    let value = vec![b'x'; 16 << 10];
+    let admin = pair.primary().admin_addr().to_string();
+    let per_switch = bytes / value.len() / switches.max(1);
+    for switch in 0..switches {
+        for n in 0..per_switch {
+            let key = format!("k:{switch}:{n}");
+            redis::cmd("SET").arg(&key).arg(&value[..]).query::<()>(&mut redis).unwrap();
+        }
+        server::status::http_post(&admin, "/logswitch", Duration::from_secs(30))
+            .unwrap_or_else(|error| panic!("POST /logswitch: {error:#}\n{}", pair.logs()));
+    }
+}
+
+/// Every log the primary archived is on the standby, byte for byte, and nothing else is.
+fn assert_archives_identical(pair: &Pair) -> usize {
+    let archived = block_on(workload::demo::switch_and_wait_archived(
+        pair.primary().admin_addr(),
+        pair.standby().admin_addr(),
+        &pair.primary_dir.join("archive"),
+        &pair.standby_dir.join("archive"),
+        Duration::from_secs(60),
+    ))
+    .unwrap_or_else(|error| panic!("{error:#}\n{}", pair.logs()));
+    let standby_archive = pair.standby_dir.join("archive");
+    let differing = workload::demo::differing_archives(&archived, &standby_archive).unwrap();
+    assert!(differing.is_empty(), "archived logs differ on the standby: {differing:?}");
+    let names = |paths: &[std::path::PathBuf]| {
+        paths.iter().map(|path| path.file_name().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    let standby_names = workload::demo::archive_files(&standby_archive).unwrap();
+    assert_eq!(names(&standby_names), names(&archived), "other sequences on the standby");
+    archived.len()
+}
+
+#[test]
+fn a_standby_with_a_gap_of_several_logs_catches_up_over_four_connections() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the parallel catch-up test");
+    let started = Instant::now();
+    let mut pair = parallel_pair("1MiB");
+    pair.wait_for_phase(Phase::Streaming, Duration::from_secs(30));
+    pair.kill_standby();
+    // Six logs the standby lacks, each about full.
+    generate_logs(&pair, 5 << 20, 6);
+    let log_before = replication_support::file_len(&pair.primary_log());
+    pair.start_standby();
+    pair.wait_for_phase(Phase::Streaming, Duration::from_secs(60));
+    common::wait_until(Duration::from_secs(60), "the gap to close", || {
+        destination(&pair.primary().status()).gaps.is_empty()
+    });
+    let logged = replication_support::log_since(&pair.primary_log(), log_before);
+    assert!(
+        logged.contains("archive connections open") && logged.contains("connections=4"),
+        "the primary did not open {CONNECTIONS} archive connections:\n{logged}"
+    );
+    assert!(
+        logged.matches("shipped a log over the archive connections").count() >= 5,
+        "the logs did not go over the archive connections:\n{logged}"
+    );
+    let logs = assert_archives_identical(&pair);
+    let standby = pair.standby().status();
+    let receiver = standby.replication.standby.as_ref().unwrap();
+    assert!(receiver.connected, "{receiver:?}");
+    println!(
+        "{logs} archived logs byte-identical after a parallel catch-up, in {:.1?}",
+        started.elapsed()
+    );
+    pair.stop();
+}
+
+/// Waits until the standby is assembling a log from pieces (`*.receiving` in its archive).
+fn wait_for_a_log_in_pieces(archive: &Path, limit: Duration) -> bool {
+    common::poll_until(limit, || {
+        std::fs::read_dir(archive).is_ok_and(|entries| {
+            entries.filter_map(Result::ok).any(|entry| {
+                entry.path().extension().is_some_and(|extension| extension == "receiving")
+            })
+        })
+    })
+}
+
+#[test]
+fn a_standby_killed_in_the_middle_of_a_log_in_pieces_archives_no_corrupt_log() {
+    let _watchdog = Watchdog::new(Duration::from_secs(150), "the killed-mid-piece test");
+    let mut pair = parallel_pair("4MiB");
+    pair.wait_for_phase(Phase::Streaming, Duration::from_secs(30));
+    pair.kill_standby();
+    generate_logs(&pair, 24 << 20, 6);
+    pair.start_standby();
+    let archive = pair.standby_dir.join("archive");
+    let mid_piece = wait_for_a_log_in_pieces(&archive, Duration::from_secs(30));
+    assert!(mid_piece, "the standby never assembled a log from pieces\n{}", pair.logs());
+    // SIGKILL while connections are writing pieces of a log.
+    pair.kill_standby();
+    // Whatever it had archived is sound: each archived log is the primary's, byte for byte.
+    let primary_archive = pair.primary_dir.join("archive");
+    for path in workload::demo::archive_files(&archive).unwrap() {
+        let ours = std::fs::read(primary_archive.join(path.file_name().unwrap())).unwrap();
+        assert!(std::fs::read(&path).unwrap() == ours, "{} is corrupt", path.display());
+    }
+    pair.start_standby();
+    pair.wait_for_phase(Phase::Streaming, Duration::from_secs(60));
+    common::wait_until(Duration::from_secs(60), "the gap to close", || {
+        destination(&pair.primary().status()).gaps.is_empty()
+    });
+    let logs = assert_archives_identical(&pair);
+    println!("{logs} archived logs byte-identical after a kill in the middle of a log");
+    pair.stop();
+}
+
+#[test]
+fn max_connections_outside_one_to_twenty_is_refused() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "the max_connections config test");
+    let dir = tempfile::tempdir().unwrap();
+    for value in [0, 21] {
+        let config = dir.path().join(format!("{value}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[replication]\nrole = \"primary\"\n[[replication.destinations]]\nname = \"s\"\n\
+                 address = \"127.0.0.1:1\"\nmax_connections = {value}\n"
+            ),
+        )
+        .unwrap();
+        let (success, _, stderr) = run_bounded(
+            std::process::Command::new(common::binary())
+                .arg("server")
+                .arg("--config")
+                .arg(&config)
+                .arg("--data-dir")
+                .arg(dir.path().join(format!("{value}-data")))
+                .args(["--port", "0", "--admin-port", "0"]),
+            Duration::from_secs(30),
+        );
+        assert!(!success, "max_connections = {value} was accepted");
+        assert!(
+            stderr.contains("max_connections")
+                && stderr.contains(&format!("{value} is outside 1..=20")),
+            "max_connections = {value}: {stderr}"
+        );
+    }
+}

@@ -1,0 +1,360 @@
+//! A destination's archive connections: whole logs (gap resolution, and the logs a catching-up
+//! standby lacks that this primary has already closed) shipped in pieces over
+//! `max_connections` connections at once, while live redo keeps the control connection.
+//!
+//! Each connection has a sender thread that claims the next piece (at most `max_send` bytes)
+//! of the oldest log not fully handed out, reads it from the online log or the archive and
+//! sends it as an `ArchiveChunk`, and a reader thread that takes the standby's `ArchiveAck`s
+//! (sent on whichever connection brought a log's last byte). The standby writes each piece at
+//! its offset and checks the log whole before archiving it (`RedoLog::receive_archive_chunk`).
+//! A piece lost with its connection is never acknowledged, so any failure ends the session:
+//! the destination reconnects after `reopen` and ships every unacknowledged log again (the
+//! standby keeps what it has and takes repeats).
+//!
+//! Limits: at most `ARCHIVE_CONNECTIONS_MAX` connections (a standby admits 8 per peer; control
+//! and SYNC hold two), at most `LOGS_IN_FLIGHT_MAX` logs handed out and not acknowledged (the
+//! standby assembles at most 64).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use proto::{Channel, FrameCompressor, Message};
+use redo::LogSeq;
+
+use super::{Destination, Inner};
+use crate::admission::ESTABLISHED_PER_PEER;
+use crate::compression::Compression;
+use crate::conn::{Conn, ConnError};
+
+/// The oldest protocol version of a standby that takes archive connections and pieces of a
+/// log in any order.
+pub(super) const ARCHIVE_VERSION_MIN: u16 = 4;
+/// Most archive connections of one destination: what a standby admits of one peer, less the
+/// control and SYNC connections.
+pub(crate) const ARCHIVE_CONNECTIONS_MAX: usize = ESTABLISHED_PER_PEER - 2;
+/// Logs handed out and not yet acknowledged.
+const LOGS_IN_FLIGHT_MAX: usize = 8;
+/// The smallest piece cut to share a log among connections (`max_send` is the largest).
+const PIECE_MIN: u64 = 256 << 10;
+
+/// One log being shipped.
+#[derive(Debug)]
+struct Job {
+    seq: LogSeq,
+    total: u64,
+    /// The next byte not yet handed to a connection.
+    next: u64,
+}
+
+#[derive(Debug, Default)]
+struct WorkState {
+    jobs: VecDeque<Job>,
+    /// Logs the standby acknowledged in this session.
+    done: BTreeSet<LogSeq>,
+    failed: Option<String>,
+    stop: bool,
+    /// Connections sharing the work (pieces are cut so that each gets several of a log).
+    connections: u64,
+}
+
+#[derive(Debug, Default)]
+struct Work {
+    state: Mutex<WorkState>,
+    changed: Condvar,
+}
+
+/// A piece claimed by a connection.
+struct Piece {
+    seq: LogSeq,
+    offset: u64,
+    len: u64,
+    total: u64,
+}
+
+impl Work {
+    /// The next piece to send, waiting up to `wait` for one; `None` when stopping or nothing
+    /// came.
+    fn claim(&self, max_send: u64, wait: Duration) -> Option<Piece> {
+        let mut state = self.state.lock();
+        loop {
+            if state.stop || state.failed.is_some() {
+                return None;
+            }
+            let state_connections = state.connections;
+            if let Some(job) =
+                state.jobs.iter_mut().take(LOGS_IN_FLIGHT_MAX).find(|job| job.next < job.total)
+            {
+                // Pieces of at most `max_send`, and small enough that every connection gets
+                // a few of a log (a log cut in fewer pieces than connections leaves some idle).
+                let share = job.total.div_ceil(4 * state_connections.max(1)).max(PIECE_MIN);
+                let len = (job.total - job.next).min(max_send).min(share);
+                let piece = Piece { seq: job.seq, offset: job.next, len, total: job.total };
+                job.next += len;
+                return Some(piece);
+            }
+            if self.changed.wait_for(&mut state, wait).timed_out() {
+                return None;
+            }
+        }
+    }
+
+    fn fail(&self, reason: String) {
+        let mut state = self.state.lock();
+        state.failed.get_or_insert(reason);
+        self.changed.notify_all();
+    }
+}
+
+/// The archive connections of one destination for one session.
+pub(super) struct ArchiveShipper {
+    work: Arc<Work>,
+    /// Handles on the sockets, to end them from the control thread.
+    sockets: Vec<Conn>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Inner {
+    /// Opens up to `max_connections` archive connections (at most `ARCHIVE_CONNECTIONS_MAX`)
+    /// with the control connection's send buffer. A connection the standby refuses (it is
+    /// busy: its limits are full) is done without; `None` if none could be opened.
+    pub(super) fn open_archive_connections(
+        self: &Arc<Inner>,
+        destination: &Arc<Destination>,
+        send_buffer: Option<u64>,
+    ) -> Option<ArchiveShipper> {
+        let config = &destination.config;
+        let wanted = (config.max_connections as usize).min(ARCHIVE_CONNECTIONS_MAX);
+        let work = Arc::new(Work::default());
+        let mut shipper =
+            ArchiveShipper { work: work.clone(), sockets: Vec::new(), threads: Vec::new() };
+        // Opened at once, not one after the other: each costs two round trips (TCP, then
+        // hello and welcome), which on a long link is most of a small gap's time.
+        let opened: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..wanted)
+                .map(|_| scope.spawn(|| self.connect(Channel::Archive, destination, send_buffer)))
+                .collect();
+            handles.into_iter().map(|handle| handle.join()).collect()
+        });
+        for (index, opened) in opened.into_iter().enumerate() {
+            let (conn, welcome) = match opened {
+                Ok(Ok((conn, welcome, _))) => (conn, welcome),
+                Ok(Err(reason)) => {
+                    tracing::warn!(destination = %config.name, connection = index, reason, "archive connection not opened; shipping on fewer");
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            let compressor = config
+                .compression
+                .codec()
+                .filter(|_| welcome.version >= super::COMPRESSION_VERSION_MIN)
+                .and_then(|codec| FrameCompressor::new(codec, config.compression_level).ok());
+            let (Ok(incoming), Ok(handle)) = (conn.try_clone(), conn.try_clone()) else {
+                continue;
+            };
+            shipper.sockets.push(handle);
+            let spawned = {
+                let inner = self.clone();
+                let destination = destination.clone();
+                let work = work.clone();
+                std::thread::Builder::new()
+                    .name(format!("redo-arch-{}-{index}", config.name))
+                    .spawn(move || inner.archive_sender(&destination, conn, compressor, &work))
+            };
+            let received = {
+                let inner = self.clone();
+                let destination = destination.clone();
+                let work = work.clone();
+                std::thread::Builder::new()
+                    .name(format!("redo-arack-{}-{index}", config.name))
+                    .spawn(move || inner.archive_acks(&destination, incoming, &work))
+            };
+            match (spawned, received) {
+                (Ok(sender), Ok(reader)) => shipper.threads.extend([sender, reader]),
+                (sender, reader) => {
+                    work.fail("cannot start an archive connection's threads".into());
+                    shipper.threads.extend(sender.into_iter().chain(reader));
+                    return Some(shipper);
+                }
+            }
+        }
+        work.state.lock().connections = shipper.sockets.len() as u64;
+        if shipper.sockets.is_empty() {
+            return None;
+        }
+        destination.archive_connections.store(shipper.sockets.len() as u32, Ordering::Relaxed);
+        tracing::info!(destination = %config.name, connections = shipper.sockets.len(), "archive connections open: whole logs ship in parallel");
+        Some(shipper)
+    }
+
+    /// An archive connection's sender: pieces, until the session ends.
+    fn archive_sender(
+        &self,
+        destination: &Destination,
+        mut conn: Conn,
+        mut compressor: Option<FrameCompressor>,
+        work: &Work,
+    ) {
+        let config = &destination.config;
+        while !self.shutdown.load(Ordering::Acquire) {
+            let Some(piece) = work.claim(config.max_send, Duration::from_millis(200)) else {
+                let state = work.state.lock();
+                if state.stop || state.failed.is_some() {
+                    return;
+                }
+                continue;
+            };
+            let bytes = match self.redo.read_log_bytes(piece.seq, piece.offset, piece.len as usize)
+            {
+                Ok(bytes) => bytes,
+                Err(error) => {
+                    work.fail(format!("reading log {} to ship: {error}", piece.seq));
+                    destination.notify();
+                    return;
+                }
+            };
+            let message = Message::ArchiveChunk(proto::ArchiveChunk {
+                seq: piece.seq.0,
+                offset: piece.offset,
+                total_len: piece.total,
+                bytes,
+            });
+            let sent = match compressor.as_mut() {
+                Some(compressor) if config.compression != Compression::None => conn
+                    .send_compressed(
+                        &message,
+                        compressor,
+                        &destination.compression,
+                        config.net_timeout,
+                    )
+                    .map(|_| ()),
+                _ => conn.send(&message, config.net_timeout),
+            };
+            if let Err(error) = sent {
+                work.fail(format!("sending log {} on an archive connection: {error}", piece.seq));
+                destination.notify();
+                return;
+            }
+            destination.state.lock().bytes_sent += piece.len;
+        }
+    }
+
+    /// An archive connection's reader: the standby's `ArchiveAck`s (or why it ended it).
+    fn archive_acks(&self, destination: &Destination, mut conn: Conn, work: &Work) {
+        loop {
+            if self.shutdown.load(Ordering::Acquire) || work.state.lock().stop {
+                return;
+            }
+            let failure = match conn.recv(Some(Duration::from_millis(500))) {
+                Ok(Message::ArchiveAck(ack)) => {
+                    if ack.complete {
+                        let seq = LogSeq(ack.seq);
+                        // Out of the destination's gaps first, then out of the work: the
+                        // control thread never sees the log in neither and ships it again.
+                        destination.state.lock().gaps.retain(|gap| *gap != seq);
+                        let mut state = work.state.lock();
+                        state.jobs.retain(|job| job.seq != seq);
+                        state.done.insert(seq);
+                        work.changed.notify_all();
+                        tracing::info!(destination = %destination.config.name, %seq, "shipped a log over the archive connections");
+                    }
+                    continue;
+                }
+                Ok(Message::Error(error)) => {
+                    let reason =
+                        format!("the standby reported on an archive connection: {}", error.message);
+                    self.note_refusal(&error, &reason);
+                    reason
+                }
+                Ok(other) => format!(
+                    "unexpected {:?} from the standby on an archive connection",
+                    other.kind()
+                ),
+                Err(ConnError::TimedOut(_)) => continue,
+                Err(error) => format!("archive connection: {error}"),
+            };
+            if !work.state.lock().stop {
+                work.fail(failure);
+                destination.notify();
+            }
+            return;
+        }
+    }
+}
+
+impl ArchiveShipper {
+    /// Hands log `seq` (closed on this primary, `total` bytes) to the connections, unless it
+    /// is already theirs or done.
+    pub(super) fn enqueue(&self, seq: LogSeq, total: u64) {
+        let mut state = self.work.state.lock();
+        if state.done.contains(&seq) || state.jobs.iter().any(|job| job.seq == seq) {
+            return;
+        }
+        let at = state.jobs.partition_point(|job| job.seq < seq);
+        state.jobs.insert(at, Job { seq, total, next: 0 });
+        self.work.changed.notify_all();
+    }
+
+    /// Why a connection failed, if one did.
+    pub(super) fn failed(&self) -> Option<String> {
+        self.work.state.lock().failed.clone()
+    }
+}
+
+impl Drop for ArchiveShipper {
+    fn drop(&mut self) {
+        {
+            let mut state = self.work.state.lock();
+            state.stop = true;
+            self.work.changed.notify_all();
+        }
+        for socket in &self.sockets {
+            socket.shutdown();
+        }
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_claimed_in_order_from_the_oldest_logs_in_flight() {
+        let work = Work::default();
+        {
+            let mut state = work.state.lock();
+            for seq in 1..=10 {
+                state.jobs.push_back(Job { seq: LogSeq(seq), total: 250, next: 0 });
+            }
+        }
+        let mut claimed = Vec::new();
+        while let Some(piece) = work.claim(100, Duration::from_millis(1)) {
+            claimed.push((piece.seq.0, piece.offset, piece.len));
+        }
+        // Three pieces of each of the first LOGS_IN_FLIGHT_MAX logs, then nothing until one
+        // is acknowledged.
+        assert_eq!(claimed.len(), 3 * LOGS_IN_FLIGHT_MAX);
+        assert_eq!(&claimed[..3], &[(1, 0, 100), (1, 100, 100), (1, 200, 50)]);
+        work.state.lock().jobs.pop_front();
+        assert_eq!(
+            work.claim(100, Duration::from_millis(1)).map(|piece| piece.seq),
+            Some(LogSeq(9))
+        );
+        work.fail("gone".into());
+        assert!(work.claim(100, Duration::from_millis(1)).is_none(), "a failure stops every claim");
+    }
+
+    #[test]
+    fn a_destination_never_holds_more_connections_than_a_standby_admits_of_a_peer() {
+        // Control + SYNC + archive connections.
+        assert_eq!(2 + ARCHIVE_CONNECTIONS_MAX, ESTABLISHED_PER_PEER);
+        assert!(crate::config::MAX_CONNECTIONS.end() >= &(ARCHIVE_CONNECTIONS_MAX as u32));
+    }
+}
