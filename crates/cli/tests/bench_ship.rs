@@ -71,14 +71,17 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
         let line = case["line_rate_seconds"].as_f64().unwrap();
         assert!(seconds > 0.0 && line > 0.0 && seconds < 120.0, "{case}");
         assert!(case["mb_shipped"].as_f64().unwrap() >= 4.0, "{case}");
-        if case["connections"] == 2 {
-            assert_eq!(case["archive_connections"], 2, "{case}");
-        }
+        // (Sampled every 20 ms while shipping: a tiny log may be shipped between samples.)
+        assert!(case["archive_connections"].as_u64().unwrap() <= 2, "{case}");
         if case["compression"] == "lz4" {
             let wire = case["mb_on_wire"].as_f64().unwrap();
             assert!(wire < case["mb_shipped"].as_f64().unwrap(), "LZ4 shrank nothing: {case}");
         }
     }
+    assert!(
+        cases.iter().any(|case| case["connections"] == 2 && case["archive_connections"] == 2),
+        "no case with 2 connections was seen shipping over 2 archive connections: {report}"
+    );
     assert!(report["failures"].as_array().unwrap().is_empty(), "{report}");
     let mut left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
