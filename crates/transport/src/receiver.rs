@@ -698,21 +698,16 @@ impl Inner {
                                 .sync_received()
                                 .map_err(|error| format!("syncing the standby logs: {error}"))?;
                             unsynced = false;
-                            let end = if received.closed.is_some() {
-                                received.end_offset
-                            } else {
-                                durable.offset
-                            };
-                            conn.send(
-                                &Message::Ack(proto::Ack {
-                                    write_id: write.write_id,
-                                    seq: write.seq,
-                                    end_offset: end,
-                                    durable: true,
-                                }),
-                                Duration::from_secs(10),
-                            )
-                            .map_err(|error| error.to_string())?;
+                            PendingAck {
+                                write_id: write.write_id,
+                                seq: write.seq,
+                                closed_end: received
+                                    .closed
+                                    .is_some()
+                                    .then_some(received.end_offset),
+                                writes: 1,
+                            }
+                            .send(conn, durable.offset)?;
                         }
                         proto::AckWanted::Received => {
                             unsynced = true;
@@ -824,7 +819,8 @@ impl Inner {
 /// Most SYNC writes one acknowledgement is held back for (their sync is shared).
 const ACK_GROUP_MAX: u32 = 64;
 
-/// A durable acknowledgement held back while the writes behind it are received.
+/// A durable acknowledgement: sent once the standby logs are synced, at once or held back
+/// while the writes behind it are received.
 struct PendingAck {
     write_id: u64,
     seq: u64,

@@ -309,20 +309,7 @@ impl Shared {
     /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
     pub(crate) fn wake_durable_waiters(&self) {
         let durable = self.durable_scn();
-        let mut wake = Vec::new();
-        let mut commit = self.commit.lock();
-        let mut index = 0;
-        while index < commit.waiters.len() {
-            if commit.waiters[index].scn.is_some_and(|scn| scn <= durable) {
-                wake.push(commit.waiters.swap_remove(index).slot);
-            } else {
-                index += 1;
-            }
-        }
-        drop(commit);
-        for slot in wake {
-            slot.complete(DONE);
-        }
+        self.complete_waiters(DONE, |scn| scn <= durable);
     }
 
     /// Waits for what the shipper asked for. If that fails (the protection mode cannot be
@@ -356,11 +343,17 @@ impl Shared {
         }
         tracing::warn!(reason, "the log writer refuses further redo");
         let durable = self.durable_scn();
+        self.complete_waiters(FAILED, |scn| scn > durable);
+    }
+
+    /// Takes every waiter for an SCN that `pick` chooses off the list and completes it with
+    /// `outcome` (after the lock is released).
+    fn complete_waiters(&self, outcome: u8, pick: impl Fn(Scn) -> bool) {
         let mut wake = Vec::new();
         let mut commit = self.commit.lock();
         let mut index = 0;
         while index < commit.waiters.len() {
-            if commit.waiters[index].scn.is_some_and(|scn| scn > durable) {
+            if commit.waiters[index].scn.is_some_and(&pick) {
                 wake.push(commit.waiters.swap_remove(index).slot);
             } else {
                 index += 1;
@@ -368,7 +361,7 @@ impl Shared {
         }
         drop(commit);
         for slot in wake {
-            slot.complete(FAILED);
+            slot.complete(outcome);
         }
     }
 
