@@ -216,14 +216,20 @@ fn settled(cluster: &Cluster, reinstate: bool) -> &'static str {
     let ok = common::poll_until(Duration::from_secs(90), || {
         let Some(named) = named_primary(cluster, Duration::from_secs(1)) else { return false };
         let status = cluster.server(named).status();
-        let open = status
-            .roles
-            .as_ref()
-            .is_some_and(|roles| roles.role == "primary" && roles.fenced.is_none());
+        // Open: a primary, not fenced, not isolated, and with no commit still waiting (a
+        // write is visible in memory before its commit is durable, so a commit held while
+        // the primary was isolated would show on it and not yet on its standby).
+        let open = status.roles.as_ref().is_some_and(|roles| {
+            roles.role == "primary"
+                && roles.fenced.is_none()
+                && roles.fast_start.as_ref().is_none_or(|fast_start| fast_start.isolated != Some(true))
+        }) && status.database.redo.durable_scn.0 + 1 >= status.database.redo.next_scn.0;
         let others_follow = ["east", "west"].iter().filter(|name| **name != named).all(|name| {
             let status = cluster.server(name).status();
             status.replication.standby.as_ref().is_some_and(|standby| {
-                standby.primary_member.as_deref() == Some(named) && standby.connected
+                standby.primary_member.as_deref() == Some(named)
+                    && standby.connected
+                    && standby.caught_up
             }) && status.roles.as_ref().is_some_and(|roles| roles.fenced.is_none())
         });
         primary = Some(named);
