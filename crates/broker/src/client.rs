@@ -59,9 +59,30 @@ impl Admin {
         self.call("POST", path)
     }
 
+    /// POSTs a JSON body.
+    pub fn post_json<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl serde::Serialize,
+    ) -> Result<T, CallError> {
+        let body =
+            serde_json::to_vec(body).map_err(|error| CallError::Failed(error.to_string()))?;
+        self.call_with("POST", path, &body)
+    }
+
     fn call<T: DeserializeOwned>(&self, method: &str, path: &str) -> Result<T, CallError> {
-        let (code, body) = server::status::http_call(&self.addr, method, path, self.timeout)
-            .map_err(|error| CallError::Failed(format!("{error:#}")))?;
+        self.call_with(method, path, b"")
+    }
+
+    fn call_with<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<T, CallError> {
+        let (code, body) =
+            server::status::http_call_with_body(&self.addr, method, path, body, self.timeout)
+                .map_err(|error| CallError::Failed(format!("{error:#}")))?;
         match code {
             200 => serde_json::from_str(&body).map_err(|error| {
                 CallError::Failed(format!(

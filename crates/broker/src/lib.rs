@@ -5,6 +5,7 @@
 //! - `client`: calls to one member's admin API;
 //! - `report`: the configuration as every member reports it (`redoguard show configuration`,
 //!   `show database`), with warnings;
+//! - `edit`: run-time changes of destinations and the protection mode, on every member;
 //! - `validate`: is a standby ready to become primary, and if not, what is missing;
 //! - `transitions`: switchover, failover and reinstate, each a sequence of member-local steps
 //!   (`docs/roles.md` says in which order and why that order is safe).
@@ -13,6 +14,7 @@
 //! directly: every change is a member's own step, refused by the member when it does not hold.
 
 pub mod client;
+pub mod edit;
 pub mod report;
 pub mod transitions;
 pub mod validate;

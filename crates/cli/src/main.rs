@@ -48,6 +48,10 @@ enum Command {
     Failover(cmd::roles::FailoverArgs),
     /// Makes a failed-over primary a standby of the new one (its divergent redo set aside).
     Reinstate(cmd::roles::ReinstateArgs),
+    /// Changes a destination (defer, enable, transport, compression …) or the protection mode
+    /// at run time, on every member; kept across restarts.
+    #[command(subcommand)]
+    Edit(cmd::edit::EditCommand),
     /// Prints the argon2id hash of a password read from standard input, for
     /// `[[auth.users]] password_hash`.
     Passwd,
@@ -108,6 +112,7 @@ fn main() -> std::process::ExitCode {
         Command::Switchover(args) => cmd::roles::switchover(args),
         Command::Failover(args) => cmd::roles::failover(args),
         Command::Reinstate(args) => cmd::roles::reinstate(args),
+        Command::Edit(command) => cmd::edit::run(command),
         Command::Certs(args) => cmd::certs::run(args),
         Command::Bench(command) => cmd::bench::run(command),
         Command::Nettest(command) => cmd::nettest::run(command),

@@ -222,7 +222,10 @@ fn settled(cluster: &Cluster, reinstate: bool) -> &'static str {
         let open = status.roles.as_ref().is_some_and(|roles| {
             roles.role == "primary"
                 && roles.fenced.is_none()
-                && roles.fast_start.as_ref().is_none_or(|fast_start| fast_start.isolated != Some(true))
+                && roles
+                    .fast_start
+                    .as_ref()
+                    .is_none_or(|fast_start| fast_start.isolated != Some(true))
         }) && status.database.redo.durable_scn.0 + 1 >= status.database.redo.next_scn.0;
         let others_follow = ["east", "west"].iter().filter(|name| **name != named).all(|name| {
             let status = cluster.server(name).status();

@@ -1,6 +1,6 @@
 //! The admin HTTP API: `/status` (JSON), `/metrics` (Prometheus), `/health`,
 //! `POST /logswitch`, the role endpoints (`/configuration`, `/roles/...`, in
-//! `role::http`), and the web page with its history (`/`, `/history`, `/report`, in `web`).
+//! `role::http`), the run-time settings (`/settings...`, in `settings`), and the web page with its history (`/`, `/history`, `/report`, in `web`).
 //!
 //! Every `POST` needs `Authorization: Bearer TOKEN` when `auth.admin_token` is set; `GET`s stay
 //! open (docs/security.md says what they disclose). At most `admin_max_connections` are served
@@ -38,6 +38,7 @@ pub(crate) async fn serve_admin(
         .route("/health", get(health))
         .route("/logswitch", axum::routing::post(log_switch))
         .merge(crate::role::http::routes())
+        .merge(crate::settings::routes())
         .merge(crate::web::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), require_token))
         .with_state(state.clone());

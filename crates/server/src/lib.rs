@@ -16,6 +16,7 @@ mod info;
 pub mod lock;
 pub mod retention;
 pub mod role;
+pub mod settings;
 pub mod status;
 pub mod web;
 
@@ -129,10 +130,9 @@ impl ServerState {
 
     /// The database's role and its standbys (or, on a standby, its primary).
     pub fn replication_of(&self, running: &Running) -> status::ReplicationStatus {
-        let replication = &self.config.replication;
         status::ReplicationStatus {
             role: role_name(running.role()).to_string(),
-            protection_mode: replication.protection_mode,
+            protection_mode: self.roles.settings.replication().protection_mode,
             synchronized: running.transport.as_ref().map(transport::PrimaryTransport::synchronized),
             destinations: running
                 .transport
@@ -181,13 +181,24 @@ impl Server {
     }
 
     /// `start`, for a new standby copied from its primary first (`StartOptions::from`).
-    pub async fn start_with(config: ServerConfig, options: StartOptions) -> anyhow::Result<Server> {
+    pub async fn start_with(
+        mut config: ServerConfig,
+        options: StartOptions,
+    ) -> anyhow::Result<Server> {
         config.validate()?;
         raise_open_files_limit();
         let lock = lock::DataDirLock::acquire(&config.server.data_dir)?;
         let (redo_config, _) = config.resolved();
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
+        let settings = Arc::new(settings::Settings::load(
+            &config.replication,
+            &config.server.data_dir,
+            storage.clone(),
+        )?);
+        // What starts below starts with the settings changed at run time (`Roles` follows
+        // later changes from `settings`).
+        config.replication = settings.replication().as_ref().clone();
         if let Some(from) = &options.from {
             let (address, primary) = match config.replication.member_named(from) {
                 Some(member) => (member.redo.clone(), member.name.clone()),
@@ -216,7 +227,7 @@ impl Server {
             .await?
             .with_context(|| format!("cannot make this standby from a copy of {from}"))?;
         }
-        let (roles, events) = Roles::bind(&config, &metrics, storage)?;
+        let (roles, events) = Roles::bind(&config, &metrics, storage, settings)?;
         let roles = Arc::new(roles);
         roles.open().await?;
         let server = &config.server;

@@ -140,6 +140,17 @@ pub fn http_call(
     path: &str,
     timeout: Duration,
 ) -> anyhow::Result<(u16, String)> {
+    http_call_with_body(addr, method, path, b"", timeout)
+}
+
+/// `http_call` with a JSON body.
+pub fn http_call_with_body(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    timeout: Duration,
+) -> anyhow::Result<(u16, String)> {
     let client = admin_client();
     let target: SocketAddr = addr
         .to_socket_addrs()
@@ -155,13 +166,17 @@ pub fn http_call(
         .as_ref()
         .map(|token| format!("Authorization: Bearer {token}\r\n"))
         .unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\nAccept: application/json\r\n{authorization}\r\n"
-    );
+    let content_type = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n{content_type}Accept: application/json\r\n{authorization}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
     let mut response = Vec::new();
     let read = match &client.tls {
         None => {
-            stream.write_all(request.as_bytes())?;
+            stream.write_all(&request)?;
             stream.read_to_end(&mut response)
         }
         Some(config) => {
@@ -171,7 +186,7 @@ pub fn http_call(
                     .map_err(|_| anyhow::anyhow!("{addr}: '{host}' is not a host name for TLS"))?;
             let connection = rustls::ClientConnection::new(config.clone(), name)?;
             let mut tls = rustls::StreamOwned::new(connection, stream);
-            tls.write_all(request.as_bytes())
+            tls.write_all(&request)
                 .map_err(|error| anyhow::anyhow!("TLS with the admin API at {addr}: {error}"))?;
             match tls.read_to_end(&mut response) {
                 // A peer that closes without a close_notify after its whole answer.

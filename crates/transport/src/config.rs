@@ -163,6 +163,10 @@ pub struct DestinationConfig {
     /// Default: 1.
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
+    /// `enable` or `defer` (nothing is shipped until it is enabled again; the gap is then
+    /// resolved by itself). Default: `enable`.
+    #[serde(default)]
+    pub state: DestinationState,
 }
 
 /// A destination's transport.
@@ -172,6 +176,27 @@ pub enum Transport {
     Sync,
     #[default]
     Async,
+}
+
+/// Whether a primary ships to a destination (Data Guard's `LOG_ARCHIVE_DEST_STATE_n`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DestinationState {
+    /// Shipped to.
+    #[default]
+    Enable,
+    /// Not shipped to: the redo it misses meanwhile is shipped as a gap once it is enabled
+    /// again. It counts for no SYNC quorum and no protection mode while deferred.
+    Defer,
+}
+
+impl DestinationState {
+    pub fn name(self) -> &'static str {
+        match self {
+            DestinationState::Enable => "enable",
+            DestinationState::Defer => "defer",
+        }
+    }
 }
 
 fn default_listen() -> String {
@@ -293,6 +318,9 @@ pub struct MemberConfig {
     /// As a destination: see `DestinationConfig::max_connections`. Default: 1.
     #[serde(default = "default_max_connections")]
     pub max_connections: u32,
+    /// As a destination: see `DestinationConfig::state`. Default: `enable`.
+    #[serde(default)]
+    pub state: DestinationState,
 }
 
 impl MemberConfig {
@@ -313,6 +341,7 @@ impl MemberConfig {
             compression_level: self.compression_level,
             compression_for: self.compression_for,
             max_connections: self.max_connections,
+            state: self.state,
         }
     }
 }
@@ -551,10 +580,7 @@ impl ReplicationConfig {
         // In the configuration form a member's destinations are the other members: the
         // quorum must be reachable from every member that may become primary.
         let count = |destinations: &[DestinationConfig], affirm: bool| {
-            destinations
-                .iter()
-                .filter(|d| d.transport == Transport::Sync && (d.affirm || !affirm))
-                .count()
+            destinations.iter().filter(|d| d.is_enabled_sync() && (d.affirm || !affirm)).count()
         };
         let worst = |affirm: bool| {
             if self.has_members() {
@@ -628,23 +654,24 @@ impl ReplicationConfig {
         {
             let sync_affirm = destinations
                 .iter()
-                .any(|destination| destination.transport == Transport::Sync && destination.affirm);
-            let sync =
-                destinations.iter().any(|destination| destination.transport == Transport::Sync);
+                .any(|destination| destination.is_enabled_sync() && destination.affirm);
+            let sync = destinations.iter().any(DestinationConfig::is_enabled_sync);
             let whose =
                 if self.has_members() { "another member" } else { "at least one destination" };
             if self.protection_mode == ProtectionMode::MaximumProtection && !sync_affirm {
                 return invalid(
                     "replication.protection_mode".into(),
                     format!(
-                        "maximum_protection needs {whose} with transport = \"sync\" and affirm = true"
+                        "maximum_protection needs {whose} with transport = \"sync\", affirm = true and state = \"enable\""
                     ),
                 );
             }
             if self.protection_mode == ProtectionMode::MaximumAvailability && !sync {
                 return invalid(
                     "replication.protection_mode".into(),
-                    format!("maximum_availability needs {whose} with transport = \"sync\""),
+                    format!(
+                        "maximum_availability needs {whose} with transport = \"sync\" and state = \"enable\""
+                    ),
                 );
             }
         }
@@ -830,6 +857,11 @@ impl ReplicationConfig {
 }
 
 impl DestinationConfig {
+    /// Whether it is a SYNC destination that is shipped to (not deferred).
+    pub fn is_enabled_sync(&self) -> bool {
+        self.transport == Transport::Sync && self.state == DestinationState::Enable
+    }
+
     /// Checks the bounds of a destination's attributes; `field` names one of them.
     pub fn validate(&self, field: &dyn Fn(&str) -> String) -> Result<(), (String, String)> {
         let invalid = |field: String, reason: String| Err((field, reason));

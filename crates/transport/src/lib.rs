@@ -22,13 +22,14 @@ pub mod primary;
 pub mod primary_port;
 pub mod quorum;
 pub mod receiver;
+pub mod settings;
 pub mod standby_service;
 
 pub use admission::{ListenerLimits, Security};
 pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
-    BufferSize, DestinationConfig, FastStartFailoverConfig, MemberConfig, ObserverEntry,
-    ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
+    BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, MemberConfig,
+    ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
 pub use fast_start::{FastStart, ObserverHooks};
@@ -42,4 +43,5 @@ pub use quorum::{Protection, SyncQuorum};
 pub use receiver::{
     AppliedScn, ReceiverContext, RoleInfoSource, StandbyReceiver, StandbyReplicationStatus,
 };
+pub use settings::{DestinationEdit, RuntimeSettings};
 pub use standby_service::StandbyService;

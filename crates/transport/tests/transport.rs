@@ -146,6 +146,7 @@ fn destination(address: String, transport: Transport) -> DestinationConfig {
         compression_level: 1,
         compression_for: transport::CompressionScope::Gap,
         max_connections: 1,
+        state: transport::DestinationState::Enable,
     }
 }
 

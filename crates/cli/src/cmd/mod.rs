@@ -4,6 +4,7 @@ pub mod advise;
 pub mod bench;
 pub mod certs;
 pub mod demo;
+pub mod edit;
 pub mod iotest;
 pub mod linkemu;
 pub mod logswitch;

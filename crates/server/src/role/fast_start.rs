@@ -97,7 +97,7 @@ impl ObserverHooks for Hooks {
 
     fn failover(&self, ping: &ObserverPing) -> Result<(), String> {
         let Some(roles) = self.roles() else { return refused("the server is stopping") };
-        let replication = &roles.config.replication;
+        let replication = roles.settings.replication();
         let fast_start = &replication.fast_start_failover;
         if !fast_start.enabled {
             return refused("fast-start failover is not enabled in this member's configuration");

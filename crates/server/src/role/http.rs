@@ -54,7 +54,7 @@ fn answer<T: Serialize>(outcome: anyhow::Result<T>) -> Response {
 }
 
 async fn configuration(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
-    let replication = &state.config.replication;
+    let replication = state.roles.settings.replication();
     axum::Json(ConfigurationView {
         member: replication.member.clone(),
         protection_mode: replication.protection_mode,

@@ -89,8 +89,10 @@ pub struct Roles {
     /// Bumped at every swap, so that requests waiting for the database see it.
     swapped: watch::Sender<u64>,
     pub gate: Arc<Gate>,
-    /// One role change at a time.
-    transition: tokio::sync::Mutex<()>,
+    /// One role change (or change of run-time settings) at a time.
+    pub(crate) transition: tokio::sync::Mutex<()>,
+    /// The run-time settings, and the `[replication]` section in effect with them.
+    pub settings: Arc<crate::settings::Settings>,
     listener: Option<RedoListener>,
     refusals: Arc<Refusals>,
     history: Arc<Mutex<IncarnationHistory>>,
@@ -109,6 +111,7 @@ impl Roles {
         config: &ServerConfig,
         metrics: &Arc<Metrics>,
         storage: Arc<dyn Storage>,
+        settings: Arc<crate::settings::Settings>,
     ) -> anyhow::Result<(Roles, mpsc::UnboundedReceiver<TransportEvent>)> {
         let refusals = Arc::new(Refusals::default());
         let replication = &config.replication;
@@ -156,6 +159,7 @@ impl Roles {
                 swapped: watch::Sender::new(0),
                 gate: Arc::new(Gate::default()),
                 transition: tokio::sync::Mutex::new(()),
+                settings,
                 listener,
                 refusals,
                 history: Arc::default(),
@@ -225,7 +229,9 @@ impl Roles {
 
     fn open_blocking(self: &Arc<Roles>) -> anyhow::Result<(Running, GateState)> {
         let (redo_config, db_config) = self.config.resolved();
-        let replication = &self.config.replication;
+        // What the file says, with the settings changed at run time.
+        let replication = self.settings.replication();
+        let replication = replication.as_ref();
         let initial = match replication.role {
             transport::RoleConfig::Primary => Role::Primary,
             transport::RoleConfig::Standby => Role::Standby,
@@ -333,12 +339,19 @@ impl Roles {
                         primary: fence.by,
                     },
                     // Restarted after some standby followed it: a failover may have happened
-                    // meanwhile. It takes writes once a standby has welcomed it again.
+                    // meanwhile. It takes writes once a standby has welcomed it again (a
+                    // deferred one is not asked: it is enabled first).
                     None if control.followed && transport.is_some() => GateState::Unconfirmed {
                         members: replication
                             .destinations()
                             .into_iter()
-                            .map(|destination| destination.name)
+                            .map(|destination| match destination.state {
+                                transport::DestinationState::Enable => destination.name,
+                                transport::DestinationState::Defer => format!(
+                                    "{} (deferred: enable it with `redoguard edit destination {} state=enable`)",
+                                    destination.name, destination.name
+                                ),
+                            })
                             .collect(),
                     },
                     None => GateState::Open,

@@ -126,7 +126,7 @@ impl Inner {
         destination: &Arc<Destination>,
         send_buffer: Option<u64>,
     ) -> Option<ArchiveShipper> {
-        let config = &destination.config;
+        let config = &destination.config();
         let wanted = (config.max_connections as usize).min(ARCHIVE_CONNECTIONS_MAX);
         let work = Arc::new(Work::default());
         let mut shipper =
@@ -199,7 +199,7 @@ impl Inner {
         mut compressor: Option<FrameCompressor>,
         work: &Work,
     ) {
-        let config = &destination.config;
+        let config = &destination.config();
         while !self.shutdown.load(Ordering::Acquire) {
             let Some(piece) = work.claim(config.max_send, Duration::from_millis(200)) else {
                 let state = work.state.lock();
@@ -260,7 +260,7 @@ impl Inner {
                         state.jobs.retain(|job| job.seq != seq);
                         state.done.insert(seq);
                         work.changed.notify_all();
-                        tracing::info!(destination = %destination.config.name, %seq, "shipped a log over the archive connections");
+                        tracing::info!(destination = %destination.name, %seq, "shipped a log over the archive connections");
                     }
                     continue;
                 }

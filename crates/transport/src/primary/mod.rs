@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, RwLock};
 use proto::{AckWanted, Write};
 use redo::ship::{LogWrite, ShipWait, Shipper, WriteKind};
 use redo::types::now_unix_us;
@@ -31,9 +31,10 @@ use stats::{Metrics, WaitEvent};
 
 use crate::auto_compression::AutoCompression;
 use crate::compression::{Compression, CompressionCounters, DestinationCompression};
-use crate::config::{DestinationConfig, ProtectionMode, Transport};
+use crate::config::{DestinationConfig, DestinationState, ProtectionMode, Transport};
 use crate::conn::Conn;
 use crate::quorum::{Protection, SyncQuorum};
+use crate::settings::Change;
 
 mod archive;
 mod sender;
@@ -66,8 +67,11 @@ pub enum Phase {
     Synchronized,
     /// Not connected; retried after `reopen`.
     Disconnected,
-    /// Failed `max_failure` times in a row; not retried until the primary restarts.
+    /// Failed `max_failure` times in a row; not retried until the primary restarts or the
+    /// destination is changed (enabled, edited) at run time.
     GaveUp,
+    /// `state = "defer"`: nothing is shipped until it is enabled again.
+    Deferred,
 }
 
 /// A destination for a person or a monitoring system.
@@ -77,6 +81,9 @@ pub struct DestinationStatus {
     pub address: String,
     pub transport: String,
     pub affirm: bool,
+    /// `enable` or `defer`.
+    #[serde(default)]
+    pub state: String,
     pub phase: Phase,
     pub last_error: Option<String>,
     pub failures: u32,
@@ -159,6 +166,9 @@ struct State {
     gaps: Vec<LogSeq>,
     /// The control connection must be dropped and made again (set by a failed SYNC write).
     reconnect: bool,
+    /// The destination's settings changed at run time: its connections are made again with
+    /// them at once (no failure counted, no `reopen` wait).
+    restart: bool,
     /// Counts the SYNC connections installed and dropped: a write sent in one epoch is never
     /// acknowledged in another.
     sync_epoch: u64,
@@ -168,8 +178,12 @@ struct State {
 
 /// One destination.
 struct Destination {
-    config: DestinationConfig,
-    bandwidth_bytes_per_s: Option<f64>,
+    /// Its name (never changes).
+    name: String,
+    /// Its settings: changed at run time by `PrimaryTransport::reconfigure`. A session reads
+    /// them once when it connects; what is read where it is used (timeouts, affirm) changes
+    /// in place.
+    config: RwLock<Arc<DestinationConfig>>,
     state: Mutex<State>,
     queue: Mutex<Queue>,
     /// Signalled (with `queue`) when there is something for the control thread to do.
@@ -195,12 +209,30 @@ struct Destination {
 }
 
 impl Destination {
+    fn config(&self) -> Arc<DestinationConfig> {
+        self.config.read().clone()
+    }
+
     fn is_sync(&self) -> bool {
-        self.config.transport == Transport::Sync
+        self.config.read().transport == Transport::Sync
+    }
+
+    fn is_deferred(&self) -> bool {
+        self.config.read().state == DestinationState::Defer
+    }
+
+    /// The link's bandwidth, for `send_buffer = "auto"`.
+    fn bandwidth_bytes_per_s(&self) -> Option<f64> {
+        self.config
+            .read()
+            .bandwidth
+            .as_deref()
+            .and_then(|text| units::parse_rate(text).ok())
+            .map(|rate| rate.bytes_per_s())
     }
 
     fn ack_wanted(&self) -> AckWanted {
-        if self.config.affirm { AckWanted::Durable } else { AckWanted::Received }
+        if self.config.read().affirm { AckWanted::Durable } else { AckWanted::Received }
     }
 
     fn notify(&self) {
@@ -278,7 +310,8 @@ struct Inner {
     events: TransportEvents,
     /// Fast-start failover's lease and grant, when it is enabled.
     fast_start: Option<Arc<crate::fast_start::FastStart>>,
-    mode: ProtectionMode,
+    /// Changed at run time by `PrimaryTransport::reconfigure`.
+    mode: Mutex<ProtectionMode>,
     quorum: SyncQuorum,
     sync_latency: Duration,
     destinations: Vec<Arc<Destination>>,
@@ -339,11 +372,7 @@ impl PrimaryTransport {
             .into_iter()
             .map(|config| {
                 Arc::new(Destination {
-                    bandwidth_bytes_per_s: config
-                        .bandwidth
-                        .as_deref()
-                        .and_then(|text| units::parse_rate(text).ok())
-                        .map(|rate| rate.bytes_per_s()),
+                    name: config.name.clone(),
                     state: Mutex::new(State {
                         phase: Phase::Connecting,
                         last_error: None,
@@ -360,6 +389,7 @@ impl PrimaryTransport {
                         last_heard: None,
                         gaps: Vec::new(),
                         reconnect: false,
+                        restart: false,
                         sync_epoch: 0,
                         sync_in_flight: VecDeque::new(),
                     }),
@@ -376,7 +406,7 @@ impl PrimaryTransport {
                     auto_state: Mutex::new(None),
                     compression: CompressionCounters::default(),
                     archive_connections: AtomicU32::new(0),
-                    config,
+                    config: RwLock::new(Arc::new(config)),
                 })
             })
             .collect();
@@ -386,7 +416,7 @@ impl PrimaryTransport {
             identity,
             events,
             fast_start,
-            mode: protection.mode,
+            mode: Mutex::new(protection.mode),
             quorum: protection.quorum,
             sync_latency: protection.sync_latency,
             destinations,
@@ -403,7 +433,7 @@ impl PrimaryTransport {
         for destination in &inner.destinations {
             let inner = inner.clone();
             let destination = destination.clone();
-            let name = format!("redo-send-{}", destination.config.name);
+            let name = format!("redo-send-{}", destination.name);
             threads.push(
                 std::thread::Builder::new()
                     .name(name)
@@ -419,14 +449,14 @@ impl PrimaryTransport {
     }
 
     pub fn mode(&self) -> ProtectionMode {
-        self.inner.mode
+        self.inner.mode()
     }
 
     /// Whether every commit is currently protected as the mode promises: as many SYNC
     /// standbys are synchronized as the quorum needs, at least one (always true in Maximum
     /// Performance).
     pub fn synchronized(&self) -> bool {
-        self.inner.mode == ProtectionMode::MaximumPerformance || self.inner.quorum_synchronized()
+        self.inner.mode() == ProtectionMode::MaximumPerformance || self.inner.quorum_synchronized()
     }
 
     pub fn status(&self) -> Vec<DestinationStatus> {
@@ -451,9 +481,87 @@ impl PrimaryTransport {
                     max_ms: histogram.max() as f64 / 1000.0,
                 };
                 histogram.reset();
-                (destination.config.name.clone(), summary)
+                (destination.name.clone(), summary)
             })
             .collect()
+    }
+
+    /// Applies settings changed at run time: the protection mode, and each destination's
+    /// attributes (matched by name: the destinations are the ones it started with). A change
+    /// of timeouts or affirm is read where it is used; any other change makes the
+    /// destination's connections again with the new settings, at once (a synchronized SYNC
+    /// destination leaves the synchronized set first, as after a network failure, and
+    /// synchronizes again once caught up). Returns the destinations changed, and how.
+    pub fn reconfigure(
+        &self,
+        mode: ProtectionMode,
+        destinations: &[DestinationConfig],
+    ) -> Result<Vec<(String, Change)>, String> {
+        let inner = &self.inner;
+        let same_names = destinations.len() == inner.destinations.len()
+            && inner.destinations.iter().all(|destination| {
+                destinations.iter().any(|config| config.name == destination.name)
+            });
+        if !same_names {
+            return Err(format!(
+                "the destinations are {:?}: they cannot be added or removed at run time",
+                inner.destinations.iter().map(|destination| &destination.name).collect::<Vec<_>>()
+            ));
+        }
+        let mut changes = Vec::new();
+        for destination in &inner.destinations {
+            let new = destinations
+                .iter()
+                .find(|config| config.name == destination.name)
+                .expect("checked above");
+            let change = Change::between(&destination.config(), new);
+            if change == Change::None {
+                continue;
+            }
+            let (epoch, synchronized) = {
+                // The new settings and the request to reconnect are set together, so that
+                // the control thread connects again with these.
+                let mut state = destination.state.lock();
+                *destination.config.write() = Arc::new(new.clone());
+                if change == Change::Reconnect {
+                    state.restart = true;
+                }
+                (state.sync_epoch, state.phase == Phase::Synchronized)
+            };
+            tracing::info!(destination = %destination.name, ?change, state = new.state.name(), transport = ?new.transport, affirm = new.affirm, compression = new.compression.name(), max_connections = new.max_connections, net_timeout = ?new.net_timeout, "destination changed at run time");
+            if change == Change::Reconnect && synchronized {
+                inner.desynchronize(destination, epoch, "its settings changed at run time");
+            }
+            destination.notify();
+            changes.push((destination.name.clone(), change));
+        }
+        let old = std::mem::replace(&mut *inner.mode.lock(), mode);
+        if old != mode {
+            tracing::warn!(from = ?old, to = ?mode, "protection mode changed at run time");
+            inner.synchronized.store(!inner.quorum_synchronized(), Ordering::Release);
+            inner.note_synchronization();
+            if let Some(fast_start) = &inner.fast_start {
+                fast_start.wake();
+            }
+            let _progress = inner.progress.lock();
+            inner.progressed.notify_all();
+        }
+        Ok(changes)
+    }
+
+    /// How many SYNC AFFIRM destinations are synchronized now (raising the protection mode to
+    /// Maximum Protection at run time needs the quorum of them).
+    pub fn synchronized_affirm(&self) -> usize {
+        self.inner
+            .destinations
+            .iter()
+            .filter(|destination| {
+                let config = destination.config();
+                config.transport == Transport::Sync
+                    && config.affirm
+                    && destination.state.lock().phase == Phase::Synchronized
+            })
+            .count()
     }
 
     /// Stops every sender (the redo log must no longer use the shipper).
@@ -501,6 +609,10 @@ impl Shipper for ShipperHandle {
 }
 
 impl Inner {
+    fn mode(&self) -> ProtectionMode {
+        *self.mode.lock()
+    }
+
     fn synchronized_count(&self) -> usize {
         self.destinations
             .iter()
@@ -528,21 +640,22 @@ impl Inner {
                 .iter()
                 .filter(|destination| {
                     destination.is_sync()
-                        && fast_start.targets.contains(&destination.config.name)
+                        && fast_start.targets.contains(&destination.name)
                         && destination.state.lock().phase == Phase::Synchronized
                 })
-                .map(|destination| destination.config.name.clone())
+                .map(|destination| destination.name.clone())
                 .collect();
             fast_start.set_synchronized(synchronized);
         }
-        if self.mode == ProtectionMode::MaximumPerformance {
+        let mode = self.mode();
+        if mode == ProtectionMode::MaximumPerformance {
             return;
         }
         let now = self.quorum_synchronized();
         if self.synchronized.swap(now, Ordering::AcqRel) != now {
             if now {
-                tracing::info!(mode = ?self.mode, quorum = %self.quorum, "primary is SYNCHRONIZED: commits are protected by the SYNC quorum again");
-            } else if self.mode == ProtectionMode::MaximumAvailability {
+                tracing::info!(mode = ?mode, quorum = %self.quorum, "primary is SYNCHRONIZED: commits are protected by the SYNC quorum again");
+            } else if mode == ProtectionMode::MaximumAvailability {
                 tracing::warn!(
                     "primary is UNSYNCHRONIZED (Maximum Availability): fewer SYNC standbys are synchronized than the quorum; commits wait only for those that are until the others catch up"
                 );
@@ -555,12 +668,18 @@ impl Inner {
     }
 
     fn status_of(&self, destination: &Destination) -> DestinationStatus {
+        let config = destination.config();
         let state = destination.state.lock();
         DestinationStatus {
-            name: destination.config.name.clone(),
-            address: destination.config.address.clone(),
-            transport: if destination.is_sync() { "SYNC".into() } else { "ASYNC".into() },
-            affirm: destination.config.affirm,
+            name: destination.name.clone(),
+            address: config.address.clone(),
+            transport: if config.transport == Transport::Sync {
+                "SYNC".into()
+            } else {
+                "ASYNC".into()
+            },
+            affirm: config.affirm,
+            state: config.state.name().to_string(),
             phase: state.phase,
             last_error: state.last_error.clone(),
             failures: state.failures,
@@ -574,11 +693,11 @@ impl Inner {
             bytes_sent: state.bytes_sent,
             last_heard_s: state.last_heard.map(|at| at.elapsed().as_secs_f64()),
             gaps: state.gaps.clone(),
-            compression: (destination.config.compression != Compression::None).then(|| {
+            compression: (config.compression != Compression::None).then(|| {
                 DestinationCompression {
-                    codec: destination.config.compression.name().to_string(),
-                    level: destination.config.compression_level,
-                    scope: destination.config.compression_for,
+                    codec: config.compression.name().to_string(),
+                    level: config.compression_level,
+                    scope: config.compression_for,
                     active: destination.compression_active.load(Ordering::Relaxed),
                     auto: destination.auto_state.lock().clone(),
                     counts: destination.compression.snapshot(),

@@ -22,10 +22,15 @@ use crate::config::BufferSize;
 use crate::conn::{Conn, ConnError};
 
 impl Inner {
-    /// The control thread of one destination: connect, catch up, stream, retry.
+    /// The control thread of one destination: connect, catch up, stream, retry; idle while
+    /// deferred or given up, until its settings change.
     pub(super) fn control(self: &Arc<Inner>, destination: &Arc<Destination>) {
-        let name = &destination.config.name;
+        let name = &destination.name;
         while !self.shutdown.load(Ordering::Acquire) {
+            if destination.is_deferred() {
+                self.idle(destination, Phase::Deferred);
+                continue;
+            }
             let result = self.session(destination);
             *destination.compressor.lock() = None;
             destination.compression_active.store(false, Ordering::Relaxed);
@@ -33,39 +38,73 @@ impl Inner {
                 break;
             }
             destination.drop_sync();
-            let give_up = {
+            let (restart, give_up) = {
                 let mut state = destination.state.lock();
                 state.phase = Phase::Disconnected;
                 state.reconnect = false;
-                let reason = match &result {
-                    Ok(()) => "connection closed".to_string(),
-                    Err(reason) => reason.clone(),
-                };
-                tracing::warn!(destination = %name, reason, failures = state.failures + 1, "redo transport to the standby failed; retrying after reopen");
-                state.last_error = Some(reason);
-                state.failures += 1;
-                let max = destination.config.max_failure;
-                if max > 0 && state.failures >= max {
-                    state.phase = Phase::GaveUp;
-                    true
+                if std::mem::take(&mut state.restart) {
+                    // Its settings changed: connect again with them, at once.
+                    state.failures = 0;
+                    (true, false)
                 } else {
-                    false
+                    let reason = match &result {
+                        Ok(()) => "connection closed".to_string(),
+                        Err(reason) => reason.clone(),
+                    };
+                    tracing::warn!(destination = %name, reason, failures = state.failures + 1, "redo transport to the standby failed; retrying after reopen");
+                    state.last_error = Some(reason);
+                    state.failures += 1;
+                    let max = destination.config().max_failure;
+                    (false, max > 0 && state.failures >= max)
                 }
             };
             self.note_synchronization();
-            if give_up {
-                tracing::error!(destination = %name, failures = destination.config.max_failure, "destination given up after max_failure consecutive failures; restart the primary to retry it");
-                return;
-            }
             let mut queue = destination.queue.lock();
-            let deadline = Instant::now() + destination.config.reopen;
-            while !self.shutdown.load(Ordering::Acquire) && Instant::now() < deadline {
-                destination.wake.wait_until(&mut queue, deadline);
-            }
             // What queued meanwhile is read from the files after the reconnection.
             queue.writes.clear();
             queue.bytes = 0;
             queue.overflowed = true;
+            if restart {
+                tracing::info!(destination = %name, "destination settings changed at run time; connecting again with them");
+                continue;
+            }
+            if give_up {
+                drop(queue);
+                tracing::error!(destination = %name, failures = destination.config().max_failure, "destination given up after max_failure consecutive failures; restart the primary, or change it at run time (redoguard edit destination), to retry it");
+                self.idle(destination, Phase::GaveUp);
+                continue;
+            }
+            let deadline = Instant::now() + destination.config().reopen;
+            while !self.shutdown.load(Ordering::Acquire)
+                && Instant::now() < deadline
+                && !destination.state.lock().restart
+            {
+                destination.wake.wait_until(&mut queue, deadline);
+            }
+        }
+    }
+
+    /// Waits, in `phase`, until the destination's settings change or the primary stops.
+    fn idle(&self, destination: &Destination, phase: Phase) {
+        destination.state.lock().phase = phase;
+        self.note_synchronization();
+        let mut queue = destination.queue.lock();
+        loop {
+            queue.writes.clear();
+            queue.bytes = 0;
+            queue.overflowed = true;
+            if self.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            {
+                let mut state = destination.state.lock();
+                if std::mem::take(&mut state.restart) {
+                    state.failures = 0;
+                    state.phase = Phase::Connecting;
+                    return;
+                }
+            }
+            destination.wake.wait_for(&mut queue, HEARTBEAT_INTERVAL);
         }
     }
 
@@ -79,7 +118,7 @@ impl Inner {
             incarnation: identity.incarnation.0,
             thread: identity.thread.0,
             channel,
-            destination: destination.config.name.clone(),
+            destination: destination.name.clone(),
             block_size: config.block_size,
             log_file_size: config.log_file_size,
             groups: config.groups,
@@ -97,7 +136,7 @@ impl Inner {
         destination: &Destination,
         send_buffer: Option<u64>,
     ) -> Result<(Conn, proto::Welcome, Duration), String> {
-        let config = &destination.config;
+        let config = &destination.config();
         let started = Instant::now();
         let mut conn = Conn::connect(&config.address, config.net_timeout, send_buffer, PAYLOAD_MAX)
             .and_then(|conn| {
@@ -133,7 +172,7 @@ impl Inner {
 
     /// One connection's life.
     pub(super) fn session(self: &Arc<Inner>, destination: &Arc<Destination>) -> Result<(), String> {
-        let config = &destination.config;
+        let config = &destination.config();
         destination.state.lock().phase = Phase::Connecting;
         let send_buffer = match config.send_buffer {
             BufferSize::Default => None,
@@ -142,7 +181,7 @@ impl Inner {
                 let rtt = crate::conn::probe_rtt(&config.address, config.net_timeout)
                     .unwrap_or(Duration::from_millis(1));
                 destination
-                    .bandwidth_bytes_per_s
+                    .bandwidth_bytes_per_s()
                     .map(|bandwidth| ((3.0 * bandwidth * rtt.as_secs_f64()) as u64).max(64 << 10))
             }
         };
@@ -230,7 +269,7 @@ impl Inner {
         destination: &Destination,
         welcome: &proto::Welcome,
     ) -> Option<FrameCompressor> {
-        let config = &destination.config;
+        let config = &destination.config();
         let codec = config.compression.codec()?;
         if welcome.version < COMPRESSION_VERSION_MIN {
             tracing::warn!(destination = %config.name, standby_version = welcome.version, "the standby speaks a protocol version without compression: redo goes uncompressed");
@@ -254,13 +293,13 @@ impl Inner {
         message: &Message,
         live: bool,
     ) -> Result<(), ConnError> {
-        let timeout = destination.config.net_timeout;
-        let wanted = !live || destination.config.compression_for == CompressionScope::All;
+        let timeout = destination.config().net_timeout;
+        let wanted = !live || destination.config().compression_for == CompressionScope::All;
         let mut compressor = destination.compressor.lock();
         let Some(compressor) = compressor.as_mut().filter(|_| wanted) else {
             return conn.send(message, timeout);
         };
-        if destination.config.compression != Compression::Auto {
+        if destination.config().compression != Compression::Auto {
             return conn
                 .send_compressed(message, compressor, &destination.compression, timeout)
                 .map(|_| ());
@@ -280,7 +319,7 @@ impl Inner {
         let codec_cpu = Duration::from_nanos(codec_ns);
         auto.record(started.elapsed().saturating_sub(codec_cpu), codec_cpu, uncompressed, wire);
         if let Some(state) = auto.decide(Instant::now()) {
-            tracing::info!(destination = %destination.config.name, state, "auto compression switched");
+            tracing::info!(destination = %destination.name, state, "auto compression switched");
             *destination.auto_state.lock() = Some(state);
         }
         Ok(())
@@ -372,7 +411,7 @@ impl Inner {
         broken: &Mutex<Option<String>>,
         mut parallel: Parallel,
     ) -> Result<(), String> {
-        let config = &destination.config;
+        let config = &destination.config();
         let max_send = config.max_send as usize;
         let mut last_sent = Instant::now();
         let mut gap_offset = 0u64;
@@ -385,6 +424,9 @@ impl Inner {
             }
             if let Some(reason) = broken.lock().take() {
                 return Err(reason);
+            }
+            if destination.state.lock().restart {
+                return Ok(());
             }
             if destination.state.lock().reconnect {
                 return Err(destination
@@ -635,7 +677,7 @@ impl Inner {
         destination.state.lock().bytes_sent += len;
         *offset += len;
         if *offset == total {
-            tracing::info!(destination = %destination.config.name, %seq, bytes = total, "shipped a missing log to the standby (gap resolution)");
+            tracing::info!(destination = %destination.name, %seq, bytes = total, "shipped a missing log to the standby (gap resolution)");
         }
         Ok(*offset == total)
     }
@@ -661,10 +703,10 @@ impl Inner {
             observer: self
                 .fast_start
                 .as_ref()
-                .and_then(|fast_start| fast_start.announce_to(&destination.config.name))
+                .and_then(|fast_start| fast_start.announce_to(&destination.name))
                 .unwrap_or_default(),
         };
-        conn.send(&Message::Heartbeat(beat), destination.config.net_timeout)
+        conn.send(&Message::Heartbeat(beat), destination.config().net_timeout)
             .map_err(|error| format!("sending a heartbeat: {error}"))
     }
 
@@ -711,7 +753,7 @@ impl Inner {
         state.last_error = None;
         drop(queue);
         drop(state);
-        tracing::info!(destination = %destination.config.name, "standby caught up; SYNCHRONIZED");
+        tracing::info!(destination = %destination.name, "standby caught up; SYNCHRONIZED");
         self.note_synchronization();
         Ok(true)
     }

@@ -62,7 +62,7 @@ impl ShipWait for ProtectionWait {
         if !self.sent.is_empty() {
             self.inner.sync_remote_write.record_since(started);
         }
-        if self.inner.mode == ProtectionMode::MaximumProtection {
+        if self.inner.mode() == ProtectionMode::MaximumProtection {
             self.inner.wait_for_protection(end)?;
         }
         // Fast-start failover: redo that some target did not acknowledge is declared durable
@@ -78,12 +78,12 @@ impl ShipWait for ProtectionWait {
                 let mut holding = acknowledged_by.clone();
                 for destination in &inner.destinations {
                     if at_or_after(destination.state.lock().acknowledged, end) {
-                        holding.insert(destination.config.name.clone());
+                        holding.insert(destination.name.clone());
                     }
                 }
                 holding
             };
-            fast_start.admit(inner.mode, &holding, &stop).map_err(RedoError::WriterFailed)?;
+            fast_start.admit(inner.mode(), &holding, &stop).map_err(RedoError::WriterFailed)?;
             if waited.elapsed() > Duration::from_millis(1) {
                 inner.lease_wait.record_since(waited);
             }
@@ -102,12 +102,12 @@ impl Inner {
             if destination.is_sync()
                 && state.phase == Phase::Synchronized
                 && let Some(oldest) = state.sync_in_flight.front()
-                && oldest.sent_at.elapsed() > destination.config.net_timeout
+                && oldest.sent_at.elapsed() > destination.config().net_timeout
             {
                 // Under "any k" no wait may be waiting for this one: it is dropped here.
                 let epoch = state.sync_epoch;
                 drop(state);
-                let net_timeout = destination.config.net_timeout;
+                let net_timeout = destination.config().net_timeout;
                 self.desynchronize(
                     destination,
                     epoch,
@@ -116,6 +116,10 @@ impl Inner {
                 state = destination.state.lock();
             }
             state.last_write_end = end;
+            if destination.is_deferred() {
+                // Nothing is kept for it: once enabled, it catches up from the files.
+                continue;
+            }
             if destination.is_sync() && state.phase == Phase::Synchronized {
                 // The log writer sends it itself, before its own write. It is recorded as in
                 // flight first, so that its acknowledgement finds it whoever reads it.
@@ -137,7 +141,7 @@ impl Inner {
                 let sent_at = Instant::now();
                 let result = match destination.sync_send.lock().as_mut() {
                     Some((installed, conn)) if *installed == epoch => conn
-                        .send(&message, destination.config.net_timeout)
+                        .send(&message, destination.config().net_timeout)
                         .map_err(|error| error.to_string()),
                     _ => Err("the SYNC connection is closed".to_string()),
                 };
@@ -170,7 +174,7 @@ impl Inner {
             destination.wake.notify_all();
         }
         if sent.is_empty()
-            && self.mode != ProtectionMode::MaximumProtection
+            && self.mode() != ProtectionMode::MaximumProtection
             && self.fast_start.is_none()
         {
             return None;
@@ -211,7 +215,7 @@ impl Inner {
             let mut next_deadline = None::<Instant>;
             waiting.retain(|&index| {
                 let to = &sent[index];
-                let net_timeout = to.destination.config.net_timeout;
+                let net_timeout = to.destination.config().net_timeout;
                 let mut deadline = to.sent_at + net_timeout;
                 let mut why = format!("no acknowledgement within net_timeout ({net_timeout:?})");
                 if let Some(first) = first_ack
@@ -239,7 +243,7 @@ impl Inner {
         sent.iter()
             .zip(&acknowledged)
             .filter(|(_, acknowledged)| **acknowledged)
-            .map(|(to, _)| to.destination.config.name.clone())
+            .map(|(to, _)| to.destination.name.clone())
             .collect()
     }
 
@@ -392,7 +396,7 @@ impl Inner {
             state.reconnect = true;
         }
         destination.drop_sync();
-        tracing::warn!(destination = %destination.config.name, reason, "SYNC destination dropped from the synchronized set; it reconnects and catches up");
+        tracing::warn!(destination = %destination.name, reason, "SYNC destination dropped from the synchronized set; it reconnects and catches up");
         self.note_synchronization();
         self.note_progress();
         destination.notify();
@@ -411,7 +415,7 @@ impl Inner {
                 .iter()
                 .filter(|destination| {
                     destination.is_sync()
-                        && destination.config.affirm
+                        && destination.config().affirm
                         && at_or_after(destination.state.lock().acknowledged, end)
                 })
                 .count()
@@ -424,6 +428,10 @@ impl Inner {
             }
             if self.shutdown.load(Ordering::Acquire) || self.redo.is_shut_down() {
                 return Err(RedoError::Shutdown);
+            }
+            if self.mode() != ProtectionMode::MaximumProtection {
+                // The mode was lowered at run time: what it asks for is the new mode's.
+                return Ok(());
             }
             waited = true;
             self.progressed.wait_for(&mut progress, Duration::from_millis(200));

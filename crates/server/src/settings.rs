@@ -1,0 +1,350 @@
+//! This member's run-time settings (`transport::settings`): destinations deferred, enabled
+//! or edited, and the protection mode, changed through the admin API while the configuration
+//! runs. They are kept in `DATA_DIR/settings.json` (replaced durably at every change) and
+//! applied over the configuration file at every start; docs/destinations.md.
+//!
+//! - `GET /settings`: the run-time settings, and the destinations and protection mode in
+//!   effect.
+//! - `POST /settings/destinations/NAME` (JSON `DestinationEdit`, or `{"reset": true}`): on
+//!   every member; a primary applies it to its redo transport at once.
+//! - `POST /settings/protection_mode?mode=MODE`: likewise.
+//!
+//! A change is checked first, as the file would be (a mode that needs a SYNC AFFIRM standby
+//! without one is refused, 409, and nothing changes); raising a running primary to Maximum
+//! Protection also needs enough SYNC AFFIRM standbys synchronized at that moment, or every
+//! commit would stop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use parking_lot::Mutex;
+use redo::Storage;
+use serde::{Deserialize, Serialize};
+use transport::settings::Change;
+use transport::{
+    DestinationConfig, DestinationEdit, ProtectionMode, ReplicationConfig, RuntimeSettings,
+};
+
+use crate::ServerState;
+use crate::role::Roles;
+
+/// The file in the data directory.
+pub const FILE: &str = "settings.json";
+
+/// The run-time settings of this member, and the configuration in effect with them.
+pub struct Settings {
+    /// The `[replication]` section as the file says.
+    file: ReplicationConfig,
+    path: PathBuf,
+    storage: Arc<dyn Storage>,
+    current: Mutex<(RuntimeSettings, Arc<ReplicationConfig>)>,
+}
+
+impl Settings {
+    /// Reads `DATA_DIR/settings.json`, if there is one, and checks the configuration with it
+    /// applied: the error names the file (and how to go back to the configuration file's
+    /// settings).
+    pub fn load(
+        file: &ReplicationConfig,
+        data_dir: &std::path::Path,
+        storage: Arc<dyn Storage>,
+    ) -> anyhow::Result<Settings> {
+        let path = data_dir.join(FILE);
+        let runtime = if storage.exists(&path) {
+            let bytes = redo::storage::read_all(storage.as_ref(), &path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            RuntimeSettings::from_json(&bytes).map_err(|reason| {
+                anyhow::anyhow!(
+                    "{}: {reason} (it holds the settings changed at run time; fix it, or remove it to use the configuration file's)",
+                    path.display()
+                )
+            })?
+        } else {
+            RuntimeSettings::default()
+        };
+        for name in runtime.unknown_destinations(file) {
+            tracing::warn!(
+                destination = name,
+                file = %path.display(),
+                "run-time settings name a destination the configuration no longer has: ignored"
+            );
+        }
+        let effective = runtime.apply(file);
+        effective.validate().map_err(|(field, reason)| {
+            anyhow::anyhow!(
+                "{field}: {reason}, with the settings changed at run time in {} applied (change them with `redoguard edit`, or remove the file to use the configuration file's)",
+                path.display()
+            )
+        })?;
+        if !runtime.is_empty() {
+            tracing::info!(file = %path.display(), settings = %String::from_utf8_lossy(&runtime.to_json()).split_whitespace().collect::<Vec<_>>().join(" "), "settings changed at run time apply over the configuration file");
+        }
+        Ok(Settings {
+            file: file.clone(),
+            path,
+            storage,
+            current: Mutex::new((runtime, Arc::new(effective))),
+        })
+    }
+
+    /// The `[replication]` section in effect: the file's, with the run-time settings.
+    pub fn replication(&self) -> Arc<ReplicationConfig> {
+        self.current.lock().1.clone()
+    }
+
+    pub fn runtime(&self) -> RuntimeSettings {
+        self.current.lock().0.clone()
+    }
+
+    /// Keeps `runtime` durably, then makes it the settings in effect.
+    fn set(&self, runtime: RuntimeSettings, effective: ReplicationConfig) -> anyhow::Result<()> {
+        if runtime.is_empty() {
+            if self.storage.exists(&self.path) {
+                self.storage
+                    .remove(&self.path)
+                    .with_context(|| format!("removing {}", self.path.display()))?;
+            }
+        } else {
+            redo::storage::replace_durably(self.storage.as_ref(), &self.path, &runtime.to_json())
+                .with_context(|| format!("writing {}", self.path.display()))?;
+        }
+        *self.current.lock() = (runtime, Arc::new(effective));
+        Ok(())
+    }
+}
+
+/// A change asked for.
+#[derive(Debug, Clone)]
+pub enum Request {
+    /// Edit a destination (`reset`: back to what the file says).
+    Destination {
+        name: String,
+        edit: DestinationEdit,
+        reset: bool,
+    },
+    ProtectionMode(ProtectionMode),
+}
+
+/// What a change did on this member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Edited {
+    pub member: Option<String>,
+    /// Whether this member is a primary whose redo transport took the change at once.
+    pub applied: bool,
+    /// The destinations its transport changed, and how (`InPlace`, `Reconnect`).
+    pub changes: Vec<(String, String)>,
+    pub protection_mode: ProtectionMode,
+    /// The destination edited, as it is now in effect.
+    pub destination: Option<DestinationConfig>,
+    /// Where the change is kept.
+    pub file: String,
+}
+
+/// What `GET /settings` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SettingsView {
+    pub member: Option<String>,
+    pub file: String,
+    /// What was changed at run time.
+    pub runtime: RuntimeSettings,
+    /// In effect: the protection mode and every destination (in the configuration form,
+    /// every member as a destination, this one included).
+    pub protection_mode: ProtectionMode,
+    pub destinations: Vec<DestinationConfig>,
+}
+
+/// A change refused (nothing changed): the reason, for a person.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+fn refused<T>(reason: impl Into<String>) -> anyhow::Result<T> {
+    Err(Refused(reason.into()).into())
+}
+
+fn all_destinations(config: &ReplicationConfig) -> Vec<DestinationConfig> {
+    if config.has_members() {
+        config.members.iter().map(transport::MemberConfig::destination).collect()
+    } else {
+        config.destinations.clone()
+    }
+}
+
+/// Checks a change, keeps it, and (on a primary) applies it to the redo transport. No role
+/// change runs meanwhile.
+pub async fn edit(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited> {
+    let _transition = roles.transition.lock().await;
+    let settings = &roles.settings;
+    let current = settings.runtime();
+    let (next, edited) = match &request {
+        Request::Destination { name, edit, reset } => {
+            let next = if *reset {
+                current
+                    .with_edit(&settings.file, name, &DestinationEdit::default())
+                    .map_err(Refused)?
+                    .without(name)
+            } else {
+                current.with_edit(&settings.file, name, edit).map_err(Refused)?
+            };
+            (next, Some(name.clone()))
+        }
+        Request::ProtectionMode(mode) => {
+            if settings.file.fast_start_failover.enabled {
+                return refused(
+                    "fast-start failover is enabled: its observers decide by the protection mode of their own configuration file, so the mode is changed there (on every member and observer) and they are restarted",
+                );
+            }
+            let next = RuntimeSettings {
+                protection_mode: (*mode != settings.file.protection_mode).then_some(*mode),
+                ..current.clone()
+            };
+            (next, None)
+        }
+    };
+    let effective = next.apply(&settings.file);
+    if let Err((field, reason)) = effective.validate() {
+        return refused(format!("{field}: {reason}"));
+    }
+    let running = roles.current();
+    let transport = running.as_ref().and_then(|running| running.transport.as_ref());
+    if let Some(transport) = transport
+        && effective.protection_mode == ProtectionMode::MaximumProtection
+        && transport.mode() != ProtectionMode::MaximumProtection
+    {
+        let needed = effective.sync_quorum.protected_by();
+        let synchronized = transport.synchronized_affirm();
+        if synchronized < needed {
+            return refused(format!(
+                "maximum_protection needs {needed} SYNC AFFIRM standby synchronized before it is raised to (there are {synchronized}): every commit would wait until then; raise it once they are (redoguard show configuration)"
+            ));
+        }
+    }
+    {
+        let (next, effective) = (next.clone(), effective.clone());
+        let roles = roles.clone();
+        tokio::task::spawn_blocking(move || roles.settings.set(next, effective)).await??;
+    }
+    let mut changes = Vec::new();
+    if let Some(transport) = transport {
+        let destinations = effective.destinations();
+        changes = transport
+            .reconfigure(effective.protection_mode, &destinations)
+            .map_err(|reason| anyhow::anyhow!("applying the change to redo transport: {reason}"))?
+            .into_iter()
+            .map(|(name, change)| {
+                (
+                    name,
+                    match change {
+                        Change::None => "none",
+                        Change::InPlace => "in_place",
+                        Change::Reconnect => "reconnect",
+                    }
+                    .to_string(),
+                )
+            })
+            .collect();
+    }
+    tracing::info!(change = ?request, applied = transport.is_some(), "run-time settings changed");
+    Ok(Edited {
+        member: effective.member.clone(),
+        applied: transport.is_some(),
+        changes,
+        protection_mode: effective.protection_mode,
+        destination: edited.and_then(|name| {
+            all_destinations(&effective).into_iter().find(|destination| destination.name == name)
+        }),
+        file: settings.path.display().to_string(),
+    })
+}
+
+pub fn routes() -> Router<Arc<ServerState>> {
+    Router::new()
+        .route("/settings", get(view))
+        .route("/settings/destinations/{name}", post(edit_destination))
+        .route("/settings/protection_mode", post(edit_protection_mode))
+}
+
+async fn view(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
+    let settings = &state.roles.settings;
+    let effective = settings.replication();
+    axum::Json(SettingsView {
+        member: effective.member.clone(),
+        file: settings.path.display().to_string(),
+        runtime: settings.runtime(),
+        protection_mode: effective.protection_mode,
+        destinations: all_destinations(&effective),
+    })
+}
+
+fn answer(outcome: anyhow::Result<Edited>) -> Response {
+    match outcome {
+        Ok(edited) => (StatusCode::OK, axum::Json(edited)).into_response(),
+        Err(error) if error.is::<Refused>() => {
+            (StatusCode::CONFLICT, format!("{error}\n")).into_response()
+        }
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}\n")).into_response(),
+    }
+}
+
+/// The body of `POST /settings/destinations/NAME`: the attributes to change, or `reset`.
+#[derive(Debug, Default, Deserialize)]
+struct DestinationBody {
+    #[serde(default)]
+    reset: bool,
+    #[serde(flatten)]
+    edit: serde_json::Map<String, serde_json::Value>,
+}
+
+async fn edit_destination(
+    State(state): State<Arc<ServerState>>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let bad = |reason: String| (StatusCode::BAD_REQUEST, format!("{reason}\n")).into_response();
+    let body: DestinationBody = match serde_json::from_slice(&body) {
+        Ok(body) => body,
+        Err(error) => return bad(format!("the body is not a destination edit: {error}")),
+    };
+    let edit: DestinationEdit = match serde_json::from_value(serde_json::Value::Object(body.edit)) {
+        Ok(edit) => edit,
+        Err(error) => {
+            return bad(format!(
+                "{error} (these can be changed at run time: {})",
+                transport::settings::EDITABLE.join(", ")
+            ));
+        }
+    };
+    if edit.is_empty() != body.reset {
+        return bad("give either attributes to change or \"reset\": true".into());
+    }
+    answer(edit_request(&state, Request::Destination { name, edit, reset: body.reset }).await)
+}
+
+#[derive(Deserialize)]
+struct Mode {
+    mode: ProtectionMode,
+}
+
+async fn edit_protection_mode(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<Mode>,
+) -> Response {
+    answer(edit_request(&state, Request::ProtectionMode(query.mode)).await)
+}
+
+async fn edit_request(state: &Arc<ServerState>, request: Request) -> anyhow::Result<Edited> {
+    edit(&state.roles, request).await
+}
