@@ -154,7 +154,12 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
             {
                 member.state = Some(phase_name(destination.phase));
                 member.synchronized = Some(destination.phase == transport::Phase::Synchronized);
-                if member.last_error.is_none()
+                if destination.phase == transport::Phase::Deferred {
+                    member.last_error = Some(format!(
+                        "transport deferred: the primary ships nothing to it (redoguard edit destination {} state=enable)",
+                        destination.name
+                    ));
+                } else if member.last_error.is_none()
                     && destination.phase != transport::Phase::Synchronized
                     && destination.phase != transport::Phase::Streaming
                 {

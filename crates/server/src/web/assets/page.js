@@ -161,7 +161,7 @@
         transport: destination.transport + (destination.transport === 'SYNC' ? (destination.affirm ? ' AFFIRM' : ' NOAFFIRM') : ''),
         state: destination.phase, synchronized: destination.transport === 'SYNC' ? synchronized : null,
         transportLag: destination.transport_lag_s, applyLag: destination.apply_lag_s,
-        note: healthy ? '' : (destination.last_error || ''),
+        note: healthy ? '' : (destination.phase === 'DEFERRED' ? 'transport deferred (redoguard edit destination ' + destination.name + ' state=enable)' : (destination.last_error || '')),
         down: destination.phase === 'GAVE_UP', warn: !healthy,
       });
     }
