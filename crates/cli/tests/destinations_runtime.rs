@@ -228,6 +228,7 @@ fn malformed_or_unknown_changes_are_refused_and_name_what_is_wrong() {
         (&b"{\"address\": \"10.0.0.1:1\"}"[..], 400),
         (&b"{}"[..], 400),
         (&b"{\"net_timeout\": \"1 fortnight\"}"[..], 400),
+        (&b"{\"net_timeout\": \"1e300\"}"[..], 400),
     ] {
         let (code, answer) = server::status::http_call_with_body(
             &addr,

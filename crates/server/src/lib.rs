@@ -132,7 +132,11 @@ impl ServerState {
     pub fn replication_of(&self, running: &Running) -> status::ReplicationStatus {
         status::ReplicationStatus {
             role: role_name(running.role()).to_string(),
-            protection_mode: self.roles.settings.replication().protection_mode,
+            // A primary's transport says what its commits wait for now.
+            protection_mode: running.transport.as_ref().map_or_else(
+                || self.roles.settings.replication().protection_mode,
+                transport::PrimaryTransport::mode,
+            ),
             synchronized: running.transport.as_ref().map(transport::PrimaryTransport::synchronized),
             destinations: running
                 .transport

@@ -75,6 +75,17 @@ impl Settings {
                 "run-time settings name a destination the configuration no longer has: ignored"
             );
         }
+        if file.fast_start_failover.enabled
+            && runtime.protection_mode.is_some_and(|mode| mode != file.protection_mode)
+        {
+            anyhow::bail!(
+                "{} sets the protection mode to {:?} at run time, but the configuration file enables fast-start failover under {:?}: the observers decide by the file's mode, so the primary must too (remove \"protection_mode\" from {}, or the file)",
+                path.display(),
+                runtime.protection_mode.expect("checked"),
+                file.protection_mode,
+                path.display()
+            );
+        }
         let effective = runtime.apply(file);
         effective.validate().map_err(|(field, reason)| {
             anyhow::anyhow!(
@@ -109,6 +120,8 @@ impl Settings {
                 self.storage
                     .remove(&self.path)
                     .with_context(|| format!("removing {}", self.path.display()))?;
+                let dir = self.path.parent().unwrap_or(std::path::Path::new("."));
+                self.storage.sync_dir(dir).with_context(|| format!("syncing {}", dir.display()))?;
             }
         } else {
             redo::storage::replace_durably(self.storage.as_ref(), &self.path, &runtime.to_json())
@@ -184,8 +197,14 @@ fn all_destinations(config: &ReplicationConfig) -> Vec<DestinationConfig> {
 }
 
 /// Checks a change, keeps it, and (on a primary) applies it to the redo transport. No role
-/// change runs meanwhile.
+/// change runs meanwhile. It runs as a task of its own: a caller that goes away (a client
+/// that gives up) never leaves a change kept and not applied.
 pub async fn edit(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited> {
+    let roles = roles.clone();
+    tokio::spawn(async move { edit_task(&roles, request).await }).await?
+}
+
+async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited> {
     let _transition = roles.transition.lock().await;
     let settings = &roles.settings;
     let current = settings.runtime();
@@ -218,6 +237,18 @@ pub async fn edit(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited
     if let Err((field, reason)) = effective.validate() {
         return refused(format!("{field}: {reason}"));
     }
+    if let Request::Destination { name, .. } = &request
+        && effective.protection_mode == ProtectionMode::MaximumProtection
+        && all_destinations(&effective).iter().find(|d| d.name == *name).map(|d| d.affirm)
+            != all_destinations(&settings.replication())
+                .iter()
+                .find(|d| d.name == *name)
+                .map(|d| d.affirm)
+    {
+        return refused(
+            "affirm cannot change under maximum_protection (an acknowledgement of what was received must never count as one of what is durable): lower the protection mode first",
+        );
+    }
     let running = roles.current();
     let transport = running.as_ref().and_then(|running| running.transport.as_ref());
     if let Some(transport) = transport
@@ -232,35 +263,50 @@ pub async fn edit(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited
             ));
         }
     }
-    {
+    let applied = transport.is_some();
+    let retry = match &request {
+        Request::Destination { name, .. } => Some(name.clone()),
+        Request::ProtectionMode(_) => None,
+    };
+    let changes = {
         let (next, effective) = (next.clone(), effective.clone());
         let roles = roles.clone();
-        tokio::task::spawn_blocking(move || roles.settings.set(next, effective)).await??;
-    }
-    let mut changes = Vec::new();
-    if let Some(transport) = transport {
-        let destinations = effective.destinations();
-        changes = transport
-            .reconfigure(effective.protection_mode, &destinations)
-            .map_err(|reason| anyhow::anyhow!("applying the change to redo transport: {reason}"))?
-            .into_iter()
-            .map(|(name, change)| {
-                (
-                    name,
-                    match change {
-                        Change::None => "none",
-                        Change::InPlace => "in_place",
-                        Change::Reconnect => "reconnect",
-                    }
-                    .to_string(),
-                )
-            })
-            .collect();
-    }
-    tracing::info!(change = ?request, applied = transport.is_some(), "run-time settings changed");
+        tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(String, Change)>> {
+            roles.settings.set(next, effective.clone())?;
+            let Some(transport) = running.as_ref().and_then(|running| running.transport.as_ref())
+            else {
+                return Ok(Vec::new());
+            };
+            let changes = transport
+                .reconfigure(effective.protection_mode, &effective.destinations())
+                .map_err(|reason| {
+                    anyhow::anyhow!("applying the change to redo transport: {reason}")
+                })?;
+            if let Some(name) = retry {
+                transport.retry(&name);
+            }
+            Ok(changes)
+        })
+        .await??
+    };
+    let changes: Vec<(String, String)> = changes
+        .into_iter()
+        .map(|(name, change)| {
+            (
+                name,
+                match change {
+                    Change::None => "none",
+                    Change::InPlace => "in_place",
+                    Change::Reconnect => "reconnect",
+                }
+                .to_string(),
+            )
+        })
+        .collect();
+    tracing::info!(change = ?request, applied, "run-time settings changed");
     Ok(Edited {
         member: effective.member.clone(),
-        applied: transport.is_some(),
+        applied,
         changes,
         protection_mode: effective.protection_mode,
         destination: edited.and_then(|name| {

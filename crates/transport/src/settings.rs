@@ -279,10 +279,10 @@ fn has_destination(config: &ReplicationConfig, name: &str) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
     None,
-    /// Read where it is used (timeouts, affirm): no reconnection.
+    /// Read where it is used (timeouts, `max_failure`): no reconnection.
     InPlace,
-    /// Its connections are made again with the new settings (transport, compression,
-    /// connections, state).
+    /// Its connections are made again with the new settings (transport, affirm, compression,
+    /// connections, state): acknowledgements of the old kind never count for the new.
     Reconnect,
 }
 
@@ -292,7 +292,6 @@ impl Change {
             return Change::None;
         }
         let in_place = DestinationConfig {
-            affirm: new.affirm,
             net_timeout: new.net_timeout,
             reopen: new.reopen,
             max_failure: new.max_failure,
@@ -462,7 +461,8 @@ mod tests {
             )
         };
         assert_eq!(change(&["transport=sync"]), Change::None);
-        assert_eq!(change(&["net_timeout=3s", "affirm=false"]), Change::InPlace);
+        assert_eq!(change(&["net_timeout=3s", "max_failure=3"]), Change::InPlace);
+        assert_eq!(change(&["affirm=false"]), Change::Reconnect);
         assert_eq!(change(&["compression=zstd"]), Change::Reconnect);
         assert_eq!(change(&["state=defer"]), Change::Reconnect);
         assert_eq!(change(&["transport=async"]), Change::Reconnect);

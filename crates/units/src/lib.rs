@@ -75,7 +75,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         && seconds.is_finite()
         && seconds >= 0.0
     {
-        return Ok(Duration::from_secs_f64(seconds));
+        return Duration::try_from_secs_f64(seconds)
+            .map_err(|_| format!("'{text}' is out of range for a duration"));
     }
     humantime::parse_duration(trimmed)
         .map_err(|error| format!("'{text}' is not a duration ({error}; examples: 10s, 500ms, 2m)"))

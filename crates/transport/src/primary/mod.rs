@@ -549,6 +549,21 @@ impl PrimaryTransport {
         Ok(changes)
     }
 
+    /// Retries destination `name` if it was given up after `max_failure` failures (any change
+    /// to it does, `state=enable` included, even one that changes nothing).
+    pub fn retry(&self, name: &str) {
+        for destination in &self.inner.destinations {
+            if destination.name == name {
+                let mut state = destination.state.lock();
+                if state.phase == Phase::GaveUp {
+                    state.restart = true;
+                }
+                drop(state);
+                destination.notify();
+            }
+        }
+    }
+
     /// How many SYNC AFFIRM destinations are synchronized now (raising the protection mode to
     /// Maximum Protection at run time needs the quorum of them).
     pub fn synchronized_affirm(&self) -> usize {

@@ -55,7 +55,12 @@ impl Inner {
                     state.last_error = Some(reason);
                     state.failures += 1;
                     let max = destination.config().max_failure;
-                    (false, max > 0 && state.failures >= max)
+                    let give_up = max > 0 && state.failures >= max;
+                    if give_up {
+                        // Set here, under the lock a run-time change takes to retry it.
+                        state.phase = Phase::GaveUp;
+                    }
+                    (false, give_up)
                 }
             };
             self.note_synchronization();
@@ -81,6 +86,8 @@ impl Inner {
             {
                 destination.wake.wait_until(&mut queue, deadline);
             }
+            // Connecting now, with whatever settings a change made meanwhile.
+            destination.state.lock().restart = false;
         }
     }
 
@@ -729,7 +736,11 @@ impl Inner {
         }
         let mut state = destination.state.lock();
         let queue = destination.queue.lock();
-        if state.last_write_end != next || !queue.writes.is_empty() || state.reconnect {
+        if state.last_write_end != next
+            || !queue.writes.is_empty()
+            || state.reconnect
+            || state.restart
+        {
             return Ok(false);
         }
         // (A reader still holding the last SYNC connection's receiving handle takes the state
