@@ -537,4 +537,10 @@ mod tests_archive_pieces;
 #[cfg(test)]
 mod tests_pipeline;
 #[cfg(test)]
+mod tests_recovery;
+#[cfg(test)]
 mod tests_stall;
+#[cfg(test)]
+mod tests_standby;
+#[cfg(test)]
+mod tests_switch;
