@@ -12,6 +12,7 @@
 
 pub mod archiver;
 pub mod catalog;
+mod commit;
 pub mod config;
 pub mod control;
 pub mod crashdisk;
@@ -20,69 +21,41 @@ pub mod format;
 pub mod log_buffer;
 pub mod log_writer;
 pub mod online_log;
+mod open;
 pub mod reader;
 pub mod retention;
 pub mod rewind;
 pub mod ship;
 pub mod standby;
+mod status;
 pub mod storage;
 pub mod types;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 use stats::{Metrics, Statistic, WaitEvent};
 
 pub use catalog::ArchivedLog;
+pub use commit::{CommitLogging, CommitOptions, CommitWait};
 pub use config::{DeletionPolicy, RedoConfig, WriterMode};
 pub use error::{RedoError, Result};
 pub use log_writer::Durable;
 pub use online_log::{GroupState, GroupStatus, MemberState, MemberStatus};
 pub use reader::RedoReader;
+pub use status::RedoStatus;
 pub use storage::{IoMode, OsStorage, Storage};
 pub use types::{DatabaseId, Incarnation, LogSeq, RedoAddr, RedoRecord, RedoThread, Scn};
 
 use catalog::ArchiveCatalog;
 pub use control::{ControlData, ControlFile, Fence};
 use log_buffer::{LogBuffer, Signal};
-use log_writer::{CommitState, Urgency, WriterState};
+use log_writer::{CommitState, WriterState};
 use online_log::GroupTable;
-
-/// Whether a commit waits for its redo to be durable (the reference's COMMIT_WAIT).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum CommitWait {
-    /// Return only once the redo is durable.
-    #[default]
-    Wait,
-    /// Return at once; the redo becomes durable soon after (and is lost in a crash before).
-    NoWait,
-}
-
-/// Whether a commit asks for its redo to be written now (the reference's COMMIT_LOGGING).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum CommitLogging {
-    /// Start a log write now (or ride on the one in progress).
-    #[default]
-    Immediate,
-    /// Let the log writer write it at its convenience: with the next write anyone starts, and
-    /// at the latest after `batch_write_interval`.
-    Batch,
-}
-
-/// Commit options of one session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct CommitOptions {
-    pub wait: CommitWait,
-    pub logging: CommitLogging,
-}
 
 /// Why a log switch happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,26 +208,6 @@ impl Shared {
     }
 }
 
-/// A snapshot of the engine for a person or a monitoring system.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RedoStatus {
-    pub identity: Identity,
-    /// SCN the next record will get.
-    pub next_scn: Scn,
-    /// Every record at or below this SCN is durable.
-    pub durable_scn: Scn,
-    /// End of durable redo.
-    pub durable_addr: RedoAddr,
-    /// Every record at or below this SCN is in the data files.
-    pub checkpoint_scn: Scn,
-    pub log_buffer_used_bytes: u64,
-    pub groups: Vec<GroupStatus>,
-    /// Archiving failures being retried, by log sequence.
-    pub archive_errors: BTreeMap<LogSeq, String>,
-    /// Set if the log writer failed and no redo is accepted.
-    pub writer_failure: Option<String>,
-}
-
 /// The redo engine of one database. `handle` gives other components (redo transport) a
 /// second handle on the same engine; only the handle `open` returned stops the engine when
 /// it is dropped.
@@ -271,316 +224,6 @@ impl std::fmt::Debug for RedoLog {
 }
 
 impl RedoLog {
-    /// Opens the redo log of the database whose paths `config` names (resolved, see
-    /// `RedoConfig::resolve`), creating it as a primary if the directory holds none. The role
-    /// is the database's own (its control file's): a database that has become a standby
-    /// opens as one. Finds the true end of redo, closes the log that was being written, and
-    /// starts the background writer and the archivers.
-    pub fn open(
-        config: RedoConfig,
-        storage: Arc<dyn Storage>,
-        metrics: Arc<Metrics>,
-    ) -> Result<RedoLog> {
-        RedoLog::open_as(Role::Primary, config, storage, metrics)
-    }
-
-    /// Opens the standby logs of a database, creating them as a standby if the directory
-    /// holds none (a new standby has no identity until its primary first connects). As
-    /// `open`, the role is the database's own. Logs found open are scanned to their durable
-    /// end and left open: the primary resumes them.
-    pub fn open_standby(
-        config: RedoConfig,
-        storage: Arc<dyn Storage>,
-        metrics: Arc<Metrics>,
-    ) -> Result<RedoLog> {
-        RedoLog::open_as(Role::Standby, config, storage, metrics)
-    }
-
-    /// Opens the redo log in the role its control file records, or `initial` for a database
-    /// that has none yet.
-    pub fn open_as(
-        initial: Role,
-        config: RedoConfig,
-        storage: Arc<dyn Storage>,
-        metrics: Arc<Metrics>,
-    ) -> Result<RedoLog> {
-        config.validate()?;
-        for dir in
-            std::iter::once(&config.dir).chain(&config.member_dirs).chain(&config.archive_dests)
-        {
-            storage
-                .create_dir_all(dir)
-                .map_err(|error| RedoError::io("create directory", dir, error))?;
-        }
-        let control_file = ControlFile::new(&config.dir);
-        let write_bytes_max = write_bytes_max(&config);
-        let control = if control_file.exists(storage.as_ref()) {
-            let mut control = control_file.read(storage.as_ref(), initial)?;
-            check_layout(&config, &control)?;
-            if control.write_bytes_max < write_bytes_max {
-                control.write_bytes_max = write_bytes_max;
-            }
-            // (Also upgrades a version 1 file.)
-            control_file.write(storage.as_ref(), &control)?;
-            control
-        } else {
-            let existing = config.member_path(0, 0);
-            if storage.exists(&existing) {
-                return Err(RedoError::Layout(format!(
-                    "{} exists but the control file {} does not; refusing to guess which database the logs belong to",
-                    existing.display(),
-                    control_file.path().display()
-                )));
-            }
-            let control = ControlData {
-                // A standby takes its primary's identity at the first contact (0: none yet).
-                database_id: DatabaseId(if initial == Role::Primary {
-                    rand::random::<u64>() | 1
-                } else {
-                    0
-                }),
-                incarnation: Incarnation(1),
-                thread: RedoThread(1),
-                checkpoint_scn: Scn::ZERO,
-                created_us: types::now_unix_us(),
-                block_size: config.block_size,
-                groups: config.groups,
-                members: config.members,
-                log_file_size: config.log_file_size,
-                write_bytes_max,
-                role: initial,
-                followed: false,
-                base_seq: LogSeq(0),
-                fenced: None,
-                member: String::new(),
-            };
-            control_file.write(storage.as_ref(), &control)?;
-            control
-        };
-        let role = control.role;
-        let catalog = ArchiveCatalog::open(storage.as_ref(), &config.dir.join("archive_catalog"))?;
-        let opened = online_log::open_groups(&config, storage.as_ref(), &control, &catalog, role)?;
-        let identity = Identity {
-            database_id: control.database_id,
-            incarnation: control.incarnation,
-            thread: control.thread,
-        };
-        let background = Arc::new(Signal::default());
-        let buffer = LogBuffer::new(
-            config.strand_size(),
-            config.log_buffer_strands,
-            opened.next_scn,
-            background.clone(),
-            &metrics,
-        );
-        let durable_addr = match opened
-            .table
-            .current
-            .and_then(|current| opened.table.groups[current].log.as_ref())
-        {
-            Some(log) => RedoAddr {
-                seq: log.header.seq,
-                offset: log.end.map_or(opened.open_end, |end| end.end_offset),
-            },
-            None => RedoAddr::default(),
-        };
-        let stats = Counters {
-            redo_size: metrics.stat("redo size"),
-            redo_entries: metrics.stat("redo entries"),
-            redo_writes: metrics.stat("redo writes"),
-            redo_blocks_written: metrics.stat("redo blocks written"),
-            redo_wastage: metrics.stat("redo wastage"),
-            redo_synch_writes: metrics.stat("redo synch writes"),
-            user_commits: metrics.stat("user commits"),
-            log_switches: metrics.stat("redo log switches"),
-            log_space_requests: metrics.stat("redo log space requests"),
-            archived_logs: metrics.stat("archived logs"),
-            archived_bytes: metrics.stat("archived log bytes"),
-        };
-        let waits = Waits {
-            log_file_sync: metrics.wait("log file sync"),
-            log_file_parallel_write: metrics.wait("log file parallel write"),
-            log_file_switch_completion: metrics.wait("log file switch completion"),
-            log_file_switch_archiving: metrics.wait("log file switch (archiving needed)"),
-            log_file_switch_checkpoint: metrics.wait("log file switch (checkpoint incomplete)"),
-            log_file_sequential_read: metrics.wait("log file sequential read"),
-            log_archive_io: metrics.wait("Log archive I/O"),
-        };
-        let shared = Arc::new(Shared {
-            writer: Mutex::new(WriterState::new(opened.next_scn, opened.last_seq)),
-            durable_scn: AtomicU64::new(opened.next_scn.prev().0),
-            durable_addr: Mutex::new(durable_addr),
-            written_addr: Mutex::new(durable_addr),
-            written_scn: AtomicU64::new(opened.next_scn.prev().0),
-            pipeline: log_writer::Pipeline::default(),
-            table: Mutex::new(opened.table),
-            table_changed: Condvar::new(),
-            control: Mutex::new(control),
-            control_file,
-            catalog,
-            commit: Mutex::new(CommitState::default()),
-            background,
-            buffer,
-            archive_queue: Mutex::new(archiver::ArchiveQueue::default()),
-            archive_ready: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-            failure: Mutex::new(None),
-            archive_failing: AtomicBool::new(false),
-            checkpoint_handler: Mutex::new(None),
-            checkpoint_failure: Mutex::new(None),
-            shipper: parking_lot::RwLock::new(None),
-            standby: Mutex::new(standby::Receiving::new(opened.open_end)),
-            redo_arrived: Condvar::new(),
-            primary_confirmed: AtomicU64::new(0),
-            apply_horizon: AtomicU64::new(u64::MAX),
-            role,
-            identity: parking_lot::RwLock::new(identity),
-            stats,
-            waits,
-            metrics,
-            storage,
-            config,
-        });
-        for seq in opened.to_archive {
-            shared.queue_archive(seq);
-        }
-        let mut threads = Vec::new();
-        for worker in 0..shared.config.archiver_workers {
-            let shared = shared.clone();
-            threads.push(spawn(format!("redo-arc{worker}"), move || shared.archiver())?);
-        }
-        if role == Role::Primary {
-            let writer = shared.clone();
-            threads.push(spawn("redo-lgwr".to_string(), move || writer.background_writer())?);
-            let waiter = shared.clone();
-            threads.push(spawn("redo-ackwait".to_string(), move || waiter.ack_waiter())?);
-        }
-        tracing::info!(
-            dir = %shared.config.dir.display(),
-            database_id = %identity.database_id,
-            next_scn = %opened.next_scn,
-            "redo log open"
-        );
-        Ok(RedoLog { shared, threads: Mutex::new(threads), owner: true })
-    }
-
-    /// Whether the log buffer is so full that an append may have to wait for the log writer
-    /// (over three quarters used; the background writer is woken).
-    pub fn log_buffer_nearly_full(&self) -> bool {
-        let full = self.shared.buffer.used_bytes() * 4 > self.shared.config.log_buffer_size * 3;
-        if full {
-            self.shared.background.notify();
-        }
-        full
-    }
-
-    /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
-    /// durable until `wait_durable` (or a commit with WAIT) says so.
-    pub fn append(&self, payload: &[u8]) -> Result<Scn> {
-        let shared = &self.shared;
-        if shared.role == Role::Standby {
-            return Err(RedoError::Standby);
-        }
-        if let Some(error) = shared.failure() {
-            return Err(error);
-        }
-        if shared.is_shut_down() {
-            return Err(RedoError::Shutdown);
-        }
-        // While archiving fails, new redo is refused at once: the sessions get a clear error
-        // while the current log still has room, instead of their commits hanging later on a
-        // log switch that needs the unarchived group.
-        if shared.archive_failing.load(Ordering::Acquire)
-            && let Some((seq, reason)) = shared.archive_errors().into_iter().next()
-        {
-            return Err(RedoError::ArchiverStuck { seq, reason });
-        }
-        let max = shared.config.max_record_len();
-        if payload.len() > max {
-            return Err(RedoError::RecordTooLarge { len: payload.len(), max });
-        }
-        shared.buffer.append(payload)
-    }
-
-    /// Appends `payload` as one transaction and commits it with `options`: returns its SCN,
-    /// once durable if `options.wait` is `Wait`.
-    pub fn commit(&self, payload: &[u8], options: CommitOptions) -> Result<Scn> {
-        let scn = self.append(payload)?;
-        self.shared.stats.user_commits.incr();
-        self.complete_commit(scn, options)?;
-        Ok(scn)
-    }
-
-    /// Finishes the commit of an appended `scn` as `options` say: waits for durability with
-    /// WAIT, and asks for a write now with IMMEDIATE.
-    pub fn complete_commit(&self, scn: Scn, options: CommitOptions) -> Result<()> {
-        let shared = &self.shared;
-        match (options.wait, options.logging) {
-            (CommitWait::Wait, logging) => {
-                if shared.durable_scn() >= scn {
-                    return Ok(());
-                }
-                let started = Instant::now();
-                shared.stats.redo_synch_writes.incr();
-                let urgency = if logging == CommitLogging::Immediate {
-                    Urgency::Lead
-                } else {
-                    Urgency::Passive
-                };
-                let result = shared.wait_durable(scn, urgency);
-                shared.waits.log_file_sync.record_since(started);
-                result
-            }
-            (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
-                Ok(())
-            }
-            (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
-        }
-    }
-
-    /// The async form of `complete_commit`: `None` when there is nothing to wait for
-    /// (NOWAIT; an IMMEDIATE one has asked the log writer to write), else a future that
-    /// resolves once `scn` is durable. The future is runtime-agnostic.
-    pub fn commit_waiter(&self, scn: Scn, options: CommitOptions) -> Option<Durable> {
-        let shared = &self.shared;
-        match (options.wait, options.logging) {
-            (CommitWait::Wait, logging) => {
-                if shared.durable_scn() < scn {
-                    shared.stats.redo_synch_writes.incr();
-                }
-                let urgency = if logging == CommitLogging::Immediate {
-                    Urgency::Lead
-                } else {
-                    Urgency::Passive
-                };
-                Some(Durable::new(shared.clone(), scn, urgency))
-            }
-            (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
-                None
-            }
-            (CommitWait::NoWait, CommitLogging::Batch) => None,
-        }
-    }
-
-    /// Counts a commit in "user commits" (for callers that append and complete separately).
-    pub fn count_commit(&self) {
-        self.shared.stats.user_commits.incr();
-    }
-
-    /// Waits until every record up to `scn` is durable, writing it now if needed.
-    pub fn wait_durable(&self, scn: Scn) -> Result<()> {
-        self.shared.wait_durable(scn, Urgency::Lead)
-    }
-
-    /// Writes everything appended so far; returns the durable SCN.
-    pub fn flush(&self) -> Result<Scn> {
-        let target = self.shared.buffer.next_scn().prev();
-        self.shared.wait_durable(target, Urgency::Lead)?;
-        Ok(self.shared.durable_scn())
-    }
-
     /// Switches logs now (writing what is buffered first): the current log is closed and
     /// queued for archiving. Returns the sequence of the new current log.
     /// A standby refuses: its logs switch when its primary's do, and a log of its own would
@@ -844,65 +487,6 @@ impl RedoLog {
         entries
     }
 
-    /// Online log groups.
-    pub fn groups(&self) -> Vec<GroupStatus> {
-        let checkpoint = self.checkpoint_scn();
-        let durable = self.shared.durable_addr();
-        let table = self.shared.table.lock();
-        (0..table.groups.len())
-            .map(|index| {
-                let group = &table.groups[index];
-                let log = group.log.as_ref();
-                let used_bytes = match log {
-                    None => 0,
-                    Some(log) => match log.end {
-                        Some(end) => end.end_offset,
-                        None if durable.seq == log.header.seq => durable.offset,
-                        None => format::first_unit_offset(self.shared.config.block_size),
-                    },
-                };
-                GroupStatus {
-                    group: index as u32 + 1,
-                    state: table.state(index, checkpoint),
-                    seq: log.map(|log| log.header.seq),
-                    first_scn: log.map(|log| log.header.first_scn),
-                    next_scn: log.and_then(|log| log.end).map(|end| end.next_scn),
-                    first_time_us: log.map(|log| log.header.first_time_us),
-                    archived: log.is_some_and(|log| log.archived),
-                    used_bytes,
-                    size_bytes: self.shared.config.log_file_size,
-                    members: group
-                        .members
-                        .iter()
-                        .map(|member| MemberStatus {
-                            path: member.path.clone(),
-                            state: member.state.clone(),
-                        })
-                        .collect(),
-                }
-            })
-            .collect()
-    }
-
-    pub fn status(&self) -> RedoStatus {
-        RedoStatus {
-            identity: self.identity(),
-            next_scn: self.next_scn(),
-            durable_scn: self.durable_scn(),
-            durable_addr: self.durable_addr(),
-            checkpoint_scn: self.checkpoint_scn(),
-            log_buffer_used_bytes: self.shared.buffer.used_bytes(),
-            groups: self.groups(),
-            archive_errors: self.shared.archive_errors(),
-            writer_failure: self.shared.failure.lock().clone(),
-        }
-    }
-
-    /// Whether new redo is refused because archiving fails (and why).
-    pub fn archiver_stuck(&self) -> Option<(LogSeq, String)> {
-        self.shared.archive_errors().into_iter().next()
-    }
-
     /// Writes what is buffered, stops the background threads and waits for them. Logs not
     /// yet archived are archived at the next open.
     pub fn shutdown(&self) -> Result<()> {
@@ -946,53 +530,6 @@ impl Drop for RedoLog {
     }
 }
 
-fn spawn(name: String, work: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(name.clone())
-        .spawn(work)
-        .map_err(|error| RedoError::io("start thread", name, error))
-}
-
-/// The largest single log write a configuration can issue: a full log buffer laid out in
-/// units, plus the unit that padding can add.
-fn write_bytes_max(config: &RedoConfig) -> u64 {
-    // The buffer charges every record its header, so a write's record stream is at most the
-    // buffer's size.
-    let units = (config.log_buffer_size as usize).div_ceil(format::unit_capacity(config.block_size))
-        as u64
-        + 1;
-    units * u64::from(config.block_size)
-}
-
-fn check_layout(config: &RedoConfig, control: &ControlData) -> Result<()> {
-    let mismatch = |field: &str, created: String, configured: String| {
-        Err(RedoError::Layout(format!(
-            "{field}: the redo log was created with {created}, the configuration says {configured}; changing the layout of existing logs is not supported"
-        )))
-    };
-    if control.block_size != config.block_size {
-        return mismatch(
-            "block_size",
-            control.block_size.to_string(),
-            config.block_size.to_string(),
-        );
-    }
-    if control.groups != config.groups {
-        return mismatch("groups", control.groups.to_string(), config.groups.to_string());
-    }
-    if control.members != config.members {
-        return mismatch("members", control.members.to_string(), config.members.to_string());
-    }
-    if control.log_file_size != config.log_file_size {
-        return mismatch(
-            "log_file_size",
-            control.log_file_size.to_string(),
-            config.log_file_size.to_string(),
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -1000,4 +537,10 @@ mod tests_archive_pieces;
 #[cfg(test)]
 mod tests_pipeline;
 #[cfg(test)]
+mod tests_recovery;
+#[cfg(test)]
 mod tests_stall;
+#[cfg(test)]
+mod tests_standby;
+#[cfg(test)]
+mod tests_switch;

@@ -11,8 +11,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::{Bench, ExternalCase, ExternalConfig, ExternalReport, KEYS, PgCluster, VALUE_BYTES};
-use super::{ensure_postgresql, pgbench};
+use super::pgbench::pgbench;
+use super::postgresql::{PgCluster, ensure_postgresql};
+use super::{Bench, ExternalCase, ExternalConfig, ExternalReport, KEYS, VALUE_BYTES};
 use crate::network::Network;
 
 /// (mode, synchronous_standby_names, the sync_state both standbys then show, what a commit

@@ -45,19 +45,10 @@ pub(super) fn run(
             mode.name(),
             load.commits_per_s
         );
-        let setup = match bench.start(mode, "async-cpu") {
-            Ok(setup) => setup,
-            Err(error) => {
-                crate::interrupt::check()?;
-                report.failures.push(format!("{what}: {error:#}"));
-                continue;
-            }
-        };
-        let case = bench.steady(&setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu));
-        bench.record(report, &what, case)?;
-        if let Err(error) = setup.stop() {
-            report.failures.push(format!("{what}: {error:#}"));
-        }
+        Bench::on_setup(bench.start(mode, "async-cpu"), &what, report, |setup, report| {
+            let case = bench.steady(setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu));
+            bench.record(report, &what, case)
+        })?;
     }
     Ok(())
 }

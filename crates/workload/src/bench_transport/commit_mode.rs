@@ -30,36 +30,31 @@ pub(super) fn run(
     let rtt = bench.rtt();
     let mode = Mode::SyncAffirm;
     progress(&format!("redoguard {} (commit modes) at RTT {rtt} ms: starting", mode.name()));
-    let setup = match bench.start(mode, "commit-mode") {
-        Ok(setup) => setup,
-        Err(error) => {
-            crate::interrupt::check()?;
-            report.failures.push(format!("redoguard commit modes at RTT {rtt} ms: {error:#}"));
-            return Ok(());
+    let started = bench.start(mode, "commit-mode");
+    let what = format!("redoguard commit modes at RTT {rtt} ms");
+    Bench::on_setup(started, &what, report, |setup, report| {
+        for commit_mode in COMMIT_MODES {
+            for &clients in &bench.config.clients {
+                crate::interrupt::check()?;
+                progress(&format!(
+                    "redoguard {} COMMITMODE {commit_mode}, RTT {rtt} ms (measured {:.3}), {clients} clients",
+                    mode.name(),
+                    bench.limits.rtt_ms
+                ));
+                let kind = CaseKind {
+                    commit_mode: Some(commit_mode),
+                    ..CaseKind::of(Experiment::CommitMode)
+                };
+                let case = bench.closed_loop(setup, mode, clients, kind);
+                let what = format!(
+                    "redoguard {} COMMITMODE {commit_mode} at RTT {rtt} ms, {clients} clients",
+                    mode.name()
+                );
+                bench.record(report, &what, case)?;
+            }
         }
-    };
-    for commit_mode in COMMIT_MODES {
-        for &clients in &bench.config.clients {
-            crate::interrupt::check()?;
-            progress(&format!(
-                "redoguard {} COMMITMODE {commit_mode}, RTT {rtt} ms (measured {:.3}), {clients} clients",
-                mode.name(),
-                bench.limits.rtt_ms
-            ));
-            let kind =
-                CaseKind { commit_mode: Some(commit_mode), ..CaseKind::of(Experiment::CommitMode) };
-            let case = bench.closed_loop(&setup, mode, clients, kind);
-            let what = format!(
-                "redoguard {} COMMITMODE {commit_mode} at RTT {rtt} ms, {clients} clients",
-                mode.name()
-            );
-            bench.record(report, &what, case)?;
-        }
-    }
-    if let Err(error) = setup.stop() {
-        report.failures.push(format!("redoguard commit modes at RTT {rtt} ms: {error:#}"));
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Each case's change against WAIT IMMEDIATE at the same RTT and client count; NOWAIT's

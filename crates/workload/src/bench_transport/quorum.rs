@@ -61,30 +61,22 @@ pub(super) fn run(
                 continue;
             }
         }
-        let setup = match started {
-            Ok(setup) => setup,
-            Err(error) => {
+        let what = format!("redoguard {} at RTT {rtt} ms", mode.name());
+        Bench::on_setup(started, &what, report, |setup, report| {
+            for &clients in &bench.config.clients {
                 crate::interrupt::check()?;
-                report
-                    .failures
-                    .push(format!("redoguard {} at RTT {rtt} ms: {error:#}", mode.name()));
-                continue;
+                progress(&format!(
+                    "redoguard {} (quorum), RTT {rtt} ms (measured {:.3}), {clients} clients",
+                    mode.name(),
+                    bench.limits.rtt_ms
+                ));
+                let case =
+                    bench.closed_loop(setup, mode, clients, CaseKind::of(Experiment::Quorum));
+                let what = format!("redoguard {} at RTT {rtt} ms, {clients} clients", mode.name());
+                bench.record(report, &what, case)?;
             }
-        };
-        for &clients in &bench.config.clients {
-            crate::interrupt::check()?;
-            progress(&format!(
-                "redoguard {} (quorum), RTT {rtt} ms (measured {:.3}), {clients} clients",
-                mode.name(),
-                bench.limits.rtt_ms
-            ));
-            let case = bench.closed_loop(&setup, mode, clients, CaseKind::of(Experiment::Quorum));
-            let what = format!("redoguard {} at RTT {rtt} ms, {clients} clients", mode.name());
-            bench.record(report, &what, case)?;
-        }
-        if let Err(error) = setup.stop() {
-            report.failures.push(format!("redoguard {} at RTT {rtt} ms: {error:#}", mode.name()));
-        }
+            Ok(())
+        })?;
     }
     Ok(())
 }

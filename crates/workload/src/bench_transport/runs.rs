@@ -198,6 +198,31 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// Runs `cases` on a setup `started` for them, then stops it. A setup that failed to
+    /// start, or fails to stop, is added to the failures under `what`, and the experiment
+    /// goes on. Fails only on an interrupt, or with what `cases` fails with (the setup is then
+    /// dropped, which kills its servers).
+    pub(super) fn on_setup<'s>(
+        started: anyhow::Result<Setup<'s>>,
+        what: &str,
+        report: &mut TransportReport,
+        cases: impl FnOnce(&Setup<'s>, &mut TransportReport) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let setup = match started {
+            Ok(setup) => setup,
+            Err(error) => {
+                crate::interrupt::check()?;
+                report.failures.push(format!("{what}: {error:#}"));
+                return Ok(());
+            }
+        };
+        cases(&setup, report)?;
+        if let Err(error) = setup.stop() {
+            report.failures.push(format!("{what}: {error:#}"));
+        }
+        Ok(())
+    }
+
     /// Checks that every destination stayed as `mode` wants it through a case; returns what
     /// went wrong.
     pub(super) fn check_destination(

@@ -39,20 +39,12 @@ pub(super) fn run(
             bench.limits.rtt_ms
         ));
         let what = format!("redoguard {} at RTT {rtt} ms, steady {rate} MB/s", mode.name());
-        let setup = match bench.start(mode, "sync-rate") {
-            Ok(setup) => setup,
-            Err(error) => {
-                crate::interrupt::check()?;
-                report.failures.push(format!("{what}: {error:#}"));
-                continue;
-            }
-        };
-        let load = SteadyLoad::redo_rate(CONNECTIONS, rate, false);
-        let case = bench.steady(&setup, mode, load, Some(rate), CaseKind::of(Experiment::SyncRate));
-        bench.record(report, &what, case)?;
-        if let Err(error) = setup.stop() {
-            report.failures.push(format!("{what}: {error:#}"));
-        }
+        Bench::on_setup(bench.start(mode, "sync-rate"), &what, report, |setup, report| {
+            let load = SteadyLoad::redo_rate(CONNECTIONS, rate, false);
+            let kind = CaseKind::of(Experiment::SyncRate);
+            let case = bench.steady(setup, mode, load, Some(rate), kind);
+            bench.record(report, &what, case)
+        })?;
     }
     Ok(())
 }

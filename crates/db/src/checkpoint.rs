@@ -1,0 +1,185 @@
+//! Checkpoints: promoting durable changes out of the pending layer, the wait for memory
+//! ("free buffer waits"), writing the data files with their SCN, and the checkpointer thread.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use redo::Scn;
+
+use crate::{DbError, Inner, Result};
+
+#[derive(Debug, Default)]
+pub(crate) struct CheckpointState {
+    pub(crate) requested: bool,
+    pub(crate) last_error: Option<String>,
+    pub(crate) last_scn: Scn,
+    pub(crate) last_at_us: Option<u64>,
+    pub(crate) count: u64,
+}
+
+impl Inner {
+    /// Moves changes whose redo is now durable out of the pending layer.
+    pub(crate) fn promote(&self) {
+        // Only what can never be rolled back: durable here (primary), or confirmed durable by
+        // the primary (standby).
+        let durable = self.redo.confirmed_scn();
+        if self.cache.read().oldest_pending().is_none_or(|oldest| oldest > durable) {
+            return;
+        }
+        let unwritten = {
+            let mut cache = self.cache.write();
+            cache.promote(durable);
+            cache.unwritten_bytes() as u64
+        };
+        if unwritten >= self.config.checkpoint_dirty_bytes {
+            self.request_checkpoint();
+        }
+    }
+
+    /// Waits while too much is changed and not yet checkpointed ("free buffer waits").
+    pub(crate) fn wait_for_memory(&self) {
+        let limit = self.config.dirty_bytes_max as usize;
+        if self.cache.read().unwritten_bytes() < limit {
+            return;
+        }
+        let started = Instant::now();
+        self.promote();
+        while self.cache.read().unwritten_bytes() >= limit
+            && !self.shut_down.load(Ordering::Acquire)
+        {
+            let mut state = self.checkpoint.lock();
+            if state.last_error.is_some() {
+                break;
+            }
+            state.requested = true;
+            self.checkpoint_changed.notify_all();
+            self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
+            drop(state);
+            self.promote();
+        }
+        self.waits.free_buffer.record_since(started);
+    }
+
+    pub(crate) fn request_checkpoint(&self) {
+        let mut state = self.checkpoint.lock();
+        if !state.requested {
+            state.requested = true;
+            self.checkpoint_changed.notify_all();
+        }
+    }
+
+    pub(crate) fn run_checkpoint(&self) -> Result<Scn> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(DbError::Shutdown);
+        }
+        self.run_checkpoint_locked()
+    }
+
+    /// Writes every durable change to the data files, with its SCN, in one durable
+    /// transaction, then lets the redo log reuse what that covers.
+    pub(crate) fn run_checkpoint_locked(&self) -> Result<Scn> {
+        let _running = self.checkpoint_running.lock();
+        if self.checkpoints_suspended.load(Ordering::Acquire) {
+            return Ok(self.checkpoint.lock().last_scn);
+        }
+        self.promote();
+        let last_scn = self.checkpoint.lock().last_scn;
+        let (changed, scn) = {
+            let mut cache = self.cache.write();
+            if !cache.has_dirty() {
+                let scn = last_scn;
+                drop(cache);
+                // Nothing new for the data files, but the redo log may not know yet (telling
+                // it may be what failed last time).
+                if scn > self.redo.checkpoint_scn() {
+                    self.redo.advance_checkpoint(scn)?;
+                }
+                let mut state = self.checkpoint.lock();
+                if state.last_error.take().is_some() {
+                    tracing::info!(%scn, "checkpoint succeeded again; writes are accepted");
+                    self.checkpoint_changed.notify_all();
+                }
+                drop(state);
+                self.redo.note_checkpoint_failure(None);
+                return Ok(scn);
+            }
+            cache.begin_checkpoint()
+        };
+        let started = Instant::now();
+        let written =
+            self.store.checkpoint(changed.changes(), scn, self.redo.identity().database_id);
+        self.waits.checkpoint_write.record_since(started);
+        let result = written.and_then(|()| {
+            self.cache.write().end_checkpoint(&changed);
+            // The data files hold everything up to `scn` durably, even if telling the redo
+            // log fails below: a retry, with nothing left to write, tells it again.
+            self.checkpoint.lock().last_scn = scn;
+            // Older logs may be reused.
+            self.redo.advance_checkpoint(scn).map_err(DbError::from)
+        });
+        let mut state = self.checkpoint.lock();
+        match &result {
+            Ok(()) => {
+                if state.last_error.take().is_some() {
+                    tracing::info!(%scn, "checkpoint succeeded again; writes are accepted");
+                }
+                state.last_scn = scn;
+                state.last_at_us = Some(redo::types::now_unix_us());
+                state.count += 1;
+                self.stats.checkpoints.incr();
+                self.stats.checkpoint_keys.add(changed.len() as u64);
+            }
+            Err(error) => {
+                if state.last_error.is_none() {
+                    tracing::error!(%error, "checkpoint failed; writes are refused until one succeeds");
+                }
+                state.last_error = Some(error.to_string());
+            }
+        }
+        let failure = state.last_error.clone();
+        self.checkpoint_changed.notify_all();
+        drop(state);
+        self.redo.note_checkpoint_failure(failure);
+        result.map(|()| scn)
+    }
+
+    /// The checkpointer thread: every `checkpoint_interval`, when asked (by the log writer or
+    /// the dirty-data threshold), and every `checkpoint_retry_interval` after a failure.
+    pub(crate) fn checkpointer(self: Arc<Inner>) {
+        let mut last = Instant::now();
+        loop {
+            {
+                let mut state = self.checkpoint.lock();
+                let wait = if state.last_error.is_some() {
+                    self.config.checkpoint_retry_interval
+                } else {
+                    self.config
+                        .checkpoint_interval
+                        .saturating_sub(last.elapsed())
+                        .max(Duration::from_millis(10))
+                };
+                if !state.requested && !self.shut_down.load(Ordering::Acquire) {
+                    self.checkpoint_changed
+                        .wait_for(&mut state, wait.min(Duration::from_millis(200)));
+                }
+                if self.shut_down.load(Ordering::Acquire) {
+                    return;
+                }
+                let due = state.requested
+                    || state.last_error.is_some()
+                        && last.elapsed() >= self.config.checkpoint_retry_interval
+                    || last.elapsed() >= self.config.checkpoint_interval;
+                if !due {
+                    drop(state);
+                    // Commits made with NOWAIT never promote themselves.
+                    self.promote();
+                    continue;
+                }
+                state.requested = false;
+            }
+            last = Instant::now();
+            let _ = self.run_checkpoint();
+        }
+    }
+}

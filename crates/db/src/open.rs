@@ -1,0 +1,144 @@
+//! Opening a database: the interrupted-copy marker, the data files' identity against the
+//! redo log's, crash recovery on a primary, and the checkpointer and apply threads.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use redo::storage::Storage;
+use redo::{RedoError, RedoLog, Role};
+use stats::Metrics;
+
+use crate::apply::{decode_record, key_delta};
+use crate::cache::Cache;
+use crate::checkpoint::CheckpointState;
+use crate::scan::Cursors;
+use crate::store::{self, Store};
+use crate::{Database, DbConfig, DbError, Inner, Result, Stats, Waits, copy};
+
+impl Database {
+    pub(crate) fn open_with(
+        config: DbConfig,
+        redo: RedoLog,
+        storage: &Arc<dyn Storage>,
+        metrics: &Arc<Metrics>,
+        suspend_checkpoints: bool,
+    ) -> Result<Database> {
+        let role = redo.role();
+        let marker = copy::copy_marker(&config);
+        if storage.exists(&marker) {
+            return Err(DbError::Mismatch(format!(
+                "{} says a copy from the primary was interrupted: these data files are not a database; start the standby again with --from PRIMARY to make the copy again",
+                marker.display()
+            )));
+        }
+        let store = Store::open(storage, &config.data_file(), config.cache_size)?;
+        let identity = redo.identity();
+        let meta = store.meta()?;
+        match meta.database_id {
+            // (A new standby has no identity yet: its first checkpoint stamps the data files.)
+            Some(id) if identity.database_id.0 != 0 && id != identity.database_id => {
+                return Err(DbError::Mismatch(format!(
+                    "the data files {} belong to database {id}, the redo log to database {}",
+                    store.path().display(),
+                    identity.database_id
+                )));
+            }
+            Some(_) => {}
+            None if identity.database_id.0 != 0 => store.checkpoint(
+                &store::Changed::new(),
+                meta.checkpoint_scn,
+                identity.database_id,
+            )?,
+            None => {}
+        }
+        let next_scn = redo.next_scn();
+        if role == Role::Primary && meta.checkpoint_scn >= next_scn {
+            return Err(DbError::Mismatch(format!(
+                "the data files are checkpointed at SCN {} but the redo log ends before SCN {next_scn}: the redo log was lost or belongs to another copy",
+                meta.checkpoint_scn
+            )));
+        }
+        let mut cache = Cache::new(meta.checkpoint_scn);
+        let mut keys = store.key_count()? as i64;
+        let mut records = 0u64;
+        if role == Role::Primary {
+            // Crash recovery: the data files at their checkpoint, plus every record after it.
+            let started = Instant::now();
+            let mut redo_bytes = 0u64;
+            let mut reader = redo.read_from_scn(meta.checkpoint_scn.next())?;
+            while let Some(record) = reader.next_record()? {
+                redo_bytes += record.payload.len() as u64;
+                let changes = decode_record(record.scn, record.payload)?;
+                keys += key_delta(&cache, &store, &changes)?;
+                cache.apply_durable(record.scn, changes);
+                records += 1;
+            }
+            if records > 0 {
+                tracing::info!(
+                    records,
+                    redo_bytes,
+                    from_scn = %meta.checkpoint_scn.next(),
+                    to_scn = %cache.promoted_scn(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "crash recovery: replayed redo after the last checkpoint"
+                );
+            }
+        }
+        let inner = Arc::new(Inner {
+            role,
+            applied_scn: AtomicU64::new(cache.promoted_scn().0),
+            cache: RwLock::new(cache),
+            write: Mutex::new(keys),
+            checkpoint: Mutex::new(CheckpointState {
+                last_scn: meta.checkpoint_scn,
+                ..CheckpointState::default()
+            }),
+            checkpoint_changed: Condvar::new(),
+            checkpoint_running: Mutex::new(()),
+            cursors: Mutex::new(Cursors { next: 1, ..Cursors::default() }),
+            shut_down: AtomicBool::new(false),
+            checkpoints_suspended: AtomicBool::new(suspend_checkpoints),
+            recovered_records: AtomicU64::new(records),
+            waits: Waits {
+                free_buffer: metrics.wait("free buffer waits"),
+                checkpoint_write: metrics.wait("db file parallel write"),
+            },
+            stats: Stats {
+                checkpoints: metrics.stat("checkpoints completed"),
+                checkpoint_keys: metrics.stat("checkpoint keys written"),
+                recovery_records: metrics.stat("recovery redo records applied"),
+                applied_records: metrics.stat("apply redo records applied"),
+            },
+            config,
+            redo,
+            store,
+        });
+        inner.stats.recovery_records.add(records);
+        // When a log switch needs a group back, the log writer asks for a checkpoint.
+        let weak = Arc::downgrade(&inner);
+        inner.redo.set_checkpoint_handler(Arc::new(move |_needed| {
+            if let Some(inner) = weak.upgrade() {
+                inner.request_checkpoint();
+            }
+        }));
+        let spawn = |name: &str, work: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.to_string()).spawn(work).map_err(|error| {
+                DbError::Redo(RedoError::Io {
+                    op: "start thread",
+                    path: name.into(),
+                    source: error,
+                })
+            })
+        };
+        let mut threads = Vec::new();
+        let checkpointer = inner.clone();
+        threads.push(spawn("db-ckpt", Box::new(move || checkpointer.checkpointer()))?);
+        if role == Role::Standby {
+            let applier = inner.clone();
+            threads.push(spawn("db-apply", Box::new(move || applier.apply_loop()))?);
+        }
+        Ok(Database { inner, threads: Mutex::new(threads) })
+    }
+}

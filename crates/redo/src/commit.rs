@@ -1,0 +1,160 @@
+//! Appending and committing: the commit options a session asks for (COMMIT_WAIT,
+//! COMMIT_LOGGING), appending a transaction's redo, and waiting for it to be durable from a
+//! thread or from a task.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::log_writer::{Durable, Urgency};
+use crate::{RedoError, RedoLog, Result, Role, Scn};
+
+/// Whether a commit waits for its redo to be durable (the reference's COMMIT_WAIT).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CommitWait {
+    /// Return only once the redo is durable.
+    #[default]
+    Wait,
+    /// Return at once; the redo becomes durable soon after (and is lost in a crash before).
+    NoWait,
+}
+
+/// Whether a commit asks for its redo to be written now (the reference's COMMIT_LOGGING).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CommitLogging {
+    /// Start a log write now (or ride on the one in progress).
+    #[default]
+    Immediate,
+    /// Let the log writer write it at its convenience: with the next write anyone starts, and
+    /// at the latest after `batch_write_interval`.
+    Batch,
+}
+
+/// Commit options of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitOptions {
+    pub wait: CommitWait,
+    pub logging: CommitLogging,
+}
+
+impl RedoLog {
+    /// Whether the log buffer is so full that an append may have to wait for the log writer
+    /// (over three quarters used; the background writer is woken).
+    pub fn log_buffer_nearly_full(&self) -> bool {
+        let full = self.shared.buffer.used_bytes() * 4 > self.shared.config.log_buffer_size * 3;
+        if full {
+            self.shared.background.notify();
+        }
+        full
+    }
+
+    /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
+    /// durable until `wait_durable` (or a commit with WAIT) says so.
+    pub fn append(&self, payload: &[u8]) -> Result<Scn> {
+        let shared = &self.shared;
+        if shared.role == Role::Standby {
+            return Err(RedoError::Standby);
+        }
+        if let Some(error) = shared.failure() {
+            return Err(error);
+        }
+        if shared.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
+        // While archiving fails, new redo is refused at once: the sessions get a clear error
+        // while the current log still has room, instead of their commits hanging later on a
+        // log switch that needs the unarchived group.
+        if shared.archive_failing.load(Ordering::Acquire)
+            && let Some((seq, reason)) = shared.archive_errors().into_iter().next()
+        {
+            return Err(RedoError::ArchiverStuck { seq, reason });
+        }
+        let max = shared.config.max_record_len();
+        if payload.len() > max {
+            return Err(RedoError::RecordTooLarge { len: payload.len(), max });
+        }
+        shared.buffer.append(payload)
+    }
+
+    /// Appends `payload` as one transaction and commits it with `options`: returns its SCN,
+    /// once durable if `options.wait` is `Wait`.
+    pub fn commit(&self, payload: &[u8], options: CommitOptions) -> Result<Scn> {
+        let scn = self.append(payload)?;
+        self.shared.stats.user_commits.incr();
+        self.complete_commit(scn, options)?;
+        Ok(scn)
+    }
+
+    /// Finishes the commit of an appended `scn` as `options` say: waits for durability with
+    /// WAIT, and asks for a write now with IMMEDIATE.
+    pub fn complete_commit(&self, scn: Scn, options: CommitOptions) -> Result<()> {
+        let shared = &self.shared;
+        match (options.wait, options.logging) {
+            (CommitWait::Wait, logging) => {
+                if shared.durable_scn() >= scn {
+                    return Ok(());
+                }
+                let started = Instant::now();
+                shared.stats.redo_synch_writes.incr();
+                let urgency = if logging == CommitLogging::Immediate {
+                    Urgency::Lead
+                } else {
+                    Urgency::Passive
+                };
+                let result = shared.wait_durable(scn, urgency);
+                shared.waits.log_file_sync.record_since(started);
+                result
+            }
+            (CommitWait::NoWait, CommitLogging::Immediate) => {
+                shared.background.notify();
+                Ok(())
+            }
+            (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
+        }
+    }
+
+    /// The async form of `complete_commit`: `None` when there is nothing to wait for
+    /// (NOWAIT; an IMMEDIATE one has asked the log writer to write), else a future that
+    /// resolves once `scn` is durable. The future is runtime-agnostic.
+    pub fn commit_waiter(&self, scn: Scn, options: CommitOptions) -> Option<Durable> {
+        let shared = &self.shared;
+        match (options.wait, options.logging) {
+            (CommitWait::Wait, logging) => {
+                if shared.durable_scn() < scn {
+                    shared.stats.redo_synch_writes.incr();
+                }
+                let urgency = if logging == CommitLogging::Immediate {
+                    Urgency::Lead
+                } else {
+                    Urgency::Passive
+                };
+                Some(Durable::new(shared.clone(), scn, urgency))
+            }
+            (CommitWait::NoWait, CommitLogging::Immediate) => {
+                shared.background.notify();
+                None
+            }
+            (CommitWait::NoWait, CommitLogging::Batch) => None,
+        }
+    }
+
+    /// Counts a commit in "user commits" (for callers that append and complete separately).
+    pub fn count_commit(&self) {
+        self.shared.stats.user_commits.incr();
+    }
+
+    /// Waits until every record up to `scn` is durable, writing it now if needed.
+    pub fn wait_durable(&self, scn: Scn) -> Result<()> {
+        self.shared.wait_durable(scn, Urgency::Lead)
+    }
+
+    /// Writes everything appended so far; returns the durable SCN.
+    pub fn flush(&self) -> Result<Scn> {
+        let target = self.shared.buffer.next_scn().prev();
+        self.shared.wait_durable(target, Urgency::Lead)?;
+        Ok(self.shared.durable_scn())
+    }
+}

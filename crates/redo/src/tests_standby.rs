@@ -1,0 +1,246 @@
+//! A standby's side, fed in process: every write makes byte-identical archives, a late
+//! standby catches up from online and archived logs, garbage is refused, and a primary that
+//! lost its tail makes the standby drop it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::crashdisk::{CrashDisk, Watchdog};
+use crate::tests::{
+    IMMEDIATE_WAIT, open_on, payload_for, small_config, standby_config, wait_until,
+};
+use crate::*;
+
+/// A shipper that hands every write straight to an in-process standby (no network), as a
+/// SYNC AFFIRM destination would.
+struct Forward {
+    standby: Arc<RedoLog>,
+}
+
+impl ship::Shipper for Forward {
+    fn ship(&self, write: &Arc<ship::LogWrite>) -> Option<Box<dyn ship::ShipWait>> {
+        self.standby
+            .receive(write.seq, write.offset, write.kind, &write.bytes)
+            .expect("the standby takes the primary's write");
+        self.standby.sync_received().expect("sync");
+        self.standby.note_primary_durable(write.durable_scn);
+        None
+    }
+}
+
+fn wait_archived(log: &RedoLog, seqs: &[LogSeq]) {
+    wait_until("the archiver catches up", || {
+        let archived: Vec<LogSeq> = log.archived_logs().iter().map(|entry| entry.seq).collect();
+        seqs.iter().all(|seq| archived.contains(seq))
+    });
+}
+
+fn assert_archives_identical(
+    primary: &RedoLog,
+    primary_disk: &CrashDisk,
+    standby: &RedoLog,
+    standby_disk: &CrashDisk,
+) -> usize {
+    let primary_logs = primary.archived_logs();
+    let seqs: Vec<LogSeq> = primary_logs.iter().map(|entry| entry.seq).collect();
+    wait_archived(standby, &seqs);
+    let standby_logs = standby.archived_logs();
+    for entry in &primary_logs {
+        let copy = standby_logs
+            .iter()
+            .find(|copy| copy.seq == entry.seq)
+            .expect("archived on the standby");
+        let ours = primary_disk.contents(&entry.path).unwrap();
+        let theirs = standby_disk.contents(&copy.path).unwrap();
+        assert!(ours == theirs, "archived log {} differs between primary and standby", entry.seq);
+    }
+    primary_logs.len()
+}
+
+#[test]
+fn a_standby_fed_every_write_has_byte_identical_archives() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "byte-identical standby");
+    let primary_disk = CrashDisk::new();
+    let standby_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    let standby = Arc::new(
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap(),
+    );
+    assert_eq!(standby.identity().database_id, DatabaseId(0), "a new standby has no identity");
+    assert!(matches!(standby.append(b"x"), Err(RedoError::Standby)));
+    assert!(
+        matches!(standby.switch_logfile(), Err(RedoError::Refused(message)) if message.contains("switch logs on the primary")),
+        "a standby's logs switch only with its primary's"
+    );
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    primary.set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
+    let mut expected = Vec::new();
+    for n in 0..300u64 {
+        let payload = payload_for(n, 50 + (n as usize * 97) % 4000);
+        expected
+            .push(RedoRecord { scn: primary.commit(&payload, IMMEDIATE_WAIT).unwrap(), payload });
+    }
+    primary.switch_logfile().unwrap();
+    wait_until("the primary archives", || primary.archived_logs().len() >= 5);
+    let compared = assert_archives_identical(&primary, &primary_disk, &standby, &standby_disk);
+    assert!(compared >= 5, "{compared} logs compared");
+    // The standby reads the same records, from its standby logs and archive.
+    let records: Vec<RedoRecord> =
+        standby.read_from_scn(Scn(1)).unwrap().map(|record| record.unwrap()).collect();
+    assert_eq!(records, expected);
+    assert_eq!(standby.confirmed_scn(), primary.durable_scn());
+    // Another database's primary is refused.
+    assert!(matches!(standby.adopt_identity(DatabaseId(42)), Err(RedoError::Refused(_))));
+    primary.shutdown().unwrap();
+    standby.shutdown().unwrap();
+}
+
+#[test]
+fn a_late_standby_catches_up_from_online_and_archived_logs() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "late standby");
+    let primary_disk = CrashDisk::new();
+    let standby_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    for n in 0..200u64 {
+        primary.commit(&payload_for(n, 3000), IMMEDIATE_WAIT).unwrap();
+    }
+    let standby = Arc::new(
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap(),
+    );
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    let position = standby.standby_position();
+    assert_eq!(position.complete_through_seq, LogSeq(0));
+    assert_eq!(position.next, RedoAddr { seq: LogSeq(1), offset: 0 });
+    // The first logs come whole (gap resolution, as archive chunks), the rest as writes.
+    let online_oldest = primary.groups().iter().filter_map(|group| group.seq).min().unwrap();
+    for seq in 1..online_oldest.0 {
+        let extent = primary.log_extent(LogSeq(seq)).expect("archived");
+        let total = extent.readable_end;
+        let mut offset = 0;
+        while offset < total {
+            let len = (total - offset).min(5000);
+            let bytes = primary.read_log_bytes(LogSeq(seq), offset, len as usize).unwrap();
+            let complete =
+                standby.receive_archive_chunk(LogSeq(seq), offset, total, &bytes).unwrap();
+            offset += len;
+            assert_eq!(complete, offset == total);
+        }
+    }
+    assert_eq!(standby.standby_position().complete_through_seq, online_oldest.prev_seq());
+    let mut cursor = ship::ShipCursor::new(RedoAddr { seq: online_oldest, offset: 0 });
+    while let ship::Shipment::Write { seq, offset, kind, bytes } =
+        cursor.next_shipment(&primary, 20_000).unwrap()
+    {
+        standby.receive(seq, offset, kind, &bytes).unwrap();
+    }
+    standby.sync_received().unwrap();
+    // And from there, live.
+    primary.set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
+    for n in 200..260u64 {
+        primary.commit(&payload_for(n, 3000), IMMEDIATE_WAIT).unwrap();
+    }
+    primary.switch_logfile().unwrap();
+    wait_until("the primary archives", || {
+        primary.archived_logs().iter().any(|entry| entry.seq >= LogSeq(online_oldest.0 + 3))
+    });
+    assert_archives_identical(&primary, &primary_disk, &standby, &standby_disk);
+    let records = standby.read_from_scn(Scn(1)).unwrap().collect::<Result<Vec<_>>>().unwrap().len();
+    assert_eq!(records, 260);
+    // A restarted standby resumes where it was.
+    let before = standby.standby_position();
+    standby.shutdown().unwrap();
+    drop(standby);
+    let standby =
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap();
+    assert_eq!(standby.standby_position(), before);
+    standby.shutdown().unwrap();
+    primary.shutdown().unwrap();
+}
+
+#[test]
+fn a_standby_refuses_garbage_and_writes_nothing() {
+    let primary_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    primary.commit(&payload_for(1, 2000), IMMEDIATE_WAIT).unwrap();
+    let standby_disk = CrashDisk::new();
+    let standby =
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap();
+    // Before adopting the primary's identity, its logs are another database's.
+    let header = primary.read_log_bytes(LogSeq(1), 0, 4096).unwrap();
+    let refused = standby.receive(LogSeq(1), 0, ship::WriteKind::OpenHeader, &header).unwrap_err();
+    assert!(refused.to_string().contains("belongs to database"), "{refused}");
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    standby.receive(LogSeq(1), 0, ship::WriteKind::OpenHeader, &header).unwrap();
+    let units = primary.read_log_bytes(LogSeq(1), 8192, 4096).unwrap();
+    let members = [standby_config().member_path(0, 0)];
+    let before = standby_disk.contents(&members[0]).unwrap();
+    // A flipped bit, units of another log, units for another place, a gap, a bad header.
+    let mut flipped = units.clone();
+    flipped[100] ^= 1;
+    for (seq, offset, bytes, why) in [
+        (1u64, 8192u64, flipped, "checksum"),
+        (2, 8192, units.clone(), "has not begun"),
+        (1, 12288, units.clone(), "holds that log up to"),
+        (1, 8192, vec![0u8; 4096], "no redo unit"),
+    ] {
+        let error =
+            standby.receive(LogSeq(seq), offset, ship::WriteKind::Units, &bytes).unwrap_err();
+        assert!(error.to_string().contains(why), "{why}: {error}");
+    }
+    assert!(
+        standby.receive(LogSeq(1), 4096, ship::WriteKind::ClosedHeader, &vec![7u8; 4096]).is_err()
+    );
+    assert_eq!(
+        standby_disk.contents(&members[0]).unwrap(),
+        before,
+        "nothing refused reached the standby log"
+    );
+    standby.receive(LogSeq(1), 8192, ship::WriteKind::Units, &units).unwrap();
+    standby.shutdown().unwrap();
+    primary.shutdown().unwrap();
+}
+
+#[test]
+fn a_primary_that_lost_its_tail_makes_the_standby_drop_it() {
+    let primary_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    let standby =
+        RedoLog::open_standby(standby_config(), Arc::new(CrashDisk::new()), Metrics::new())
+            .unwrap();
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    for n in 0..3u64 {
+        primary.commit(&payload_for(n, 1000), IMMEDIATE_WAIT).unwrap();
+    }
+    let mut cursor = ship::ShipCursor::new(RedoAddr { seq: LogSeq(1), offset: 0 });
+    while let ship::Shipment::Write { seq, offset, kind, bytes } =
+        cursor.next_shipment(&primary, 1 << 20).unwrap()
+    {
+        standby.receive(seq, offset, kind, &bytes).unwrap();
+    }
+    standby.sync_received().unwrap();
+    // The primary "crashed" after the first two writes only: it closes the log there.
+    let header =
+        match format::decode_header(&primary.read_log_bytes(LogSeq(1), 0, 4096).unwrap(), 0)
+            .unwrap()
+        {
+            format::HeaderBlock::Open(header) => header,
+            other => panic!("{other:?}"),
+        };
+    let end = format::LogEnd { next_scn: Scn(3), next_time_us: 1, end_offset: 8192 + 2 * 4096 };
+    let mut closed = vec![0u8; 4096];
+    format::encode_header(&mut closed, &format::HeaderBlock::Closed(header, end));
+    let received =
+        standby.receive(LogSeq(1), 4096, ship::WriteKind::ClosedHeader, &closed).unwrap();
+    assert_eq!(received.closed, Some(end));
+    assert_eq!(standby.take_divergence(), Some(Scn(3)));
+    let records: Vec<Scn> =
+        standby.read_from_scn(Scn(1)).unwrap().map(|record| record.unwrap().scn).collect();
+    assert_eq!(records, vec![Scn(1), Scn(2)], "nothing past the primary's end is read");
+    standby.shutdown().unwrap();
+    primary.shutdown().unwrap();
+}
