@@ -249,3 +249,24 @@ fn malformed_or_unknown_changes_are_refused_and_name_what_is_wrong() {
     }
     assert_eq!(destination(&cluster, "east", "west").phase, Phase::Synchronized);
 }
+
+#[test]
+fn a_destination_given_up_is_retried_by_an_edit_that_changes_nothing() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "given-up destination");
+    let mut config = ClusterConfig::pair();
+    config.members[1].extra = "max_failure = 1\n";
+    let mut cluster = Cluster::start(config);
+    cluster.wait_shipping("east", Duration::from_secs(30));
+    cluster.kill("west");
+    wait_phase(&cluster, "east", "west", &[Phase::GaveUp]);
+    cluster.start_member("west");
+    // Given up: not retried by itself, even with west back.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(destination(&cluster, "east", "west").phase, Phase::GaveUp, "{}", cluster.logs());
+    write_keys(&cluster, "east", "while-given-up", 50);
+    let out = cluster.must(&["edit", "destination", "west", "state=enable"]);
+    assert!(out.contains("Applied on the primary 'east'"), "{out}");
+    wait_phase(&cluster, "east", "west", &[Phase::Synchronized]);
+    cluster.wait_applied("west", "east", Duration::from_secs(60));
+    assert!(same_data(&cluster, "east", "west"), "west differs\n{}", cluster.logs());
+}
