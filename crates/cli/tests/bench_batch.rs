@@ -82,4 +82,9 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
     assert_eq!(left, ["batch.json", "batch.svg"]);
     let svg = std::fs::read_to_string(dir.path().join("batch.svg")).unwrap();
     assert!(svg.contains("<svg"), "not an SVG: {svg:.200}");
+    // Lag over time as lines, one per case, above the bars.
+    for text in ["Transport lag over time, ASYNC", "Transport lag over time, transport deferred"] {
+        assert!(svg.contains(text), "{text} missing from the SVG");
+    }
+    assert!(svg.contains("async_none") && svg.contains("deferred_zstd"), "a case has no line");
 }

@@ -674,6 +674,119 @@ pub fn scan_image(image: &[u8]) -> Result<ImageScan, FormatError> {
     })
 }
 
+/// The check `scan_image` makes of a closed log, made as its bytes arrive in order (an
+/// archived log received in pieces is checked while the rest is still on its way) and keeping
+/// no records: the same verdict as `scan_image` on the whole image, plus that the log is
+/// exactly `total` bytes long (sans-IO: the caller feeds the bytes).
+#[derive(Debug)]
+pub struct ImageCheck {
+    header: LogHeader,
+    end: LogEnd,
+    /// Units are checked up to here: the closed header's end.
+    limit: u64,
+    scanner: RedoScanner,
+    records: Vec<RedoRecord>,
+}
+
+impl ImageCheck {
+    /// Bytes `begin` needs: the two header blocks of a log of that block size (`None`: the
+    /// first 16 bytes are no header).
+    pub fn head_len(first: &[u8]) -> Option<usize> {
+        peek_header_block_size(first).map(|block| 2 * block as usize)
+    }
+
+    /// A check from a log's first `head_len` bytes. `Ok(None)`: the log is not closed (no
+    /// closed header matching its open one).
+    pub fn begin(head: &[u8]) -> Result<Option<ImageCheck>, FormatError> {
+        let block_size = peek_header_block_size(head).ok_or_else(|| {
+            FormatError::new(0, "not a redoguard log (no valid header at offset 0)")
+        })?;
+        let block = block_size as usize;
+        if head.len() < 2 * block {
+            return Err(FormatError::new(0, "log image shorter than its two header blocks"));
+        }
+        let HeaderBlock::Open(header) = decode_header(&head[..block], 0)? else {
+            return Err(FormatError::new(0, "block 0 is not an open header"));
+        };
+        let end = match decode_header(&head[block..2 * block], u64::from(block_size)) {
+            Ok(HeaderBlock::Closed(closed, end)) if closed == header => end,
+            _ => return Ok(None),
+        };
+        Ok(Some(ImageCheck {
+            header,
+            end,
+            limit: end.end_offset,
+            scanner: RedoScanner::new(&header),
+            records: Vec::new(),
+        }))
+    }
+
+    pub fn header(&self) -> &LogHeader {
+        &self.header
+    }
+
+    pub fn end(&self) -> &LogEnd {
+        &self.end
+    }
+
+    /// Where the next bytes fed must begin.
+    pub fn next_offset(&self) -> u64 {
+        self.scanner.next_offset()
+    }
+
+    /// Whether nothing more needs feeding: every unit up to the closed header's end, or the
+    /// redo ended before it (then `finish` says why).
+    pub fn is_done(&self) -> bool {
+        self.scanner.ended().is_some()
+            || self.scanner.next_offset() + u64::from(self.header.block_size) > self.limit
+    }
+
+    /// Feeds `bytes` found at `next_offset()`: whole units (a shorter tail is not taken).
+    /// Returns the bytes taken. An error is final (the log is not sound).
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<usize, FormatError> {
+        let block = self.header.block_size as usize;
+        let mut taken = 0;
+        for unit in bytes.chunks_exact(block) {
+            if self.is_done() {
+                break;
+            }
+            self.scanner.push_unit(unit, &mut self.records)?;
+            self.records.clear();
+            taken += block;
+        }
+        if self.scanner.ended().is_some() {
+            self.verdict()?;
+        }
+        Ok(taken)
+    }
+
+    fn verdict(&self) -> Result<(), FormatError> {
+        let (end, scanner) = (&self.end, &self.scanner);
+        if scanner.end_offset() != end.end_offset || scanner.end_scn() != end.next_scn {
+            return Err(FormatError::new(
+                scanner.end_offset(),
+                format!(
+                    "closed log claims redo up to offset {} (next SCN {}), but it ends at {} (next SCN {})",
+                    end.end_offset,
+                    end.next_scn,
+                    scanner.end_offset(),
+                    scanner.end_scn()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The verdict, once `is_done`: the redo reaches the closed header's end.
+    pub fn finish(self) -> Result<(LogHeader, LogEnd), FormatError> {
+        if !self.is_done() {
+            return Err(FormatError::new(self.next_offset(), "log checked only up to here"));
+        }
+        self.verdict()?;
+        Ok((self.header, self.end))
+    }
+}
+
 fn block_crc(block: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&block[..4]), &block[8..])
 }

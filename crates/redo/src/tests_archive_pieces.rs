@@ -70,6 +70,56 @@ fn pieces_in_any_order_make_a_byte_identical_archived_log() {
     assert!(standby.receive_archive_chunk(seq, 0, total, &last.1[..1]).unwrap());
 }
 
+/// Connections write their pieces at once (no lock held across a write); the log is checked
+/// as it arrives and archived by exactly one of them, byte-identical.
+#[test]
+fn pieces_from_several_connections_at_once_make_a_byte_identical_archived_log() {
+    let (primary, primary_disk, standby, standby_disk) = primary_and_standby();
+    let seq = LogSeq(1);
+    let (total, mut pieces) = pieces_of(&primary, seq, 5000);
+    let seed = rand::random::<u64>();
+    pieces.shuffle(&mut StdRng::seed_from_u64(seed));
+    let completed: usize = std::thread::scope(|scope| {
+        let threads: Vec<_> = pieces
+            .chunks(pieces.len().div_ceil(4))
+            .map(|share| {
+                let standby = &standby;
+                scope.spawn(move || {
+                    share
+                        .iter()
+                        .filter(|(offset, bytes)| {
+                            standby.receive_archive_chunk(seq, *offset, total, bytes).unwrap()
+                        })
+                        .count()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|thread| thread.join().unwrap()).sum()
+    });
+    assert_eq!(completed, 1, "seed {seed}: one connection archives the log");
+    let ours = primary_disk.contents(&primary.archived_logs()[0].path).unwrap();
+    assert_eq!(archived_bytes(&standby, &standby_disk, seq).unwrap(), ours, "seed {seed}");
+}
+
+/// A repeat writes nothing: bytes once checked are never rewritten before the log is archived
+/// (here a repeat with other bytes, which a sound primary never sends).
+#[test]
+fn a_repeated_piece_never_rewrites_what_was_received() {
+    let (primary, primary_disk, standby, standby_disk) = primary_and_standby();
+    let seq = LogSeq(1);
+    let (total, pieces) = pieces_of(&primary, seq, 7000);
+    let (last, rest) = pieces.split_last().unwrap();
+    for (offset, bytes) in rest {
+        assert!(!standby.receive_archive_chunk(seq, *offset, total, bytes).unwrap());
+    }
+    let (offset, bytes) = &rest[1];
+    let other: Vec<u8> = bytes.iter().map(|byte| byte ^ 0x5a).collect();
+    assert!(!standby.receive_archive_chunk(seq, *offset, total, &other).unwrap());
+    assert!(standby.receive_archive_chunk(seq, last.0, total, &last.1).unwrap());
+    let ours = primary_disk.contents(&primary.archived_logs()[0].path).unwrap();
+    assert_eq!(archived_bytes(&standby, &standby_disk, seq).unwrap(), ours);
+}
+
 #[test]
 fn a_piece_outside_the_log_or_of_another_length_is_refused() {
     let (primary, _, standby, _) = primary_and_standby();
@@ -151,6 +201,18 @@ fn ranges_merge_like_a_model() {
             ranges.add(start, end);
             model[start as usize..end as usize].iter_mut().for_each(|held| *held = true);
             assert_eq!(ranges.covers(total), model.iter().all(|&held| held), "seed {seed}");
+            let from = rng.random_range(0..total);
+            let to = rng.random_range(from + 1..=total);
+            let mut gaps = Vec::new();
+            for at in from..to {
+                if !model[at as usize] {
+                    match gaps.last_mut() {
+                        Some((_, end)) if *end == at => *end += 1,
+                        _ => gaps.push((at, at + 1)),
+                    }
+                }
+            }
+            assert_eq!(ranges.gaps(from, to), gaps, "seed {seed}");
         }
     }
 }

@@ -21,7 +21,7 @@ use linkemu::Side;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
-use tools::bench::plot::{BarPanel, Figure, Group};
+use tools::bench::plot::{BarPanel, Event, Figure, Group, Line, LinePanel};
 
 use crate::network::Network;
 use crate::process::ServerProcess;
@@ -477,10 +477,35 @@ pub fn render(report: &BatchReport) -> String {
     text
 }
 
-/// Transport lag over time, one panel per case, bars at each sample.
+/// Transport lag over time: one line per case, the ASYNC cases and the deferred ones in panels
+/// of their own (a deferred case's lag grows for the whole batch and would flatten the ASYNC
+/// lines), the batch's end marked; then the bar panels of each case's samples.
 pub fn figure(report: &BatchReport) -> Figure {
+    let line_panel = |deferred: bool| {
+        let series: Vec<Line> = report
+            .cases
+            .iter()
+            .filter(|case| case.deferred == deferred)
+            .map(|case| Line { name: case.name.clone(), points: case.lag.clone() })
+            .collect();
+        (!series.is_empty()).then(|| LinePanel {
+            title: if deferred {
+                "Transport lag over time, transport deferred during the batch (emulated: link cut), then enabled".into()
+            } else {
+                "Transport lag over time, ASYNC during the batch".into()
+            },
+            x_label: "seconds since the batch began".into(),
+            y_label: "transport lag, s".into(),
+            series,
+            events: vec![Event {
+                label: if deferred { "batch ends, transport enabled" } else { "batch ends" }.into(),
+                x: report.batch_s,
+            }],
+        })
+    };
     Figure {
         title: "Transport lag during a batch load at 100 Mbit/s".into(),
+        lines: [false, true].into_iter().filter_map(line_panel).collect(),
         panels: report
             .cases
             .iter()
@@ -506,5 +531,70 @@ pub fn figure(report: &BatchReport) -> Figure {
                 limits: Vec::new(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, deferred: bool, lag: Vec<(f64, f64)>) -> BatchCase {
+        BatchCase {
+            name: name.into(),
+            compression: if name.ends_with("none") { "none" } else { "zstd" }.into(),
+            deferred,
+            redo_mb: 100.0,
+            mb_shipped: 100.0,
+            mb_on_wire: 50.0,
+            lag_max_s: lag.iter().map(|&(_, lag)| lag).fold(0.0, f64::max),
+            lag,
+            lag_at_batch_end_s: 0.0,
+            gap_resolution_s: deferred.then_some(3.0),
+            oltp_ops_per_s_before: 1000.0,
+            oltp_ops_per_s_during_batch: 900.0,
+            oltp_ops_per_s_during_resolution: deferred.then_some(800.0),
+        }
+    }
+
+    /// Lag over time as lines, one per case, ASYNC and deferred cases apart, the batch's end
+    /// marked, above the bars each case had before.
+    #[test]
+    fn the_figure_plots_lag_over_time_one_line_per_case() {
+        let report = BatchReport {
+            link_rate_bits_per_s: BATCH_LINK_BITS_PER_S,
+            rtt_ms: 10,
+            batch_s: 4.0,
+            batch_mb_per_s: 20.0,
+            deferral: "emulated".into(),
+            cases: vec![
+                case("async_none", false, vec![(0.0, 0.1), (2.0, 1.5), (4.0, 3.0), (5.0, 0.2)]),
+                case("async_zstd", false, vec![(0.0, 0.1), (2.0, 0.2), (4.0, 0.1)]),
+                case("deferred_none", true, vec![(0.0, 0.0), (4.0, 4.0), (9.0, 0.0)]),
+                case("deferred_zstd", true, vec![(0.0, 0.0), (4.0, 4.0), (6.0, 0.0)]),
+            ],
+            failures: Vec::new(),
+            reference: "reference".into(),
+        };
+        let figure = figure(&report);
+        let names = |panel: &LinePanel| -> Vec<String> {
+            panel.series.iter().map(|line| line.name.clone()).collect()
+        };
+        assert_eq!(figure.lines.len(), 2);
+        assert_eq!(names(&figure.lines[0]), ["async_none", "async_zstd"]);
+        assert_eq!(names(&figure.lines[1]), ["deferred_none", "deferred_zstd"]);
+        assert_eq!(figure.lines[0].series[0].points, report.cases[0].lag);
+        assert!(figure.lines.iter().all(|panel| panel.events[0].x == 4.0));
+        assert_eq!(figure.panels.len(), 4, "the bars of each case stay");
+        let svg = figure.to_svg().unwrap();
+        assert!(svg.contains("Transport lag over time, ASYNC during the batch"), "{svg:.300}");
+        assert!(svg.contains("deferred_zstd") && svg.contains("batch ends"));
+        // Without deferred cases (a failed run), only the ASYNC panel.
+        let mut async_only = report.clone();
+        async_only.cases.retain(|case| !case.deferred);
+        assert_eq!(figure_lines(&async_only), 1);
+    }
+
+    fn figure_lines(report: &BatchReport) -> usize {
+        figure(report).lines.len()
     }
 }

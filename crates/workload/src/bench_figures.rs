@@ -58,6 +58,7 @@ pub fn commit(report: &BenchCommitReport) -> Figure {
                 }],
             },
         ],
+        lines: Vec::new(),
     }
 }
 
@@ -121,6 +122,7 @@ pub fn resp(report: &BenchRespReport) -> Figure {
                 limits: vec![fdatasync],
             },
         ],
+        lines: Vec::new(),
     }
 }
 
@@ -276,6 +278,7 @@ pub fn transport(report: &TransportReport) -> Figure {
             report.dir, report.filesystem
         ),
         panels,
+        lines: Vec::new(),
     }
 }
 
@@ -567,6 +570,7 @@ pub fn external(report: &ExternalReport) -> Figure {
                 }],
             },
         ],
+        lines: Vec::new(),
     }
 }
 
@@ -626,6 +630,7 @@ pub fn failover(report: &crate::bench_failover::FailoverReport) -> Figure {
                 limits: vec![threshold],
             },
         ],
+        lines: Vec::new(),
     }
 }
 

@@ -467,5 +467,6 @@ pub fn figure(report: &ShipReport) -> Figure {
                 .into_iter()
                 .collect(),
         }],
+        lines: Vec::new(),
     }
 }

@@ -609,6 +609,7 @@ pub fn figure(report: &BenchNetReport) -> super::plot::Figure {
                 value: LimitValue::All(GIGABIT_PAYLOAD_MBIT_PER_S),
             }],
         }],
+        lines: Vec::new(),
     }
 }
 

@@ -2,18 +2,45 @@
 //! libraries; text is left to the viewer). A figure is panels of grouped bars, one group per
 //! case (an RTT, a client count, ...), one bar per series, with the physical limit of the run
 //! drawn as a dashed line: across the panel when it is one figure, over each group when it
-//! differs by group (a round trip plus an fdatasync, say).
+//! differs by group (a round trip plus an fdatasync, say). A figure may also hold line panels
+//! (a quantity over time, one line per case), drawn above its bars.
 
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-/// A figure: a title over panels stacked top to bottom.
+/// A figure: a title over panels stacked top to bottom: the line panels, then the bar panels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Figure {
     pub title: String,
     pub panels: Vec<BarPanel>,
+    /// Quantities over time (empty in most figures).
+    pub lines: Vec<LinePanel>,
+}
+
+/// Lines on a linear x axis (time, say): one per series, with events as dashed vertical lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinePanel {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Line>,
+    pub events: Vec<Event>,
+}
+
+/// One series of (x, y) points, drawn in the order given; non-finite points are left out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Something that happened at `x` (the end of a batch, a restored link): a dashed vertical line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub label: String,
+    pub x: f64,
 }
 
 /// Grouped bars: `series` names the bars within each group.
@@ -69,7 +96,7 @@ const LIMIT_COLOURS: [RGBColor; 3] =
 impl Figure {
     /// The figure as an SVG document.
     pub fn to_svg(&self) -> anyhow::Result<String> {
-        let panels = self.panels.len().max(1) as u32;
+        let panels = (self.lines.len() + self.panels.len()).max(1) as u32;
         let mut svg = String::new();
         {
             let size = (WIDTH, TITLE_HEIGHT + panels * PANEL_HEIGHT);
@@ -78,8 +105,13 @@ impl Figure {
             let body =
                 root.titled(&self.title, ("sans-serif", 20).into_font().style(FontStyle::Bold));
             let body = body.map_err(plot_error)?;
-            for (panel, area) in self.panels.iter().zip(body.split_evenly((panels as usize, 1))) {
-                panel.draw(&root, &area)?;
+            let areas = body.split_evenly((panels as usize, 1));
+            let (line_areas, bar_areas) = areas.split_at(self.lines.len().min(areas.len()));
+            for (panel, area) in self.lines.iter().zip(line_areas) {
+                panel.draw(area)?;
+            }
+            for (panel, area) in self.panels.iter().zip(bar_areas) {
+                panel.draw(&root, area)?;
             }
             root.present().map_err(plot_error)?;
         }
@@ -231,6 +263,82 @@ impl BarPanel {
     }
 }
 
+impl LinePanel {
+    fn points(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        self.series
+            .iter()
+            .flat_map(|line| line.points.iter().copied())
+            .filter(|(x, y)| x.is_finite() && y.is_finite())
+    }
+
+    fn draw(&self, area: &DrawingArea<SVGBackend<'_>, Shift>) -> anyhow::Result<()> {
+        // As in bar panels, the top is left to the legend so that it covers no line.
+        let entries = (self.series.len() + self.events.len()) as f64;
+        let legend_share = ((entries * 17.0 + 20.0) / 300.0).clamp(0.15, 0.6);
+        let event_xs = self.events.iter().map(|event| event.x).filter(|x| x.is_finite());
+        let x_low = self.points().map(|(x, _)| x).chain(event_xs.clone()).fold(0.0f64, f64::min);
+        let x_high = self.points().map(|(x, _)| x).chain(event_xs).fold(x_low, f64::max);
+        let x_high = if x_high > x_low { x_high } else { x_low + 1.0 };
+        let y_low = self.points().map(|(_, y)| y).fold(0.0f64, f64::min);
+        let y_max = self.points().map(|(_, y)| y).fold(y_low, f64::max);
+        let y_high = if y_max > y_low {
+            y_low + (y_max - y_low) / (1.0 - legend_share)
+        } else {
+            y_low + 1.0
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(&self.title, ("sans-serif", 16))
+            .margin(12)
+            .margin_left(20)
+            .x_label_area_size(48)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x_low..x_high, y_low..y_high)
+            .map_err(plot_error)?;
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .y_desc(&self.y_label)
+            .x_label_formatter(&|value| short_number(*value))
+            .y_label_formatter(&|value| short_number(*value))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(plot_error)?;
+        for (index, line) in self.series.iter().enumerate() {
+            let style = SERIES_COLOURS[index % SERIES_COLOURS.len()].stroke_width(2);
+            let points: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .copied()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect();
+            chart
+                .draw_series(std::iter::once(PathElement::new(points, style)))
+                .map_err(plot_error)?
+                .label(&line.name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        }
+        for (index, event) in self.events.iter().enumerate() {
+            let style = LIMIT_COLOURS[index % LIMIT_COLOURS.len()].stroke_width(2);
+            let from = (event.x, y_low);
+            let to = (event.x, y_high);
+            chart
+                .draw_series(std::iter::once(DashedPathElement::new(vec![from, to], 8, 5, style)))
+                .map_err(plot_error)?
+                .label(&event.label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(RGBColor(160, 160, 160))
+            .label_font(("sans-serif", 12))
+            .draw()
+            .map_err(plot_error)?;
+        Ok(())
+    }
+}
+
 /// The y value at the bottom of the plotting area.
 fn floor_of<X: Ranged<ValueType = f64>, Y: Ranged<ValueType = f64>>(
     chart: &ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
@@ -295,6 +403,7 @@ mod tests {
                     },
                 ],
             }],
+            lines: Vec::new(),
         }
     }
 
@@ -315,6 +424,57 @@ mod tests {
             // Dashed limits are drawn as many short segments.
             assert!(svg.matches("<polyline").count() + svg.matches("<line").count() >= 10);
         }
+    }
+
+    /// A line panel draws one polyline per series (non-finite points left out), its events,
+    /// its title and legend, above the bars; an empty series draws nothing and fails nothing.
+    #[test]
+    fn a_figure_draws_its_lines_above_its_bars() {
+        let mut with_lines = figure(false);
+        with_lines.lines.push(LinePanel {
+            title: "Transport lag over time".into(),
+            x_label: "s since the batch began".into(),
+            y_label: "lag, s".into(),
+            series: vec![
+                Line {
+                    name: "async_none".into(),
+                    points: vec![(0.0, 0.0), (1.0, 2.5), (2.0, 5.0)],
+                },
+                Line {
+                    name: "async_zstd".into(),
+                    points: vec![(0.0, 0.0), (1.0, f64::NAN), (2.0, 0.5)],
+                },
+                Line { name: "empty".into(), points: Vec::new() },
+            ],
+            events: vec![Event { label: "batch ends".into(), x: 1.5 }],
+        });
+        let svg = with_lines.to_svg().unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "{svg}");
+        for text in ["Transport lag over time", "async_none", "async_zstd", "batch ends", "lag, s"]
+        {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        let bars_only = figure(false).to_svg().unwrap();
+        assert!(bars_only.contains("commits/s") && svg.contains("commits/s"), "bars kept");
+        let position = |text: &str| svg.find(text).unwrap_or_else(|| panic!("{text} missing"));
+        assert!(position("Transport lag over time") < position("commits/s"), "lines first");
+        let polylines = |svg: &str| svg.matches("<polyline").count();
+        // Two lines with points, three legend swatches, a dashed event.
+        assert!(polylines(&svg) >= polylines(&bars_only) + 5, "{svg}");
+        assert!(!svg.contains("NaN"), "a non-finite point reached the SVG");
+        // Panels with nothing to draw still make a document.
+        let empty = Figure {
+            title: "empty".into(),
+            panels: Vec::new(),
+            lines: vec![LinePanel {
+                title: "nothing".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                series: Vec::new(),
+                events: Vec::new(),
+            }],
+        };
+        assert!(empty.to_svg().unwrap().contains("nothing"));
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! Each connection has a sender thread that claims the next piece (at most `max_send` bytes)
 //! of the oldest log not fully handed out, reads it from the online log or the archive and
 //! sends it as an `ArchiveChunk`, and a reader thread that takes the standby's `ArchiveAck`s
-//! (sent on whichever connection brought a log's last byte). The standby writes each piece at
-//! its offset and checks the log whole before archiving it (`RedoLog::receive_archive_chunk`).
+//! (sent on whichever connection ended the log's check there). The standby writes each piece at
+//! its offset, the connections in parallel, checks the log from its start as it arrives, and
+//! archives it once every byte is in and the whole log passed (`RedoLog::receive_archive_chunk`).
 //! A piece lost with its connection is never acknowledged, so any failure ends the session:
 //! the destination reconnects after `reopen` and ships every unacknowledged log again (the
 //! standby keeps what it has and takes repeats).
