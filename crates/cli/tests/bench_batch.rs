@@ -51,7 +51,10 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("deferral: emulated") && stdout.contains("reference:"), "{stdout}");
+    assert!(
+        stdout.contains("deferral: state = \"defer\"") && stdout.contains("reference:"),
+        "{stdout}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let cases = report["cases"].as_array().unwrap();

@@ -4,11 +4,11 @@
 //!
 //! - `async_*`: ASYNC transport during the batch, without and with compression (`all`): the
 //!   transport lag over time, and the MB on the wire.
-//! - `deferred_*`: transport deferred during the batch, then enabled again. redoguard has no
-//!   run-time defer/enable of a destination yet, so the deferral is emulated by cutting the
-//!   link (linkemu) for the batch's duration and restoring it after; the output says so. The
-//!   gap-resolution time runs from the restore to the standby holding everything the primary
-//!   had written by then; OLTP throughput is measured during it and before the batch.
+//! - `deferred_*`: transport deferred during the batch (`state = "defer"` through the
+//!   primary's admin API, as `redoguard edit destination standby state=defer` does), then
+//!   enabled again. The gap-resolution time runs from the enable to the standby holding
+//!   everything the primary had written by then; OLTP throughput is measured during it and
+//!   before the batch.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -138,18 +138,27 @@ pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Resu
         rtt_ms: config.rtt_ms,
         batch_s: config.batch.as_secs_f64(),
         batch_mb_per_s: config.batch_mb_per_s,
-        deferral: "emulated: redoguard has no run-time defer/enable of a destination yet, so the link is cut (linkemu) for the batch's duration and restored after".into(),
+        deferral: "state = \"defer\" through the primary's admin API for the batch's duration (redoguard edit destination standby state=defer), then \"enable\"".into(),
         cases,
         failures,
         reference: "100 Mbit/s link, batch load: compression more than halved the volume shipped and removed the transport lag; gap resolution after deferral took half the time with compression".into(),
     })
 }
 
-fn the_link(network: &Network) -> &linkemu::Link {
-    match network {
-        Network::Link(link) => link,
-        Network::Loopback => unreachable!("bench batch runs on a link"),
-    }
+/// Defers or enables the primary's destination through its admin API.
+fn set_state(network: &Network, admin: SocketAddr, state: &str) -> anyhow::Result<()> {
+    let body = format!("{{\"state\": \"{state}\"}}");
+    let (code, answer) = network.run_in(Side::A, move || {
+        server::status::http_call_with_body(
+            &admin.to_string(),
+            "POST",
+            "/settings/destinations/standby",
+            body.as_bytes(),
+            Duration::from_secs(10),
+        )
+    })??;
+    anyhow::ensure!(code == 200, "state = {state} refused ({code}): {}", answer.trim());
+    Ok(())
 }
 
 fn status(
@@ -283,8 +292,6 @@ fn run_case(
         }
     };
     let result = measure(config, network, &primary, name, deferred, compression);
-    // The link is whole again whatever happened.
-    the_link(network).restore();
     let stopped = primary.stop().context("stopping the primary");
     let standby_stopped = standby.stop().context("stopping the standby");
     let case = result?;
@@ -331,7 +338,7 @@ fn measure(
             std::thread::sleep(WARMUP);
             let ops_before = load.oltp_ops.load(Ordering::Relaxed) as f64 / WARMUP.as_secs_f64();
             if deferred {
-                the_link(network).cut();
+                set_state(network, admin, "defer")?;
             }
             let batch_started = Instant::now();
             let ops_at_batch = load.oltp_ops.load(Ordering::Relaxed);
@@ -354,7 +361,7 @@ fn measure(
                 (load.oltp_ops.load(Ordering::Relaxed) - ops_at_batch) as f64 / batch_took;
             let lag_at_batch_end = lag.last().map_or(0.0, |&(_, lag)| lag);
             if deferred {
-                the_link(network).restore();
+                set_state(network, admin, "enable")?;
             }
             // Until the standby holds what the primary had written at this point.
             let target = status(network, Side::A, admin)?.database.redo.durable_addr;
@@ -490,7 +497,7 @@ pub fn figure(report: &BatchReport) -> Figure {
             .collect();
         (!series.is_empty()).then(|| LinePanel {
             title: if deferred {
-                "Transport lag over time, transport deferred during the batch (emulated: link cut), then enabled".into()
+                "Transport lag over time, transport deferred during the batch, then enabled".into()
             } else {
                 "Transport lag over time, ASYNC during the batch".into()
             },
@@ -513,11 +520,7 @@ pub fn figure(report: &BatchReport) -> Figure {
                 title: format!(
                     "{}: lag (s) over time (s since the batch began){}",
                     case.name,
-                    if case.deferred {
-                        "; link cut during the batch (emulated deferral)"
-                    } else {
-                        ""
-                    }
+                    if case.deferred { "; transport deferred during the batch" } else { "" }
                 ),
                 y_label: "transport lag, s".into(),
                 log_y: false,
@@ -565,7 +568,7 @@ mod tests {
             rtt_ms: 10,
             batch_s: 4.0,
             batch_mb_per_s: 20.0,
-            deferral: "emulated".into(),
+            deferral: "state = defer".into(),
             cases: vec![
                 case("async_none", false, vec![(0.0, 0.1), (2.0, 1.5), (4.0, 3.0), (5.0, 0.2)]),
                 case("async_zstd", false, vec![(0.0, 0.1), (2.0, 0.2), (4.0, 0.1)]),

@@ -34,7 +34,7 @@ pub enum BenchCommand {
     /// The reference's batch scenario at reduced scale over linkemu at 100 Mbit/s: OLTP
     /// sessions plus a batch load faster than the link; ASYNC without and with compression
     /// (transport lag over time, MB on the wire), and transport deferred during the batch
-    /// (emulated by cutting the link) then enabled again (gap-resolution time, OLTP throughput).
+    /// (`state = "defer"`) then enabled again (gap-resolution time, OLTP throughput).
     Batch(BatchArgs),
 }
 

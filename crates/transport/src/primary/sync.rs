@@ -117,7 +117,11 @@ impl Inner {
             }
             state.last_write_end = end;
             if destination.is_deferred() {
-                // Nothing is kept for it: once enabled, it catches up from the files.
+                // Nothing is kept for it: once enabled, it catches up from the files. Its
+                // transport lag is the age of the oldest redo it misses.
+                if state.unacked.is_empty() {
+                    state.unacked.push_back((end, write.time_us));
+                }
                 continue;
             }
             if destination.is_sync() && state.phase == Phase::Synchronized {
