@@ -20,7 +20,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use proto::{Channel, FrameCompressor, Message};
@@ -28,6 +28,7 @@ use redo::LogSeq;
 
 use super::{Destination, Inner};
 use crate::admission::ESTABLISHED_PER_PEER;
+use crate::auto_compression::AutoCompression;
 use crate::compression::Compression;
 use crate::conn::{Conn, ConnError};
 
@@ -164,7 +165,9 @@ impl Inner {
                 let work = work.clone();
                 std::thread::Builder::new()
                     .name(format!("redo-arch-{}-{index}", config.name))
-                    .spawn(move || inner.archive_sender(&destination, conn, compressor, &work))
+                    .spawn(move || {
+                        inner.archive_sender(&destination, conn, compressor, &work, index)
+                    })
             };
             let received = {
                 let inner = self.clone();
@@ -199,8 +202,12 @@ impl Inner {
         mut conn: Conn,
         mut compressor: Option<FrameCompressor>,
         work: &Work,
+        index: usize,
     ) {
         let config = &destination.config();
+        // `auto`: each connection decides for itself, from how long its own sends block.
+        let mut auto = (config.compression == Compression::Auto && compressor.is_some())
+            .then(|| AutoCompression::new(Instant::now()));
         while !self.shutdown.load(Ordering::Acquire) {
             let Some(piece) = work.claim(config.max_send, Duration::from_millis(200)) else {
                 let state = work.state.lock();
@@ -224,8 +231,11 @@ impl Inner {
                 total_len: piece.total,
                 bytes,
             });
-            let sent = match compressor.as_mut() {
-                Some(compressor) if config.compression != Compression::None => conn
+            let sent = match (compressor.as_mut(), auto.as_mut()) {
+                (Some(compressor), Some(auto)) => {
+                    send_auto(&mut conn, &message, compressor, auto, destination, index)
+                }
+                (Some(compressor), None) if config.compression != Compression::None => conn
                     .send_compressed(
                         &message,
                         compressor,
@@ -285,6 +295,38 @@ impl Inner {
             return;
         }
     }
+}
+
+/// Sends a piece under `compression = "auto"`: compressed only while `auto` says the link is
+/// the bottleneck (its sends block), not the CPU; each switch is logged with its reason.
+fn send_auto(
+    conn: &mut Conn,
+    message: &Message,
+    compressor: &mut FrameCompressor,
+    auto: &mut AutoCompression,
+    destination: &Destination,
+    connection: usize,
+) -> Result<(), ConnError> {
+    let timeout = destination.config().net_timeout;
+    let started = Instant::now();
+    let (uncompressed, wire, codec_ns) = if auto.compressing() {
+        let (encoded, codec_ns) =
+            conn.send_compressed(message, compressor, &destination.compression, timeout)?;
+        (encoded.payload_len as u64, encoded.wire_len as u64, codec_ns)
+    } else {
+        conn.send(message, timeout)?;
+        let len = match message {
+            Message::ArchiveChunk(chunk) => chunk.bytes.len() as u64,
+            _ => 0,
+        };
+        (len, len, 0)
+    };
+    let codec_cpu = Duration::from_nanos(codec_ns);
+    auto.record(started.elapsed().saturating_sub(codec_cpu), codec_cpu, uncompressed, wire);
+    if let Some(state) = auto.decide(Instant::now()) {
+        tracing::info!(destination = %destination.name, connection, state, "auto compression switched on an archive connection");
+    }
+    Ok(())
 }
 
 impl ArchiveShipper {
