@@ -376,7 +376,7 @@ async fn edit_destination(
     if edit.is_empty() != body.reset {
         return bad("give either attributes to change or \"reset\": true".into());
     }
-    answer(edit_request(&state, Request::Destination { name, edit, reset: body.reset }).await)
+    answer(self::edit(&state.roles, Request::Destination { name, edit, reset: body.reset }).await)
 }
 
 #[derive(Deserialize)]
@@ -388,9 +388,5 @@ async fn edit_protection_mode(
     State(state): State<Arc<ServerState>>,
     Query(query): Query<Mode>,
 ) -> Response {
-    answer(edit_request(&state, Request::ProtectionMode(query.mode)).await)
-}
-
-async fn edit_request(state: &Arc<ServerState>, request: Request) -> anyhow::Result<Edited> {
-    edit(&state.roles, request).await
+    answer(edit(&state.roles, Request::ProtectionMode(query.mode)).await)
 }

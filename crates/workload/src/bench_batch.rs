@@ -145,22 +145,6 @@ pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Resu
     })
 }
 
-/// Defers or enables the primary's destination through its admin API.
-fn set_state(network: &Network, admin: SocketAddr, state: &str) -> anyhow::Result<()> {
-    let body = format!("{{\"state\": \"{state}\"}}");
-    let (code, answer) = network.run_in(Side::A, move || {
-        server::status::http_call_with_body(
-            &admin.to_string(),
-            "POST",
-            "/settings/destinations/standby",
-            body.as_bytes(),
-            Duration::from_secs(10),
-        )
-    })??;
-    anyhow::ensure!(code == 200, "state = {state} refused ({code}): {}", answer.trim());
-    Ok(())
-}
-
 fn status(
     network: &Network,
     side: Side,
@@ -338,7 +322,7 @@ fn measure(
             std::thread::sleep(WARMUP);
             let ops_before = load.oltp_ops.load(Ordering::Relaxed) as f64 / WARMUP.as_secs_f64();
             if deferred {
-                set_state(network, admin, "defer")?;
+                network.set_destination_state(admin, "standby", "defer")?;
             }
             let batch_started = Instant::now();
             let ops_at_batch = load.oltp_ops.load(Ordering::Relaxed);
@@ -361,7 +345,7 @@ fn measure(
                 (load.oltp_ops.load(Ordering::Relaxed) - ops_at_batch) as f64 / batch_took;
             let lag_at_batch_end = lag.last().map_or(0.0, |&(_, lag)| lag);
             if deferred {
-                set_state(network, admin, "enable")?;
+                network.set_destination_state(admin, "standby", "enable")?;
             }
             // Until the standby holds what the primary had written at this point.
             let target = status(network, Side::A, admin)?.database.redo.durable_addr;

@@ -278,17 +278,7 @@ impl Bench<'_> {
         };
         let started = Instant::now();
         let result = (|| -> anyhow::Result<(f64, u64, u64, u32)> {
-            let admin = primary.admin_addr;
-            let (code, answer) = self.network.run_in(Side::A, move || {
-                server::status::http_call_with_body(
-                    &admin.to_string(),
-                    "POST",
-                    "/settings/destinations/standby",
-                    br#"{"state": "enable"}"#,
-                    Duration::from_secs(10),
-                )
-            })??;
-            anyhow::ensure!(code == 200, "enabling the destination: {code} {}", answer.trim());
+            self.network.set_destination_state(primary.admin_addr, "standby", "enable")?;
             let primary_status = self.status(Side::A, primary.admin_addr)?;
             let newest_closed = primary_status
                 .archive

@@ -85,6 +85,33 @@ impl Network {
     }
 
     /// Runs `work` on a new thread on one side (sockets it creates stay there).
+    /// Sets the `state` (`defer` or `enable`) of destination `name` of the primary whose
+    /// admin API is at `admin` on side A, at run time (`POST /settings/destinations/NAME`).
+    pub(crate) fn set_destination_state(
+        &self,
+        admin: std::net::SocketAddr,
+        name: &str,
+        state: &str,
+    ) -> anyhow::Result<()> {
+        let body = format!("{{\"state\": \"{state}\"}}");
+        let path = format!("/settings/destinations/{name}");
+        let (code, answer) = self.run_in(Side::A, move || {
+            server::status::http_call_with_body(
+                &admin.to_string(),
+                "POST",
+                &path,
+                body.as_bytes(),
+                std::time::Duration::from_secs(10),
+            )
+        })??;
+        anyhow::ensure!(
+            code == 200,
+            "state = {state} of '{name}' refused ({code}): {}",
+            answer.trim()
+        );
+        Ok(())
+    }
+
     pub(crate) fn run_in<R: Send>(
         &self,
         side: Side,
