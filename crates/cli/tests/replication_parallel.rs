@@ -86,6 +86,12 @@ fn a_standby_with_a_gap_of_several_logs_catches_up_over_four_connections() {
         logged.contains("archive connections open") && logged.contains("connections=4"),
         "the primary did not open {CONNECTIONS} archive connections:\n{logged}"
     );
+    // Opened at once with the control connection, then topped up once the gaps were known,
+    // never more handshakes at once than the standby admits of one source (it would end one).
+    assert!(
+        !logged.contains("archive connection not opened"),
+        "an archive connection was refused:\n{logged}"
+    );
     assert!(
         logged.matches("shipped a log over the archive connections").count() >= 5,
         "the logs did not go over the archive connections:\n{logged}"

@@ -197,6 +197,33 @@ impl Conn {
         self.stream.socket().as_raw_fd()
     }
 
+    /// Sets the socket's send buffer (after the connection is made: a send buffer, unlike a
+    /// receive buffer, takes no part in the handshake's window scaling).
+    pub fn set_send_buffer(&self, bytes: u64) -> std::io::Result<()> {
+        let socket = socket2::SockRef::from(self.stream.socket());
+        socket.set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
+    }
+
+    /// Lets a blocking send return (and `poll` say writable) only once fewer than `bytes` of
+    /// what was sent are still unsent in the socket (`TCP_NOTSENT_LOWAT`); what is in flight
+    /// on the link does not count. A connection that shares work with others then takes its
+    /// next piece when it can send it, instead of queueing a send buffer's worth behind a
+    /// slow window.
+    pub fn set_unsent_limit(&self, bytes: u32) -> std::io::Result<()> {
+        let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+        // SAFETY: TCP_NOTSENT_LOWAT reads one int from the pointer, which outlives the call.
+        let result = unsafe {
+            libc::setsockopt(
+                self.raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    }
+
     /// Whether the socket's send buffer has room for a message carrying `bytes` (with framing
     /// and TLS records' overhead) now, so that sending it will not block.
     pub fn has_send_room(&self, bytes: usize) -> bool {
@@ -495,15 +522,4 @@ fn tls_io_error(error: std::io::Error, who: &str, expected: &str, timeout: Durat
         ));
     }
     ConnError::Io(error)
-}
-
-/// Round-trip time seen by a TCP connect to `address` (SYN to SYN-ACK): what a sender sizes
-/// `send_buffer = "auto"` with.
-pub fn probe_rtt(address: &str, timeout: Duration) -> Option<Duration> {
-    let target = address.to_socket_addrs().ok()?.next()?;
-    let started = Instant::now();
-    let stream = TcpStream::connect_timeout(&target, timeout).ok()?;
-    let rtt = started.elapsed();
-    let _ = stream.shutdown(std::net::Shutdown::Both);
-    Some(rtt)
 }

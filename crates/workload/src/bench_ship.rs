@@ -6,12 +6,14 @@
 //!
 //! Method: a primary on side A of the link writes one log of about `log_bytes` (compressible
 //! redo: values drawn from a small vocabulary), switches, and is stopped. For each case a new,
-//! empty standby starts on side B and the primary is started again shipping to it (socket
-//! buffers `auto`, 3 × bandwidth × RTT); the time runs from the primary being ready to the
-//! standby holding every closed log of the primary (its `complete_through_seq`). With one
+//! empty standby starts on side B and the primary is started again with its destination
+//! deferred (socket buffers `auto`, 3 × bandwidth × RTT); the time runs from enabling the
+//! destination at run time to the standby holding every closed log of the primary (its `complete_through_seq`). With one
 //! connection those logs go on the control connection (the catch-up path); with more, in
 //! pieces over the archive connections. The line rate is a plain TCP stream of the same bytes
-//! across the link at RTT 0 (the link's rate does not depend on its RTT).
+//! across the link at RTT 0 (the link's rate does not depend on its RTT). Beside each case, the
+//! same bytes go over as many plain TCP streams at the case's RTT (`tcp_seconds`): TCP's own
+//! handshakes and slow start, the part of a long link's cost no protocol above TCP removes.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -58,6 +60,11 @@ pub struct ShipCase {
     pub seconds: f64,
     /// The same bytes at the link's measured line rate.
     pub line_rate_seconds: f64,
+    /// The same (uncompressed) bytes over as many plain TCP streams at this RTT, with the same
+    /// send buffers, measured in the same run: what TCP alone needs on this link (its
+    /// handshakes and slow start included).
+    #[serde(default)]
+    pub tcp_seconds: Option<f64>,
     /// Redo shipped (every closed log of the primary).
     pub mb_shipped: f64,
     /// What the primary counted as sent (after compression).
@@ -107,6 +114,7 @@ pub fn run(config: &ShipConfig, mut progress: impl FnMut(&str)) -> anyhow::Resul
         network.set_rtt(rtt_ms)?;
         let measured_rtt_ms = network.measure_rtt_ms()?;
         for &connections in &config.connections {
+            let first = cases.len();
             for compression in &config.compressions {
                 crate::interrupt::check()?;
                 let name = format!("rtt {rtt_ms} ms, {connections} connection(s), {compression}");
@@ -120,6 +128,7 @@ pub fn run(config: &ShipConfig, mut progress: impl FnMut(&str)) -> anyhow::Resul
                             compression: compression.clone(),
                             seconds,
                             line_rate_seconds: shipped as f64 / line_bytes_per_s,
+                            tcp_seconds: None,
                             mb_shipped: shipped as f64 / 1e6,
                             mb_on_wire: wire as f64 / 1e6,
                             archive_connections,
@@ -133,6 +142,23 @@ pub fn run(config: &ShipConfig, mut progress: impl FnMut(&str)) -> anyhow::Resul
                     }
                 }
             }
+            // TCP alone, with the same bytes, streams and send buffers (`auto`: 3 × BDP).
+            if let Some(shipped) = cases.get(first).map(|case| (case.mb_shipped * 1e6) as u64) {
+                let name = format!("rtt {rtt_ms} ms, {connections} plain TCP stream(s)");
+                progress(&format!("{name}: sending the same bytes"));
+                let send_buffer =
+                    ((3.0 * LINK_RATE_BITS_PER_S as f64 / 8.0 * measured_rtt_ms / 1e3) as u64)
+                        .max(64 << 10);
+                match tcp_transfer(&network, shipped, connections, Some(send_buffer)) {
+                    Ok(seconds) => {
+                        progress(&format!("{name}: {seconds:.2} s"));
+                        for case in &mut cases[first..] {
+                            case.tcp_seconds = Some(seconds);
+                        }
+                    }
+                    Err(error) => failures.push(format!("{name}: {error:#}")),
+                }
+            }
         }
     }
     Ok(ShipReport {
@@ -141,7 +167,7 @@ pub fn run(config: &ShipConfig, mut progress: impl FnMut(&str)) -> anyhow::Resul
         line_rate_mbit_s: line_bytes_per_s * 8.0 / 1e6,
         cases,
         failures,
-        method: "one log of log_bytes written on a primary (side A of a linkemu link at 1 Gbit/s); per case a new empty standby on side B and the primary restarted with the destination deferred (send_buffer = auto); seconds from enabling it at run time (POST /settings/destinations/standby, state = enable) to the standby holding every closed log; 1 connection: the control connection's catch-up, more: archive connections (max_connections)".into(),
+        method: "one log of log_bytes written on a primary (side A of a linkemu link at 1 Gbit/s); per case a new empty standby on side B and the primary restarted with the destination deferred (send_buffer = auto); seconds from enabling it at run time (POST /settings/destinations/standby, state = enable) to the standby holding every closed log; 1 connection: the control connection's catch-up, more: archive connections (max_connections); tcp_seconds: the same bytes over as many plain TCP streams at that RTT with the same send buffers (3 x BDP) and 4 MiB pieces taken as each socket drains, from the first connect to the last byte read".into(),
         reference: "1 GB on a gigabit link: 52 s at 0 ms RTT, 102 s at 100 ms (10 MB sends); line rate 8.6 s; 5 connections cut 80 s to 36.8 s".into(),
     })
 }
@@ -338,48 +364,137 @@ impl Bench<'_> {
 
 /// Payload bytes per second of one TCP stream from side A to side B, sending `bytes`.
 fn line_rate(network: &Network, bytes: u64) -> anyhow::Result<f64> {
+    Ok(bytes as f64 / tcp_transfer(network, bytes, 1, None)?)
+}
+
+/// How many bytes of a plain TCP transfer a stream takes at a time (`max_send` of the cases).
+const TCP_PIECE: usize = 4 << 20;
+
+/// Seconds to move `bytes` from side A to side B over `streams` plain TCP connections made for
+/// it (their handshakes counted) until B has read the last byte. Each stream gets
+/// `send_buffer` (none: the kernel's) and takes the next 4 MiB from a shared count as its
+/// socket drains (`TCP_NOTSENT_LOWAT` of 4 MiB, as archive connections do): what TCP itself
+/// needs to move the same bytes over this link at its current RTT, with no protocol above it.
+fn tcp_transfer(
+    network: &Network,
+    bytes: u64,
+    streams: u32,
+    send_buffer: Option<u64>,
+) -> anyhow::Result<f64> {
+    use std::sync::atomic::{AtomicU64, Ordering};
     let address_b = network.address(Side::B);
     let listener = network.run_in(Side::B, move || TcpListener::bind((address_b, 0)))??;
     let target = listener.local_addr()?;
-    let sink = std::thread::spawn(move || -> std::io::Result<(u64, Instant)> {
-        let (mut stream, _) = listener.accept()?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        let mut buffer = vec![0u8; 1 << 20];
-        let mut total = 0u64;
-        loop {
-            let read = stream.read(&mut buffer)?;
-            if read == 0 {
-                return Ok((total, Instant::now()));
+    let received = std::sync::Arc::new(AtomicU64::new(0));
+    let sink = {
+        let received = received.clone();
+        std::thread::spawn(move || -> std::io::Result<Instant> {
+            let mut readers = Vec::new();
+            for _ in 0..streams {
+                let (mut stream, _) = listener.accept()?;
+                stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+                let received = received.clone();
+                readers.push(std::thread::spawn(move || -> std::io::Result<Option<Instant>> {
+                    let mut buffer = vec![0u8; 1 << 20];
+                    let mut last = None;
+                    loop {
+                        let read = stream.read(&mut buffer)?;
+                        if read == 0 {
+                            return Ok(last);
+                        }
+                        received.fetch_add(read as u64, Ordering::Relaxed);
+                        last = Some(Instant::now());
+                    }
+                }));
             }
-            total += read as u64;
-        }
-    });
+            let mut ended = None;
+            for reader in readers {
+                let last =
+                    reader.join().map_err(|_| std::io::Error::other("a reader panicked"))??;
+                ended = ended.max(last);
+            }
+            ended.ok_or_else(|| std::io::Error::other("nothing was received"))
+        })
+    };
     let started = Instant::now();
     network.run_in(Side::A, move || -> std::io::Result<()> {
-        let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(10))?;
-        let chunk = vec![0x5au8; 1 << 20];
-        let mut left = bytes;
-        while left > 0 {
-            let len = left.min(chunk.len() as u64) as usize;
-            stream.write_all(&chunk[..len])?;
-            left -= len as u64;
+        use std::os::fd::AsRawFd;
+        let left = AtomicU64::new(bytes);
+        let mut connections = Vec::new();
+        for _ in 0..streams {
+            connections.push(TcpStream::connect_timeout(&target, Duration::from_secs(10))?);
         }
-        stream.shutdown(std::net::Shutdown::Write)
+        std::thread::scope(|scope| {
+            let senders: Vec<_> = connections
+                .into_iter()
+                .map(|mut stream| {
+                    let left = &left;
+                    scope.spawn(move || -> std::io::Result<()> {
+                        let fd = stream.as_raw_fd();
+                        if let Some(size) = send_buffer {
+                            set_int_option(fd, libc::SOL_SOCKET, libc::SO_SNDBUF, size)?;
+                        }
+                        if streams > 1 {
+                            set_int_option(
+                                fd,
+                                libc::IPPROTO_TCP,
+                                libc::TCP_NOTSENT_LOWAT,
+                                TCP_PIECE as u64,
+                            )?;
+                        }
+                        let chunk = vec![0x5au8; TCP_PIECE];
+                        loop {
+                            let claimed = left
+                                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                                    (left > 0).then(|| left - left.min(TCP_PIECE as u64))
+                                })
+                                .map(|was| was.min(TCP_PIECE as u64) as usize)
+                                .unwrap_or(0);
+                            if claimed == 0 {
+                                return stream.shutdown(std::net::Shutdown::Write);
+                            }
+                            stream.write_all(&chunk[..claimed])?;
+                        }
+                    })
+                })
+                .collect();
+            senders.into_iter().try_for_each(|sender| {
+                sender.join().map_err(|_| std::io::Error::other("a sender panicked"))?
+            })
+        })
     })??;
-    let (received, ended) =
-        sink.join().map_err(|_| anyhow::anyhow!("the line-rate sink panicked"))??;
-    anyhow::ensure!(
-        received == bytes,
-        "the line-rate stream delivered {received} of {bytes} bytes"
-    );
-    Ok(bytes as f64 / ended.duration_since(started).as_secs_f64())
+    let ended = sink.join().map_err(|_| anyhow::anyhow!("the TCP sink panicked"))??;
+    let got = received.load(Ordering::Relaxed);
+    anyhow::ensure!(got == bytes, "the TCP streams delivered {got} of {bytes} bytes");
+    Ok(ended.duration_since(started).as_secs_f64())
+}
+
+/// `setsockopt` of one int.
+fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: u64,
+) -> std::io::Result<()> {
+    let value = libc::c_int::try_from(value).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the option is one int, read from a pointer that outlives the call.
+    let result = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if result == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
 /// The table a person reads.
 pub fn render(report: &ShipReport) -> String {
     let mut text = format!(
         "bench ship: a log of {} MiB shipped as a gap over linkemu at 1 Gbit/s (line rate measured: {:.0} Mbit/s)\n\
-         {:>6} {:>8} {:>5} {:>11} {:>9} {:>10} {:>8} {:>9} {:>9}\n",
+         {:>6} {:>8} {:>5} {:>11} {:>9} {:>10} {:>8} {:>7} {:>6} {:>9} {:>9}\n",
         report.log_bytes >> 20,
         report.line_rate_mbit_s,
         "rtt_ms",
@@ -389,12 +504,14 @@ pub fn render(report: &ShipReport) -> String {
         "seconds",
         "line_rate",
         "x_line",
+        "tcp_s",
+        "x_tcp",
         "MB",
         "MB_wire"
     );
     for case in &report.cases {
         text.push_str(&format!(
-            "{:>6} {:>8.1} {:>5} {:>11} {:>9.2} {:>10.2} {:>8.2} {:>9.1} {:>9.1}\n",
+            "{:>6} {:>8.1} {:>5} {:>11} {:>9.2} {:>10.2} {:>8.2} {:>7} {:>6} {:>9.1} {:>9.1}\n",
             case.rtt_ms,
             case.measured_rtt_ms,
             case.connections,
@@ -402,6 +519,8 @@ pub fn render(report: &ShipReport) -> String {
             case.seconds,
             case.line_rate_seconds,
             case.seconds / case.line_rate_seconds,
+            case.tcp_seconds.map_or("-".into(), |tcp| format!("{tcp:.2}")),
+            case.tcp_seconds.map_or("-".into(), |tcp| format!("{:.2}", case.seconds / tcp)),
             case.mb_shipped,
             case.mb_on_wire
         ));
@@ -410,6 +529,10 @@ pub fn render(report: &ShipReport) -> String {
         text.push_str(&format!("FAILED {failure}\n"));
     }
     text.push_str(&format!("reference: {}\n", report.reference));
+    text.push_str(
+        "tcp_s: the same bytes over as many plain TCP streams at that RTT (same send buffers), \
+         this run: TCP's own handshakes and slow start, with no protocol above it\n",
+    );
     for (label, compressed) in [("uncompressed", false), ("compressed", true)] {
         if let Some(best) = report
             .cases

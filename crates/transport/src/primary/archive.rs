@@ -42,6 +42,19 @@ pub(crate) const ARCHIVE_CONNECTIONS_MAX: usize = ESTABLISHED_PER_PEER - 2;
 const LOGS_IN_FLIGHT_MAX: usize = 8;
 /// The smallest piece cut to share a log among connections (`max_send` is the largest).
 const PIECE_MIN: u64 = 256 << 10;
+/// Most bytes an archive connection leaves unsent in its socket before it claims its next
+/// piece (about 35 ms of a gigabit link): pieces go to the connections whose windows drain
+/// them, and a slow one holds a piece, not a send buffer of 3 × BDP, when the log's end nears.
+const UNSENT_LIMIT: u32 = 4 << 20;
+/// Handshakes a primary runs at once with one standby: a standby's listener lets one source
+/// address hold `handshakes_per_address` (by default 4) and ends the oldest beyond that.
+pub(super) const HANDSHAKES_AT_ONCE: usize = 4;
+
+/// Archive connections a destination asks for: `max_connections`, at most
+/// `ARCHIVE_CONNECTIONS_MAX`.
+pub(super) fn archive_connections_wanted(config: &crate::config::DestinationConfig) -> usize {
+    (config.max_connections as usize).min(ARCHIVE_CONNECTIONS_MAX)
+}
 
 /// One log being shipped.
 #[derive(Debug)]
@@ -116,40 +129,72 @@ pub(super) struct ArchiveShipper {
     work: Arc<Work>,
     /// Handles on the sockets, to end them from the control thread.
     sockets: Vec<Conn>,
+    /// Connections that could not be opened (they are not tried again in this session).
+    refused: usize,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Inner {
-    /// Opens up to `max_connections` archive connections (at most `ARCHIVE_CONNECTIONS_MAX`)
-    /// with the control connection's send buffer. A connection the standby refuses (it is
-    /// busy: its limits are full) is done without; `None` if none could be opened.
+    /// Opens `count` archive connections (at most what `max_connections` and
+    /// `ARCHIVE_CONNECTIONS_MAX` allow); `None` if none could be opened.
     pub(super) fn open_archive_connections(
         self: &Arc<Inner>,
         destination: &Arc<Destination>,
-        send_buffer: Option<u64>,
+        count: usize,
     ) -> Option<ArchiveShipper> {
-        let config = &destination.config();
-        let wanted = (config.max_connections as usize).min(ARCHIVE_CONNECTIONS_MAX);
         let work = Arc::new(Work::default());
         let mut shipper =
-            ArchiveShipper { work: work.clone(), sockets: Vec::new(), threads: Vec::new() };
-        // Opened at once, not one after the other: each costs two round trips (TCP, then
-        // hello and welcome), which on a long link is most of a small gap's time.
-        let opened: Vec<_> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..wanted)
-                .map(|_| scope.spawn(|| self.connect(Channel::Archive, destination, send_buffer)))
-                .collect();
-            handles.into_iter().map(|handle| handle.join()).collect()
-        });
+            ArchiveShipper { work, sockets: Vec::new(), refused: 0, threads: Vec::new() };
+        self.add_archive_connections(destination, &mut shipper, count);
+        (!shipper.sockets.is_empty()).then_some(shipper)
+    }
+
+    /// Opens more archive connections for `shipper`, up to `count` more and at most what the
+    /// destination wants in all, each with the destination's send buffer (`auto`: from its
+    /// own handshake's round trip) and an unsent limit of `UNSENT_LIMIT`. They are opened
+    /// `HANDSHAKES_AT_ONCE` at a time, not one after the other: each costs two round trips
+    /// (TCP, then hello and welcome), which on a long link is most of a small gap's time. A
+    /// connection the standby refuses (it is busy: its limits are full) is done without.
+    pub(super) fn add_archive_connections(
+        self: &Arc<Inner>,
+        destination: &Arc<Destination>,
+        shipper: &mut ArchiveShipper,
+        count: usize,
+    ) {
+        let config = &destination.config();
+        let count = count.min(archive_connections_wanted(config).saturating_sub(shipper.tried()));
+        if count == 0 {
+            return;
+        }
+        let first = shipper.sockets.len() + shipper.refused;
+        let mut opened = Vec::new();
+        for wave in (0..count).collect::<Vec<_>>().chunks(HANDSHAKES_AT_ONCE) {
+            opened.extend(std::thread::scope(|scope| {
+                let handles: Vec<_> = wave
+                    .iter()
+                    .map(|_| scope.spawn(|| self.connect(Channel::Archive, destination, true)))
+                    .collect();
+                handles.into_iter().map(|handle| handle.join()).collect::<Vec<_>>()
+            }));
+        }
+        let work = shipper.work.clone();
         for (index, opened) in opened.into_iter().enumerate() {
+            let index = first + index;
             let (conn, welcome) = match opened {
-                Ok(Ok((conn, welcome, _))) => (conn, welcome),
+                Ok(Ok((conn, welcome, _, _))) => (conn, welcome),
                 Ok(Err(reason)) => {
+                    shipper.refused += 1;
                     tracing::warn!(destination = %config.name, connection = index, reason, "archive connection not opened; shipping on fewer");
                     continue;
                 }
-                Err(_) => continue,
+                Err(_) => {
+                    shipper.refused += 1;
+                    continue;
+                }
             };
+            if let Err(error) = conn.set_unsent_limit(UNSENT_LIMIT) {
+                tracing::warn!(destination = %config.name, connection = index, %error, "cannot limit an archive connection's unsent bytes; it may queue more than its share");
+            }
             let compressor = config
                 .compression
                 .codec()
@@ -182,17 +227,16 @@ impl Inner {
                 (sender, reader) => {
                     work.fail("cannot start an archive connection's threads".into());
                     shipper.threads.extend(sender.into_iter().chain(reader));
-                    return Some(shipper);
+                    break;
                 }
             }
         }
         work.state.lock().connections = shipper.sockets.len() as u64;
-        if shipper.sockets.is_empty() {
-            return None;
+        work.changed.notify_all();
+        if !shipper.sockets.is_empty() {
+            destination.archive_connections.store(shipper.sockets.len() as u32, Ordering::Relaxed);
+            tracing::info!(destination = %config.name, connections = shipper.sockets.len(), "archive connections open: whole logs ship in parallel");
         }
-        destination.archive_connections.store(shipper.sockets.len() as u32, Ordering::Relaxed);
-        tracing::info!(destination = %config.name, connections = shipper.sockets.len(), "archive connections open: whole logs ship in parallel");
-        Some(shipper)
     }
 
     /// An archive connection's sender: pieces, until the session ends.
@@ -340,6 +384,11 @@ impl ArchiveShipper {
         let at = state.jobs.partition_point(|job| job.seq < seq);
         state.jobs.insert(at, Job { seq, total, next: 0 });
         self.work.changed.notify_all();
+    }
+
+    /// Connections open, and those that could not be opened.
+    pub(super) fn tried(&self) -> usize {
+        self.sockets.len() + self.refused
     }
 
     /// Why a connection failed, if one did.

@@ -135,22 +135,40 @@ impl Inner {
         })
     }
 
-    /// Connects a channel and returns the standby's welcome and the round-trip time: that of
-    /// the TCP handshake (one round trip, without the standby's own work before it welcomes).
+    /// Connects a channel and returns the standby's welcome, the round-trip time (that of the
+    /// TCP handshake, without TLS or the standby's own work before it welcomes) and the send
+    /// buffer set. With `sized`, the socket gets the destination's `send_buffer`: `auto` is
+    /// 3 × bandwidth × that round trip, set once the handshake has measured it (no probe
+    /// connection first: on a long link that was one more round trip before any redo moved).
     pub(super) fn connect(
         &self,
         channel: Channel,
         destination: &Destination,
-        send_buffer: Option<u64>,
-    ) -> Result<(Conn, proto::Welcome, Duration), String> {
+        sized: bool,
+    ) -> Result<(Conn, proto::Welcome, Duration, Option<u64>), String> {
         let config = &destination.config();
+        let fixed = match config.send_buffer {
+            BufferSize::Bytes(bytes) if sized => Some(bytes),
+            _ => None,
+        };
         let started = Instant::now();
-        let mut conn = Conn::connect(&config.address, config.net_timeout, send_buffer, PAYLOAD_MAX)
-            .and_then(|conn| {
-                conn.secure(self.identity.tls.as_deref(), &config.name, config.net_timeout)
-            })
+        let conn = Conn::connect(&config.address, config.net_timeout, fixed, PAYLOAD_MAX)
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         let rtt = started.elapsed();
+        let mut send_buffer = fixed;
+        if sized
+            && config.send_buffer == BufferSize::Auto
+            && let Some(bandwidth) = destination.bandwidth_bytes_per_s()
+        {
+            let bytes = ((3.0 * bandwidth * rtt.as_secs_f64()) as u64).max(64 << 10);
+            conn.set_send_buffer(bytes).map_err(|error| {
+                format!("sizing the send buffer to {}: {error}", config.address)
+            })?;
+            send_buffer = Some(bytes);
+        }
+        let mut conn = conn
+            .secure(self.identity.tls.as_deref(), &config.name, config.net_timeout)
+            .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         conn.send(&self.hello(channel, destination), config.net_timeout)
             .map_err(|error| format!("handshake with {}: {error}", config.address))?;
         match conn.recv(Some(config.net_timeout)) {
@@ -158,7 +176,7 @@ impl Inner {
                 if channel == Channel::Control {
                     (self.events)(TransportEvent::Followed { destination: config.name.clone() });
                 }
-                Ok((conn, welcome, rtt))
+                Ok((conn, welcome, rtt, send_buffer))
             }
             Ok(Message::Error(error)) => {
                 let reason = format!(
@@ -181,18 +199,26 @@ impl Inner {
     pub(super) fn session(self: &Arc<Inner>, destination: &Arc<Destination>) -> Result<(), String> {
         let config = &destination.config();
         destination.state.lock().phase = Phase::Connecting;
-        let send_buffer = match config.send_buffer {
-            BufferSize::Default => None,
-            BufferSize::Bytes(bytes) => Some(bytes),
-            BufferSize::Auto => {
-                let rtt = crate::conn::probe_rtt(&config.address, config.net_timeout)
-                    .unwrap_or(Duration::from_millis(1));
-                destination
-                    .bandwidth_bytes_per_s()
-                    .map(|bandwidth| ((3.0 * bandwidth * rtt.as_secs_f64()) as u64).max(64 << 10))
-            }
-        };
-        let (mut conn, welcome, rtt) = self.connect(Channel::Control, destination, send_buffer)?;
+        // With archive connections and closed logs here that the standby may lack (first
+        // contact, or its last known position is in an older log than the one open here),
+        // some are opened at once with the control connection: on a long link that saves the
+        // two round trips of opening them once the standby has said what it lacks. As many
+        // as the standby takes handshakes of one source at once beside the control
+        // connection's; the rest once gaps are handed over. If it lacks nothing whole, they
+        // are closed again.
+        let newest_open = self.redo.durable_addr().seq;
+        let early = config.max_connections > 1
+            && newest_open.0 > destination.state.lock().acknowledged.seq.0.max(1);
+        let (connected, early_shipper) = std::thread::scope(|scope| {
+            let archive = early.then(|| {
+                scope.spawn(|| {
+                    self.open_archive_connections(destination, archive::HANDSHAKES_AT_ONCE - 1)
+                })
+            });
+            let connected = self.connect(Channel::Control, destination, true);
+            (connected, archive.and_then(|opening| opening.join().ok().flatten()))
+        });
+        let (mut conn, welcome, rtt, send_buffer) = connected?;
         let compressor = self.compressor_for(destination, &welcome);
         destination.compression_active.store(compressor.is_some(), Ordering::Relaxed);
         if compressor.is_some() && config.compression == Compression::Auto {
@@ -201,7 +227,7 @@ impl Inner {
             *destination.auto.lock() = Some(auto);
         }
         *destination.compressor.lock() = compressor;
-        let newest = self.redo.durable_addr().seq;
+        let newest = newest_open;
         let position = welcome.position;
         if position.current_seq > newest.0 + 1 {
             return Err(format!(
@@ -260,7 +286,13 @@ impl Inner {
                 .spawn(move || inner.incoming(&destination, &mut incoming, &broken))
                 .map_err(|error| error.to_string())?
         };
-        let parallel = Parallel { enabled: parallel, skip_to, send_buffer, shipper: None };
+        // Opened early and not needed (no log to ship whole, or a standby without archive
+        // connections): closed now rather than held for the session.
+        let shipper = early_shipper.filter(|_| parallel && !gaps.is_empty());
+        if shipper.is_none() {
+            destination.archive_connections.store(0, Ordering::Relaxed);
+        }
+        let parallel = Parallel { enabled: parallel, skip_to, shipper };
         let result = self.stream(destination, &mut conn, &mut next, &mut gaps, &broken, parallel);
         destination.archive_connections.store(0, Ordering::Relaxed);
         conn.shutdown();
@@ -525,12 +557,21 @@ impl Inner {
         gaps: &mut VecDeque<LogSeq>,
         parallel: &mut Parallel,
     ) -> Result<(), String> {
-        if parallel.shipper.is_none() {
-            parallel.shipper = self.open_archive_connections(destination, parallel.send_buffer);
-            if parallel.shipper.is_none() {
-                parallel.enabled = false;
-                return Ok(());
+        let wanted = archive::archive_connections_wanted(&destination.config());
+        match parallel.shipper.as_mut() {
+            None => {
+                parallel.shipper = self.open_archive_connections(destination, wanted);
+                if parallel.shipper.is_none() {
+                    parallel.enabled = false;
+                    return Ok(());
+                }
             }
+            // Opened early, fewer than wanted: the rest now.
+            Some(shipper) if shipper.tried() < wanted => {
+                let more = wanted - shipper.tried();
+                self.add_archive_connections(destination, shipper, more);
+            }
+            Some(_) => {}
         }
         let shipper = parallel.shipper.as_ref().expect("opened");
         for seq in gaps.drain(..) {
@@ -731,7 +772,7 @@ impl Inner {
             return Ok(false);
         }
         if pending.is_none() {
-            let (conn, _, _) = self.connect(Channel::Sync, destination, None)?;
+            let (conn, _, _, _) = self.connect(Channel::Sync, destination, false)?;
             *pending = Some(conn);
         }
         let mut state = destination.state.lock();
@@ -787,7 +828,6 @@ pub(super) struct Parallel {
     /// Where the control connection resumes once it reaches a log handed to the archive
     /// connections.
     skip_to: Option<RedoAddr>,
-    send_buffer: Option<u64>,
     shipper: Option<archive::ArchiveShipper>,
 }
 
