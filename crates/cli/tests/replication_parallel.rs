@@ -137,6 +137,19 @@ fn auto_compression_ships_a_gap_uncompressed_while_the_link_keeps_up() {
     );
     let status = pair.primary().status();
     let compression = destination(&status).compression.clone().expect("a codec");
+    // Each archive connection, still open for the session, shows its own state in status.
+    assert_eq!(
+        compression.archive_auto.len(),
+        destination(&status).archive_connections as usize,
+        "{compression:?}"
+    );
+    assert!(
+        compression
+            .archive_auto
+            .iter()
+            .all(|state| state.starts_with("on: ") || state.starts_with("off: ")),
+        "{compression:?}"
+    );
     // A loaded machine may block a send long enough to switch on: then it says so.
     let switched = logged.contains("auto compression switched");
     assert!(

@@ -120,6 +120,10 @@ pub struct DestinationCompression {
     /// With `compression = "auto"`: whether it compresses now, and why (`on: …`, `off: …`).
     #[serde(default)]
     pub auto: Option<String>,
+    /// With `compression = "auto"`, each open archive connection's own state (`on: …`,
+    /// `off: …`), in the order they were opened; empty while none is open.
+    #[serde(default)]
+    pub archive_auto: Vec<String>,
     /// Frames the sender put through the codec (a frame compressing to no less than it was
     /// goes uncompressed and counts with equal bytes on both sides).
     pub counts: CompressionCounts,

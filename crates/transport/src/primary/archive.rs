@@ -252,6 +252,17 @@ impl Inner {
         // `auto`: each connection decides for itself, from how long its own sends block.
         let mut auto = (config.compression == Compression::Auto && compressor.is_some())
             .then(|| AutoCompression::new(Instant::now()));
+        if let Some(auto) = &auto {
+            destination.archive_auto.lock().insert(index, auto.describe());
+        }
+        // Out of status when this connection ends, however it ends.
+        struct Unlisted<'a>(&'a Destination, usize);
+        impl Drop for Unlisted<'_> {
+            fn drop(&mut self) {
+                self.0.archive_auto.lock().remove(&self.1);
+            }
+        }
+        let _unlisted = Unlisted(destination, index);
         while !self.shutdown.load(Ordering::Acquire) {
             let Some(piece) = work.claim(config.max_send, Duration::from_millis(200)) else {
                 let state = work.state.lock();
@@ -369,6 +380,7 @@ fn send_auto(
     auto.record(started.elapsed().saturating_sub(codec_cpu), codec_cpu, uncompressed, wire);
     if let Some(state) = auto.decide(Instant::now()) {
         tracing::info!(destination = %destination.name, connection, state, "auto compression switched on an archive connection");
+        destination.archive_auto.lock().insert(connection, state);
     }
     Ok(())
 }

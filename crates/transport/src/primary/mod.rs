@@ -203,6 +203,8 @@ struct Destination {
     /// for status.
     auto: Mutex<Option<AutoCompression>>,
     auto_state: Mutex<Option<String>>,
+    /// Under `auto`, each open archive connection's state, by its index in the session.
+    archive_auto: Mutex<std::collections::BTreeMap<usize, String>>,
     compression: CompressionCounters,
     /// Archive connections open in this session (`archive`).
     archive_connections: AtomicU32,
@@ -404,6 +406,7 @@ impl PrimaryTransport {
                     compression_active: AtomicBool::new(false),
                     auto: Mutex::new(None),
                     auto_state: Mutex::new(None),
+                    archive_auto: Mutex::new(Default::default()),
                     compression: CompressionCounters::default(),
                     archive_connections: AtomicU32::new(0),
                     config: RwLock::new(Arc::new(config)),
@@ -715,6 +718,7 @@ impl Inner {
                     scope: config.compression_for,
                     active: destination.compression_active.load(Ordering::Relaxed),
                     auto: destination.auto_state.lock().clone(),
+                    archive_auto: destination.archive_auto.lock().values().cloned().collect(),
                     counts: destination.compression.snapshot(),
                 }
             }),
