@@ -56,7 +56,10 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("x_line") && stdout.contains("reference:"), "{stdout}");
+    assert!(
+        stdout.contains("x_line") && stdout.contains("x_tcp") && stdout.contains("reference:"),
+        "{stdout}"
+    );
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let cases = report["cases"].as_array().unwrap();
@@ -70,6 +73,9 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
         let seconds = case["seconds"].as_f64().unwrap();
         let line = case["line_rate_seconds"].as_f64().unwrap();
         assert!(seconds > 0.0 && line > 0.0 && seconds < 120.0, "{case}");
+        // TCP alone with the same bytes at that RTT, measured in the same run.
+        let tcp = case["tcp_seconds"].as_f64().unwrap_or_else(|| panic!("no tcp_seconds: {case}"));
+        assert!(tcp > 0.0 && tcp < 120.0, "{case}");
         assert!(case["mb_shipped"].as_f64().unwrap() >= 4.0, "{case}");
         // (Sampled every 20 ms while shipping: a tiny log may be shipped between samples.)
         assert!(case["archive_connections"].as_u64().unwrap() <= 2, "{case}");
