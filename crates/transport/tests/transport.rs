@@ -270,6 +270,58 @@ fn a_late_async_standby_resolves_its_gap_and_catches_up() {
     standby.stop();
 }
 
+/// Commits from many sessions at once reach a streaming ASYNC standby in batches (several
+/// writes a send, one status back for them); the standby's status still tells the primary
+/// exactly how far it is: everything durable, applied, no transport lag left.
+#[test]
+fn a_streaming_async_standby_takes_writes_in_batches_and_reports_all_of_them() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "async batches");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    primary.set("first", "1");
+    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    let value = "b".repeat(200);
+    std::thread::scope(|scope| {
+        for session in 0..8 {
+            let primary = &primary;
+            let value = &value;
+            scope.spawn(move || {
+                for n in 0..300 {
+                    primary.set(&format!("s{session}-{n}"), value);
+                    if n % 50 == 0 {
+                        // A quiet spell: the next write goes alone.
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            });
+        }
+    });
+    let durable = primary.db.redo().durable_addr();
+    let last = primary.db.redo().durable_scn();
+    wait_until(
+        "the primary hears that the standby has everything",
+        Duration::from_secs(30),
+        || {
+            let status = &primary.transport.as_ref().unwrap().status()[0];
+            status.acknowledged >= durable && status.applied_scn >= last
+        },
+    );
+    let status = &primary.transport.as_ref().unwrap().status()[0];
+    assert!(status.sent >= durable, "sent {} but durable {durable}", status.sent);
+    assert_eq!(status.transport_lag_s, 0.0);
+    assert_eq!(status.phase, Phase::Streaming);
+    assert_eq!(state(&standby.db), state(&primary.db));
+    let replication = standby.service.status();
+    assert!(replication.received >= durable, "received {}", replication.received);
+    assert_eq!(replication.received_scn, last);
+    primary.stop();
+    standby.stop();
+}
+
 #[test]
 fn a_primary_of_another_database_is_refused_on_both_sides() {
     let _watchdog = Watchdog::new(Duration::from_secs(60), "wrong database");

@@ -42,6 +42,13 @@ mod sync;
 
 /// Bytes of writes a destination may hold in memory; beyond it the sender reads the files.
 const QUEUE_BYTES_MAX: usize = 64 << 20;
+/// A streaming ASYNC destination sends redo at most this often (`sender::linger`): the
+/// longest a write waits in the queue for others to share its send. Kept well under the
+/// ASYNC transport lag target (p99 <= 2 RTT + 10 ms).
+const ASYNC_SEND_INTERVAL: Duration = Duration::from_millis(4);
+/// Bytes queued that an ASYNC destination sends at once, without waiting out
+/// `ASYNC_SEND_INTERVAL`.
+const ASYNC_SEND_BYTES: usize = 1 << 20;
 /// How often an idle control connection sends a heartbeat.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// Largest frame either side accepts.
@@ -130,6 +137,21 @@ fn closed_end(write: &LogWrite) -> Option<u64> {
     }
 }
 
+/// Whether `write` is what a standby that holds everything before `next` takes next: the
+/// write covering `next`, or the closed header once it holds every unit of the log.
+fn continues(write: &LogWrite, next: RedoAddr) -> bool {
+    match write.kind {
+        WriteKind::OpenHeader => next == RedoAddr { seq: write.seq, offset: 0 },
+        WriteKind::Units => {
+            write.seq == next.seq && write.offset <= next.offset && next.offset < write.end().offset
+        }
+        // Only once the standby holds every unit of the log.
+        WriteKind::ClosedHeader => {
+            write.seq == next.seq && closed_end(write).is_some_and(|end| next.offset >= end)
+        }
+    }
+}
+
 /// What comes after `write` in stream order.
 fn after(write: &LogWrite) -> RedoAddr {
     match write.kind {
@@ -144,6 +166,9 @@ struct Queue {
     writes: VecDeque<Arc<LogWrite>>,
     bytes: usize,
     overflowed: bool,
+    /// The sender waits for more writes to batch (`sender::linger`): the log writer wakes it
+    /// only once `ASYNC_SEND_BYTES` are queued.
+    lingering: bool,
 }
 
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use proto::{AckWanted, Channel, FrameCompressor, Hello, Message, Write};
-use redo::ship::{ShipCursor, Shipment, WriteKind};
+use redo::ship::{LogWrite, ShipCursor, Shipment};
 use redo::types::now_unix_us;
 use redo::{LogSeq, RedoAddr, Scn};
 
@@ -457,6 +457,8 @@ impl Inner {
         // The SYNC connection, opened while catching up and handed to the log writer once
         // synchronized.
         let mut pending_sync: Option<Conn> = None;
+        // When redo was last sent from the queue or the files (ASYNC batching: `linger`).
+        let mut last_redo_sent: Option<Instant> = None;
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 return Ok(());
@@ -500,8 +502,16 @@ impl Inner {
             }
             let synchronized = destination.state.lock().phase == Phase::Synchronized;
             let mut progressed = false;
-            if !synchronized {
+            // (Read before the queue is locked: the state is never locked inside it.)
+            let streaming =
+                !destination.is_sync() && destination.state.lock().phase == Phase::Streaming;
+            let lingering =
+                streaming && linger(&destination.queue.lock(), last_redo_sent).is_some();
+            if !synchronized && !lingering {
                 progressed = self.ship_next(destination, conn, next, max_send)?;
+                if progressed {
+                    last_redo_sent = Some(Instant::now());
+                }
             }
             if let Some(&seq) = gaps.front() {
                 if self.ship_gap_chunk(destination, conn, seq, &mut gap_offset, max_send)? {
@@ -540,10 +550,20 @@ impl Inner {
                     last_sent = Instant::now();
                 }
                 let mut queue = destination.queue.lock();
-                if queue.writes.is_empty() && !queue.overflowed && broken.lock().is_none() {
-                    let wait =
+                let linger_until = if streaming { linger(&queue, last_redo_sent) } else { None };
+                if (queue.writes.is_empty() || linger_until.is_some())
+                    && !queue.overflowed
+                    && broken.lock().is_none()
+                {
+                    let mut wait =
                         if synchronized { HEARTBEAT_INTERVAL } else { Duration::from_millis(20) };
+                    if let Some(until) = linger_until {
+                        // The log writer does not wake this thread for each write meanwhile.
+                        wait = wait.min(until.saturating_duration_since(Instant::now()));
+                        queue.lingering = true;
+                    }
                     destination.wake.wait_for(&mut queue, wait);
+                    queue.lingering = false;
                 }
             }
         }
@@ -603,7 +623,7 @@ impl Inner {
                 queue.bytes = 0;
                 queue.overflowed = false;
             }
-            let mut found = None;
+            let mut found = Vec::new();
             while let Some(front) = queue.writes.front() {
                 let end = after(front);
                 if (end.seq.0, end.offset) <= next_key {
@@ -612,39 +632,34 @@ impl Inner {
                     queue.bytes -= dropped.bytes.len();
                     continue;
                 }
-                let matches = match front.kind {
-                    WriteKind::OpenHeader => *next == RedoAddr { seq: front.seq, offset: 0 },
-                    WriteKind::Units => {
-                        front.seq == next.seq
-                            && front.offset <= next.offset
-                            && next.offset < front.end().offset
-                    }
-                    // Only once the standby holds every unit of the log.
-                    WriteKind::ClosedHeader => {
-                        front.seq == next.seq
-                            && closed_end(front).is_some_and(|end| next.offset >= end)
-                    }
-                };
-                if matches {
+                if continues(front, *next) {
                     let write = queue.writes.pop_front().expect("front");
                     queue.bytes -= write.bytes.len();
-                    found = Some(write);
+                    found.push(write);
                 }
                 break;
             }
+            // The writes queued behind it that follow on go in the same send (up to
+            // `max_send` bytes): one system call, and one status from the standby, for all.
+            if let Some(first) = found.first() {
+                let mut end = after(first);
+                let mut bytes = first.bytes.len();
+                while let Some(front) = queue.writes.front() {
+                    if !continues(front, end) || bytes + front.bytes.len() > max_send {
+                        break;
+                    }
+                    let write = queue.writes.pop_front().expect("front");
+                    queue.bytes -= write.bytes.len();
+                    bytes += write.bytes.len();
+                    end = after(&write);
+                    found.push(write);
+                }
+            }
             found
         };
-        if let Some(write) = from_queue {
-            let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
-            self.send_write(
-                destination,
-                conn,
-                frame_of(&write, write_id, AckWanted::None, self.redo.durable_scn()),
-                after(&write),
-                write.time_us,
-                true,
-            )?;
-            *next = after(&write);
+        if !from_queue.is_empty() {
+            self.send_queued(destination, conn, &from_queue)?;
+            *next = after(from_queue.last().expect("not empty"));
             return Ok(true);
         }
         let mut cursor = ShipCursor::new(*next);
@@ -675,6 +690,54 @@ impl Inner {
                 Ok(true)
             }
         }
+    }
+
+    /// Sends writes from the queue, each following the one before: in one send if they go
+    /// uncompressed, else one by one through the compressor.
+    fn send_queued(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+        writes: &[Arc<LogWrite>],
+    ) -> Result<(), String> {
+        let durable = self.redo.durable_scn();
+        let frame = |write: &LogWrite| {
+            let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
+            frame_of(write, write_id, AckWanted::None, durable)
+        };
+        if self.compresses(destination, true) {
+            for write in writes {
+                self.send_write(
+                    destination,
+                    conn,
+                    frame(write),
+                    after(write),
+                    write.time_us,
+                    true,
+                )?;
+            }
+            return Ok(());
+        }
+        let messages: Vec<Message> =
+            writes.iter().map(|write| Message::Write(frame(write))).collect();
+        conn.send_all(&messages, destination.config().net_timeout)
+            .map_err(|error| format!("sending redo: {error}"))?;
+        let mut state = destination.state.lock();
+        for write in writes {
+            let end = after(write);
+            state.sent = end;
+            state.bytes_sent += write.bytes.len() as u64;
+            if state.unacked.len() < UNACKED_MAX {
+                state.unacked.push_back((end, write.time_us));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a redo message goes through the destination's compressor (`send_redo`).
+    fn compresses(&self, destination: &Destination, live: bool) -> bool {
+        let wanted = !live || destination.config().compression_for == CompressionScope::All;
+        wanted && destination.compressor.lock().is_some()
     }
 
     pub(super) fn send_write(
@@ -820,6 +883,20 @@ impl Inner {
             });
         }
     }
+}
+
+/// ASYNC batching: until when live writes wait in the queue for more to join them, if they
+/// do. A streaming ASYNC destination sends redo at most once per `ASYNC_SEND_INTERVAL` (a
+/// lone write after a quiet spell goes at once), unless `ASYNC_SEND_BYTES` are queued: at a
+/// steady commit rate each send, each wake-up of this thread and each status the standby
+/// sends back covers several writes instead of one. Only for a streaming ASYNC destination:
+/// a SYNC one never waits here (catching up, it synchronizes as soon as it can).
+fn linger(queue: &Queue, last_redo_sent: Option<Instant>) -> Option<Instant> {
+    let until = last_redo_sent? + ASYNC_SEND_INTERVAL;
+    if queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES || until <= Instant::now() {
+        return None;
+    }
+    Some(until)
 }
 
 /// A session's archive connections (`max_connections` above 1, a standby of version 4).

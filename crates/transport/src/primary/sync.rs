@@ -175,7 +175,9 @@ impl Inner {
                     queue.writes.push_back(write.clone());
                 }
             }
-            destination.wake.notify_all();
+            if !queue.lingering || queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES {
+                destination.wake.notify_all();
+            }
         }
         if sent.is_empty()
             && self.mode() != ProtectionMode::MaximumProtection
