@@ -347,6 +347,13 @@ impl StorageFile for SimFile {
         Ok(())
     }
 
+    /// Joins the pieces (the default `write_gathered_at`), but says it gathers, so that the
+    /// log writer's gathered writes (written, then synced after the log buffer is released)
+    /// are what the crash tests cut.
+    fn gathers(&self) -> bool {
+        true
+    }
+
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut state = self.disk.state.lock();
         if state.fault(self.inode) == Some(Fault::WriteError) {

@@ -249,6 +249,18 @@ impl LogBuffer {
         // log write (even of empty records).
         let len_u64 = (len + RECORD_OVERHEAD) as u64;
         let start = loop {
+            if state.head == state.tail && !state.tail.is_multiple_of(capacity) {
+                // Empty: start again at the ring's beginning, where any record up to the
+                // capacity fits. Done whenever the strand is empty, not only when the record
+                // would not fit: a lone committer (or one that follows each write) then copies
+                // into memory still in the CPU's cache from its last record, rather than
+                // walking the whole ring (cold memory for the copy here, the CRC and the
+                // kernel's copy: most of the CPU time of 1 MiB records). Nothing is in use, so
+                // any position is free.
+                let lap_start = state.tail.next_multiple_of(capacity);
+                state.head = lap_start;
+                state.tail = lap_start;
+            }
             let offset = state.tail % capacity;
             let start = if offset + len_u64 > capacity {
                 state.tail + (capacity - offset)
@@ -257,13 +269,6 @@ impl LogBuffer {
             };
             if start + len_u64 - state.head <= capacity {
                 break start;
-            }
-            if state.head == state.tail {
-                // Empty: move both ends to the next lap so that any record up to the capacity fits.
-                let lap_start = state.tail + (capacity - offset);
-                state.head = lap_start;
-                state.tail = lap_start;
-                continue;
             }
             self.space_retries.incr();
             self.writer.notify();

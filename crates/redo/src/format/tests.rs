@@ -335,3 +335,61 @@ proptest! {
         let _ = scan_image(&image);
     }
 }
+
+/// Payloads of every size class the gather treats apart: empty, smaller than a borrowed piece,
+/// around a unit, and spanning many units.
+fn gather_payloads() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    let len = prop_oneof![0usize..600, 3000usize..5000, 8000usize..40_000];
+    prop::collection::vec((len, any::<u8>()), 1..12).prop_map(|specs| {
+        specs
+            .into_iter()
+            .map(|(len, seed)| (0..len).map(|index| seed.wrapping_add(index as u8)).collect())
+            .collect()
+    })
+}
+
+#[test]
+fn a_gather_of_nothing_is_empty() {
+    let gathered = UnitGather::new(4096, LogSeq(3), 8192).finish();
+    assert!(gathered.is_empty());
+    assert_eq!(gathered.piece_count(), 0);
+    assert!(gathered.to_vec().is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// The gather lays out exactly the bytes the unit writer does, CRCs included, and
+    /// borrows only pieces worth an iovec.
+    #[test]
+    fn a_gather_writes_the_unit_writers_bytes(
+        payloads in gather_payloads(),
+        block_size in prop::sample::select(vec![512u32, 1024, 4096, 65536]),
+        seq in 1u64..1000,
+        start_unit in 2u64..100,
+        first_scn in 1u64..1_000_000,
+    ) {
+        let start_offset = start_unit * u64::from(block_size);
+        let stream: usize = payloads.iter().map(|payload| RECORD_HEADER_LEN + payload.len()).sum();
+        let bytes = units_for(stream, block_size) * block_size as usize;
+        let mut expected = vec![0xeeu8; bytes];
+        let mut unit_writer = UnitWriter::new(&mut expected, block_size, LogSeq(seq), start_offset);
+        let mut gather = UnitGather::new(block_size, LogSeq(seq), start_offset);
+        for (index, payload) in payloads.iter().enumerate() {
+            unit_writer.put(Scn(first_scn + index as u64), payload);
+            gather.put(Scn(first_scn + index as u64), payload);
+        }
+        prop_assert_eq!(unit_writer.finish(), bytes);
+        let gathered = gather.finish();
+        prop_assert_eq!(gathered.len(), bytes);
+        let got = gathered.to_vec();
+        prop_assert_eq!(got.len(), bytes);
+        prop_assert!(got == expected, "the gathered units differ from the unit writer's");
+        prop_assert!(gathered.pieces().all(|piece| !piece.is_empty()));
+        // Every unit passes the reader's check.
+        for (index, unit) in got.chunks(block_size as usize).enumerate() {
+            let offset = start_offset + (index * block_size as usize) as u64;
+            prop_assert!(matches!(check_unit(unit, LogSeq(seq), offset), Ok(Ok(_))));
+        }
+    }
+}

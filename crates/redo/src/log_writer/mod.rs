@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
-use crate::format::{self, LogHeader, RECORD_HEADER_LEN, UnitWriter};
+use crate::format::{self, Gathered, LogHeader, RECORD_HEADER_LEN, UnitGather, UnitWriter};
 use crate::online_log::MemberState;
 use crate::ship::{LogWrite, ShipWait, WriteKind};
 use crate::storage::{AlignedBuf, StorageFile};
@@ -176,6 +176,28 @@ pub(crate) struct WriterState {
     /// Sequence of the newest log.
     pub last_seq: LogSeq,
     buffer: AlignedBuf,
+}
+
+/// Writes at least this large (of record stream) are gathered from the log buffer rather than
+/// formatted into the write buffer: below it the copy costs little and the kernel would get
+/// many small pieces. (Lower in unit tests, whose logs are 64 KiB, so that the crash tests
+/// cover both ways.)
+const GATHER_MIN_BYTES: usize = if cfg!(test) { 8 << 10 } else { 64 << 10 };
+
+/// A log write's bytes, as `write_log` takes them.
+pub(crate) enum LogBytes<'a> {
+    /// Contiguous, the caller's (headers; units formatted into the write buffer): copied if
+    /// shipped.
+    Slice(&'a [u8]),
+    /// Contiguous and shared: the shipper gets the very allocation the local write uses.
+    Shared(Arc<[u8]>),
+}
+
+/// What `offer` makes the shipper's one allocation from.
+enum SharedOnce<'a> {
+    Copy(&'a [u8]),
+    Ready(Arc<[u8]>),
+    Gathered(&'a Gathered<'a>),
 }
 
 impl WriterState {
@@ -515,37 +537,83 @@ impl Shared {
             }
             let units = format::units_for(stream, block_size);
             let bytes = units * block_size as usize;
-            let mut buffer = std::mem::take(&mut writer.buffer);
-            // (The unit writer writes every byte of the units, padding included.)
-            buffer.resize_for_overwrite(bytes);
             let held = batch.as_ref().expect("batch held until formatted");
-            let mut unit_writer = UnitWriter::new(
-                &mut buffer[..bytes],
-                block_size,
-                current.header.seq,
-                current.offset,
-            );
-            for record in &held.records[first..end] {
-                unit_writer.put(record.scn, held.payload(record));
-            }
-            let written = unit_writer.finish();
-            debug_assert_eq!(written, bytes);
-            let last_scn = held.records[end - 1].scn;
+            let records = &held.records[first..end];
+            let last_scn = records[records.len() - 1].scn;
             let entries = (end - first) as u64;
-            if end == count {
-                // Everything is formatted: give the log buffer its space back before the I/O.
-                batch = None;
-            }
-            let result = self.write_log(
-                current.group,
-                &buffer[..bytes],
-                current.offset,
-                WriteKind::Units,
-                current.header.seq,
-                last_scn,
-            );
-            writer.buffer = buffer;
-            let wait = result?;
+            let seq = current.header.seq;
+            // How the units are laid out (the same bytes every way; `docs/redo-format.md`):
+            // - shipped: formatted once into memory the shipper shares with the local write;
+            // - large, where the members take vectored writes: gathered, the payloads written
+            //   straight from the log buffer (no copy before the kernel's);
+            // - otherwise (small, or O_DIRECT, which needs aligned memory): formatted into
+            //   the aligned write buffer.
+            let gathers = self.members_gather(current.group);
+            let wait = if gathers && self.shipper.read().is_some() {
+                // SAFETY: zero is a valid u8.
+                let mut shared = unsafe { Arc::<[u8]>::new_zeroed_slice(bytes).assume_init() };
+                let out = Arc::get_mut(&mut shared).expect("not shared before it is shipped");
+                let mut unit_writer = UnitWriter::new(out, block_size, seq, current.offset);
+                for record in records {
+                    unit_writer.put(record.scn, held.payload(record));
+                }
+                let written = unit_writer.finish();
+                debug_assert_eq!(written, bytes);
+                if end == count {
+                    // Everything is formatted: give the log buffer its space back before the I/O.
+                    batch = None;
+                }
+                self.write_log(
+                    current.group,
+                    LogBytes::Shared(shared),
+                    current.offset,
+                    WriteKind::Units,
+                    seq,
+                    last_scn,
+                )?
+            } else if gathers && stream >= GATHER_MIN_BYTES {
+                let (wait, started) = {
+                    let mut gather = UnitGather::new(block_size, seq, current.offset);
+                    for record in records {
+                        gather.put(record.scn, held.payload(record));
+                    }
+                    let gathered = gather.finish();
+                    debug_assert_eq!(gathered.len(), bytes);
+                    self.write_gathered(current.group, &gathered, current.offset, seq, last_scn)?
+                };
+                // The pieces borrowed the log buffer; the kernel has the bytes now, so it gets
+                // its space back before the sync.
+                if end == count {
+                    batch = None;
+                }
+                self.sync_gathered(current.group, current.offset, started)?;
+                wait
+            } else {
+                let mut buffer = std::mem::take(&mut writer.buffer);
+                // (The unit writer writes every byte of the units, padding included.)
+                buffer.resize_for_overwrite(bytes);
+                let mut unit_writer =
+                    UnitWriter::new(&mut buffer[..bytes], block_size, seq, current.offset);
+                for record in records {
+                    unit_writer.put(record.scn, held.payload(record));
+                }
+                let written = unit_writer.finish();
+                debug_assert_eq!(written, bytes);
+                if end == count {
+                    // Everything is formatted: give the log buffer its space back before the I/O.
+                    batch = None;
+                }
+                let result = self.write_log(
+                    current.group,
+                    LogBytes::Slice(&buffer[..bytes]),
+                    current.offset,
+                    WriteKind::Units,
+                    seq,
+                    last_scn,
+                );
+                writer.buffer = buffer;
+                result?
+            };
             let offset = current.offset + bytes as u64;
             writer.current = Some(CurrentLog { offset, ..current });
             writer.next_scn = last_scn.next();
@@ -572,27 +640,91 @@ impl Shared {
     pub(crate) fn write_log(
         &self,
         group: usize,
-        bytes: &[u8],
+        bytes: LogBytes<'_>,
         offset: u64,
         kind: WriteKind,
         seq: LogSeq,
         last_scn: Scn,
     ) -> Result<Option<Box<dyn ShipWait>>> {
-        let shipper = self.shipper.read().clone();
-        let wait = shipper.and_then(|shipper| {
-            let write = Arc::new(LogWrite {
-                seq,
-                offset,
-                kind,
-                bytes: Arc::from(bytes),
-                last_scn,
-                time_us: now_unix_us(),
-                durable_scn: self.durable_scn(),
-            });
-            shipper.ship(&write)
-        });
+        let shared = match &bytes {
+            LogBytes::Slice(bytes) => SharedOnce::Copy(bytes),
+            LogBytes::Shared(shared) => SharedOnce::Ready(shared.clone()),
+        };
+        let wait = self.offer(shared, offset, kind, seq, last_scn);
+        let bytes: &[u8] = match &bytes {
+            LogBytes::Slice(bytes) => bytes,
+            LogBytes::Shared(shared) => shared,
+        };
         self.write_members(group, bytes, offset, true)?;
         Ok(wait)
+    }
+
+    /// `write_log` for units gathered from the log buffer, in two steps: this one offers them
+    /// to the shipper (gathered units are not meant to be shipped: a shipper that appeared
+    /// since the caller looked gets a copy) and writes them, one vectored write per member;
+    /// `sync_gathered` then syncs them. Between the two the caller releases the log buffer.
+    /// Returns the ship wait and when the write began.
+    fn write_gathered(
+        &self,
+        group: usize,
+        gathered: &Gathered<'_>,
+        offset: u64,
+        seq: LogSeq,
+        last_scn: Scn,
+    ) -> Result<(Option<Box<dyn ShipWait>>, Instant)> {
+        let wait =
+            self.offer(SharedOnce::Gathered(gathered), offset, WriteKind::Units, seq, last_scn);
+        let pieces: Vec<&[u8]> = gathered.pieces().collect();
+        let started = Instant::now();
+        self.on_valid_members(group, offset, |file| file.write_gathered_at(&pieces, offset))?;
+        Ok((wait, started))
+    }
+
+    /// Syncs what `write_gathered` wrote (begun at `started`).
+    fn sync_gathered(&self, group: usize, offset: u64, started: Instant) -> Result<()> {
+        self.on_valid_members(group, offset, |file| file.sync_data())?;
+        self.waits.log_file_parallel_write.record_since(started);
+        Ok(())
+    }
+
+    /// Offers a write to the shipper, if there is one, with its bytes in one shared
+    /// allocation (made only then).
+    fn offer(
+        &self,
+        bytes: SharedOnce<'_>,
+        offset: u64,
+        kind: WriteKind,
+        seq: LogSeq,
+        last_scn: Scn,
+    ) -> Option<Box<dyn ShipWait>> {
+        let shipper = self.shipper.read().clone()?;
+        let bytes = match bytes {
+            SharedOnce::Ready(shared) => shared,
+            SharedOnce::Copy(bytes) => Arc::from(bytes),
+            SharedOnce::Gathered(gathered) => Arc::from(gathered.to_vec()),
+        };
+        let write = Arc::new(LogWrite {
+            seq,
+            offset,
+            kind,
+            bytes,
+            last_scn,
+            time_us: now_unix_us(),
+            durable_scn: self.durable_scn(),
+        });
+        shipper.ship(&write)
+    }
+
+    /// Whether every valid member of `group` takes vectored writes without joining the pieces
+    /// (none is opened with O_DIRECT).
+    fn members_gather(&self, group: usize) -> bool {
+        let table = self.table.lock();
+        table.groups[group]
+            .members
+            .iter()
+            .filter(|member| member.state == MemberState::Valid)
+            .filter_map(|member| member.file.as_ref())
+            .all(|file| file.gathers())
     }
 
     /// Writes `bytes` at `offset` to every valid member of `group` (and syncs them if `sync`),
@@ -603,6 +735,25 @@ impl Shared {
         bytes: &[u8],
         offset: u64,
         sync: bool,
+    ) -> Result<()> {
+        let started = Instant::now();
+        self.on_valid_members(group, offset, |file| {
+            file.write_at(bytes, offset)?;
+            if sync { file.sync_data() } else { Ok(()) }
+        })?;
+        if sync {
+            self.waits.log_file_parallel_write.record_since(started);
+        }
+        Ok(())
+    }
+
+    /// Runs `io` on every valid member of `group`, in parallel. A member that fails is taken
+    /// out (`offset` names the write in the error); fails only if none is left.
+    fn on_valid_members(
+        &self,
+        group: usize,
+        offset: u64,
+        io: impl Fn(&Arc<dyn StorageFile>) -> std::io::Result<()> + Sync,
     ) -> Result<()> {
         let members: Vec<(usize, Arc<dyn StorageFile>)> = {
             let table = self.table.lock();
@@ -620,15 +771,7 @@ impl Shared {
                 group + 1
             )));
         }
-        let started = Instant::now();
-        let write = |file: &Arc<dyn StorageFile>| {
-            file.write_at(bytes, offset)?;
-            if sync { file.sync_data() } else { Ok(()) }
-        };
-        let results = self.on_members(&members, write);
-        if sync {
-            self.waits.log_file_parallel_write.record_since(started);
-        }
+        let results = self.on_members(&members, io);
         self.take_out_failed(group, &members, results, offset)
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{CurrentLog, DONE, STALLED, WriterState};
+use super::{CurrentLog, DONE, LogBytes, STALLED, WriterState};
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
@@ -49,7 +49,7 @@ impl Shared {
                 format::encode_header(&mut header_block, &HeaderBlock::Closed(current.header, end));
                 let wait = self.write_log(
                     current.group,
-                    &header_block,
+                    LogBytes::Slice(&header_block),
                     u64::from(block_size),
                     WriteKind::ClosedHeader,
                     current.header.seq,
@@ -103,7 +103,7 @@ impl Shared {
             }
             let wait = self.write_log(
                 next_group,
-                &header_block,
+                LogBytes::Slice(&header_block),
                 0,
                 WriteKind::OpenHeader,
                 seq,
