@@ -313,8 +313,10 @@ impl Shared {
                 self.write_pending_switching(&mut writer, false, settle, &mut deferred)
             }
         };
-        self.end_leadership(result.as_ref().err());
+        // Handed to the acknowledgement waiter before the leadership: the next leader's
+        // waits then queue behind these, and the waiter runs them in write order.
         self.dispatch(deferred);
+        self.end_leadership(result.as_ref().err());
         let declined = matches!(result, Ok(false));
         if declined {
             self.background.notify();
@@ -871,12 +873,15 @@ impl Shared {
             let mut deferred = Vec::new();
             let result = if unwritten {
                 self.with_leadership(|writer| {
-                    self.write_pending_switching(writer, true, Settle::Defer, &mut deferred)
+                    let result =
+                        self.write_pending_switching(writer, true, Settle::Defer, &mut deferred);
+                    // Handed on while still leading, as in `lead_unless_switching`.
+                    self.dispatch(std::mem::take(&mut deferred));
+                    result
                 })
             } else {
                 Ok(true)
             };
-            self.dispatch(deferred);
             if let Err(error) = result {
                 if !matches!(error, RedoError::Shutdown) {
                     tracing::warn!(%error, "background log write failed");
