@@ -22,6 +22,8 @@ use crate::*;
 enum Verdict {
     Ack,
     Fail,
+    /// The wait panics (a bug in a shipper): it must fail like an error, not hang anyone.
+    Panic,
 }
 
 /// A shipper whose every units write must be acknowledged by the test (`release`); header
@@ -63,6 +65,10 @@ impl ShipWait for ScriptedWait {
         match verdict {
             Verdict::Ack => Ok(()),
             Verdict::Fail => Err(RedoError::WriterFailed(format!("write {} failed", self.index))),
+            Verdict::Panic => {
+                drop(script);
+                panic!("write {}'s wait panicked (as the test asked)", self.index)
+            }
         }
     }
 }
@@ -195,6 +201,34 @@ fn a_failed_acknowledgement_in_the_middle_publishes_nothing_after_it() {
     let outcomes: Vec<bool> =
         commits.into_iter().map(|(_, task)| runtime.block_on(task).unwrap().is_ok()).collect();
     assert_eq!(outcomes, [true, false, false, false]);
+}
+
+/// A wait that panics (a bug in a shipper) fails like one that returns an error: the writes
+/// before it stay durable, its commit and the ones after it get an error rather than waiting
+/// for ever, no redo is taken any more, and shutting down does not hang.
+#[test]
+fn a_wait_that_panics_fails_its_commits_instead_of_hanging_them() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "a panicking wait");
+    let disk = CrashDisk::new();
+    let (log, shipper) = log_with_scripted_shipper(&disk);
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut commits = Vec::new();
+    for n in 0..3 {
+        commits.extend(commit_async(&runtime, &log, 1));
+        shipper.wait_shipped(n + 1);
+    }
+    let shipped = shipper.shipped();
+    shipper.release(0, Verdict::Ack);
+    wait_for("write 0 durable", || log.durable_scn() == shipped[0]);
+    shipper.release(2, Verdict::Ack);
+    shipper.release(1, Verdict::Panic);
+    wait_for("the writer refusing redo", || log.append(b"after").is_err());
+    assert_eq!(log.durable_scn(), shipped[0], "published past the write whose wait panicked");
+    let outcomes: Vec<bool> =
+        commits.into_iter().map(|(_, task)| runtime.block_on(task).unwrap().is_ok()).collect();
+    assert_eq!(outcomes, [true, false, false]);
+    drop(log);
 }
 
 /// Many committers at once: never more waits in flight than the bound, every commit

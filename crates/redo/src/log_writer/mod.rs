@@ -341,7 +341,16 @@ impl Shared {
     /// as durable, nor anything after it: the writer refuses all further redo, and every
     /// commit waiting gets the error.
     fn wait_shipped(&self, wait: Box<dyn ShipWait>) -> Result<()> {
-        wait.wait().map_err(|error| {
+        // A wait that panics fails like one that returns an error: the acknowledgement waiter
+        // (or the leader running it) lives on, the commits behind it are told, and no further
+        // redo is taken. Unwound, it would leave every pipelined commit waiting for ever.
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || wait.wait()))
+            .unwrap_or_else(|_| {
+                Err(RedoError::WriterFailed(
+                    "the wait for the standbys' acknowledgement panicked".into(),
+                ))
+            });
+        waited.map_err(|error| {
             let cause = match &error {
                 RedoError::WriterFailed(cause) => cause.clone(),
                 other => other.to_string(),
