@@ -113,6 +113,25 @@ impl WaitSlot {
     }
 }
 
+/// Lays `records` of `batch` out as units filling `out` exactly (every byte, padding
+/// included), as a log write starting at `offset` of log `seq`.
+fn format_units(
+    out: &mut [u8],
+    block_size: u32,
+    seq: LogSeq,
+    offset: u64,
+    batch: &crate::log_buffer::Batch<'_>,
+    records: &[crate::log_buffer::Taken],
+) {
+    let len = out.len();
+    let mut unit_writer = UnitWriter::new(out, block_size, seq, offset);
+    for record in records {
+        unit_writer.put(record.scn, batch.payload(record));
+    }
+    let written = unit_writer.finish();
+    debug_assert_eq!(written, len);
+}
+
 /// Ends the leadership of a leader that panics (a bug, in a shipper say): the writer is
 /// failed and every waiter is told so, rather than left parked for ever.
 /// (Armed only if the thread was not already unwinding when the round began: a round led
@@ -564,12 +583,7 @@ impl Shared {
                 // SAFETY: zero is a valid u8.
                 let mut shared = unsafe { Arc::<[u8]>::new_zeroed_slice(bytes).assume_init() };
                 let out = Arc::get_mut(&mut shared).expect("not shared before it is shipped");
-                let mut unit_writer = UnitWriter::new(out, block_size, seq, current.offset);
-                for record in records {
-                    unit_writer.put(record.scn, held.payload(record));
-                }
-                let written = unit_writer.finish();
-                debug_assert_eq!(written, bytes);
+                format_units(out, block_size, seq, current.offset, held, records);
                 if end == count {
                     // Everything is formatted: give the log buffer its space back before the I/O.
                     batch = None;
@@ -603,13 +617,7 @@ impl Shared {
                 let mut buffer = std::mem::take(&mut writer.buffer);
                 // (The unit writer writes every byte of the units, padding included.)
                 buffer.resize_for_overwrite(bytes);
-                let mut unit_writer =
-                    UnitWriter::new(&mut buffer[..bytes], block_size, seq, current.offset);
-                for record in records {
-                    unit_writer.put(record.scn, held.payload(record));
-                }
-                let written = unit_writer.finish();
-                debug_assert_eq!(written, bytes);
+                format_units(&mut buffer[..bytes], block_size, seq, current.offset, held, records);
                 if end == count {
                     // Everything is formatted: give the log buffer its space back before the I/O.
                     batch = None;
