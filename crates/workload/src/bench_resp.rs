@@ -6,6 +6,15 @@
 //! defaults (every write command durable before its reply). Both keep their files in the same
 //! directory. redis-server and redis-benchmark come from Debian's packages; the benchmark
 //! installs them if missing, and if that fails it says so and runs redoguard alone.
+//!
+//! Both servers run from the start (an idle one costs nothing measurable). The durable SET at
+//! `-c 50`, the target, runs in alternating rounds (redoguard, Redis, Redis, redoguard, …), so
+//! that a virtual disk whose fdatasync drifts over the run (it moves by 10× here within
+//! minutes) weighs on both alike; its ops/s is all requests over all the time of its runs. The
+//! other tests run once per server. Each run also reads the server process's CPU time from
+//! /proc, for the CPU per request. Redis's automatic AOF rewrite is turned off: a fork and
+//! rewrite of the append-only file in the middle of a run would slow Redis by chance of timing,
+//! not by design.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,6 +33,8 @@ pub struct BenchRespConfig {
     pub dir: PathBuf,
     /// Requests per redis-benchmark run.
     pub requests: u64,
+    /// Runs of the durable SET at `-c 50` per server, alternating between the servers.
+    pub rounds: u32,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -36,6 +47,12 @@ pub struct RespResult {
     pub p50_us: f64,
     pub p99_us: f64,
     pub fdatasync_p50_us: f64,
+    /// Each run's ops/s, in the order run (several for the alternated test).
+    #[serde(default)]
+    pub runs_ops_per_s: Vec<f64>,
+    /// The server process's CPU time (user + system) per request, µs.
+    #[serde(default)]
+    pub cpu_us_per_op: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -92,7 +109,7 @@ pub(crate) struct RedisServer {
 }
 
 impl RedisServer {
-    /// A durable Redis (`appendfsync always`) alone on 127.0.0.1.
+    /// A durable Redis (`appendfsync always`) on 127.0.0.1, without automatic AOF rewrites.
     fn start(dir: &Path) -> anyhow::Result<RedisServer> {
         RedisServer::start_with(
             Command::new("redis-server"),
@@ -100,7 +117,7 @@ impl RedisServer {
             &["127.0.0.1"],
             free_port()?,
             dir,
-            &[],
+            &["--auto-aof-rewrite-percentage", "0"],
         )
     }
 
@@ -202,6 +219,48 @@ fn benchmark(
     Ok((fields[0], fields[3] * 1000.0, fields[5] * 1000.0))
 }
 
+/// One redis-benchmark run against one server.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    ops_per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    /// The server's CPU time during the run.
+    cpu_seconds: f64,
+}
+
+/// A server's runs of one test as one result: ops/s is all requests over all the runs' time;
+/// p50 and p99 are the runs' medians.
+fn combine(
+    server: &str,
+    test: &str,
+    clients: u32,
+    requests: u64,
+    runs: &[Run],
+    fdatasync_p50_us: f64,
+) -> RespResult {
+    let median = |value: &dyn Fn(&Run) -> f64| {
+        let mut values: Vec<f64> = runs.iter().map(value).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let seconds: f64 = runs.iter().map(|run| requests as f64 / run.ops_per_s).sum();
+    let total = requests as f64 * runs.len() as f64;
+    let cpu: f64 = runs.iter().map(|run| run.cpu_seconds).sum();
+    RespResult {
+        server: server.to_string(),
+        test: test.to_uppercase(),
+        clients,
+        requests: requests * runs.len() as u64,
+        ops_per_s: total / seconds,
+        p50_us: median(&|run| run.p50_us),
+        p99_us: median(&|run| run.p99_us),
+        fdatasync_p50_us,
+        runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
+        cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
+    }
+}
+
 pub fn run(
     config: &BenchRespConfig,
     mut progress: impl FnMut(&str),
@@ -225,54 +284,74 @@ pub fn run(
         Ok(tools::iotest::run(&iotest)?.lat_p50_us)
     };
     let fdatasync_p50_us = raw(&mut progress)?;
-    let mut results = Vec::new();
-    let mut servers: Vec<&str> = vec!["redoguard"];
-    if redis_skipped.is_none() {
-        servers.push("redis");
+    // Both servers up at once: (name, port, pid).
+    let dir = work.path().join("redoguard");
+    std::fs::create_dir_all(&dir)?;
+    let data_dir = dir.display().to_string();
+    let redoguard = ServerProcess::start(
+        &config.binary,
+        &["--data-dir", &data_dir],
+        &work.path().join("redoguard.log"),
+    )?;
+    let redis = if redis_skipped.is_none() {
+        Some(RedisServer::start(&work.path().join("redis"))?)
+    } else {
+        None
+    };
+    let mut servers = vec![(
+        "redoguard",
+        redoguard.resp_addr.port(),
+        redoguard.pid().context("the redoguard server has no process")?,
+    )];
+    if let Some(redis) = &redis {
+        servers.push(("redis", redis.port, redis.child.id()));
     }
-    for server in servers {
-        // Each server alone on the machine, its raw fdatasync measured just before.
-        let server_raw = raw(&mut progress)?;
-        let (_redoguard, _redis, port) = match server {
-            "redoguard" => {
-                let dir = work.path().join("redoguard");
-                std::fs::create_dir_all(&dir)?;
-                let data_dir = dir.display().to_string();
-                let process = ServerProcess::start(
-                    &config.binary,
-                    &["--data-dir", &data_dir],
-                    &work.path().join("redoguard.log"),
-                )?;
-                let port = process.resp_addr.port();
-                (Some(process), None, port)
+    let mut results = Vec::new();
+    for test in ["set", "get"] {
+        for clients in [1u32, 50] {
+            // The target alternates (A B B A …); the rest runs once per server.
+            let alternated = test == "set" && clients == 50;
+            let rounds = if alternated { config.rounds.max(1) } else { 1 };
+            let server_raw = raw(&mut progress)?;
+            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); servers.len()];
+            for round in 0..rounds {
+                let mut order: Vec<usize> = (0..servers.len()).collect();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for index in order {
+                    let (server, port, pid) = servers[index];
+                    progress(&format!(
+                        "{server}: {} -c {clients} -n {}{}",
+                        test.to_uppercase(),
+                        config.requests,
+                        if alternated {
+                            format!(" (round {} of {rounds})", round + 1)
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    let cpu_before = crate::process::cpu_seconds(pid)?;
+                    let (ops_per_s, p50_us, p99_us) =
+                        benchmark(port, test, clients, config.requests)?;
+                    let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
+                    runs[index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
+                }
             }
-            _ => {
-                let redis = RedisServer::start(&work.path().join("redis"))?;
-                let port = redis.port;
-                (None, Some(redis), port)
-            }
-        };
-        for test in ["set", "get"] {
-            for clients in [1u32, 50] {
-                progress(&format!(
-                    "{server}: {} -c {clients} -n {}",
-                    test.to_uppercase(),
-                    config.requests
-                ));
-                let (ops_per_s, p50_us, p99_us) = benchmark(port, test, clients, config.requests)?;
-                results.push(RespResult {
-                    server: server.to_string(),
-                    test: test.to_uppercase(),
+            for (index, (server, _, _)) in servers.iter().enumerate() {
+                results.push(combine(
+                    server,
+                    test,
                     clients,
-                    requests: config.requests,
-                    ops_per_s,
-                    p50_us,
-                    p99_us,
-                    fdatasync_p50_us: server_raw,
-                });
+                    config.requests,
+                    &runs[index],
+                    server_raw,
+                ));
             }
         }
     }
+    drop(redis);
+    drop(redoguard);
     let find = |server: &str, test: &str, clients: u32| {
         results.iter().find(|result| {
             result.server == server && result.test == test && result.clients == clients
@@ -319,20 +398,39 @@ pub fn render(report: &BenchRespReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14}",
-        "server", "test", "clients", "ops/s", "p50 µs", "p99 µs", "fdatasync p50"
+        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  {}",
+        "server",
+        "test",
+        "clients",
+        "ops/s",
+        "p50 µs",
+        "p99 µs",
+        "fdatasync p50",
+        "CPU µs/op",
+        "runs (ops/s)"
     );
     for result in &report.results {
         let _ = writeln!(
             out,
-            "  {:<10} {:<5} {:>8} {:>12.0} {:>9.0} {:>9.0} {:>14.0}",
+            "  {:<10} {:<5} {:>8} {:>12.0} {:>9.0} {:>9.0} {:>14.0} {:>10}  {}",
             result.server,
             result.test,
             result.clients,
             result.ops_per_s,
             result.p50_us,
             result.p99_us,
-            result.fdatasync_p50_us
+            result.fdatasync_p50_us,
+            result.cpu_us_per_op.map(|cpu| format!("{cpu:.1}")).unwrap_or_else(|| "-".into()),
+            if result.runs_ops_per_s.len() > 1 {
+                result
+                    .runs_ops_per_s
+                    .iter()
+                    .map(|ops| format!("{ops:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            } else {
+                String::new()
+            }
         );
     }
     let _ = writeln!(out, "targets:");
@@ -347,4 +445,29 @@ pub fn render(report: &BenchRespReport) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternated_runs_combine_as_all_requests_over_all_their_time() {
+        let run = |ops_per_s, p50_us, cpu_seconds| Run {
+            ops_per_s,
+            p50_us,
+            p99_us: 2.0 * p50_us,
+            cpu_seconds,
+        };
+        // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
+        // 7 s, not the mean of the rates (583/s).
+        let runs = [run(1000.0, 100.0, 0.5), run(250.0, 300.0, 0.5), run(500.0, 200.0, 1.0)];
+        let result = combine("redoguard", "set", 50, 1000, &runs, 150.0);
+        assert_eq!(result.requests, 3000);
+        assert!((result.ops_per_s - 3000.0 / 7.0).abs() < 1e-9, "{}", result.ops_per_s);
+        assert_eq!(result.p50_us, 200.0);
+        assert_eq!(result.runs_ops_per_s, vec![1000.0, 250.0, 500.0]);
+        assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
+        assert_eq!(result.test, "SET");
+    }
 }

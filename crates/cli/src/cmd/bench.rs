@@ -204,6 +204,10 @@ pub struct RespArgs {
     /// Requests per redis-benchmark run.
     #[arg(long, default_value_t = 200_000)]
     pub requests: u64,
+    /// Runs of the durable SET at -c 50 per server, alternating between the servers so that a
+    /// drifting disk weighs on both alike.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
     /// Directory on the file system both servers use.
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
@@ -245,6 +249,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 binary: std::env::current_exe()?,
                 dir: args.dir,
                 requests: args.requests,
+                rounds: args.rounds,
             };
             let report =
                 workload::bench_resp::run(&config, |step| eprintln!("bench resp: {step}"))?;

@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use hdrhistogram::Histogram;
 
 use super::limits::raw_fdatasync;
@@ -41,30 +40,7 @@ impl CaseKind {
     }
 }
 
-/// The CPU time (user + system) a process has used, in seconds: /proc/PID/stat's utime and
-/// stime, in clock ticks (10 ms on most kernels; a 5 s case at thousands of commits a second
-/// holds hundreds of ticks).
-pub(super) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    // The command name, in parentheses, may hold spaces: the fields follow its last `)`,
-    // from field 3 (state) on; utime and stime are fields 14 and 15.
-    let fields: Vec<&str> = text
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |index: usize| -> anyhow::Result<u64> {
-        fields
-            .get(index)
-            .and_then(|field| field.parse().ok())
-            .with_context(|| format!("no CPU time in {path}: {text:?}"))
-    };
-    let total = ticks(11)? + ticks(12)?;
-    // SAFETY: sysconf reads a constant of the system.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
-    Ok(total as f64 / per_second as f64)
-}
+pub(super) use crate::process::cpu_seconds;
 
 /// What one RTT's cases share.
 pub(super) struct Bench<'a> {
