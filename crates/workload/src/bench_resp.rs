@@ -398,16 +398,8 @@ pub fn render(report: &BenchRespReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  {}",
-        "server",
-        "test",
-        "clients",
-        "ops/s",
-        "p50 µs",
-        "p99 µs",
-        "fdatasync p50",
-        "CPU µs/op",
-        "runs (ops/s)"
+        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  runs (ops/s)",
+        "server", "test", "clients", "ops/s", "p50 µs", "p99 µs", "fdatasync p50", "CPU µs/op",
     );
     for result in &report.results {
         let _ = writeln!(
