@@ -226,11 +226,33 @@ fn a_tiny_run_of_the_issue_11_experiments_writes_their_fields_and_plots() {
     }
     assert!(of("commit_mode")[3]["target"]["ratio"].as_f64().is_some());
 
-    // CPU per commit with and without ASYNC, and the ratio.
+    // CPU per commit with and without ASYNC, and the ratio: each mode summed over its four
+    // rounds, which alternate A B B A B A A B.
     let cpu = of("async_cpu");
     assert_eq!(cpu.len(), 2, "{cpu:?}");
     assert_eq!(cpu[1]["mode"], "async");
     assert!(cpu[1]["target"]["ratio"].as_f64().is_some(), "{}", cpu[1]);
+    let places = |case: &serde_json::Value| -> Vec<u64> {
+        let rounds = case["cpu_rounds"].as_array().unwrap();
+        for round in rounds {
+            assert!(round["commits"].as_u64().unwrap() > 0, "{round}");
+            assert!(round["commits_per_log_write"].as_f64().unwrap() > 0.0, "{round}");
+        }
+        rounds.iter().map(|round| round["position"].as_u64().unwrap()).collect()
+    };
+    assert_eq!((places(cpu[0]), places(cpu[1])), (vec![1, 4, 6, 7], vec![2, 3, 5, 8]));
+    for case in &cpu {
+        let summed: u64 = case["cpu_rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|round| round["commits"].as_u64().unwrap())
+            .sum();
+        assert_eq!(case["commits"].as_u64(), Some(summed), "{case}");
+        assert!(case["cpu_s"].as_f64().is_some(), "{case}");
+        assert!(case["commits_per_log_write"].as_f64().unwrap() > 0.0, "{case}");
+    }
+    assert!(stdout.contains("rounds:"), "no rounds in:\n{stdout}");
 
     let svg = std::fs::read_to_string(dir.path().join("experiments.svg")).unwrap();
     for text in [

@@ -465,28 +465,43 @@ fn commit_mode_panels(report: &TransportReport) -> Vec<BarPanel> {
     ]
 }
 
-/// `async_cpu`: the primary's CPU per commit with and without an ASYNC standby.
+/// `async_cpu`: the primary's CPU per commit with and without an ASYNC standby: each mode's
+/// sum over its rounds, and each round beside it (the spread the alternation evens out).
 fn async_cpu_panels(report: &TransportReport) -> Vec<BarPanel> {
     let cases = experiment_cases(report, Experiment::AsyncCpu);
     if cases.is_empty() {
         return Vec::new();
     }
     let alone = cases.iter().find(|case| case.mode == "no_standby");
+    let rounds =
+        cases.iter().map(|case| case.cpu_rounds.as_ref().map_or(0, Vec::len)).max().unwrap_or(0);
+    let mut series = vec!["sum of the rounds".to_string()];
+    series.extend((1..=rounds).map(|round| format!("round {round} of the mode")));
     vec![BarPanel {
         title: "The primary's CPU time per commit (user + system), steady load".into(),
         y_label: "µs per commit".into(),
         log_y: false,
-        series: vec!["CPU per commit".into()],
+        series,
         groups: cases
             .iter()
-            .map(|case| Group {
-                label: format!(
-                    "{} · RTT {} ms · {:.0} commits/s",
-                    label(&case.mode),
-                    case.rtt_set_ms,
-                    case.commits_per_s
-                ),
-                values: vec![case.cpu_us_per_commit],
+            .map(|case| {
+                let mut values = vec![case.cpu_us_per_commit];
+                let of_case = case.cpu_rounds.as_deref().unwrap_or_default();
+                values.extend(
+                    (0..rounds)
+                        .map(|index| of_case.get(index).map(|round| round.cpu_us_per_commit)),
+                );
+                Group {
+                    label: format!(
+                        "{} · RTT {} ms · {:.0} commits/s · {} commits per log write",
+                        label(&case.mode),
+                        case.rtt_set_ms,
+                        case.commits_per_s,
+                        case.commits_per_log_write
+                            .map_or_else(|| "-".into(), |per| format!("{per:.2}"))
+                    ),
+                    values,
+                }
             })
             .collect(),
         limits: alone

@@ -4,13 +4,21 @@
 //! (`async_cpu_commits_per_s` SETs of 100 bytes a second from [`CONNECTIONS`] connections);
 //! the primary process's CPU time (user + system, /proc/PID/stat, read just before and just
 //! after the load) divided by the commits is held to at most 1.05 of the primary alone's.
+//!
+//! CPU per commit follows the disk: a slower fdatasync makes larger commit groups, and each
+//! commit then costs less. Two modes measured a minute apart saw different disks, so both
+//! setups run side by side for the whole experiment and the load alternates between them in
+//! [`ORDER`] (A B B A B A A B): a drift that is linear in time weighs on both modes alike.
+//! Each mode's case is the sum of its rounds (CPU seconds / commits), with each round's
+//! figures and its commits per log write beside, so that a reader sees whether the grouping
+//! was alike.
 
 use std::fmt::Write as _;
 
-use super::runs::{Bench, CaseKind};
-use super::setup::Mode;
+use super::runs::{Bench, CaseKind, Measured, quantile};
+use super::setup::{Mode, Setup};
 use super::steady::SteadyLoad;
-use super::{Experiment, Target, TransportCase, TransportReport};
+use super::{CpuRound, Experiment, Target, TransportCase, TransportReport};
 
 /// Connections of a CPU case.
 const CONNECTIONS: u32 = 16;
@@ -18,10 +26,53 @@ const CONNECTIONS: u32 = 16;
 const VALUE_BYTES: usize = 100;
 /// The bound: ASYNC costs the primary at most 5 % more CPU per commit.
 const CPU_LIMIT: f64 = 1.05;
+/// The order of the rounds, each the bench's duration long: four of each mode, the sum of
+/// positions alike (1 + 4 + 6 + 7 = 2 + 3 + 5 + 8), so that a linear drift cancels.
+const ORDER: [Mode; 8] = [
+    Mode::NoStandby,
+    Mode::Async,
+    Mode::Async,
+    Mode::NoStandby,
+    Mode::Async,
+    Mode::NoStandby,
+    Mode::NoStandby,
+    Mode::Async,
+];
 
-/// Both setups at the bench's RTT. Fails only on an interrupt.
+/// Both setups at the bench's RTT, started together, then the rounds. Fails only on an
+/// interrupt.
 pub(super) fn run(
     bench: &Bench<'_>,
+    report: &mut TransportReport,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<()> {
+    let rtt = bench.rtt();
+    let what = |mode: Mode| format!("redoguard {} (CPU) at RTT {rtt} ms", mode.name());
+    crate::interrupt::check()?;
+    progress(&format!("redoguard no_standby and async (CPU), RTT {rtt} ms: starting both"));
+    let alone = bench.start(Mode::NoStandby, "async-cpu");
+    Bench::on_setup(alone, &what(Mode::NoStandby), report, |alone, report| {
+        let with = bench.start(Mode::Async, "async-cpu");
+        Bench::on_setup(with, &what(Mode::Async), report, |with, report| {
+            rounds(bench, alone, with, report, progress)
+        })
+    })
+}
+
+/// One mode's rounds so far.
+#[derive(Default)]
+struct Sum {
+    cases: Vec<TransportCase>,
+    measured: Vec<Measured>,
+    rounds: Vec<CpuRound>,
+    problems: Vec<String>,
+}
+
+/// The rounds in [`ORDER`], then one case per mode with their sums.
+fn rounds(
+    bench: &Bench<'_>,
+    alone: &Setup<'_>,
+    with: &Setup<'_>,
     report: &mut TransportReport,
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
@@ -32,25 +83,104 @@ pub(super) fn run(
         value_bytes: VALUE_BYTES,
         sample_lag: false,
     };
-    for mode in [Mode::NoStandby, Mode::Async] {
+    let mut sums = [Sum::default(), Sum::default()];
+    for (index, mode) in ORDER.into_iter().enumerate() {
         crate::interrupt::check()?;
+        let position = index as u32 + 1;
         progress(&format!(
-            "redoguard {} (CPU), RTT {rtt} ms (measured {:.3}), steady {} commits/s",
+            "redoguard {} (CPU), RTT {rtt} ms (measured {:.3}), steady {} commits/s, round {position} of {}",
             mode.name(),
             bench.limits.rtt_ms,
-            load.commits_per_s
+            load.commits_per_s,
+            ORDER.len()
         ));
+        let (setup, sum) = match mode {
+            Mode::NoStandby => (alone, &mut sums[0]),
+            _ => (with, &mut sums[1]),
+        };
         let what = format!(
-            "redoguard {} at RTT {rtt} ms, steady {} commits/s",
+            "redoguard {} at RTT {rtt} ms, steady {} commits/s, round {position}",
             mode.name(),
             load.commits_per_s
         );
-        Bench::on_setup(bench.start(mode, "async-cpu"), &what, report, |setup, report| {
-            let case = bench.steady(setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu));
-            bench.record(report, &what, case)
-        })?;
+        match bench.steady_measured(setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu)) {
+            Ok((case, problems, measured)) => {
+                report.failures.extend(problems.iter().map(|problem| format!("{what}: {problem}")));
+                sum.problems.extend(problems);
+                sum.rounds.push(CpuRound {
+                    position,
+                    commits: measured.commits,
+                    cpu_s: measured.cpu_s.unwrap_or(f64::NAN),
+                    cpu_us_per_commit: case.cpu_us_per_commit.unwrap_or(f64::NAN),
+                    commits_per_log_write: case.commits_per_log_write.unwrap_or(f64::NAN),
+                    log_write_avg_us: case.log_write_avg_us.unwrap_or(f64::NAN),
+                });
+                sum.cases.push(case);
+                sum.measured.push(measured);
+            }
+            Err(error) => {
+                crate::interrupt::check()?;
+                report.failures.push(format!("{what}: {error:#}"));
+            }
+        }
+    }
+    for sum in sums {
+        if let Some(case) = summed(sum) {
+            report.cases.push(case);
+        }
     }
     Ok(())
+}
+
+/// One mode's case from its rounds: commits, CPU time, seconds, log writes and latencies
+/// added up; the first round's case for what does not change between rounds. None if no
+/// round ran.
+fn summed(sum: Sum) -> Option<TransportCase> {
+    let Sum { cases, measured, rounds, problems } = sum;
+    let mut case = cases.first()?.clone();
+    let commits: u64 = measured.iter().map(|round| round.commits).sum();
+    let seconds: f64 = measured.iter().map(|round| round.seconds).sum();
+    let cpu_s: Option<f64> = measured.iter().map(|round| round.cpu_s).sum();
+    let mut latency_us = crate::bench_external::latency_histogram();
+    for round in &measured {
+        let _ = latency_us.add(&round.latency_us);
+    }
+    let user_commits: u64 = measured.iter().map(|round| round.user_commits).sum();
+    let redo_writes: u64 = measured.iter().map(|round| round.redo_writes).sum();
+    let log_writes: u64 = measured.iter().map(|round| round.log_writes).sum();
+    let log_write_us: u64 = measured.iter().map(|round| round.log_write_us).sum();
+    let redo_mb: f64 = cases
+        .iter()
+        .zip(&measured)
+        .map(|(case, round)| case.redo_mb_per_s.unwrap_or(0.0) * round.seconds)
+        .sum();
+    case.commits_per_s = commits as f64 / seconds.max(f64::MIN_POSITIVE);
+    case.p50_us = quantile(&latency_us, 0.5);
+    case.p99_us = quantile(&latency_us, 0.99);
+    case.log_write_avg_us = Some(log_write_us as f64 / log_writes.max(1) as f64);
+    case.redo_mb_per_s = Some(redo_mb / seconds.max(f64::MIN_POSITIVE));
+    case.commits_per_log_write = Some(user_commits as f64 / redo_writes.max(1) as f64);
+    case.cpu_s = cpu_s;
+    case.commits = Some(commits);
+    case.cpu_us_per_commit = cpu_s.filter(|_| commits > 0).map(|cpu| cpu * 1e6 / commits as f64);
+    let list = |value: fn(&CpuRound) -> f64| {
+        rounds.iter().map(|round| format!("{:.1}", value(round))).collect::<Vec<_>>().join(", ")
+    };
+    let mut notes = format!(
+        "sums of {} rounds (places {} in the order A B B A B A A B, A = no_standby, both setups up throughout); per round CPU µs/commit {}, commits per log write {}; {commits} commits, {:.1} commits per log write in all; each round: {}",
+        rounds.len(),
+        rounds.iter().map(|round| round.position.to_string()).collect::<Vec<_>>().join(", "),
+        list(|round| round.cpu_us_per_commit),
+        list(|round| round.commits_per_log_write),
+        user_commits as f64 / redo_writes.max(1) as f64,
+        case.notes.split("; NOT VALID").next().unwrap_or_default()
+    );
+    if !problems.is_empty() {
+        notes.push_str(&format!("; NOT VALID: {}", problems.join("; ")));
+    }
+    case.notes = notes;
+    case.cpu_rounds = Some(rounds);
+    Some(case)
 }
 
 /// The ASYNC case's CPU per commit against the primary alone's at the same RTT.
@@ -82,7 +212,8 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
     }
 }
 
-/// The `async_cpu` cases as a table (empty if there is none).
+/// The `async_cpu` cases as a table (empty if there is none): each mode's sums, then its
+/// rounds.
 pub(super) fn table(report: &TransportReport) -> String {
     let cases: Vec<&TransportCase> =
         report.cases.iter().filter(|case| case.experiment == Experiment::AsyncCpu).collect();
@@ -92,25 +223,65 @@ pub(super) fn table(report: &TransportReport) -> String {
     }
     let _ = writeln!(
         out,
-        "the primary's CPU per commit, with and without an ASYNC standby (steady load; /proc/PID/stat utime + stime):"
+        "the primary's CPU per commit, with and without an ASYNC standby (steady load, the modes' rounds alternating A B B A B A A B; /proc/PID/stat utime + stime):"
     );
     let _ = writeln!(
         out,
-        "  {:<12} {:>7} {:>8} {:>10} {:>9} {:>9} {:>13}  target ratio",
-        "mode", "RTT set", "RTT ms", "commits/s", "p50 µs", "p99 µs", "CPU µs/commit"
+        "  {:<12} {:>7} {:>8} {:>10} {:>9} {:>9} {:>7} {:>9} {:>9} {:>13}  target ratio",
+        "mode",
+        "RTT set",
+        "RTT ms",
+        "commits/s",
+        "p50 µs",
+        "p99 µs",
+        "CPU s",
+        "commits",
+        "per logwr",
+        "CPU µs/commit"
     );
-    for case in cases {
+    let figure = |value: Option<f64>, decimals: usize| {
+        value.map_or_else(|| "-".into(), |value| format!("{value:.decimals$}"))
+    };
+    for case in &cases {
         let _ = writeln!(
             out,
-            "  {:<12} {:>7} {:>8.3} {:>10.0} {:>9.0} {:>9.0} {:>13}  {}",
+            "  {:<12} {:>7} {:>8.3} {:>10.0} {:>9.0} {:>9.0} {:>7} {:>9} {:>9} {:>13}  {}",
             case.mode,
             case.rtt_set_ms,
             case.rtt_ms,
             case.commits_per_s,
             case.p50_us,
             case.p99_us,
-            case.cpu_us_per_commit.map_or_else(|| "-".into(), |us| format!("{us:.1}")),
+            figure(case.cpu_s, 2),
+            case.commits.map_or_else(|| "-".into(), |commits| commits.to_string()),
+            figure(case.commits_per_log_write, 2),
+            figure(case.cpu_us_per_commit, 1),
             super::report::verdict(&case.target)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  rounds:  {:<12} {:>5} {:>9} {:>7} {:>13} {:>9} {:>9}",
+        "mode", "place", "commits", "CPU s", "CPU µs/commit", "per logwr", "logwr µs"
+    );
+    let mut rounds: Vec<(&str, &CpuRound)> = cases
+        .iter()
+        .flat_map(|case| {
+            case.cpu_rounds.iter().flatten().map(move |round| (case.mode.as_str(), round))
+        })
+        .collect();
+    rounds.sort_by_key(|(_, round)| round.position);
+    for (mode, round) in rounds {
+        let _ = writeln!(
+            out,
+            "           {:<12} {:>5} {:>9} {:>7.2} {:>13.1} {:>9.2} {:>9.0}",
+            mode,
+            round.position,
+            round.commits,
+            round.cpu_s,
+            round.cpu_us_per_commit,
+            round.commits_per_log_write,
+            round.log_write_avg_us
         );
     }
     out

@@ -387,6 +387,21 @@ pub struct TransportCase {
     /// just before and just after the load) per commit, in µs.
     #[serde(default)]
     pub cpu_us_per_commit: Option<f64>,
+    /// redoguard: the primary's commits per log write during the case ("user commits" /
+    /// "redo writes": how many commits a group commit carried). CPU per commit falls as it
+    /// rises, so compare CPU only between cases where it is alike.
+    #[serde(default)]
+    pub commits_per_log_write: Option<f64>,
+    /// `async_cpu`: the rounds of this mode whose sums the case reports, each as measured,
+    /// in the order run (the two modes alternate: see `async_cpu`).
+    #[serde(default)]
+    pub cpu_rounds: Option<Vec<CpuRound>>,
+    /// `async_cpu`: the primary's CPU seconds (user + system) and its commits, summed over
+    /// `cpu_rounds` (`cpu_us_per_commit` is their quotient).
+    #[serde(default)]
+    pub cpu_s: Option<f64>,
+    #[serde(default)]
+    pub commits: Option<u64>,
     /// What `commits_change_pct` and `p50_change_pct` compare with: `no_standby` at the same
     /// RTT (`sync_rate`, `async_cpu`), `WAIT IMMEDIATE` at the same clients (`commit_mode`).
     #[serde(default)]
@@ -400,6 +415,20 @@ pub struct TransportCase {
     pub target: Option<Target>,
     /// What exactly ran, and anything that qualifies the figures.
     pub notes: String,
+}
+
+/// One round of an `async_cpu` mode.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CpuRound {
+    /// Its place in the sequence of both modes' rounds, from 1.
+    pub position: u32,
+    pub commits: u64,
+    /// The primary's CPU seconds (user + system) during the round.
+    pub cpu_s: f64,
+    pub cpu_us_per_commit: f64,
+    pub commits_per_log_write: f64,
+    /// The mean of the primary's own log writes (write + fdatasync), in µs.
+    pub log_write_avg_us: f64,
 }
 
 /// The physical limits measured at one RTT, before its servers start.

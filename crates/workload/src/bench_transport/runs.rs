@@ -88,6 +88,13 @@ pub(super) fn deltas(before: &server::ServerStatus, after: &server::ServerStatus
     }
 }
 
+impl Deltas {
+    /// Commits per log write (group commit): "user commits" / "redo writes".
+    pub(super) fn commits_per_log_write(&self) -> f64 {
+        self.user_commits as f64 / self.redo_writes.max(1) as f64
+    }
+}
+
 impl Bench<'_> {
     pub(super) fn rtt(&self) -> u32 {
         self.limits.rtt_set_ms
@@ -284,7 +291,7 @@ impl Bench<'_> {
             "{clients} connections from the primary's side{commit_mode}, each looping SET key:<random of 10^6> <100 bytes>, latency from the write to the reply; {}; {} commits, {:.1} commits per log write",
             mode.describe(),
             measured.commits,
-            deltas.user_commits as f64 / deltas.redo_writes.max(1) as f64
+            deltas.commits_per_log_write()
         );
         if deltas.remote_waits > 0 {
             notes.push_str(&format!(
@@ -312,6 +319,7 @@ impl Bench<'_> {
             standbys: Some(mode.standbys().len() as u32),
             commit_mode: kind.commit_mode.map(str::to_string),
             cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, measured.commits),
+            commits_per_log_write: Some(deltas.commits_per_log_write()),
             notes,
             ..TransportCase::default()
         };
@@ -328,6 +336,19 @@ impl Bench<'_> {
         rate_mb_per_s: Option<f64>,
         kind: CaseKind,
     ) -> anyhow::Result<(TransportCase, Vec<String>)> {
+        self.steady_measured(setup, mode, load, rate_mb_per_s, kind)
+            .map(|(case, problems, _)| (case, problems))
+    }
+
+    /// `steady`, with the raw figures behind the case (to sum several rounds).
+    pub(super) fn steady_measured(
+        &self,
+        setup: &Setup<'_>,
+        mode: Mode,
+        load: SteadyLoad,
+        rate_mb_per_s: Option<f64>,
+        kind: CaseKind,
+    ) -> anyhow::Result<(TransportCase, Vec<String>, Measured)> {
         let fdatasync_before = self.fdatasync_before(kind)?;
         let before = setup.primary_status()?;
         let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
@@ -370,7 +391,7 @@ impl Bench<'_> {
             steady.value_bytes,
             mode.describe(),
             steady.commits,
-            deltas.user_commits as f64 / deltas.redo_writes.max(1) as f64
+            deltas.commits_per_log_write()
         );
         if let Some(rate) = rate_mb_per_s
             && redo_mb_per_s < 0.9 * rate
@@ -411,11 +432,37 @@ impl Bench<'_> {
             transport_lag_samples: load.sample_lag.then_some(steady.lag_us.len()),
             standbys: Some(mode.standbys().len() as u32),
             cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, steady.commits),
+            commits_per_log_write: Some(deltas.commits_per_log_write()),
             notes,
             ..TransportCase::default()
         };
-        Ok((case, problems))
+        let measured = Measured {
+            commits: steady.commits,
+            seconds: steady.seconds,
+            cpu_s: cpu_before.zip(cpu_after).map(|(before, after)| after - before),
+            latency_us: steady.latency_us,
+            user_commits: deltas.user_commits,
+            redo_writes: deltas.redo_writes,
+            log_writes: deltas.log_writes,
+            log_write_us: deltas.log_write_us,
+        };
+        Ok((case, problems, measured))
     }
+}
+
+/// The raw figures of one steady-rate case, which rounds of the same mode add up.
+pub(super) struct Measured {
+    pub(super) commits: u64,
+    pub(super) seconds: f64,
+    /// The primary's CPU time (user + system) during the load, in seconds.
+    pub(super) cpu_s: Option<f64>,
+    pub(super) latency_us: Histogram<u64>,
+    /// The primary's "user commits" and "redo writes" (its log writes that carried commits).
+    pub(super) user_commits: u64,
+    pub(super) redo_writes: u64,
+    /// "log file parallel write": count and total µs.
+    pub(super) log_writes: u64,
+    pub(super) log_write_us: u64,
 }
 
 /// CPU µs per commit from the CPU seconds before and after.
