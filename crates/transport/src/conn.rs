@@ -10,6 +10,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -76,7 +77,38 @@ pub struct Conn {
     scratch: Vec<u8>,
     /// Where compressed frames received are counted (bytes, CPU time decompressing).
     decompression: Option<Arc<CompressionCounters>>,
+    timeouts: Arc<Timeouts>,
     pub peer: SocketAddr,
+}
+
+/// The socket's receive and send timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`) as last set, shared
+/// by the handles of one socket (`try_clone`: the options belong to the socket): a send or a
+/// receive with the timeout already set makes no `setsockopt`, which was one system call more
+/// for every message an ASYNC sender and its status reader handle. Each is
+/// [`TIMEOUT_UNKNOWN`], 0 (none: wait for ever), or nanoseconds.
+#[derive(Debug)]
+struct Timeouts {
+    read: AtomicU64,
+    write: AtomicU64,
+}
+
+const TIMEOUT_UNKNOWN: u64 = u64::MAX;
+
+impl Timeouts {
+    fn unknown() -> Arc<Timeouts> {
+        Arc::new(Timeouts {
+            read: AtomicU64::new(TIMEOUT_UNKNOWN),
+            write: AtomicU64::new(TIMEOUT_UNKNOWN),
+        })
+    }
+}
+
+fn timeout_code(timeout: Option<Duration>) -> u64 {
+    timeout.map_or(0, |timeout| {
+        u64::try_from(timeout.as_nanos())
+            .unwrap_or(TIMEOUT_UNKNOWN - 1)
+            .clamp(1, TIMEOUT_UNKNOWN - 1)
+    })
 }
 
 const READ_CHUNK: usize = 256 << 10;
@@ -95,6 +127,7 @@ impl Conn {
             decoder: Decoder { payload_max },
             scratch: Vec::new(),
             decompression: None,
+            timeouts: Timeouts::unknown(),
             peer,
         })
     }
@@ -159,6 +192,8 @@ impl Conn {
             }
             socket.set_read_timeout(Some(left))?;
             socket.set_write_timeout(Some(left))?;
+            self.timeouts.read.store(timeout_code(Some(left)), Ordering::Relaxed);
+            self.timeouts.write.store(timeout_code(Some(left)), Ordering::Relaxed);
             if let Err(error) = connection.complete_io(&mut socket) {
                 return Err(tls_io_error(error, &who, peer_name, timeout));
             }
@@ -184,8 +219,8 @@ impl Conn {
     /// Waits until the peer has sent something (or closed), within `timeout`; before any
     /// byte is read.
     pub fn wait_for_bytes(&self, timeout: Duration) -> Result<(), ConnError> {
+        self.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         let socket = self.stream.socket();
-        socket.set_read_timeout(Some(timeout.max(Duration::from_millis(1))))?;
         match socket.peek(&mut [0u8; 1]) {
             Ok(0) => Err(ConnError::Closed),
             Ok(_) => Ok(()),
@@ -283,6 +318,7 @@ impl Conn {
             decoder: self.decoder,
             scratch: Vec::new(),
             decompression: self.decompression.clone(),
+            timeouts: self.timeouts.clone(),
             peer: self.peer,
         })
     }
@@ -329,9 +365,31 @@ impl Conn {
         Ok((encoded, cpu_ns))
     }
 
+    /// Sets the socket's receive timeout, unless it is set so already.
+    fn set_read_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        let code = timeout_code(timeout);
+        if self.timeouts.read.load(Ordering::Relaxed) != code {
+            // Unknown while it changes, so that no other handle takes it as set meanwhile.
+            self.timeouts.read.store(TIMEOUT_UNKNOWN, Ordering::Relaxed);
+            self.stream.socket().set_read_timeout(timeout)?;
+            self.timeouts.read.store(code, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Sets the socket's send timeout, unless it is set so already.
+    fn set_write_timeout(&self, timeout: Duration) -> std::io::Result<()> {
+        let code = timeout_code(Some(timeout));
+        if self.timeouts.write.load(Ordering::Relaxed) != code {
+            self.timeouts.write.store(TIMEOUT_UNKNOWN, Ordering::Relaxed);
+            self.stream.socket().set_write_timeout(Some(timeout))?;
+            self.timeouts.write.store(code, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     fn send_scratch(&mut self, timeout: Duration) -> Result<(), ConnError> {
-        let socket = self.stream.socket();
-        socket.set_write_timeout(Some(timeout))?;
+        self.set_write_timeout(timeout)?;
         let timed_out = |error: std::io::Error| {
             if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
                 ConnError::TimedOut(timeout)
@@ -375,6 +433,9 @@ impl Conn {
     /// Receives one message, giving up after `timeout` (`None`: wait forever).
     pub fn recv(&mut self, timeout: Option<Duration>) -> Result<Message, ConnError> {
         let deadline = timeout.map(|timeout| Instant::now() + timeout);
+        // The first wait on the socket takes the whole timeout (most often set so already:
+        // no system call), later ones what is left of it.
+        let mut first_wait = true;
         loop {
             let compressed = match &self.decompression {
                 Some(_) => proto::compressed_sizes(&self.buffer[self.start..self.end]),
@@ -407,6 +468,9 @@ impl Conn {
                 continue;
             }
             let wait = match deadline {
+                Some(_) if first_wait && !timeout.is_some_and(|timeout| timeout.is_zero()) => {
+                    timeout
+                }
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
@@ -416,7 +480,8 @@ impl Conn {
                 }
                 None => None,
             };
-            self.stream.socket().set_read_timeout(wait)?;
+            first_wait = false;
+            self.set_read_timeout(wait)?;
             match self.read_socket() {
                 Ok(true) => {}
                 Ok(false) => return Err(ConnError::Closed),
@@ -462,6 +527,7 @@ impl Conn {
                         // Tell the peer why (an alert), as far as the socket takes it at once.
                         let mut alert = Vec::new();
                         while state.wants_write() && state.write_tls(&mut alert).is_ok() {}
+                        self.timeouts.write.store(TIMEOUT_UNKNOWN, Ordering::Relaxed);
                         let _ = socket.set_write_timeout(Some(Duration::from_millis(200)));
                         let _ = socket.write_all(&alert);
                         let who = format!("{} at {}", shared.peer_name, self.peer);
@@ -506,6 +572,7 @@ impl Conn {
                 while state.wants_write() && state.write_tls(&mut records).is_ok() {}
             }
             let mut socket = socket;
+            self.timeouts.write.store(TIMEOUT_UNKNOWN, Ordering::Relaxed);
             let _ = socket.set_write_timeout(Some(Duration::from_millis(200)));
             let _ = socket.write_all(&records);
         }
