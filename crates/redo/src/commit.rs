@@ -76,7 +76,11 @@ impl RedoLog {
         if payload.len() > max {
             return Err(RedoError::RecordTooLarge { len: payload.len(), max });
         }
-        shared.buffer.append(payload)
+        // A closed buffer (no space will come) is the writer's failure or the shutdown.
+        shared.buffer.append(payload).map_err(|error| match error {
+            RedoError::Shutdown => shared.failure().unwrap_or(error),
+            error => error,
+        })
     }
 
     /// Appends `payload` as one transaction and commits it with `options`: returns its SCN,

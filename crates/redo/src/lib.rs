@@ -500,6 +500,7 @@ impl RedoLog {
             Ok(())
         };
         self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.buffer.close();
         self.shared.background.notify();
         self.shared.pipeline.wake_all();
         {

@@ -112,6 +112,9 @@ pub struct LogBuffer {
     strands: Box<[Strand]>,
     next_scn: AtomicU64,
     taking: AtomicBool,
+    /// Set once the log writer will release no more space (it failed, or the engine stops):
+    /// an append that would wait for space gives up instead of waiting for ever.
+    closed: AtomicBool,
     writer: Arc<Signal>,
     space_wait: Arc<WaitEvent>,
     space_retries: Arc<Statistic>,
@@ -202,6 +205,7 @@ impl LogBuffer {
             strands,
             next_scn: AtomicU64::new(next_scn.0),
             taking: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
             writer,
             space_wait: metrics.wait("log buffer space"),
             space_retries: metrics.stat("redo buffer allocation retries"),
@@ -235,8 +239,20 @@ impl LogBuffer {
         (preferred, self.strands[preferred].state.lock())
     }
 
+    /// Says that no more space will be released (the log writer failed, or the engine stops):
+    /// every append waiting for space, and every later one that would wait, returns
+    /// `RedoError::Shutdown` (the engine reports its failure instead).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for strand in self.strands.iter() {
+            // Under the lock: an appender that saw `closed` false is waiting by now.
+            let _state = strand.state.lock();
+            strand.space.notify_all();
+        }
+    }
+
     /// Copies `payload` into the buffer as the next record and returns its SCN. Waits while
-    /// the strand is full.
+    /// the strand is full (unless the buffer is closed: then `RedoError::Shutdown`).
     pub fn append(&self, payload: &[u8]) -> Result<Scn> {
         let len = payload.len();
         if len > self.max_record_len() {
@@ -269,6 +285,10 @@ impl LogBuffer {
             };
             if start + len_u64 - state.head <= capacity {
                 break start;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                // Nobody will release space (see `close`).
+                return Err(RedoError::Shutdown);
             }
             self.space_retries.incr();
             self.writer.notify();
@@ -427,6 +447,28 @@ mod tests {
         drop(buffer.take(buffer.next_scn()));
         assert_eq!(appender.join().unwrap(), Scn(5));
         assert_eq!(buffer.space_wait.count(), 1);
+    }
+
+    #[test]
+    fn closing_ends_the_wait_for_space() {
+        let buffer = Arc::new(buffer(4096, 1));
+        for _ in 0..4 {
+            buffer.append(&[0; 1000]).unwrap();
+        }
+        let appender = {
+            let buffer = buffer.clone();
+            thread::spawn(move || buffer.append(&[9; 1000]))
+        };
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while buffer.space_retries.get() == 0 {
+            assert!(Instant::now() < deadline, "the appender never found the buffer full");
+            thread::sleep(std::time::Duration::from_millis(1));
+        }
+        buffer.close();
+        assert!(matches!(appender.join().unwrap(), Err(RedoError::Shutdown)));
+        assert!(matches!(buffer.append(&[9; 1000]), Err(RedoError::Shutdown)));
+        // What fits still fits: closing refuses only waiting.
+        assert!(buffer.append(&[1; 10]).is_ok());
     }
 
     #[test]

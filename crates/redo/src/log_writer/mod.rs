@@ -393,6 +393,7 @@ impl Shared {
             }
             *failure = Some(reason.to_string());
         }
+        self.buffer.close();
         tracing::warn!(reason, "the log writer refuses further redo");
         let durable = self.durable_scn();
         self.complete_waiters(FAILED, |scn| scn > durable);
@@ -431,6 +432,7 @@ impl Shared {
             // writer refuses all further redo rather than pretend.
             tracing::error!(%error, "log writer failed; no further redo will be accepted");
             *self.failure.lock() = Some(format!("{error}; restart the database"));
+            self.buffer.close();
         }
         let stopped = self.failure().is_some() || self.is_shut_down();
         let durable = self.durable_scn();
