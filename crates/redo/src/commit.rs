@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::log_writer::{Durable, Urgency};
+use crate::log_writer::{BORROW_MIN_BYTES, Durable, Urgency};
 use crate::{RedoError, RedoLog, Result, Role, Scn};
 
 /// Whether a commit waits for its redo to be durable (the reference's COMMIT_WAIT).
@@ -54,6 +54,17 @@ impl RedoLog {
     /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
     /// durable until `wait_durable` (or a commit with WAIT) says so.
     pub fn append(&self, payload: &[u8]) -> Result<Scn> {
+        self.check_append(payload.len())?;
+        // A closed buffer (no space will come) is the writer's failure or the shutdown.
+        self.shared.buffer.append(payload).map_err(|error| match error {
+            RedoError::Shutdown => self.shared.failure().unwrap_or(error),
+            error => error,
+        })
+    }
+
+    /// Whether new redo of `len` bytes is taken now (a primary's, not failed nor shut down,
+    /// archiving not failing, the record not too large).
+    fn check_append(&self, len: usize) -> Result<()> {
         let shared = &self.shared;
         if shared.role == Role::Standby {
             return Err(RedoError::Standby);
@@ -73,23 +84,47 @@ impl RedoLog {
             return Err(RedoError::ArchiverStuck { seq, reason });
         }
         let max = shared.config.max_record_len();
-        if payload.len() > max {
-            return Err(RedoError::RecordTooLarge { len: payload.len(), max });
+        if len > max {
+            return Err(RedoError::RecordTooLarge { len, max });
         }
-        // A closed buffer (no space will come) is the writer's failure or the shutdown.
-        shared.buffer.append(payload).map_err(|error| match error {
-            RedoError::Shutdown => shared.failure().unwrap_or(error),
-            error => error,
-        })
+        Ok(())
     }
 
     /// Appends `payload` as one transaction and commits it with `options`: returns its SCN,
     /// once durable if `options.wait` is `Wait`.
+    ///
+    /// A large record waited for (WAIT IMMEDIATE) is written straight from `payload`, not
+    /// copied into the log buffer, when this thread can lead the write at once
+    /// (`log_writer::borrowed`).
     pub fn commit(&self, payload: &[u8], options: CommitOptions) -> Result<Scn> {
+        if let Some(result) = self.commit_borrowed(payload, options) {
+            return result;
+        }
         let scn = self.append(payload)?;
         self.shared.stats.user_commits.incr();
         self.complete_commit(scn, options)?;
         Ok(scn)
+    }
+
+    /// `commit` of a borrowed record; `None` when the record is not borrowed (then nothing
+    /// was done).
+    fn commit_borrowed(&self, payload: &[u8], options: CommitOptions) -> Option<Result<Scn>> {
+        let shared = &self.shared;
+        if options != (CommitOptions { wait: CommitWait::Wait, logging: CommitLogging::Immediate })
+            || payload.len() < BORROW_MIN_BYTES
+        {
+            return None;
+        }
+        if let Err(error) = self.check_append(payload.len()) {
+            return Some(Err(error));
+        }
+        let started = Instant::now();
+        let result = shared.commit_borrowed(payload).transpose()?;
+        // Counted as `append` and `complete_commit` count a commit that waits.
+        shared.stats.user_commits.incr();
+        shared.stats.redo_synch_writes.incr();
+        shared.waits.log_file_sync.record_since(started);
+        Some(result)
     }
 
     /// Finishes the commit of an appended `scn` as `options` say: waits for durability with

@@ -95,6 +95,9 @@ pub(crate) struct Counters {
     pub redo_writes: Arc<Statistic>,
     pub redo_blocks_written: Arc<Statistic>,
     pub redo_wastage: Arc<Statistic>,
+    /// Records written from their committer's memory, never copied into the log buffer
+    /// (`log_writer::borrowed`).
+    pub redo_borrowed_records: Arc<Statistic>,
     pub redo_synch_writes: Arc<Statistic>,
     pub user_commits: Arc<Statistic>,
     pub log_switches: Arc<Statistic>,
@@ -535,6 +538,8 @@ impl Drop for RedoLog {
 mod tests;
 #[cfg(test)]
 mod tests_archive_pieces;
+#[cfg(test)]
+mod tests_borrowed;
 #[cfg(test)]
 mod tests_pipeline;
 #[cfg(test)]

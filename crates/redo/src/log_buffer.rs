@@ -316,28 +316,58 @@ impl LogBuffer {
     /// Takes every record with an SCN below `horizon` (which must not exceed `next_scn()`),
     /// in SCN order. Only one batch exists at a time (the log writer's).
     pub fn take(&self, horizon: Scn) -> Batch<'_> {
+        self.begin_taking();
+        debug_assert!(horizon <= self.next_scn());
+        let mut records = Vec::new();
+        for (index, strand) in self.strands.iter().enumerate() {
+            take_below(&mut strand.state.lock(), index, horizon, &mut records);
+        }
+        self.batch(records)
+    }
+
+    /// Numbers a record that is *not* copied into the buffer (a borrowed record: its bytes
+    /// stay with its committer, who writes them itself) and takes every record before it, as
+    /// one step: its SCN is the next one, and the batch holds exactly the SCNs below it.
+    /// Does so only if `fits(pending)` accepts the bytes the buffer holds (each record charged
+    /// its header, as in `append`); else changes nothing and returns `None`.
+    ///
+    /// Every strand is locked meanwhile, so no append takes an SCN between the count of the
+    /// pending bytes and the numbering. The caller must be the log writer's leader and write
+    /// the borrowed record with the batch (or fail the writer): no later batch has its SCN.
+    pub fn take_numbering_borrowed(
+        &self,
+        fits: impl FnOnce(u64) -> bool,
+    ) -> Option<(Scn, Batch<'_>)> {
+        self.begin_taking();
+        // In index order, as nobody else holds more than one strand lock at a time.
+        let mut states: Vec<MutexGuard<'_, StrandState>> =
+            self.strands.iter().map(|strand| strand.state.lock()).collect();
+        // No batch is out (`taking`), so every used byte is a pending record's.
+        let pending: u64 = states.iter().map(|state| state.tail - state.head).sum();
+        if !fits(pending) {
+            drop(states);
+            self.taking.store(false, Ordering::Release);
+            return None;
+        }
+        // Appends number their records under their strand lock: with all of them held, every
+        // SCN below this one belongs to a complete record in some strand.
+        let scn = Scn(self.next_scn.fetch_add(1, Ordering::AcqRel));
+        let mut records = Vec::new();
+        for (index, state) in states.iter_mut().enumerate() {
+            take_below(state, index, scn, &mut records);
+        }
+        drop(states);
+        Some((scn, self.batch(records)))
+    }
+
+    fn begin_taking(&self) {
         assert!(
             !self.taking.swap(true, Ordering::AcqRel),
             "only the log writer takes from the log buffer, one batch at a time"
         );
-        debug_assert!(horizon <= self.next_scn());
-        let mut records = Vec::new();
-        for (index, strand) in self.strands.iter().enumerate() {
-            let mut state = strand.state.lock();
-            while let Some(entry) = state.entries.front().copied() {
-                if entry.scn >= horizon {
-                    break;
-                }
-                state.entries.pop_front();
-                state.taken_end = entry.start + u64::from(entry.len) + RECORD_OVERHEAD as u64;
-                records.push(Taken {
-                    scn: entry.scn,
-                    strand: index as u32,
-                    start: entry.start,
-                    len: entry.len,
-                });
-            }
-        }
+    }
+
+    fn batch(&self, mut records: Vec<Taken>) -> Batch<'_> {
         if self.strands.len() > 1 {
             records.sort_unstable_by_key(|record| record.scn);
         }
@@ -353,6 +383,24 @@ impl LogBuffer {
                 state.tail - state.head
             })
             .sum()
+    }
+}
+
+/// Moves the records of one strand with an SCN below `horizon` from its pending entries into
+/// `records` (the writer's batch).
+fn take_below(state: &mut StrandState, strand: usize, horizon: Scn, records: &mut Vec<Taken>) {
+    while let Some(entry) = state.entries.front().copied() {
+        if entry.scn >= horizon {
+            break;
+        }
+        state.entries.pop_front();
+        state.taken_end = entry.start + u64::from(entry.len) + RECORD_OVERHEAD as u64;
+        records.push(Taken {
+            scn: entry.scn,
+            strand: strand as u32,
+            start: entry.start,
+            len: entry.len,
+        });
     }
 }
 
@@ -420,6 +468,36 @@ mod tests {
         buffer.append(&[2; 984]).unwrap();
         let batch = buffer.take(buffer.next_scn());
         assert_eq!(batch.payload(&batch.records[0]), &[2; 984][..]);
+    }
+
+    #[test]
+    fn a_borrowed_record_is_numbered_after_everything_taken_or_not_at_all() {
+        let buffer = buffer(4096, 2);
+        for _ in 0..3 {
+            buffer.append(&[7; 100]).unwrap();
+        }
+        // Refused: nothing numbered, nothing taken.
+        let mut offered = None;
+        assert!(
+            buffer
+                .take_numbering_borrowed(|pending| {
+                    offered = Some(pending);
+                    false
+                })
+                .is_none()
+        );
+        assert_eq!(offered, Some(3 * (100 + RECORD_OVERHEAD as u64)));
+        assert_eq!(buffer.next_scn(), Scn(4));
+        let (scn, batch) = buffer.take_numbering_borrowed(|_| true).unwrap();
+        assert_eq!(scn, Scn(4));
+        assert_eq!(batch.records.iter().map(|record| record.scn.0).collect::<Vec<_>>(), [1, 2, 3]);
+        drop(batch);
+        // The next record follows it; the borrowed one is in no later batch.
+        assert_eq!(buffer.append(b"after").unwrap(), Scn(5));
+        let batch = buffer.take(buffer.next_scn());
+        assert_eq!(batch.records.iter().map(|record| record.scn.0).collect::<Vec<_>>(), [5]);
+        drop(batch);
+        assert_eq!(buffer.used_bytes(), 0, "a borrowed record takes no space");
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl RedoLog {
             redo_writes: metrics.stat("redo writes"),
             redo_blocks_written: metrics.stat("redo blocks written"),
             redo_wastage: metrics.stat("redo wastage"),
+            redo_borrowed_records: metrics.stat("redo borrowed records"),
             redo_synch_writes: metrics.stat("redo synch writes"),
             user_commits: metrics.stat("user commits"),
             log_switches: metrics.stat("redo log switches"),

@@ -32,10 +32,12 @@ use crate::storage::{AlignedBuf, StorageFile};
 use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
 use crate::{Shared, SwitchReason};
 
+mod borrowed;
 mod durable;
 pub(crate) mod pipeline;
 mod switch;
 
+pub(crate) use borrowed::BORROW_MIN_BYTES;
 pub use durable::Durable;
 pub(crate) use pipeline::Pipeline;
 use pipeline::{Deferred, Settle};
@@ -202,6 +204,17 @@ pub(crate) struct WriterState {
 /// many small pieces. (Lower in unit tests, whose logs are 64 KiB, so that the crash tests
 /// cover both ways.)
 const GATHER_MIN_BYTES: usize = if cfg!(test) { 8 << 10 } else { 64 << 10 };
+
+/// What one units write carried, for `record_units_write`.
+#[derive(Debug, Clone, Copy)]
+struct UnitsWritten {
+    last_scn: Scn,
+    /// Records written.
+    entries: u64,
+    /// Bytes of record stream (headers and payloads).
+    stream: usize,
+    units: usize,
+}
 
 /// A log write's bytes, as `write_log` takes them.
 pub(crate) enum LogBytes<'a> {
@@ -525,7 +538,6 @@ impl Shared {
             self.make_room(self.buffer.used_bytes() as usize)?;
         }
         let block_size = self.config.block_size;
-        let capacity = format::unit_capacity(block_size);
         let mut batch = Some(self.buffer.take(horizon));
         let count = batch.as_ref().map_or(0, |batch| batch.records.len());
         debug_assert_eq!(
@@ -635,22 +647,43 @@ impl Shared {
                 writer.buffer = buffer;
                 result?
             };
-            let offset = current.offset + bytes as u64;
-            writer.current = Some(CurrentLog { offset, ..current });
-            writer.next_scn = last_scn.next();
-            let addr = RedoAddr { seq: current.header.seq, offset };
-            *self.written_addr.lock() = addr;
-            self.written_scn.store(last_scn.0, Ordering::Release);
-            self.settle_write(last_scn, addr, bytes, wait, settle, deferred)?;
-            self.stats.redo_writes.incr();
-            self.stats.redo_entries.add(entries);
-            self.stats.redo_size.add(stream as u64);
-            self.stats.redo_blocks_written.add(units as u64);
-            self.stats.redo_wastage.add((units * capacity - stream) as u64);
+            let written = UnitsWritten { last_scn, entries, stream, units };
+            self.record_units_write(writer, current, written, wait, settle, deferred)?;
             first = end;
         }
         drop(batch);
         Ok(true)
+    }
+
+    /// Records a units write just made locally at `current`'s offset (as leader): the
+    /// writer's position and the written SCN move past it, it is settled (`settle_write`) and
+    /// counted.
+    fn record_units_write(
+        &self,
+        writer: &mut WriterState,
+        current: CurrentLog,
+        written: UnitsWritten,
+        wait: Option<Box<dyn ShipWait>>,
+        settle: Settle,
+        deferred: &mut Vec<Deferred>,
+    ) -> Result<()> {
+        let UnitsWritten { last_scn, entries, stream, units } = written;
+        let block_size = self.config.block_size as usize;
+        let bytes = units * block_size;
+        let offset = current.offset + bytes as u64;
+        writer.current = Some(CurrentLog { offset, ..current });
+        writer.next_scn = last_scn.next();
+        let addr = RedoAddr { seq: current.header.seq, offset };
+        *self.written_addr.lock() = addr;
+        self.written_scn.store(last_scn.0, Ordering::Release);
+        self.settle_write(last_scn, addr, bytes, wait, settle, deferred)?;
+        self.stats.redo_writes.incr();
+        self.stats.redo_entries.add(entries);
+        self.stats.redo_size.add(stream as u64);
+        self.stats.redo_blocks_written.add(units as u64);
+        let capacity = format::unit_capacity(self.config.block_size);
+        self.stats.redo_wastage.add((units * capacity - stream) as u64);
+        Ok(())
     }
 
     /// Makes one log write: offers it to the shipper (redo transport) first, then writes and
