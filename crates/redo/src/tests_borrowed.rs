@@ -392,3 +392,26 @@ fn a_failed_write_fails_the_writer_and_loses_no_acknowledged_commit() {
         }
     }
 }
+
+/// A lone committer of large records borrows every one of them, however often the background
+/// writer wakes: it never queues to lead behind the committer's own write (which would hold
+/// the leadership when the committer comes back, and make it copy its next record).
+#[test]
+fn a_lone_committer_borrows_every_large_record_despite_the_background_writer() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "lone_committer_borrows");
+    let disk = CrashDisk::new();
+    let config =
+        RedoConfig { batch_write_interval: Duration::from_millis(1), ..config(1, 16 << 20) };
+    let log = open_on(&disk, &config).unwrap();
+    // The first write after opening switches logs (never borrowed).
+    log.commit(&tagged(0, 0, 100), IMMEDIATE_WAIT).unwrap();
+    let mut committed = BTreeMap::new();
+    for n in 1..=300u32 {
+        let payload = tagged(0, n, BORROW_MIN_BYTES + n as usize * 100);
+        committed.insert(log.commit(&payload, IMMEDIATE_WAIT).unwrap(), payload);
+    }
+    assert_eq!(borrowed(&log), 300);
+    log.shutdown().unwrap();
+    let last = *committed.keys().last().unwrap();
+    check_recovered(&disk, &config, &committed, last).unwrap();
+}

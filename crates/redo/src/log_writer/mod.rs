@@ -920,8 +920,21 @@ impl Shared {
             if self.is_shut_down() || self.failure().is_some() {
                 return;
             }
-            let unwritten =
+            let mut unwritten =
                 Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
+            if unwritten && self.config.writer == WriterMode::Leader && self.commit.lock().leader {
+                // A committer is leading a write, most likely of what is unwritten (its own
+                // record, borrowed). Queueing to lead after it would hold the leadership just
+                // when that committer comes back with its next record, and make it copy that
+                // record and wait for this thread. Look again once its write is published (or
+                // after the interval): whatever it did not cover is written then.
+                {
+                    let mut durable = self.durable_addr.lock();
+                    self.redo_arrived.wait_for(&mut durable, interval);
+                }
+                self.background.notify();
+                unwritten = false;
+            }
             let mut deferred = Vec::new();
             let result = if unwritten {
                 self.with_leadership(|writer| {
