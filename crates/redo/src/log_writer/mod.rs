@@ -175,6 +175,9 @@ pub(crate) struct CommitState {
     /// Why the log writer cannot go on (a log switch waits for a group whose archiving or
     /// checkpoint fails), while that lasts: commits not yet durable get an error at once.
     stall: Option<String>,
+    /// The leader is a committer writing its own borrowed record (`borrowed`): a short write
+    /// that never switches logs, which the background writer leaves alone.
+    borrowing: bool,
 }
 
 /// The log being written.
@@ -922,12 +925,18 @@ impl Shared {
             }
             let mut unwritten =
                 Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
-            if unwritten && self.config.writer == WriterMode::Leader && self.commit.lock().leader {
-                // A committer is leading a write, most likely of what is unwritten (its own
-                // record, borrowed). Queueing to lead after it would hold the leadership just
-                // when that committer comes back with its next record, and make it copy that
-                // record and wait for this thread. Look again once its write is published (or
-                // after the interval): whatever it did not cover is written then.
+            let borrowing = self.config.writer == WriterMode::Leader && {
+                let commit = self.commit.lock();
+                commit.leader && commit.borrowing
+            };
+            if unwritten && borrowing {
+                // A committer is writing its own borrowed record. Queueing to lead after it
+                // would hold the leadership just when that committer comes back with its next
+                // record, and make it copy that record and wait for this thread. Look again
+                // once its write is published (or after the interval): whatever it did not
+                // cover is written then. Any other leader is queued behind as before: one
+                // that declines a log switch hands the leadership on, and the switch must
+                // reach this thread at once, not an interval later.
                 {
                     let mut durable = self.durable_addr.lock();
                     self.redo_arrived.wait_for(&mut durable, interval);
