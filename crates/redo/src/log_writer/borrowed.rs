@@ -76,7 +76,7 @@ impl Shared {
             self.write_borrowed(&mut writer, payload, &mut deferred)
         };
         self.dispatch(deferred);
-        self.commit.lock().borrowing = false;
+        // Ends `borrowing` too.
         self.end_leadership(result.as_ref().err());
         let Some(scn) = result? else { return Ok(None) };
         // Durable already, unless a destination added meanwhile must acknowledge it first.

@@ -454,6 +454,8 @@ impl Shared {
         let durable = self.durable_scn();
         let mut wake = Vec::new();
         let mut commit = self.commit.lock();
+        // Whoever leads next is not the borrower (cleared under this lock, with the handing on).
+        commit.borrowing = false;
         let mut index = 0;
         while index < commit.waiters.len() {
             let waiter = &commit.waiters[index];
