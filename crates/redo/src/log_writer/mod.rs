@@ -927,11 +927,9 @@ impl Shared {
             }
             let mut unwritten =
                 Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
-            let borrowing = self.config.writer == WriterMode::Leader && {
-                let commit = self.commit.lock();
-                commit.leader && commit.borrowing
-            };
-            if unwritten && borrowing {
+            // `borrowing` implies leader mode and a leader (set with the leadership, cleared
+            // when it ends or passes on).
+            if unwritten && self.commit.lock().borrowing {
                 // A committer is writing its own borrowed record. Queueing to lead after it
                 // would hold the leadership just when that committer comes back with its next
                 // record, and make it copy that record and wait for this thread. Look again
