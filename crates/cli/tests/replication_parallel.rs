@@ -88,10 +88,14 @@ fn a_standby_with_a_gap_of_several_logs_catches_up_over_four_connections() {
     );
     // Opened at once with the control connection, then topped up once the gaps were known,
     // never more handshakes at once than the standby admits of one source (it would end one).
-    assert!(
-        !logged.contains("archive connection not opened"),
-        "an archive connection was refused:\n{logged}"
-    );
+    // (A standby still opening its database refuses every connection, the control one too, and
+    // the primary tries again after `reopen`: that is not the refusal this checks.)
+    let refused: Vec<&str> = logged
+        .lines()
+        .filter(|line| line.contains("archive connection not opened"))
+        .filter(|line| !line.contains("the database is opening"))
+        .collect();
+    assert!(refused.is_empty(), "an archive connection was refused:\n{logged}");
     assert!(
         logged.matches("shipped a log over the archive connections").count() >= 5,
         "the logs did not go over the archive connections:\n{logged}"
