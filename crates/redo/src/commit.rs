@@ -42,9 +42,15 @@ pub struct CommitOptions {
 
 impl RedoLog {
     /// Whether the log buffer is so full that an append may have to wait for the log writer
-    /// (over three quarters used; the background writer is woken).
+    /// (over three quarters used; the background writer is woken). False once no space will
+    /// be released any more (the writer failed, or the engine stops): an append then returns
+    /// the error at once, where a caller waiting for this to clear would wait for ever.
     pub fn log_buffer_nearly_full(&self) -> bool {
-        let full = self.shared.buffer.used_bytes() * 4 > self.shared.config.log_buffer_size * 3;
+        let shared = &self.shared;
+        if shared.buffer.is_closed() || shared.is_shut_down() {
+            return false;
+        }
+        let full = shared.buffer.used_bytes() * 4 > shared.config.log_buffer_size * 3;
         if full {
             self.shared.background.notify();
         }

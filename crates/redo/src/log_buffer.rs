@@ -251,6 +251,11 @@ impl LogBuffer {
         }
     }
 
+    /// Whether `close` was called: no space will be released any more.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// Copies `payload` into the buffer as the next record and returns its SCN. Waits while
     /// the strand is full (unless the buffer is closed: then `RedoError::Shutdown`).
     pub fn append(&self, payload: &[u8]) -> Result<Scn> {
@@ -317,7 +322,7 @@ impl LogBuffer {
     /// in SCN order. Only one batch exists at a time (the log writer's).
     pub fn take(&self, horizon: Scn) -> Batch<'_> {
         self.begin_taking();
-        debug_assert!(horizon <= self.next_scn());
+        assert!(horizon <= self.next_scn());
         let mut records = Vec::new();
         for (index, strand) in self.strands.iter().enumerate() {
             take_below(&mut strand.state.lock(), index, horizon, &mut records);

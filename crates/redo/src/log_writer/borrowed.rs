@@ -108,12 +108,18 @@ impl Shared {
         let room_units =
             ((current.header.file_size - current.offset) / u64::from(block_size)) as usize;
         let own_stream = RECORD_HEADER_LEN + payload.len();
+        // No larger than a write from the log buffer can be (its record stream at most the
+        // buffer's size): the recovery scan takes valid redo further than `write_bytes_max`
+        // past a torn write's end for corruption, so a longer write torn by a power cut
+        // would leave a log that refuses to open.
+        let stream_max = self.config.log_buffer_size as usize;
         let Some((scn, batch)) = self.buffer.take_numbering_borrowed(|pending| {
-            format::units_for(pending as usize + own_stream, block_size) <= room_units
+            let stream = pending as usize + own_stream;
+            stream <= stream_max && format::units_for(stream, block_size) <= room_units
         }) else {
             return Ok(None);
         };
-        debug_assert_eq!(
+        assert_eq!(
             batch.records.len() as u64,
             scn.0 - writer.next_scn.0,
             "the log buffer hands out every SCN below the borrowed one"
@@ -130,7 +136,7 @@ impl Shared {
                 }
                 gather.put(scn, payload);
                 let gathered = gather.finish();
-                debug_assert_eq!(
+                assert_eq!(
                     gathered.len(),
                     format::units_for(stream, block_size) * block_size as usize
                 );

@@ -131,7 +131,7 @@ fn format_units(
         unit_writer.put(record.scn, batch.payload(record));
     }
     let written = unit_writer.finish();
-    debug_assert_eq!(written, len);
+    assert_eq!(written, len);
 }
 
 /// Ends the leadership of a leader that panics (a bug, in a shipper say): the writer is
@@ -178,6 +178,9 @@ pub(crate) struct CommitState {
     /// The leader is a committer writing its own borrowed record (`borrowed`): a short write
     /// that never switches logs, which the background writer leaves alone.
     borrowing: bool,
+    /// The background writer stepped back for that borrower and waits for `background` to
+    /// look again: the end of the borrowing leadership notifies it.
+    background_stepped_back: bool,
 }
 
 /// The log being written.
@@ -456,6 +459,7 @@ impl Shared {
         let mut commit = self.commit.lock();
         // Whoever leads next is not the borrower (cleared under this lock, with the handing on).
         commit.borrowing = false;
+        let wake_background = std::mem::take(&mut commit.background_stepped_back);
         let mut index = 0;
         while index < commit.waiters.len() {
             let waiter = &commit.waiters[index];
@@ -486,6 +490,11 @@ impl Shared {
             }
         }
         drop(commit);
+        if wake_background {
+            // The background writer stepped back for the borrower (`background_writer`): it
+            // looks again now, whether or not anything was published.
+            self.background.notify();
+        }
         for (slot, outcome) in wake {
             slot.complete(outcome);
         }
@@ -545,7 +554,7 @@ impl Shared {
         let block_size = self.config.block_size;
         let mut batch = Some(self.buffer.take(horizon));
         let count = batch.as_ref().map_or(0, |batch| batch.records.len());
-        debug_assert_eq!(
+        assert_eq!(
             count as u64,
             horizon.0 - writer.next_scn.0,
             "the log buffer hands out every SCN below the horizon"
@@ -622,7 +631,7 @@ impl Shared {
                         gather.put(record.scn, held.payload(record));
                     }
                     let gathered = gather.finish();
-                    debug_assert_eq!(gathered.len(), bytes);
+                    assert_eq!(gathered.len(), bytes);
                     self.write_gathered(current.group, &gathered, current.offset, seq, last_scn)?
                 };
                 // The pieces borrowed the log buffer; the kernel has the bytes now, so it gets
@@ -929,18 +938,26 @@ impl Shared {
                 Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
             // `borrowing` implies leader mode and a leader (set with the leadership, cleared
             // when it ends or passes on).
-            if unwritten && self.commit.lock().borrowing {
+            let step_back = unwritten && {
+                let mut commit = self.commit.lock();
+                commit.background_stepped_back = commit.borrowing;
+                commit.borrowing
+            };
+            if step_back {
                 // A committer is writing its own borrowed record. Queueing to lead after it
                 // would hold the leadership just when that committer comes back with its next
                 // record, and make it copy that record and wait for this thread. Look again
-                // once its write is published (or after the interval): whatever it did not
-                // cover is written then. Any other leader is queued behind as before: one
-                // that declines a log switch hands the leadership on, and the switch must
-                // reach this thread at once, not an interval later.
-                {
-                    let mut durable = self.durable_addr.lock();
-                    self.redo_arrived.wait_for(&mut durable, interval);
-                }
+                // once its leadership ends (or after the interval): whatever it did not cover
+                // is written then. Any other leader is queued behind as before: one that
+                // declines a log switch hands the leadership on, and the switch must reach
+                // this thread at once, not an interval later.
+                // The end of the borrowing leadership notifies `background` (it finds
+                // `background_stepped_back`, set under the same lock as the check above), and
+                // `background` keeps a notification that comes before this wait: none is lost
+                // (before, a wait on `redo_arrived` missed a borrower that declined, led a
+                // copied write, declined its log switch and notified this thread, and the
+                // switch waited for the interval).
+                self.background.wait(interval);
                 self.background.notify();
                 unwritten = false;
             }
