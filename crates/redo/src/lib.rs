@@ -98,6 +98,7 @@ pub(crate) struct Counters {
     /// Records written from their committer's memory, never copied into the log buffer
     /// (`log_writer::borrowed`).
     pub redo_borrowed_records: Arc<Statistic>,
+    pub redo_writes_handed_over: Arc<Statistic>,
     pub redo_synch_writes: Arc<Statistic>,
     pub user_commits: Arc<Statistic>,
     pub log_switches: Arc<Statistic>,
@@ -147,6 +148,8 @@ pub(crate) struct Shared {
     pub written_scn: AtomicU64,
     /// Log writes in flight to SYNC standbys (see `log_writer::pipeline`).
     pub pipeline: log_writer::Pipeline,
+    /// A task leader's write handed to the hand-over writer (see `log_writer::handover`).
+    pub handover: log_writer::Handover,
     pub background: Arc<Signal>,
     pub archive_queue: Mutex<archiver::ArchiveQueue>,
     pub archive_ready: Condvar,
@@ -506,6 +509,7 @@ impl RedoLog {
         self.shared.buffer.close();
         self.shared.background.notify();
         self.shared.pipeline.wake_all();
+        self.shared.wake_handover_writer();
         {
             let _queue = self.shared.archive_queue.lock();
             self.shared.archive_ready.notify_all();
@@ -540,6 +544,8 @@ mod tests;
 mod tests_archive_pieces;
 #[cfg(test)]
 mod tests_borrowed;
+#[cfg(test)]
+mod tests_handover;
 #[cfg(test)]
 mod tests_pipeline;
 #[cfg(test)]

@@ -139,6 +139,7 @@ impl RedoLog {
             redo_blocks_written: metrics.stat("redo blocks written"),
             redo_wastage: metrics.stat("redo wastage"),
             redo_borrowed_records: metrics.stat("redo borrowed records"),
+            redo_writes_handed_over: metrics.stat("redo writes handed over"),
             redo_synch_writes: metrics.stat("redo synch writes"),
             user_commits: metrics.stat("user commits"),
             log_switches: metrics.stat("redo log switches"),
@@ -162,6 +163,7 @@ impl RedoLog {
             written_addr: Mutex::new(durable_addr),
             written_scn: AtomicU64::new(opened.next_scn.prev().0),
             pipeline: log_writer::Pipeline::default(),
+            handover: log_writer::Handover::default(),
             table: Mutex::new(opened.table),
             table_changed: Condvar::new(),
             control: Mutex::new(control),
@@ -203,6 +205,8 @@ impl RedoLog {
             threads.push(spawn("redo-lgwr".to_string(), move || writer.background_writer())?);
             let waiter = shared.clone();
             threads.push(spawn("redo-ackwait".to_string(), move || waiter.ack_waiter())?);
+            let handover = shared.clone();
+            threads.push(spawn("redo-lgwr-task".to_string(), move || handover.handover_writer())?);
         }
         tracing::info!(
             dir = %shared.config.dir.display(),

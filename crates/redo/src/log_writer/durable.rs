@@ -100,7 +100,10 @@ impl Future for Durable {
         loop {
             if this.leading {
                 this.leading = false;
-                if !this.shared.lead_unless_switching(Settle::Defer) {
+                if this.shared.hand_over_if_others_wait() {
+                    // The hand-over writer writes for everyone waiting, this task included;
+                    // the worker goes on serving meanwhile.
+                } else if !this.shared.lead_unless_switching(Settle::Defer) {
                     // That needs a log switch, which may wait long, or room among the writes
                     // in flight to SYNC standbys: the background writer (a thread of its own)
                     // makes it; this task waits as a follower.

@@ -34,11 +34,13 @@ use crate::{Shared, SwitchReason};
 
 mod borrowed;
 mod durable;
+mod handover;
 pub(crate) mod pipeline;
 mod switch;
 
 pub(crate) use borrowed::BORROW_MIN_BYTES;
 pub use durable::Durable;
+pub(crate) use handover::Handover;
 pub(crate) use pipeline::Pipeline;
 use pipeline::{Deferred, Settle};
 
