@@ -68,9 +68,20 @@ pub struct Meta {
 /// A changed key to write at a checkpoint: the new value, or `None` to delete it.
 pub type Changed = std::collections::BTreeMap<crate::cache::Key, Option<Bytes>>;
 
+/// The key table as one read transaction sees it.
+type KvTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
 pub struct Store {
     /// `None` while closed after a failed checkpoint, until it is reopened.
     db: RwLock<Option<redb::Database>>,
+    /// The key table in a read transaction kept open from one checkpoint to the next: a point
+    /// read (every write looks up whether its key existed, when no cache layer knows) then
+    /// costs no transaction and no table opening. Only checkpoints change the data files; each
+    /// drops it once its commit is durable, before the cache lets go of what it wrote, so no
+    /// read ever sees the data files older than the cache assumes. Used and dropped only
+    /// under `db`'s lock, so it never outlives the database it reads. The number counts the
+    /// times it was dropped: a table opened before a drop is never kept after it.
+    reader: parking_lot::Mutex<(u64, Option<Arc<KvTable>>)>,
     path: PathBuf,
     storage: Arc<dyn Storage>,
     cache_bytes: u64,
@@ -108,6 +119,7 @@ impl Store {
         transaction.commit().map_err(|error| fail(&error))?;
         Ok(Store {
             db: RwLock::new(Some(db)),
+            reader: parking_lot::Mutex::new((0, None)),
             path: path.to_path_buf(),
             storage: storage.clone(),
             cache_bytes,
@@ -136,8 +148,20 @@ impl Store {
     /// it.
     pub fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::Release);
-        let database = self.db.write().take();
+        let mut db = self.db.write();
+        // No reader holds a table now (they hold `db`'s read lock while they do).
+        self.drop_reader();
+        let database = db.take();
+        drop(db);
         drop(database);
+    }
+
+    /// Drops the kept read transaction (`reader`); the next read opens one on the data files
+    /// as they are now.
+    fn drop_reader(&self) {
+        let mut reader = self.reader.lock();
+        reader.0 += 1;
+        reader.1 = None;
     }
 
     /// Reopens the data file if a failed checkpoint closed it.
@@ -175,10 +199,28 @@ impl Store {
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
         let fail = store_error(&self.path, "read");
         let db = self.database("read")?;
-        let transaction = db.begin_read().map_err(|error| fail(&error))?;
-        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+        let (generation, kept) = {
+            let reader = self.reader.lock();
+            (reader.0, reader.1.clone())
+        };
+        let table = match kept {
+            Some(table) => table,
+            None => {
+                let transaction = db.begin_read().map_err(|error| fail(&error))?;
+                let table = Arc::new(transaction.open_table(KV).map_err(|error| fail(&error))?);
+                let mut reader = self.reader.lock();
+                // Not if a checkpoint dropped the kept table meanwhile: this one may be older.
+                if reader.0 == generation && reader.1.is_none() {
+                    reader.1 = Some(table.clone());
+                }
+                table
+            }
+        };
         let value = table.get(key).map_err(|error| fail(&error))?;
-        Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
+        let value = value.map(|value| Bytes::copy_from_slice(value.value()));
+        drop(table);
+        drop(db);
+        Ok(value)
     }
 
     /// Number of keys in the data files.
@@ -235,6 +277,9 @@ impl Store {
             self.reopen()?;
         }
         let written = self.write_checkpoint(changed, scn, database_id);
+        // Committed or not, reads see the data files as they are from now on (the caller lets
+        // the cache go of what was written only after this returns).
+        self.drop_reader();
         if written.is_err() && !self.sync_failed.load(Ordering::Acquire) {
             *self.db.write() = None;
             // At once if it can (so that reads of the data file go on), else at the retry.

@@ -674,3 +674,49 @@ fn a_standby_applies_in_real_time_serves_reads_and_refuses_writes() {
     standby.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// Writes and reads while checkpoints run back to back, one key space small enough that most
+/// writes find their key in the data files: every read and the key count agree with a model
+/// after every transaction. A read of the data files must never see them older than the cache
+/// assumes (the store keeps one read transaction between checkpoints, and drops it at each).
+#[test]
+fn reads_and_the_key_count_stay_exact_while_checkpoints_run() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the reads during checkpoints test");
+    let disk = CrashDisk::new();
+    let db = Arc::new(open(&disk).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let checkpoints = {
+        let (db, stop) = (db.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut count = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                db.checkpoint().unwrap();
+                count += 1;
+            }
+            count
+        })
+    };
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut model: BTreeMap<Bytes, Bytes> = BTreeMap::new();
+    for n in 0..6000u64 {
+        let key = Bytes::from(format!("key:{}", rng.random_range(0..300u32)));
+        let ops = if rng.random_range(0..4) == 0 {
+            vec![Op::Del { keys: vec![key.clone()] }]
+        } else {
+            vec![Op::Set {
+                key: key.clone(),
+                value: Bytes::from(format!("v{n}")),
+                condition: SetCondition::Always,
+            }]
+        };
+        db.transact(&ops, WAIT).unwrap();
+        model_apply(&mut model, &ops);
+        assert_eq!(db.get(&key).unwrap(), model.get(&key).cloned(), "transaction {n}: {key:?}");
+        assert_eq!(db.dbsize(), model.len() as u64, "transaction {n}: the key count");
+    }
+    stop.store(true, Ordering::Release);
+    let checkpoints = checkpoints.join().unwrap();
+    assert!(checkpoints >= 10, "only {checkpoints} checkpoints ran");
+    assert_eq!(full_state(&db), model);
+    db.shutdown().unwrap();
+}
