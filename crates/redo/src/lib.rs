@@ -150,6 +150,9 @@ pub(crate) struct Shared {
     pub pipeline: log_writer::Pipeline,
     /// A task leader's write handed to the hand-over writer (see `log_writer::handover`).
     pub handover: log_writer::Handover,
+    /// Test-only points where a test may stop a thread to force an interleaving.
+    #[cfg(test)]
+    pub(crate) failpoint: Mutex<Option<Failpoint>>,
     pub background: Arc<Signal>,
     pub archive_queue: Mutex<archiver::ArchiveQueue>,
     pub archive_ready: Condvar,
@@ -505,6 +508,8 @@ impl RedoLog {
         } else {
             Ok(())
         };
+        #[cfg(test)]
+        self.shared.failpoint("shutdown: flushed");
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.buffer.close();
         self.shared.background.notify();
@@ -534,6 +539,21 @@ impl Drop for RedoLog {
     fn drop(&mut self) {
         if self.owner && !self.threads.lock().is_empty() {
             let _ = self.shutdown();
+        }
+    }
+}
+
+/// A test's hook at a named point (`Shared::failpoint`).
+#[cfg(test)]
+pub(crate) type Failpoint = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+#[cfg(test)]
+impl Shared {
+    /// Runs this engine's test hook, if one is set, at `point`.
+    pub(crate) fn failpoint(&self, point: &'static str) {
+        let hook = self.failpoint.lock().clone();
+        if let Some(hook) = hook {
+            hook(point);
         }
     }
 }

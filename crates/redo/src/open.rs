@@ -164,6 +164,8 @@ impl RedoLog {
             written_scn: AtomicU64::new(opened.next_scn.prev().0),
             pipeline: log_writer::Pipeline::default(),
             handover: log_writer::Handover::default(),
+            #[cfg(test)]
+            failpoint: Mutex::new(None),
             table: Mutex::new(opened.table),
             table_changed: Condvar::new(),
             control: Mutex::new(control),

@@ -136,3 +136,72 @@ fn a_single_worker_keeps_running_tasks_while_a_handed_over_write_syncs() {
         reopened.shutdown().unwrap();
     }
 }
+
+/// A task leader finds others waiting, and before it hands over, the engine shuts down and the
+/// idle hand-over writer ends. The task must not hand the leadership to a thread that is gone
+/// (nobody would ever end it: the other commit would wait for ever, and so would the shutdown
+/// behind the background writer queued for the leadership): it leads itself, and both commits
+/// get the shutdown's answer. Forced with the engine's failpoints, as a reviewer found it.
+#[test]
+fn a_hand_over_after_the_writer_ended_is_not_made() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "the hand-over shutdown race test");
+    let disk = CrashDisk::new();
+    let root = tempfile::tempdir().unwrap();
+    let log = open_on(&disk, &small_config(root.path())).unwrap();
+    log.commit(b"first", IMMEDIATE_WAIT).unwrap();
+    let (flushed_tx, flushed_rx) = std::sync::mpsc::channel::<()>();
+    let (deciding_tx, deciding_rx) = std::sync::mpsc::channel::<()>();
+    let (flushed_tx, deciding_tx) =
+        (parking_lot::Mutex::new(flushed_tx), parking_lot::Mutex::new(deciding_tx));
+    let deciding_rx = parking_lot::Mutex::new(deciding_rx);
+    let shutting_down = Arc::new(AtomicBool::new(false));
+    {
+        let shutting_down = shutting_down.clone();
+        *log.shared.failpoint.lock() = Some(Arc::new(move |point| match point {
+            "shutdown: flushed" => {
+                // Let the tasks append, one lead and find the other waiting.
+                let _ = flushed_tx.lock().send(());
+                let _ = deciding_rx.lock().recv_timeout(Duration::from_secs(5));
+                shutting_down.store(true, Ordering::Release);
+            }
+            "hand-over: others wait" if !shutting_down.load(Ordering::Acquire) => {
+                let _ = deciding_tx.lock().send(());
+                // Meanwhile the shutdown sets its flag and the idle hand-over writer ends.
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            _ => {}
+        }));
+    }
+    let stopping = log.clone();
+    let (stopped_tx, stopped_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = stopped_tx.send(stopping.shutdown());
+    });
+    flushed_rx.recv().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let outcomes = runtime.block_on(async {
+        let tasks: Vec<_> = (0..2u64)
+            .map(|n| {
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let scn = log.append(&payload_for(n, 300)).unwrap();
+                    let waiter = log.commit_waiter(scn, IMMEDIATE_WAIT).unwrap();
+                    tokio::time::timeout(Duration::from_secs(5), waiter).await
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap());
+        }
+        outcomes
+    });
+    *log.shared.failpoint.lock() = None;
+    let stopped = stopped_rx.recv_timeout(Duration::from_secs(5));
+    assert!(
+        outcomes.iter().all(|outcome| matches!(outcome, Ok(Err(RedoError::Shutdown)))),
+        "each commit gets the shutdown's answer, none waits for ever: {outcomes:?}"
+    );
+    assert!(stopped.is_ok(), "the shutdown returns");
+    assert_eq!(log.metrics().stat("redo writes handed over").get(), 0);
+}

@@ -25,8 +25,26 @@ use crate::config::WriterMode;
 /// The leadership handed to the hand-over writer, not yet taken up.
 #[derive(Debug, Default)]
 pub(crate) struct Handover {
-    requested: Mutex<bool>,
+    state: Mutex<HandoverState>,
     ready: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct HandoverState {
+    /// A task handed the leadership over; the thread has not taken it up yet.
+    requested: bool,
+    /// The thread has ended (shutdown, or a panic outside a write): nothing may be handed to
+    /// it any more, or the leadership would be held with nobody to use it.
+    gone: bool,
+}
+
+/// Marks the hand-over writer gone when its thread ends, returning or unwinding.
+struct Gone<'a>(&'a Handover);
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().gone = true;
+    }
 }
 
 impl Shared {
@@ -34,13 +52,21 @@ impl Shared {
     /// the hand-over writer and returns true (the task no longer leads, and waits as a
     /// follower); otherwise returns false, and the task writes itself.
     pub(crate) fn hand_over_if_others_wait(&self) -> bool {
-        if self.config.writer != WriterMode::Leader
-            || self.is_shut_down()
-            || self.commit.lock().waiters.is_empty()
-        {
+        if self.config.writer != WriterMode::Leader || self.commit.lock().waiters.is_empty() {
             return false;
         }
-        *self.handover.requested.lock() = true;
+        #[cfg(test)]
+        self.failpoint("hand-over: others wait");
+        {
+            let mut state = self.handover.state.lock();
+            // Decided under the lock the thread ends under: a request it would never see (it
+            // has ended, or ends on the shutdown it finds) is not made, and this task leads
+            // (and, shut down, fails) itself.
+            if state.gone || self.is_shut_down() {
+                return false;
+            }
+            state.requested = true;
+        }
         self.handover.ready.notify_one();
         self.stats.redo_writes_handed_over.incr();
         true
@@ -49,16 +75,20 @@ impl Shared {
     /// The hand-over writer thread: leads each write handed to it, then ends the leadership
     /// (which wakes the commits it covered and passes the leadership on, as any leader's end).
     pub(crate) fn handover_writer(&self) {
+        let _gone = Gone(&self.handover);
         loop {
             {
-                let mut requested = self.handover.requested.lock();
-                while !*requested {
+                let mut state = self.handover.state.lock();
+                while !state.requested {
                     if self.is_shut_down() {
+                        // Marked gone under this lock: a task that checks after this does not
+                        // hand over, and one that checked before made its request, seen above.
+                        state.gone = true;
                         return;
                     }
-                    self.handover.ready.wait_for(&mut requested, Duration::from_millis(200));
+                    self.handover.ready.wait_for(&mut state, Duration::from_millis(200));
                 }
-                *requested = false;
+                state.requested = false;
             }
             let mut deferred = Vec::new();
             let result = {
@@ -75,7 +105,7 @@ impl Shared {
 
     /// Wakes the hand-over writer to see the shutdown.
     pub(crate) fn wake_handover_writer(&self) {
-        let _requested = self.handover.requested.lock();
+        let _state = self.handover.state.lock();
         self.handover.ready.notify_all();
     }
 }
