@@ -281,7 +281,12 @@ impl Store {
         // the cache go of what was written only after this returns).
         self.drop_reader();
         if written.is_err() && !self.sync_failed.load(Ordering::Acquire) {
-            *self.db.write() = None;
+            let mut db = self.db.write();
+            // Under `db`'s lock: a read may have kept a table of this instance since the drop
+            // above, and none may outlive it.
+            self.drop_reader();
+            *db = None;
+            drop(db);
             // At once if it can (so that reads of the data file go on), else at the retry.
             let _ = self.reopen();
         }
