@@ -90,14 +90,14 @@ impl Inner {
 
     fn apply_record(&self, scn: Scn, payload: Vec<u8>) -> Result<()> {
         let changes = decode_record(scn, payload)?;
-        let mut keys = self.write.lock();
+        let write = self.write.lock();
         let delta = {
             let cache = self.cache.read();
             key_delta(&cache, &self.store, &changes)?
         };
         self.cache.write().add_pending(scn, changes, delta);
-        *keys += delta;
-        drop(keys);
+        self.key_count.lock().add(delta);
+        drop(write);
         self.applied_scn.store(scn.0, Ordering::Release);
         self.stats.applied_records.incr();
         Ok(())
@@ -106,9 +106,10 @@ impl Inner {
     /// Drops everything applied from `scn` on (still in the pending layer: the primary never
     /// confirmed it).
     fn drop_applied_from(&self, scn: Scn) {
-        let mut keys = self.write.lock();
+        let _write = self.write.lock();
         let delta = self.cache.write().discard_pending_from(scn);
-        *keys -= delta;
+        // A standby applies with exact deltas: it never has unresolved keys.
+        self.key_count.lock().add(-delta);
         let applied = self.applied_scn.load(Ordering::Acquire);
         if applied >= scn.0 {
             self.applied_scn.store(scn.0 - 1, Ordering::Release);

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use redo::Scn;
 
 use crate::{DbError, Inner, Result};
@@ -106,9 +107,27 @@ impl Inner {
             }
             cache.begin_checkpoint()
         };
+        // The keys it writes that their writes left unresolved (`key_count`): taken after the
+        // cache handed over its changes, so every entry at or below `scn` is here by now.
+        let mut batch = self.key_count.lock().batch(scn);
+        batch.keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        debug_assert!(batch.keys.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        let lookups: Vec<Bytes> = batch.keys.iter().map(|(key, _)| key.clone()).collect();
+        let mut before_commit = |existed: &[bool]| {
+            let mut by_index = vec![false; (batch.end - batch.start) as usize];
+            for ((_, index), existed) in batch.keys.iter().zip(existed) {
+                by_index[(index - batch.start) as usize] = *existed;
+            }
+            self.key_count.lock().resolve(batch.start, batch.end, &by_index);
+        };
         let started = Instant::now();
-        let written =
-            self.store.checkpoint(changed.changes(), scn, self.redo.identity().database_id);
+        let written = self.store.checkpoint(
+            changed.changes(),
+            scn,
+            self.redo.identity().database_id,
+            &lookups,
+            &mut before_commit,
+        );
         self.waits.checkpoint_write.record_since(started);
         let result = written.and_then(|()| {
             self.cache.write().end_checkpoint(&changed);

@@ -63,13 +63,13 @@ impl CopyWriter {
             .into_iter()
             .map(|(key, value)| (Bytes::from(key).into(), Some(Bytes::from(value))))
             .collect();
-        self.store.checkpoint(&changed, Scn::ZERO, database_id)
+        self.store.checkpoint(&changed, Scn::ZERO, database_id, &[], &mut |_| {})
     }
 
     /// Records the copy's checkpoint SCN, then removes the marker: the data files are the
     /// database at `checkpoint_scn` from now on. Returns the number of keys.
     pub fn finish(self, checkpoint_scn: Scn, database_id: DatabaseId) -> Result<u64, DbError> {
-        self.store.checkpoint(&Changed::new(), checkpoint_scn, database_id)?;
+        self.store.checkpoint(&Changed::new(), checkpoint_scn, database_id, &[], &mut |_| {})?;
         let keys = self.store.key_count()?;
         drop(self.store);
         let fail = |error: std::io::Error| DbError::Store {

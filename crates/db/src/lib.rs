@@ -18,6 +18,7 @@ mod checkpoint;
 pub mod config;
 pub mod copy;
 pub mod error;
+mod key_count;
 mod open;
 pub mod ops;
 mod scan;
@@ -40,6 +41,7 @@ use cache::Cache;
 use checkpoint::CheckpointState;
 pub use config::DbConfig;
 pub use error::DbError;
+use key_count::KeyCount;
 pub use ops::{Op, OpResult, SetCondition};
 use scan::Cursors;
 use store::Store;
@@ -90,8 +92,9 @@ struct Stats {
     applied_records: Arc<Statistic>,
 }
 
-/// Lock order: `checkpoint_running` → `write` → `cache` → `checkpoint` → `cursors`; a
-/// thread holding one may only take those after it (most paths hold one at a time).
+/// Lock order: `checkpoint_running` → `write` → `cache` → `checkpoint` → `cursors` →
+/// `key_count`; a thread holding one may only take those after it (most paths hold one at a
+/// time). `key_count` is a leaf: nothing, not even a read of the data files, happens under it.
 struct Inner {
     config: DbConfig,
     redo: RedoLog,
@@ -100,8 +103,10 @@ struct Inner {
     /// The highest SCN applied to the key space (on a primary: executed).
     applied_scn: AtomicU64,
     cache: RwLock<Cache>,
-    /// Serialises write transactions; holds the number of keys.
-    write: Mutex<i64>,
+    /// Serialises write transactions.
+    write: Mutex<()>,
+    /// The number of keys, some perhaps not yet resolved (`key_count`).
+    key_count: Mutex<KeyCount>,
     checkpoint: Mutex<CheckpointState>,
     checkpoint_changed: Condvar,
     /// One checkpoint at a time.
@@ -200,9 +205,10 @@ impl Database {
         self.inner.read(key)
     }
 
-    /// Number of keys.
-    pub fn dbsize(&self) -> u64 {
-        (*self.inner.write.lock()).max(0) as u64
+    /// Number of keys. Looks up in the data files the keys written since the last checkpoint
+    /// that no layer knew at their write and no reader has looked up yet (`key_count`).
+    pub fn dbsize(&self) -> Result<u64> {
+        self.inner.dbsize()
     }
 
     /// Runs `ops` as one transaction: atomically, in order, each seeing the effects of the
@@ -289,7 +295,12 @@ impl Database {
     pub fn status(&self) -> DbStatus {
         let inner = &self.inner;
         // One lock at a time: see the lock order in `Inner`.
-        let keys = self.dbsize();
+        let keys = self.dbsize().unwrap_or_else(|error| {
+            // The data files cannot be read (closed after a failed checkpoint, which also
+            // refuses writes): the count as if every key written since was new.
+            tracing::warn!(%error, "status: the number of keys is an upper bound");
+            self.inner.key_count.lock().at_most().max(0) as u64
+        });
         let (promoted_scn, unwritten_bytes) = {
             let cache = inner.cache.read();
             (cache.promoted_scn(), cache.unwritten_bytes() as u64)
@@ -365,3 +376,5 @@ impl Drop for Database {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_key_count;

@@ -13,6 +13,7 @@ use stats::Metrics;
 use crate::apply::{decode_record, key_delta};
 use crate::cache::Cache;
 use crate::checkpoint::CheckpointState;
+use crate::key_count::KeyCount;
 use crate::scan::Cursors;
 use crate::store::{self, Store};
 use crate::{Database, DbConfig, DbError, Inner, Result, Stats, Waits, copy};
@@ -50,6 +51,8 @@ impl Database {
                 &store::Changed::new(),
                 meta.checkpoint_scn,
                 identity.database_id,
+                &[],
+                &mut |_| {},
             )?,
             None => {}
         }
@@ -90,7 +93,8 @@ impl Database {
             role,
             applied_scn: AtomicU64::new(cache.promoted_scn().0),
             cache: RwLock::new(cache),
-            write: Mutex::new(keys),
+            write: Mutex::new(()),
+            key_count: Mutex::new(KeyCount::new(keys)),
             checkpoint: Mutex::new(CheckpointState {
                 last_scn: meta.checkpoint_scn,
                 ..CheckpointState::default()

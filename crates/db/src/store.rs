@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
-use redb::{ReadableDatabase, ReadableTableMetadata, TableDefinition};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
 use redo::storage::{Storage, StorageFile};
 use redo::{DatabaseId, Scn};
 
@@ -75,8 +75,8 @@ pub struct Store {
     /// `None` while closed after a failed checkpoint, until it is reopened.
     db: RwLock<Option<redb::Database>>,
     /// The key table in a read transaction kept open from one checkpoint to the next: a point
-    /// read (every write looks up whether its key existed, when no cache layer knows) then
-    /// costs no transaction and no table opening. Only checkpoints change the data files; each
+    /// read (a GET, or a conditional write looking up whether its key exists, when no cache
+    /// layer knows) then costs no transaction and no table opening. Only checkpoints change the data files; each
     /// drops it once its commit is durable, before the cache lets go of what it wrote, so no
     /// read ever sees the data files older than the cache assumes. Used and dropped only
     /// under `db`'s lock, so it never outlives the database it reads. The number counts the
@@ -259,6 +259,10 @@ impl Store {
     /// Writes `changed` and the checkpoint SCN in one transaction, durably (redb syncs the
     /// data and then its commit slot). Returns once both are on disk.
     ///
+    /// `unresolved` are keys of `changed`, in key order, whose writes did not learn whether the
+    /// data files held them (`key_count`): between its writes and its commit, the checkpoint
+    /// calls `before_commit` with that, for each of them (what its own writes replaced).
+    ///
     /// After an I/O error redb refuses every later operation ("Previous I/O error"), so a
     /// checkpoint that failed on a full disk would fail on every retry, and writes would stay
     /// refused after space returns. A failed write or resize leaves what a crash would (redb
@@ -272,11 +276,13 @@ impl Store {
         changed: &Changed,
         scn: Scn,
         database_id: DatabaseId,
+        unresolved: &[Bytes],
+        before_commit: &mut dyn FnMut(&[bool]),
     ) -> Result<(), DbError> {
         if self.db.read().is_none() && !self.sync_failed.load(Ordering::Acquire) {
             self.reopen()?;
         }
-        let written = self.write_checkpoint(changed, scn, database_id);
+        let written = self.write_checkpoint(changed, scn, database_id, unresolved, before_commit);
         // Committed or not, reads see the data files as they are from now on (the caller lets
         // the cache go of what was written only after this returns).
         self.drop_reader();
@@ -298,22 +304,38 @@ impl Store {
         changed: &Changed,
         scn: Scn,
         database_id: DatabaseId,
+        unresolved: &[Bytes],
+        before_commit: &mut dyn FnMut(&[bool]),
     ) -> Result<(), DbError> {
         let fail = store_error(&self.path, "checkpoint");
         let db = self.database("checkpoint")?;
         let transaction = db.begin_write().map_err(|error| fail(&error))?;
         {
             let mut table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+            // Both in key order: walked together, each unresolved key meets its own write.
+            let mut existed = Vec::with_capacity(unresolved.len());
+            let mut next = unresolved.iter().peekable();
             for (key, value) in changed {
-                match value {
-                    Some(value) => {
-                        table.insert(key.as_ref(), value.as_ref()).map_err(|error| fail(&error))?;
-                    }
-                    None => {
-                        table.remove(key.as_ref()).map_err(|error| fail(&error))?;
-                    }
+                // (Never, by `key_count`'s invariant: a key not written here is looked up
+                // before the writes after it.)
+                while let Some(lone) = next.next_if(|lone| lone.as_ref() < key.as_ref()) {
+                    existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
+                }
+                let replaced = match value {
+                    Some(value) => table
+                        .insert(key.as_ref(), value.as_ref())
+                        .map_err(|error| fail(&error))?
+                        .is_some(),
+                    None => table.remove(key.as_ref()).map_err(|error| fail(&error))?.is_some(),
+                };
+                if next.next_if(|lone| lone.as_ref() == key.as_ref()).is_some() {
+                    existed.push(replaced);
                 }
             }
+            for lone in next {
+                existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
+            }
+            before_commit(&existed);
             let mut meta = transaction.open_table(META).map_err(|error| fail(&error))?;
             meta.insert(META_CHECKPOINT_SCN, scn.0).map_err(|error| fail(&error))?;
             meta.insert(META_DATABASE_ID, database_id.0).map_err(|error| fail(&error))?;

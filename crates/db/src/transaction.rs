@@ -53,12 +53,14 @@ impl Inner {
             }
             self.wait_for_memory();
         }
-        let mut keys = self.write.lock();
+        let write = self.write.lock();
         // The transaction's own changes, over everything committed before it.
         let mut overlay: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
         let mut changes = Vec::new();
         let mut results = Vec::with_capacity(ops.len());
         let mut key_delta = 0i64;
+        // Keys set without knowing whether the data files held them (`key_count`).
+        let mut unresolved: Vec<Bytes> = Vec::new();
         let view =
             |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Result<Option<Bytes>> {
                 match overlay.get(key) {
@@ -66,12 +68,27 @@ impl Inner {
                     None => self.read_bytes(key),
                 }
             };
+        // Whether the key exists, if the overlay or a cache layer knows; `None` if only the
+        // data files do (not read: a plain SET does not need to know).
+        let known = |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Option<bool> {
+            match overlay.get(key) {
+                Some(value) => Some(value.is_some()),
+                None => match self.cache.read().lookup_bytes(key) {
+                    Lookup::Known(value) => Some(value.is_some()),
+                    Lookup::Store => None,
+                },
+            }
+        };
         let mut change = |overlay: &mut BTreeMap<Bytes, Option<Bytes>>,
                           key: &Bytes,
                           value: Option<Bytes>,
-                          existed: bool| {
-            key_delta += i64::from(value.is_some()) - i64::from(existed);
+                          existed: Option<bool>| {
+            // Unresolved: counted as new until resolved.
+            key_delta += i64::from(value.is_some()) - i64::from(existed == Some(true));
             let key = Bytes::copy_from_slice(key);
+            if existed.is_none() {
+                unresolved.push(key.clone());
+            }
             overlay.insert(key.clone(), value.clone());
             changes.push(match value {
                 Some(value) => Change::Put { key, value },
@@ -92,11 +109,14 @@ impl Inner {
                     OpResult::Integer(count)
                 }
                 Op::Set { key, value, condition } => {
-                    let existed = view(&overlay, key)?.is_some();
+                    let existed = match condition {
+                        SetCondition::Always => known(&overlay, key),
+                        _ => Some(view(&overlay, key)?.is_some()),
+                    };
                     let applies = match condition {
                         SetCondition::Always => true,
-                        SetCondition::IfAbsent => !existed,
-                        SetCondition::IfPresent => existed,
+                        SetCondition::IfAbsent => existed == Some(false),
+                        SetCondition::IfPresent => existed == Some(true),
                     };
                     if applies {
                         change(&mut overlay, key, Some(Bytes::copy_from_slice(value)), existed);
@@ -107,7 +127,7 @@ impl Inner {
                 }
                 Op::MSet { pairs } => {
                     for (key, value) in pairs {
-                        let existed = view(&overlay, key)?.is_some();
+                        let existed = known(&overlay, key);
                         change(&mut overlay, key, Some(Bytes::copy_from_slice(value)), existed);
                     }
                     OpResult::Ok
@@ -116,7 +136,7 @@ impl Inner {
                     let mut deleted = 0;
                     for key in keys {
                         if view(&overlay, key)?.is_some() {
-                            change(&mut overlay, key, None, true);
+                            change(&mut overlay, key, None, Some(true));
                             deleted += 1;
                         }
                     }
@@ -134,7 +154,7 @@ impl Inner {
                                     &mut overlay,
                                     key,
                                     Some(Bytes::from(new.to_string())),
-                                    existed,
+                                    Some(existed),
                                 );
                                 OpResult::Integer(new)
                             }
@@ -158,10 +178,18 @@ impl Inner {
             RedoError::RecordTooLarge { len, max } => DbError::TooLarge { len, max },
             error => DbError::Redo(error),
         })?;
+        {
+            // Before the changes reach the cache: a checkpoint that writes them (it can only
+            // once they are there) then finds their unresolved keys here (`key_count`).
+            let mut count = self.key_count.lock();
+            count.add(key_delta - unresolved.len() as i64);
+            for key in unresolved {
+                count.add_unresolved(scn, key);
+            }
+        }
         self.cache.write().add_pending(scn, changes, key_delta);
-        *keys += key_delta;
         self.applied_scn.store(scn.0, Ordering::Release);
-        drop(keys);
+        drop(write);
         self.redo.count_commit();
         Ok(Executed { results, scn: Some(scn) })
     }

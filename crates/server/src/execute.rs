@@ -204,7 +204,10 @@ fn read(running: &Running, ops: &[Op]) -> Result<Vec<OpResult>, DbError> {
 /// Commands that read the whole key space or the server.
 fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
     match command {
-        Command::DbSize => Frame::Integer(running.db.dbsize() as i64),
+        Command::DbSize => match running.db.dbsize() {
+            Ok(keys) => Frame::Integer(keys as i64),
+            Err(error) => error_frame(&error),
+        },
         Command::Keys { pattern } => {
             match running.db.keys(&|key| resp::glob::matches(&pattern, key)) {
                 Ok(keys) => Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),

@@ -1,0 +1,197 @@
+//! The number of keys (DBSIZE), kept without a read of the data files on every write.
+//!
+//! A plain SET (or MSET) of a key that no in-memory layer knows does not look up whether the
+//! data files hold it: its write counts it as a new key and records it here as *unresolved*,
+//! with the SCN of its redo. What the data files said is learnt later, by whichever comes
+//! first:
+//!
+//! - the checkpoint that writes the key: its insert into the data files returns the old value
+//!   anyway, so it learns it for free, and resolves its keys before its commit
+//!   (`Store::checkpoint` calls back between its writes and its commit);
+//! - a reader of the count (DBSIZE, INFO, status), which looks the keys up itself.
+//!
+//! Once the data files held most keys, that lookup was the largest cost of a durable SET
+//! after the network (a tree search of the data files' page cache per write).
+//!
+//! *Why a lookup at any later time still answers for the moment of the write.* A key is
+//! unresolved only if no layer knew it at its write: the data files then held its latest
+//! state. Only the checkpoint that writes this change (the first whose SCN is at or above the
+//! entry's) can change what the data files hold for the key, and that checkpoint resolves and
+//! removes the entry, under this lock, *before* its commit. So while an entry is here, no
+//! commit has changed its key in the data files, and any read of them answers as at the write.
+//! A reader therefore looks keys up without holding this lock, and keeps its answers only for
+//! the entries still here when it takes the lock again.
+//!
+//! Entries are in SCN order (writes push them under the write lock, in commit order) and leave
+//! from the front only, so a range of them is named by absolute indexes.
+//!
+//! *Lock order*: this lock is a leaf. Nothing else is taken while it is held; in particular the
+//! data files are never read under it, so a checkpoint may take it while it holds them open.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use redo::Scn;
+
+/// Unresolved keys a reader of the count looks up between two takings of the lock.
+pub(crate) const RESOLVE_CHUNK: usize = 4096;
+
+#[derive(Debug, Default)]
+pub(crate) struct KeyCount {
+    /// The number of keys if every unresolved key was new.
+    counted: i64,
+    /// Keys written without knowing whether the data files held them, oldest first, with the
+    /// SCN of the write.
+    unresolved: VecDeque<(Scn, Bytes)>,
+    /// How many entries have left the front so far: the index of `unresolved[0]`.
+    removed: u64,
+}
+
+/// The unresolved keys a checkpoint writes: the entries with an index in `start..end`, as
+/// (key, index), in SCN order (the checkpoint sorts them by key, outside the lock).
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) keys: Vec<(Bytes, u64)>,
+}
+
+impl KeyCount {
+    pub(crate) fn new(keys: i64) -> KeyCount {
+        KeyCount { counted: keys, ..KeyCount::default() }
+    }
+
+    /// A write that changed the number of keys by `delta`, known exactly.
+    pub(crate) fn add(&mut self, delta: i64) {
+        self.counted += delta;
+    }
+
+    /// A write (redo at `scn`) set `key`, which no layer knew: counted as new until resolved.
+    pub(crate) fn add_unresolved(&mut self, scn: Scn, key: Bytes) {
+        debug_assert!(self.unresolved.back().is_none_or(|(last, _)| *last <= scn));
+        self.counted += 1;
+        self.unresolved.push_back((scn, key));
+    }
+
+    /// The number of keys, if nothing is unresolved.
+    pub(crate) fn exact(&self) -> Option<i64> {
+        self.unresolved.is_empty().then_some(self.counted)
+    }
+
+    /// The number of keys if every unresolved key was new (an upper bound).
+    pub(crate) fn at_most(&self) -> i64 {
+        self.counted
+    }
+
+    #[cfg(test)]
+    pub(crate) fn unresolved(&self) -> usize {
+        self.unresolved.len()
+    }
+
+    /// The unresolved keys a checkpoint that brings the data files to `scn` writes: every entry
+    /// at or below it (all of them durable and promoted, so in that checkpoint's changes).
+    pub(crate) fn batch(&self, scn: Scn) -> Batch {
+        let count = self.unresolved.partition_point(|(entry, _)| *entry <= scn);
+        let start = self.removed;
+        let keys = self
+            .unresolved
+            .iter()
+            .take(count)
+            .enumerate()
+            .map(|(offset, (_, key))| (key.clone(), start + offset as u64))
+            .collect();
+        Batch { start, end: start + count as u64, keys }
+    }
+
+    /// Up to `limit` entries from the front, to look up: (index of the first, keys).
+    pub(crate) fn front(&self, limit: usize) -> (u64, Vec<Bytes>) {
+        (self.removed, self.unresolved.iter().take(limit).map(|(_, key)| key.clone()).collect())
+    }
+
+    /// What the data files held for the entries `start..end` (`existed[i - start]` for entry
+    /// `i`), as learnt without this lock: applied to those still here, which leave. Entries
+    /// that left meanwhile were resolved by someone else.
+    pub(crate) fn resolve(&mut self, start: u64, end: u64, existed: &[bool]) {
+        debug_assert_eq!(existed.len() as u64, end - start);
+        debug_assert!(start <= self.removed, "entries only leave");
+        let from = self.removed.max(start);
+        for index in from..end {
+            let (_, _) = self.unresolved.pop_front().expect("an entry below `end` is here");
+            if existed[(index - start) as usize] {
+                self.counted -= 1;
+            }
+        }
+        self.removed = self.removed.max(end);
+    }
+}
+
+impl crate::Inner {
+    /// The number of keys: resolves every unresolved key first, by looking it up in the data
+    /// files a chunk at a time, without this lock (see the module's argument).
+    pub(crate) fn dbsize(&self) -> crate::Result<u64> {
+        loop {
+            let (start, keys) = {
+                let count = self.key_count.lock();
+                if let Some(keys) = count.exact() {
+                    return Ok(keys.max(0) as u64);
+                }
+                count.front(RESOLVE_CHUNK)
+            };
+            let existed = keys
+                .iter()
+                .map(|key| Ok(self.store.get(key)?.is_some()))
+                .collect::<crate::Result<Vec<bool>>>()?;
+            self.key_count.lock().resolve(start, start + keys.len() as u64, &existed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> Bytes {
+        Bytes::copy_from_slice(name.as_bytes())
+    }
+
+    #[test]
+    fn unresolved_keys_count_once_resolved_whoever_resolves_them() {
+        let mut count = KeyCount::new(10);
+        count.add_unresolved(Scn(1), key("a"));
+        count.add_unresolved(Scn(2), key("b"));
+        count.add(1);
+        count.add_unresolved(Scn(3), key("c"));
+        assert_eq!(count.exact(), None);
+        assert_eq!(count.at_most(), 14);
+        // A checkpoint to SCN 2 takes a and b, in key order.
+        let batch = count.batch(Scn(2));
+        assert_eq!((batch.start, batch.end), (0, 2));
+        // A reader resolves a (it existed) before the checkpoint's callback.
+        let (start, keys) = count.front(1);
+        assert_eq!((start, keys), (0, vec![key("a")]));
+        count.resolve(0, 1, &[true]);
+        // The checkpoint learnt a existed and b did not: only b is still here to apply.
+        count.resolve(batch.start, batch.end, &[true, false]);
+        assert_eq!(count.unresolved(), 1);
+        assert_eq!(count.at_most(), 13);
+        let (start, keys) = count.front(10);
+        assert_eq!((start, keys.len()), (2, 1));
+        count.resolve(start, start + 1, &[true]);
+        assert_eq!(count.exact(), Some(12));
+    }
+
+    #[test]
+    fn a_reader_answer_for_entries_a_checkpoint_resolved_meanwhile_is_dropped() {
+        let mut count = KeyCount::new(0);
+        for scn in 1..=4 {
+            count.add_unresolved(Scn(scn), key(&format!("k{scn}")));
+        }
+        let (start, keys) = count.front(4);
+        // Meanwhile a checkpoint to SCN 2 resolved the first two (neither existed).
+        let batch = count.batch(Scn(2));
+        count.resolve(batch.start, batch.end, &[false, false]);
+        // The reader's answers for them (read after that commit: "existed") are not applied.
+        count.resolve(start, start + keys.len() as u64, &[true, true, false, true]);
+        assert_eq!(count.exact(), Some(3));
+    }
+}
