@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use redo::Scn;
 
+use crate::key_count::RESOLVE_CHUNK;
 use crate::{DbError, Inner, Result};
 
 #[derive(Debug, Default)]
@@ -109,16 +110,36 @@ impl Inner {
         };
         // The keys it writes that their writes left unresolved (`key_count`): taken after the
         // cache handed over its changes, so every entry at or below `scn` is here by now.
-        let mut batch = self.key_count.lock().batch(scn);
-        batch.keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        debug_assert!(batch.keys.windows(2).all(|pair| pair[0].0 < pair[1].0));
-        let lookups: Vec<Bytes> = batch.keys.iter().map(|(key, _)| key.clone()).collect();
-        let mut before_commit = |existed: &[bool]| {
-            let mut by_index = vec![false; (batch.end - batch.start) as usize];
-            for ((_, index), existed) in batch.keys.iter().zip(existed) {
-                by_index[(index - batch.start) as usize] = *existed;
+        // Copied and resolved a chunk at a time: writers take the same lock.
+        let (start, end) = self.key_count.lock().batch(scn);
+        let mut batch: Vec<(Bytes, u64)> = Vec::with_capacity((end - start) as usize);
+        loop {
+            let from = batch.last().map_or(start, |(_, index)| index + 1);
+            let chunk = self.key_count.lock().batch_keys(from, end, RESOLVE_CHUNK);
+            if chunk.is_empty() {
+                break;
             }
-            self.key_count.lock().resolve(batch.start, batch.end, &by_index);
+            batch.extend(chunk);
+        }
+        batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Unique (`key_count`): the merge with the changes in `Store::checkpoint` relies on it.
+        assert!(
+            batch.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "an unresolved key twice in one checkpoint"
+        );
+        let lookups: Vec<Bytes> = batch.iter().map(|(key, _)| key.clone()).collect();
+        let mut before_commit = |existed: &[bool]| {
+            let mut by_index = vec![false; (end - start) as usize];
+            for ((_, index), existed) in batch.iter().zip(existed) {
+                by_index[(index - start) as usize] = *existed;
+            }
+            let mut from = start;
+            while from < end {
+                let to = (from + RESOLVE_CHUNK as u64).min(end);
+                let answers = &by_index[(from - start) as usize..(to - start) as usize];
+                self.key_count.lock().resolve(from, to, answers);
+                from = to;
+            }
         };
         let started = Instant::now();
         let written = self.store.checkpoint(

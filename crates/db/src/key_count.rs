@@ -22,6 +22,12 @@
 //! A reader therefore looks keys up without holding this lock, and keeps its answers only for
 //! the entries still here when it takes the lock again.
 //!
+//! *A reader answers for the moment it began.* It notes the count and the entries unresolved
+//! then, and resolves those only (whoever else resolves some of them meanwhile): the answer is
+//! the count at that moment less how many of them had existed. It never chases the writes
+//! made since, so it ends however fast they come. A checkpoint copies and resolves its
+//! entries a chunk at a time, so that writers, which take this lock, never wait long.
+//!
 //! Entries are in SCN order (writes push them under the write lock, in commit order) and leave
 //! from the front only, so a range of them is named by absolute indexes.
 //!
@@ -45,15 +51,10 @@ pub(crate) struct KeyCount {
     unresolved: VecDeque<(Scn, Bytes)>,
     /// How many entries have left the front so far: the index of `unresolved[0]`.
     removed: u64,
-}
-
-/// The unresolved keys a checkpoint writes: the entries with an index in `start..end`, as
-/// (key, index), in SCN order (the checkpoint sorts them by key, outside the lock).
-#[derive(Debug, Default)]
-pub(crate) struct Batch {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    pub(crate) keys: Vec<(Bytes, u64)>,
+    /// How many of the entries that left had existed.
+    existed_total: u64,
+    /// Indexes readers wait for: (readers, `existed_total` once `removed` reached it).
+    marks: std::collections::BTreeMap<u64, (usize, Option<u64>)>,
 }
 
 impl KeyCount {
@@ -88,19 +89,28 @@ impl KeyCount {
         self.unresolved.len()
     }
 
-    /// The unresolved keys a checkpoint that brings the data files to `scn` writes: every entry
-    /// at or below it (all of them durable and promoted, so in that checkpoint's changes).
-    pub(crate) fn batch(&self, scn: Scn) -> Batch {
+    /// The unresolved entries a checkpoint that brings the data files to `scn` writes: every
+    /// one at or below it (all durable and promoted, so in that checkpoint's changes), as the
+    /// range of their indexes. Their keys are copied a chunk at a time (`batch_keys`), so
+    /// that writers never wait for a whole checkpoint's worth of copying.
+    pub(crate) fn batch(&self, scn: Scn) -> (u64, u64) {
         let count = self.unresolved.partition_point(|(entry, _)| *entry <= scn);
-        let start = self.removed;
-        let keys = self
-            .unresolved
+        (self.removed, self.removed + count as u64)
+    }
+
+    /// Up to `limit` keys of the entries from index `from` (or the front, if those left) to
+    /// `end`, with their indexes; empty once none is left below `end`.
+    pub(crate) fn batch_keys(&self, from: u64, end: u64, limit: usize) -> Vec<(Bytes, u64)> {
+        let from = from.max(self.removed);
+        let skip = (from - self.removed) as usize;
+        let take = (end.saturating_sub(from) as usize).min(limit);
+        self.unresolved
             .iter()
-            .take(count)
+            .skip(skip)
+            .take(take)
             .enumerate()
-            .map(|(offset, (_, key))| (key.clone(), start + offset as u64))
-            .collect();
-        Batch { start, end: start + count as u64, keys }
+            .map(|(offset, (_, key))| (key.clone(), from + offset as u64))
+            .collect()
     }
 
     /// Up to `limit` entries from the front, to look up: (index of the first, keys).
@@ -119,6 +129,10 @@ impl KeyCount {
             let (_, _) = self.unresolved.pop_front().expect("an entry below `end` is here");
             if existed[(index - start) as usize] {
                 self.counted -= 1;
+                self.existed_total += 1;
+            }
+            if let Some((_, at)) = self.marks.get_mut(&(index + 1)) {
+                *at = Some(self.existed_total);
             }
         }
         self.removed = self.removed.max(end);
@@ -129,20 +143,48 @@ impl crate::Inner {
     /// The number of keys: resolves every unresolved key first, by looking it up in the data
     /// files a chunk at a time, without this lock (see the module's argument).
     pub(crate) fn dbsize(&self) -> crate::Result<u64> {
-        loop {
-            let (start, keys) = {
-                let count = self.key_count.lock();
-                if let Some(keys) = count.exact() {
-                    return Ok(keys.max(0) as u64);
-                }
-                count.front(RESOLVE_CHUNK)
-            };
-            let existed = keys
-                .iter()
-                .map(|key| Ok(self.store.get(key)?.is_some()))
-                .collect::<crate::Result<Vec<bool>>>()?;
-            self.key_count.lock().resolve(start, start + keys.len() as u64, &existed);
+        // The count as at this moment: what is unresolved now is resolved (by this reader or
+        // a checkpoint), and the count then corrected by how many of those had existed.
+        let (counted, existed_before, target) = {
+            let mut count = self.key_count.lock();
+            if let Some(keys) = count.exact() {
+                return Ok(keys.max(0) as u64);
+            }
+            let target = count.removed + count.unresolved.len() as u64;
+            count.marks.entry(target).or_insert((0, None)).0 += 1;
+            (count.counted, count.existed_total, target)
+        };
+        let resolved: crate::Result<()> = (|| {
+            while self.resolve_front(target)? {}
+            Ok(())
+        })();
+        let mut count = self.key_count.lock();
+        let (readers, at) = *count.marks.get(&target).expect("marked");
+        if readers == 1 {
+            count.marks.remove(&target);
+        } else {
+            count.marks.get_mut(&target).expect("marked").0 -= 1;
         }
+        resolved?;
+        let existed = at.expect("every entry below the mark left") - existed_before;
+        Ok((counted - existed as i64).max(0) as u64)
+    }
+
+    /// Looks up a chunk from the front, below `target`; false if there was none.
+    fn resolve_front(&self, target: u64) -> crate::Result<bool> {
+        let (start, keys) = {
+            let count = self.key_count.lock();
+            count.front((target.saturating_sub(count.removed) as usize).min(RESOLVE_CHUNK))
+        };
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let existed = keys
+            .iter()
+            .map(|key| Ok(self.store.get(key)?.is_some()))
+            .collect::<crate::Result<Vec<bool>>>()?;
+        self.key_count.lock().resolve(start, start + keys.len() as u64, &existed);
+        Ok(true)
     }
 }
 
@@ -163,15 +205,18 @@ mod tests {
         count.add_unresolved(Scn(3), key("c"));
         assert_eq!(count.exact(), None);
         assert_eq!(count.at_most(), 14);
-        // A checkpoint to SCN 2 takes a and b, in key order.
-        let batch = count.batch(Scn(2));
-        assert_eq!((batch.start, batch.end), (0, 2));
+        // A checkpoint to SCN 2 takes a and b.
+        let (start, end) = count.batch(Scn(2));
+        assert_eq!((start, end), (0, 2));
+        assert_eq!(count.batch_keys(start, end, 1), vec![(key("a"), 0)]);
+        assert_eq!(count.batch_keys(1, end, 10), vec![(key("b"), 1)]);
         // A reader resolves a (it existed) before the checkpoint's callback.
         let (start, keys) = count.front(1);
         assert_eq!((start, keys), (0, vec![key("a")]));
         count.resolve(0, 1, &[true]);
         // The checkpoint learnt a existed and b did not: only b is still here to apply.
-        count.resolve(batch.start, batch.end, &[true, false]);
+        assert_eq!(count.batch_keys(start, end, 10), vec![(key("b"), 1)]);
+        count.resolve(start, end, &[true, false]);
         assert_eq!(count.unresolved(), 1);
         assert_eq!(count.at_most(), 13);
         let (start, keys) = count.front(10);
@@ -188,8 +233,8 @@ mod tests {
         }
         let (start, keys) = count.front(4);
         // Meanwhile a checkpoint to SCN 2 resolved the first two (neither existed).
-        let batch = count.batch(Scn(2));
-        count.resolve(batch.start, batch.end, &[false, false]);
+        let (batch_start, batch_end) = count.batch(Scn(2));
+        count.resolve(batch_start, batch_end, &[false, false]);
         // The reader's answers for them (read after that commit: "existed") are not applied.
         count.resolve(start, start + keys.len() as u64, &[true, true, false, true]);
         assert_eq!(count.exact(), Some(3));

@@ -211,6 +211,16 @@ impl Database {
         self.inner.dbsize()
     }
 
+    /// `dbsize`, or if the data files cannot be read (closed after a failed checkpoint, which
+    /// also refuses writes), the count as if every key written since was new (an upper
+    /// bound), with a warning: for INFO and status, which must answer.
+    pub fn dbsize_or_bound(&self) -> u64 {
+        self.dbsize().unwrap_or_else(|error| {
+            tracing::warn!(%error, "the number of keys is an upper bound");
+            self.inner.key_count.lock().at_most().max(0) as u64
+        })
+    }
+
     /// Runs `ops` as one transaction: atomically, in order, each seeing the effects of the
     /// ones before it. If anything changed, its redo has been appended (`scn` is set) and the
     /// changes are visible; complete the commit with `commit`.
@@ -295,12 +305,7 @@ impl Database {
     pub fn status(&self) -> DbStatus {
         let inner = &self.inner;
         // One lock at a time: see the lock order in `Inner`.
-        let keys = self.dbsize().unwrap_or_else(|error| {
-            // The data files cannot be read (closed after a failed checkpoint, which also
-            // refuses writes): the count as if every key written since was new.
-            tracing::warn!(%error, "status: the number of keys is an upper bound");
-            self.inner.key_count.lock().at_most().max(0) as u64
-        });
+        let keys = self.dbsize_or_bound();
         let (promoted_scn, unwritten_bytes) = {
             let cache = inner.cache.read();
             (cache.promoted_scn(), cache.unwritten_bytes() as u64)

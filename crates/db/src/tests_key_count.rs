@@ -134,3 +134,189 @@ fn the_key_count_stays_exact_across_a_failed_checkpoint() {
     assert_eq!(db.dbsize().unwrap(), 6, "after a restart");
     db.shutdown().unwrap();
 }
+
+/// A disk whose data file reads are slow (a data set larger than memory: each lookup of a
+/// key not in redb's page cache waits for the device).
+#[derive(Debug, Clone)]
+struct SlowReads {
+    disk: CrashDisk,
+    delay: Duration,
+}
+
+#[derive(Debug)]
+struct SlowFile {
+    file: Box<dyn redo::storage::StorageFile>,
+    delay: Duration,
+}
+
+impl redo::storage::StorageFile for SlowFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        if thread::current().name() == Some("slow-reader") {
+            thread::sleep(self.delay);
+        }
+        self.file.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.file.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+impl SlowReads {
+    fn wrap(
+        &self,
+        path: &Path,
+        file: Box<dyn redo::storage::StorageFile>,
+    ) -> Box<dyn redo::storage::StorageFile> {
+        if path.ends_with("kv.redb") {
+            Box::new(SlowFile { file, delay: self.delay })
+        } else {
+            file
+        }
+    }
+}
+
+impl redo::storage::Storage for SlowReads {
+    fn create_log(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.disk.create_log(path, len)
+    }
+    fn open_log(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.disk.open_log(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrap(path, self.disk.open(path)?))
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrap(path, self.disk.create(path)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.disk.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.disk.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.disk.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.disk.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        self.disk.list_dir(dir)
+    }
+}
+
+/// DBSIZE answers in bounded time while plain SETs of keys no layer knows go on, however slow
+/// its lookups: it resolves what was unresolved when it began, not until it finds nothing
+/// unresolved (which, with writers adding keys faster than it looks them up, never happens:
+/// so it was, first).
+#[test]
+fn dbsize_answers_while_plain_sets_go_on() {
+    use redo::RedoConfig;
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the dbsize convergence test");
+    let root = Path::new("/db");
+    let db_config = crate::DbConfig {
+        checkpoint_interval: Duration::from_secs(60),
+        cache_size: 1 << 20,
+        ..crate::DbConfig::default()
+    }
+    .resolve(root);
+    let redo_config = RedoConfig {
+        log_file_size: 1 << 20,
+        log_buffer_size: 1 << 20,
+        groups: 3,
+        batch_write_interval: Duration::from_millis(2),
+        ..RedoConfig::default()
+    }
+    .resolve(root);
+    let storage = SlowReads { disk: CrashDisk::new(), delay: Duration::from_micros(200) };
+    let db = Arc::new(
+        crate::Database::open(db_config, redo_config, Arc::new(storage), stats::Metrics::new())
+            .unwrap(),
+    );
+    // 40k keys (~5 MB) in the data files: most lookups miss redb's 1 MiB cache.
+    for chunk in 0..40u32 {
+        let pairs = (0..1000u32)
+            .map(|i| {
+                (Bytes::from(format!("key:{:08}", chunk * 1000 + i)), Bytes::from(vec![b'x'; 100]))
+            })
+            .collect();
+        db.transact(&[Op::MSet { pairs }], WAIT).unwrap();
+    }
+    db.checkpoint().unwrap();
+    assert_eq!(db.dbsize().unwrap(), 40_000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sets = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let writers: Vec<_> = (0..2u64)
+        .map(|seed| {
+            let (db, stop, sets) = (db.clone(), stop.clone(), sets.clone());
+            thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed);
+                while !stop.load(Ordering::Acquire) {
+                    // New keys spread over the whole key range: each write leaves one
+                    // unresolved, and a lookup of it reads pages all over the data file.
+                    let key = Bytes::from(format!(
+                        "key:{:08}:{}",
+                        rng.random_range(0..40_000u32),
+                        rng.random::<u64>()
+                    ));
+                    let op = Op::Set {
+                        key,
+                        value: Bytes::from_static(b"y"),
+                        condition: SetCondition::Always,
+                    };
+                    db.transact(&[op], WAIT).unwrap();
+                    sets.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let counter = {
+        let (db, sets) = (db.clone(), sets.clone());
+        thread::Builder::new()
+            .name("slow-reader".into())
+            .spawn(move || {
+                let before = sets.load(Ordering::Relaxed);
+                let keys = db.dbsize().unwrap();
+                let after = sets.load(Ordering::Relaxed);
+                done_tx.send((before, keys, after)).unwrap();
+            })
+            .unwrap()
+    };
+    let answered = done_rx.recv_timeout(Duration::from_secs(5));
+    let sets_meanwhile = sets.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Release);
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    counter.join().unwrap();
+    let (before, keys, after) = answered.unwrap_or_else(|_| {
+        panic!("DBSIZE did not answer within 5 s while writes went on ({sets_meanwhile} SETs)")
+    });
+    // The count as at one moment while it ran (every SET made a new key).
+    assert!(
+        (40_000 + before..=40_000 + after).contains(&keys),
+        "DBSIZE {keys}, between {} and {}",
+        40_000 + before,
+        40_000 + after
+    );
+    assert_eq!(db.dbsize().unwrap(), 40_000 + sets.load(Ordering::Relaxed));
+    db.shutdown().unwrap();
+}

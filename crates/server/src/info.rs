@@ -155,12 +155,7 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
             }
             "keyspace" => {
                 out.push_str("# Keyspace\r\n");
-                // If the data files cannot be read (closed after a failed checkpoint, which
-                // also refuses writes), the section stays empty, as with no keys.
-                let keys = running.db.dbsize().unwrap_or_else(|error| {
-                    tracing::warn!(%error, "INFO keyspace: the number of keys is unknown");
-                    0
-                });
+                let keys = running.db.dbsize_or_bound();
                 if keys > 0 {
                     field(out, "db0", format!("keys={keys},expires=0,avg_ttl=0"));
                 }
