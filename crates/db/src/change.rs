@@ -42,6 +42,41 @@ impl Change {
     }
 }
 
+/// What the cache keeps of a transaction's `changes`, whose keys and values may be the
+/// request's own bytes (parts of a larger buffer), once `payload` holds their encoding: a
+/// lone change (a SET, a DEL of one key) becomes two views of the payload, which it then owns
+/// alone, so that its keep costs no allocation; several get each their own copy, so that each
+/// can be freed as soon as the key is written again.
+pub fn keep(changes: Vec<Change>, payload: &Bytes) -> Vec<Change> {
+    if let [change] = changes.as_slice() {
+        debug_assert_eq!(payload.len(), encoded_len(&changes));
+        // { version | count | op | key_len | key | (put) value_len | value }
+        let key = 1 + 4 + 1 + 4;
+        let key_end = key + change.key().len();
+        let view = match change {
+            Change::Put { value, .. } => Change::Put {
+                key: payload.slice(key..key_end),
+                value: payload.slice(key_end + 4..key_end + 4 + value.len()),
+            },
+            Change::Delete { .. } => Change::Delete { key: payload.slice(key..key_end) },
+        };
+        debug_assert_eq!(&view, change);
+        let mut changes = changes;
+        changes[0] = view;
+        return changes;
+    }
+    changes
+        .into_iter()
+        .map(|change| match change {
+            Change::Put { key, value } => Change::Put {
+                key: Bytes::copy_from_slice(&key),
+                value: Bytes::copy_from_slice(&value),
+            },
+            Change::Delete { key } => Change::Delete { key: Bytes::copy_from_slice(&key) },
+        })
+        .collect()
+}
+
 /// Why a payload is not a valid list of changes.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid change vector at byte {offset}: {reason}")]
@@ -145,6 +180,25 @@ mod tests {
             encode(&changes, &mut payload);
             prop_assert_eq!(payload.len(), encoded_len(&changes));
             prop_assert_eq!(decode(&Bytes::from(payload)).unwrap(), changes);
+        }
+
+        /// What the cache keeps is the same changes; a lone change's key and value are views
+        /// of the payload (no copy), several changes' their own copies (no view of it).
+        #[test]
+        fn kept_changes_are_the_changes(changes in prop::collection::vec(change(), 0..5)) {
+            let mut payload = Vec::new();
+            encode(&changes, &mut payload);
+            let payload = Bytes::from(payload);
+            let range = payload.as_ptr_range();
+            let kept = keep(changes.clone(), &payload);
+            prop_assert_eq!(&kept, &changes);
+            for change in &kept {
+                for part in [Some(change.key()), change.value()].into_iter().flatten() {
+                    if !part.is_empty() {
+                        prop_assert_eq!(range.contains(&part.as_ptr()), changes.len() == 1);
+                    }
+                }
+            }
         }
 
         #[test]

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use redo::Scn;
 
+use crate::cache::Key;
 use crate::key_count::RESOLVE_CHUNK;
 use crate::{DbError, Inner, Result};
 
@@ -112,22 +112,22 @@ impl Inner {
         // cache handed over its changes, so every entry at or below `scn` is here by now.
         // Copied and resolved a chunk at a time: writers take the same lock.
         let (start, end) = self.key_count.lock().batch(scn);
-        let mut batch: Vec<(Bytes, u64)> = Vec::with_capacity((end - start) as usize);
+        let mut batch: Vec<(Key, u64)> = Vec::with_capacity((end - start) as usize);
+        let mut from = start;
         loop {
-            let from = batch.last().map_or(start, |(_, index)| index + 1);
             let chunk = self.key_count.lock().batch_keys(from, end, RESOLVE_CHUNK);
-            if chunk.is_empty() {
-                break;
-            }
-            batch.extend(chunk);
+            let Some((_, last)) = chunk.last() else { break };
+            from = last + 1;
+            batch.extend(chunk.into_iter().map(|(key, index)| (Key::new(key), index)));
         }
+        // By `Key`, which orders as the bytes do but compares an inline prefix first.
         batch.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // Unique (`key_count`): the merge with the changes in `Store::checkpoint` relies on it.
         assert!(
             batch.windows(2).all(|pair| pair[0].0 < pair[1].0),
             "an unresolved key twice in one checkpoint"
         );
-        let lookups: Vec<Bytes> = batch.iter().map(|(key, _)| key.clone()).collect();
+        let lookups: Vec<Key> = batch.iter().map(|(key, _)| key.clone()).collect();
         let mut before_commit = |existed: &[bool]| {
             let mut by_index = vec![false; (end - start) as usize];
             for ((_, index), existed) in batch.iter().zip(existed) {

@@ -276,7 +276,7 @@ impl Store {
         changed: &Changed,
         scn: Scn,
         database_id: DatabaseId,
-        unresolved: &[Bytes],
+        unresolved: &[crate::cache::Key],
         before_commit: &mut dyn FnMut(&[bool]),
     ) -> Result<(), DbError> {
         if self.db.read().is_none() && !self.sync_failed.load(Ordering::Acquire) {
@@ -304,7 +304,7 @@ impl Store {
         changed: &Changed,
         scn: Scn,
         database_id: DatabaseId,
-        unresolved: &[Bytes],
+        unresolved: &[crate::cache::Key],
         before_commit: &mut dyn FnMut(&[bool]),
     ) -> Result<(), DbError> {
         let fail = store_error(&self.path, "checkpoint");
@@ -318,7 +318,7 @@ impl Store {
             for (key, value) in changed {
                 // (Never, by `key_count`'s invariant: a key not written here is looked up
                 // before the writes after it.)
-                while let Some(lone) = next.next_if(|lone| lone.as_ref() < key.as_ref()) {
+                while let Some(lone) = next.next_if(|lone| *lone < key) {
                     existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
                 }
                 let replaced = match value {
@@ -328,7 +328,7 @@ impl Store {
                         .is_some(),
                     None => table.remove(key.as_ref()).map_err(|error| fail(&error))?.is_some(),
                 };
-                if next.next_if(|lone| lone.as_ref() == key.as_ref()).is_some() {
+                if next.next_if(|lone| *lone == key).is_some() {
                     existed.push(replaced);
                 }
             }

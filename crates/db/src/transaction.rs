@@ -59,8 +59,9 @@ impl Inner {
         let mut changes = Vec::new();
         let mut results = Vec::with_capacity(ops.len());
         let mut key_delta = 0i64;
-        // Keys set without knowing whether the data files held them (`key_count`).
-        let mut unresolved: Vec<Bytes> = Vec::new();
+        // Changes (by index) that set a key without knowing whether the data files held it
+        // (`key_count`).
+        let mut unresolved: Vec<usize> = Vec::new();
         let view =
             |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Result<Option<Bytes>> {
                 match overlay.get(key) {
@@ -85,9 +86,11 @@ impl Inner {
                           existed: Option<bool>| {
             // Unresolved: counted as new until resolved.
             key_delta += i64::from(value.is_some()) - i64::from(existed == Some(true));
-            let key = Bytes::copy_from_slice(key);
+            // The request's own bytes for now (they may share a buffer with the whole
+            // request: `keep` below gives the cache its own).
+            let key = key.clone();
             if existed.is_none() {
-                unresolved.push(key.clone());
+                unresolved.push(changes.len());
             }
             overlay.insert(key.clone(), value.clone());
             changes.push(match value {
@@ -119,7 +122,7 @@ impl Inner {
                         SetCondition::IfPresent => existed == Some(true),
                     };
                     if applies {
-                        change(&mut overlay, key, Some(Bytes::copy_from_slice(value)), existed);
+                        change(&mut overlay, key, Some(value.clone()), existed);
                         OpResult::Ok
                     } else {
                         OpResult::Nil
@@ -128,7 +131,7 @@ impl Inner {
                 Op::MSet { pairs } => {
                     for (key, value) in pairs {
                         let existed = known(&overlay, key);
-                        change(&mut overlay, key, Some(Bytes::copy_from_slice(value)), existed);
+                        change(&mut overlay, key, Some(value.clone()), existed);
                     }
                     OpResult::Ok
                 }
@@ -173,6 +176,9 @@ impl Inner {
         }
         let mut payload = Vec::with_capacity(len);
         change::encode(&changes, &mut payload);
+        drop(overlay);
+        let payload = Bytes::from(payload);
+        let changes = change::keep(changes, &payload);
         let scn = self.redo.append(&payload).map_err(|error| match error {
             RedoError::ArchiverStuck { .. } => DbError::WritesRefused { reason: error.to_string() },
             RedoError::RecordTooLarge { len, max } => DbError::TooLarge { len, max },
@@ -183,8 +189,8 @@ impl Inner {
             // once they are there) then finds their unresolved keys here (`key_count`).
             let mut count = self.key_count.lock();
             count.add(key_delta - unresolved.len() as i64);
-            for key in unresolved {
-                count.add_unresolved(scn, key);
+            for index in unresolved {
+                count.add_unresolved(scn, changes[index].key().clone());
             }
         }
         self.cache.write().add_pending(scn, changes, key_delta);
