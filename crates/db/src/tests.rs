@@ -675,6 +675,24 @@ fn a_standby_applies_in_real_time_serves_reads_and_refuses_writes() {
     primary.shutdown().unwrap();
 }
 
+/// Runs `work` on `db` over and over in a thread until `stop`; the thread returns how many
+/// times it ran.
+pub(crate) fn repeat_until(
+    stop: &Arc<std::sync::atomic::AtomicBool>,
+    db: Arc<Database>,
+    work: impl Fn(&Database) + Send + 'static,
+) -> thread::JoinHandle<u64> {
+    let stop = stop.clone();
+    thread::spawn(move || {
+        let mut count = 0u64;
+        while !stop.load(Ordering::Acquire) {
+            work(&db);
+            count += 1;
+        }
+        count
+    })
+}
+
 /// Writes and reads while checkpoints run back to back, one key space small enough that most
 /// writes find their key in the data files: every read and the key count agree with a model
 /// after every transaction. A read of the data files must never see them older than the cache
@@ -685,17 +703,9 @@ fn reads_and_the_key_count_stay_exact_while_checkpoints_run() {
     let disk = CrashDisk::new();
     let db = Arc::new(open(&disk).unwrap());
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let checkpoints = {
-        let (db, stop) = (db.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut count = 0u64;
-            while !stop.load(Ordering::Acquire) {
-                db.checkpoint().unwrap();
-                count += 1;
-            }
-            count
-        })
-    };
+    let checkpoints = repeat_until(&stop, db.clone(), |db| {
+        db.checkpoint().unwrap();
+    });
     let mut rng = StdRng::seed_from_u64(7);
     let mut model: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     for n in 0..6000u64 {

@@ -13,7 +13,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redo::crashdisk::{CrashDisk, Fault, Watchdog};
 
-use crate::tests::{WAIT, full_state, model_apply, open, set};
+use crate::tests::{WAIT, full_state, model_apply, open, repeat_until, set};
 use crate::{Op, SetCondition};
 
 fn random_ops(rng: &mut StdRng, n: u64) -> Vec<Op> {
@@ -55,29 +55,13 @@ fn the_key_count_stays_exact_whoever_resolves_the_keys() {
     let disk = CrashDisk::new();
     let db = Arc::new(open(&disk).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
-    let checkpoints = {
-        let (db, stop) = (db.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut count = 0u64;
-            while !stop.load(Ordering::Acquire) {
-                db.checkpoint().unwrap();
-                count += 1;
-            }
-            count
-        })
-    };
-    let reader = {
-        let (db, stop) = (db.clone(), stop.clone());
-        thread::spawn(move || {
-            let mut reads = 0u64;
-            while !stop.load(Ordering::Acquire) {
-                db.dbsize().unwrap();
-                reads += 1;
-                thread::sleep(Duration::from_micros(300));
-            }
-            reads
-        })
-    };
+    let checkpoints = repeat_until(&stop, db.clone(), |db| {
+        db.checkpoint().unwrap();
+    });
+    let reader = repeat_until(&stop, db.clone(), |db| {
+        db.dbsize().unwrap();
+        thread::sleep(Duration::from_micros(300));
+    });
     let mut rng = StdRng::seed_from_u64(11);
     let mut model: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     for n in 0..8000u64 {
