@@ -76,11 +76,12 @@ pub struct Store {
     db: RwLock<Option<redb::Database>>,
     /// The key table in a read transaction kept open from one checkpoint to the next: a point
     /// read (a GET, or a conditional write looking up whether its key exists, when no cache
-    /// layer knows) then costs no transaction and no table opening. Only checkpoints change the data files; each
-    /// drops it once its commit is durable, before the cache lets go of what it wrote, so no
-    /// read ever sees the data files older than the cache assumes. Used and dropped only
-    /// under `db`'s lock, so it never outlives the database it reads. The number counts the
-    /// times it was dropped: a table opened before a drop is never kept after it.
+    /// layer knows) then costs no transaction and no table opening. Only checkpoints change
+    /// the data files; each drops it once its commit is durable, before the cache lets go of
+    /// what it wrote, so no read ever sees the data files older than the cache assumes. Used
+    /// and dropped only under `db`'s lock, so it never outlives the database it reads. The
+    /// number counts the times it was dropped: a table opened before a drop is never kept
+    /// after it.
     reader: parking_lot::Mutex<(u64, Option<Arc<KvTable>>)>,
     path: PathBuf,
     storage: Arc<dyn Storage>,
@@ -316,8 +317,8 @@ impl Store {
             let mut existed = Vec::with_capacity(unresolved.len());
             let mut next = unresolved.iter().peekable();
             for (key, value) in changed {
-                // (Never, by `key_count`'s invariant: a key not written here is looked up
-                // before the writes after it.)
+                // An unresolved key that is not among the changes (never expected: each is
+                // the key of one of them) is looked up before the writes after it.
                 while let Some(lone) = next.next_if(|lone| *lone < key) {
                     existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
                 }
