@@ -102,12 +102,11 @@ impl KeyCount {
     /// `end`, with their indexes; empty once none is left below `end`.
     pub(crate) fn batch_keys(&self, from: u64, end: u64, limit: usize) -> Vec<(Bytes, u64)> {
         let from = from.max(self.removed);
-        let skip = (from - self.removed) as usize;
-        let take = (end.saturating_sub(from) as usize).min(limit);
+        let skip = ((from - self.removed) as usize).min(self.unresolved.len());
+        let take = (end.saturating_sub(from) as usize).min(limit).min(self.unresolved.len() - skip);
+        // (`range`: no walk over the entries before `from`.)
         self.unresolved
-            .iter()
-            .skip(skip)
-            .take(take)
+            .range(skip..skip + take)
             .enumerate()
             .map(|(offset, (_, key))| (key.clone(), from + offset as u64))
             .collect()
@@ -140,8 +139,9 @@ impl KeyCount {
 }
 
 impl crate::Inner {
-    /// The number of keys: resolves every unresolved key first, by looking it up in the data
-    /// files a chunk at a time, without this lock (see the module's argument).
+    /// The number of keys as at the call: the keys unresolved then are resolved first (by this
+    /// reader, looking them up in the data files a chunk at a time without this lock, or by a
+    /// checkpoint meanwhile; see the module's argument).
     pub(crate) fn dbsize(&self) -> crate::Result<u64> {
         // The count as at this moment: what is unresolved now is resolved (by this reader or
         // a checkpoint), and the count then corrected by how many of those had existed.
