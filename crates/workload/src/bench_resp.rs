@@ -53,10 +53,6 @@ pub struct RespResult {
     /// The server process's CPU time (user + system) per request, µs.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
-    /// redoguard: the checkpoints each run saw complete (from its status), beside
-    /// `runs_ops_per_s`: a run a checkpoint overlaps shares the CPUs with it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub runs_checkpoints: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -231,8 +227,6 @@ struct Run {
     p99_us: f64,
     /// The server's CPU time during the run.
     cpu_seconds: f64,
-    /// Checkpoints that completed during the run (redoguard only).
-    checkpoints: Option<u64>,
 }
 
 /// A server's runs of one test as one result: ops/s is all requests over all the runs' time;
@@ -264,7 +258,6 @@ fn combine(
         fdatasync_p50_us,
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
-        runs_checkpoints: runs.iter().filter_map(|run| run.checkpoints).collect(),
     }
 }
 
@@ -338,27 +331,11 @@ pub fn run(
                             String::new()
                         }
                     ));
-                    let checkpoints = || -> anyhow::Result<Option<u64>> {
-                        Ok(match server {
-                            "redoguard" => Some(redoguard.status()?.database.checkpoints),
-                            _ => None,
-                        })
-                    };
-                    let checkpoints_before = checkpoints()?;
                     let cpu_before = crate::process::cpu_seconds(pid)?;
                     let (ops_per_s, p50_us, p99_us) =
                         benchmark(port, test, clients, config.requests)?;
                     let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
-                    let checkpoints = checkpoints()?
-                        .zip(checkpoints_before)
-                        .map(|(after, before)| after.saturating_sub(before));
-                    runs[index].push(Run {
-                        ops_per_s,
-                        p50_us,
-                        p99_us,
-                        cpu_seconds: cpu,
-                        checkpoints,
-                    });
+                    runs[index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
                 }
             }
             for (index, (server, _, _)) in servers.iter().enumerate() {
@@ -421,7 +398,7 @@ pub fn render(report: &BenchRespReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  runs (ops/s; *: a checkpoint completed during it)",
+        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  runs (ops/s)",
         "server", "test", "clients", "ops/s", "p50 µs", "p99 µs", "fdatasync p50", "CPU µs/op",
     );
     for result in &report.results {
@@ -440,11 +417,7 @@ pub fn render(report: &BenchRespReport) -> String {
                 result
                     .runs_ops_per_s
                     .iter()
-                    .enumerate()
-                    .map(|(run, ops)| {
-                        let checkpoint = result.runs_checkpoints.get(run).is_some_and(|n| *n > 0);
-                        format!("{ops:.0}{}", if checkpoint { "*" } else { "" })
-                    })
+                    .map(|ops| format!("{ops:.0}"))
                     .collect::<Vec<_>>()
                     .join(" ")
             } else {
@@ -477,7 +450,6 @@ mod tests {
             p50_us,
             p99_us: 2.0 * p50_us,
             cpu_seconds,
-            checkpoints: Some(u64::from(ops_per_s < 300.0)),
         };
         // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
         // 7 s, not the mean of the rates (583/s).
@@ -487,7 +459,6 @@ mod tests {
         assert!((result.ops_per_s - 3000.0 / 7.0).abs() < 1e-9, "{}", result.ops_per_s);
         assert_eq!(result.p50_us, 200.0);
         assert_eq!(result.runs_ops_per_s, vec![1000.0, 250.0, 500.0]);
-        assert_eq!(result.runs_checkpoints, vec![0, 1, 0]);
         assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
         assert_eq!(result.test, "SET");
     }
