@@ -115,7 +115,7 @@ impl Inner {
         let mut batch: Vec<(Key, u64)> = Vec::with_capacity((end - start) as usize);
         let mut from = start;
         loop {
-            let chunk = self.key_count.lock().batch_keys(from, end, RESOLVE_CHUNK);
+            let chunk = self.key_count.lock().keys(from, end, RESOLVE_CHUNK);
             let Some((_, last)) = chunk.last() else { break };
             from = last + 1;
             batch.extend(chunk.into_iter().map(|(key, index)| (Key::new(key), index)));

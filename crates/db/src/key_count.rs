@@ -91,7 +91,7 @@ impl KeyCount {
 
     /// The unresolved entries a checkpoint that brings the data files to `scn` writes: every
     /// one at or below it (all durable and promoted, so in that checkpoint's changes), as the
-    /// range of their indexes. Their keys are copied a chunk at a time (`batch_keys`), so
+    /// range of their indexes. Their keys are copied a chunk at a time (`keys`), so
     /// that writers never wait for a whole checkpoint's worth of copying.
     pub(crate) fn batch(&self, scn: Scn) -> (u64, u64) {
         let count = self.unresolved.partition_point(|(entry, _)| *entry <= scn);
@@ -99,8 +99,9 @@ impl KeyCount {
     }
 
     /// Up to `limit` keys of the entries from index `from` (or the front, if those left) to
-    /// `end`, with their indexes; empty once none is left below `end`.
-    pub(crate) fn batch_keys(&self, from: u64, end: u64, limit: usize) -> Vec<(Bytes, u64)> {
+    /// `end`, with their indexes; empty once none is left below `end`. For a checkpoint's
+    /// batch, and for a reader (from the front).
+    pub(crate) fn keys(&self, from: u64, end: u64, limit: usize) -> Vec<(Bytes, u64)> {
         let from = from.max(self.removed);
         let skip = ((from - self.removed) as usize).min(self.unresolved.len());
         let take = (end.saturating_sub(from) as usize).min(limit).min(self.unresolved.len() - skip);
@@ -110,11 +111,6 @@ impl KeyCount {
             .enumerate()
             .map(|(offset, (_, key))| (key.clone(), from + offset as u64))
             .collect()
-    }
-
-    /// Up to `limit` entries from the front, to look up: (index of the first, keys).
-    pub(crate) fn front(&self, limit: usize) -> (u64, Vec<Bytes>) {
-        (self.removed, self.unresolved.iter().take(limit).map(|(_, key)| key.clone()).collect())
     }
 
     /// What the data files held for the entries `start..end` (`existed[i - start]` for entry
@@ -172,16 +168,11 @@ impl crate::Inner {
 
     /// Looks up a chunk from the front, below `target`; false if there was none.
     fn resolve_front(&self, target: u64) -> crate::Result<bool> {
-        let (start, keys) = {
-            let count = self.key_count.lock();
-            count.front((target.saturating_sub(count.removed) as usize).min(RESOLVE_CHUNK))
-        };
-        if keys.is_empty() {
-            return Ok(false);
-        }
+        let keys = self.key_count.lock().keys(0, target, RESOLVE_CHUNK);
+        let Some(&(_, start)) = keys.first() else { return Ok(false) };
         let existed = keys
             .iter()
-            .map(|key| Ok(self.store.get(key)?.is_some()))
+            .map(|(key, _)| Ok(self.store.get(key)?.is_some()))
             .collect::<crate::Result<Vec<bool>>>()?;
         self.key_count.lock().resolve(start, start + keys.len() as u64, &existed);
         Ok(true)
@@ -208,20 +199,18 @@ mod tests {
         // A checkpoint to SCN 2 takes a and b.
         let (start, end) = count.batch(Scn(2));
         assert_eq!((start, end), (0, 2));
-        assert_eq!(count.batch_keys(start, end, 1), vec![(key("a"), 0)]);
-        assert_eq!(count.batch_keys(1, end, 10), vec![(key("b"), 1)]);
+        assert_eq!(count.keys(start, end, 1), vec![(key("a"), 0)]);
+        assert_eq!(count.keys(1, end, 10), vec![(key("b"), 1)]);
         // A reader resolves a (it existed) before the checkpoint's callback.
-        let (start, keys) = count.front(1);
-        assert_eq!((start, keys), (0, vec![key("a")]));
+        assert_eq!(count.keys(0, u64::MAX, 1), vec![(key("a"), 0)]);
         count.resolve(0, 1, &[true]);
         // The checkpoint learnt a existed and b did not: only b is still here to apply.
-        assert_eq!(count.batch_keys(start, end, 10), vec![(key("b"), 1)]);
+        assert_eq!(count.keys(start, end, 10), vec![(key("b"), 1)]);
         count.resolve(start, end, &[true, false]);
         assert_eq!(count.unresolved(), 1);
         assert_eq!(count.at_most(), 13);
-        let (start, keys) = count.front(10);
-        assert_eq!((start, keys.len()), (2, 1));
-        count.resolve(start, start + 1, &[true]);
+        assert_eq!(count.keys(0, u64::MAX, 10), vec![(key("c"), 2)]);
+        count.resolve(2, 3, &[true]);
         assert_eq!(count.exact(), Some(12));
     }
 
@@ -231,7 +220,8 @@ mod tests {
         for scn in 1..=4 {
             count.add_unresolved(Scn(scn), key(&format!("k{scn}")));
         }
-        let (start, keys) = count.front(4);
+        let keys = count.keys(0, u64::MAX, 4);
+        let start = keys[0].1;
         // Meanwhile a checkpoint to SCN 2 resolved the first two (neither existed).
         let (batch_start, batch_end) = count.batch(Scn(2));
         count.resolve(batch_start, batch_end, &[false, false]);
