@@ -175,3 +175,78 @@ pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
     Ok(total as f64 / per_second as f64)
 }
+
+/// The whole machine's CPU time so far, from /proc/stat's first line: every process's and the
+/// kernel's, in clock ticks summed over all CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MachineCpu {
+    /// Ticks in use: all but idle and iowait.
+    pub busy: u64,
+    /// All ticks, idle included.
+    pub total: u64,
+    /// The CPUs the ticks are summed over (its `cpuN` lines).
+    pub cpus: u32,
+}
+
+impl MachineCpu {
+    pub(crate) fn now() -> anyhow::Result<MachineCpu> {
+        let text = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+        MachineCpu::parse(&text)
+    }
+
+    /// The first line: `cpu  user nice system idle iowait irq softirq steal guest
+    /// guest_nice`; the first seven count. Steal (the hypervisor ran someone else) is neither
+    /// work here nor idle, and guest time is already inside user and nice.
+    pub(crate) fn parse(text: &str) -> anyhow::Result<MachineCpu> {
+        let line = text.lines().next().unwrap_or_default();
+        let mut fields = line.split_whitespace();
+        anyhow::ensure!(fields.next() == Some("cpu"), "/proc/stat begins {line:?}, not \"cpu\"");
+        let ticks: Vec<u64> = fields
+            .take(7)
+            .map(|field| field.parse().with_context(|| format!("/proc/stat: {line:?}")))
+            .collect::<anyhow::Result<_>>()?;
+        anyhow::ensure!(ticks.len() >= 5, "/proc/stat: too few fields in {line:?}");
+        let total: u64 = ticks.iter().sum();
+        let idle = ticks[3] + ticks[4];
+        let cpus = text
+            .lines()
+            .filter(|line| {
+                line.strip_prefix("cpu")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .count() as u32;
+        anyhow::ensure!(cpus > 0, "/proc/stat lists no cpuN line");
+        Ok(MachineCpu { busy: total - idle, total, cpus })
+    }
+
+    /// What was used from `before` to this reading: the busy CPU seconds, and their share of
+    /// all the CPUs' time (0..=1).
+    pub(crate) fn since(&self, before: &MachineCpu) -> anyhow::Result<(f64, f64)> {
+        // SAFETY: sysconf reads a constant of the system.
+        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
+        let busy = self.busy.saturating_sub(before.busy);
+        let total = self.total.saturating_sub(before.total);
+        Ok((busy as f64 / per_second as f64, busy as f64 / total.max(1) as f64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MachineCpu;
+
+    #[test]
+    fn machine_cpu_reads_proc_stat() {
+        let text = "cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 0 25 400 20 1 1 0 0 0\ncpu1 50 5 25 400 20 2 1 0 0 0\nintr 1\n";
+        let cpu = MachineCpu::parse(text).unwrap();
+        assert_eq!(cpu, MachineCpu { busy: 160, total: 1000, cpus: 2 });
+        let later = MachineCpu { busy: 260, total: 1400, cpus: 2 };
+        let (_, share) = later.since(&cpu).unwrap();
+        assert!((share - 0.25).abs() < 1e-9, "{share}");
+        assert!(MachineCpu::parse("intr 1\n").is_err());
+        assert!(MachineCpu::parse("cpu 1 2 x 4 5\ncpu0 1 2 3 4 5\n").is_err());
+        // The real file parses, and time only goes forward.
+        let now = MachineCpu::now().unwrap();
+        assert!(now.cpus >= 1 && now.total >= now.busy);
+    }
+}

@@ -62,8 +62,15 @@
 //! - SYNC AFFIRM, 1 client: commit p50 ≤ 1.15 × max(local fdatasync, RTT + remote
 //!   fdatasync). The log writer sends a write to the standby before its own write and waits
 //!   for both, so the two overlap; both disks are this one, so local and remote fdatasync are
-//!   the same measurement. (With 16 clients a commit usually finds a write in progress and
-//!   waits for it and then its own: group commit, not transport; no target.)
+//!   the same measurement.
+//! - SYNC AFFIRM, several clients, through linkemu: commit p50 ≤ 1.15 × (RTT + remote
+//!   fdatasync). Writes to the standby are pipelined, so a commit does not wait for the round
+//!   trip of a write before its own.
+//! - SYNC AFFIRM, several clients, on loopback: commits/s ≥ 0.85 × the primary alone's. The
+//!   standby shares the primary's CPUs and disk here, so the report also gives the ceiling
+//!   that the whole machine's CPU time per commit (from /proc/stat) leaves.
+//! - SYNC AFFIRM, several clients, each RTT: commits/s ≥ PostgreSQL's with
+//!   `synchronous_commit = on` and ≥ Redis's with `WAIT 1`, at the same RTT and clients.
 //! - ASYNC, every client count: commits/s ≥ 0.97 × the primary alone's at the same RTT and
 //!   client count (ASYNC costs at most 3 %).
 //! - ASYNC at a steady rate: transport lag p99 ≤ 2 × RTT + 10 ms (while the link's bandwidth
@@ -411,8 +418,24 @@ pub struct TransportCase {
     pub commits_change_pct: Option<f64>,
     #[serde(default)]
     pub p50_change_pct: Option<f64>,
-    /// The target this case is held to, if any.
+    /// redoguard's closed-loop cases: the whole machine's CPU time in use during the load
+    /// (every process and the kernel, from /proc/stat: all but idle and iowait), as a share of
+    /// all its CPUs' time, in %. The clients' work is in it, and the standbys' when they run
+    /// here (loopback and linkemu).
+    #[serde(default)]
+    pub machine_cpu_busy_pct: Option<f64>,
+    /// The same CPU time per commit, in µs: `machine_cpus` × 10^6 / it is the most commits a
+    /// second the machine's CPUs could carry at that cost.
+    #[serde(default)]
+    pub machine_cpu_us_per_commit: Option<f64>,
+    #[serde(default)]
+    pub machine_cpus: Option<u32>,
+    /// The target this case is held to, if any (the tables show it).
     pub target: Option<Target>,
+    /// Further targets of this case (SYNC AFFIRM with several clients: against PostgreSQL
+    /// and Redis), counted as `target` is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_targets: Vec<Target>,
     /// What exactly ran, and anything that qualifies the figures.
     pub notes: String,
 }
@@ -583,7 +606,7 @@ pub fn run(
     }
     assess(&mut report.cases);
     sort_cases(&mut report.cases);
-    let targets = report.cases.iter().filter_map(|case| case.target.as_ref());
+    let targets = report.cases.iter().flat_map(|case| case.target.iter().chain(&case.more_targets));
     report.targets_met = targets.clone().filter(|target| target.met).count() as u32;
     report.targets_missed = targets.filter(|target| !target.met).count() as u32;
     report.elapsed_s = started.elapsed().as_secs_f64();

@@ -16,7 +16,40 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
         .filter(|case| base(case) && case.mode == "no_standby" && case.load == "closed_loop")
         .map(|case| (case.rtt_set_ms, case.clients, case.commits_per_s))
         .collect();
+    // The peers' synchronous cases: PostgreSQL `synchronous_commit = on`, Redis `WAIT 1`.
+    let peers: Vec<(String, u32, u32, f64)> = cases
+        .iter()
+        .filter(|case| {
+            case.experiment == Experiment::Modes
+                && matches!(
+                    (case.system.as_str(), case.mode.as_str()),
+                    ("postgresql", "sync_commit_on") | ("redis", "wait_1")
+                )
+        })
+        .map(|case| (case.system.clone(), case.rtt_set_ms, case.clients, case.commits_per_s))
+        .collect();
     for case in cases.iter_mut().filter(|case| base(case)) {
+        if (case.mode.as_str(), case.load.as_str()) == ("sync_affirm", "closed_loop")
+            && case.clients > 1
+        {
+            case.more_targets = peers
+                .iter()
+                .filter(|(_, rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
+                .map(|(system, _, _, reference)| {
+                    let peer = if system == "redis" {
+                        "Redis WAIT 1"
+                    } else {
+                        "PostgreSQL synchronous_commit = on"
+                    };
+                    Target::at_least(
+                        format!("SYNC AFFIRM commits/s >= {peer} commits/s (same RTT and clients)"),
+                        case.commits_per_s,
+                        *reference,
+                        1.0,
+                    )
+                })
+                .collect();
+        }
         case.target = match (case.mode.as_str(), case.load.as_str()) {
             ("async", "closed_loop") => alone
                 .iter()
@@ -40,6 +73,24 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
                     1.15,
                 ))
             }
+            ("sync_affirm", "closed_loop") if case.rtt_set_ms == 0 => alone
+                .iter()
+                .find(|(rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
+                .map(|&(_, _, reference)| {
+                    Target::at_least(
+                        "SYNC AFFIRM commits/s >= 0.85 x no_standby commits/s (loopback, same clients)"
+                            .into(),
+                        case.commits_per_s,
+                        reference,
+                        0.85,
+                    )
+                }),
+            ("sync_affirm", "closed_loop") => Some(Target::at_most(
+                "SYNC AFFIRM p50 <= 1.15 x (RTT + remote fdatasync)".into(),
+                case.p50_us,
+                case.rtt_ms * 1000.0 + case.fdatasync_p50_us,
+                1.15,
+            )),
             ("async", "steady_rate") => case.transport_lag_p99_ms.map(|p99| {
                 Target::at_most(
                     "ASYNC transport lag p99 <= 2 x RTT + 10 ms".into(),
@@ -54,6 +105,39 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
     sync_rate::assess(cases);
     commit_mode::assess(cases);
     async_cpu::assess(cases);
+}
+
+/// A figure of the tables, or `-`.
+fn figure(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_string(), |value| format!("{value:.0}"))
+}
+
+/// What the machine's CPUs allow, for the loopback SYNC AFFIRM cases held to a share of the
+/// primary alone: at the CPU time per commit measured on the whole machine (the standby and
+/// the clients run on the same CPUs), the most commits a second all the CPUs could carry, and
+/// that as a share of the primary alone's commits/s. A ceiling below the target's share says
+/// the target cannot be met on this machine without less CPU per commit.
+pub(super) fn cpu_ceilings(commits: &[&TransportCase]) -> Vec<String> {
+    commits
+        .iter()
+        .filter(|case| {
+            case.system == "redoguard"
+                && case.mode == "sync_affirm"
+                && case.target.as_ref().is_some_and(|target| target.comparison == ">=")
+        })
+        .filter_map(|case| {
+            let per_commit = case.machine_cpu_us_per_commit?;
+            let cpus = case.machine_cpus?;
+            let reference = case.target.as_ref()?.reference;
+            let ceiling = f64::from(cpus) * 1e6 / per_commit;
+            Some(format!(
+                "ceiling: sync_affirm, RTT {} ms, {} clients, at {per_commit:.1} µs of the machine's CPU per commit: at most {ceiling:.0} commits/s on {cpus} CPUs, {:.2} of no_standby",
+                case.rtt_set_ms,
+                case.clients,
+                ceiling / reference
+            ))
+        })
+        .collect()
 }
 
 /// A target's ratio and verdict, for the tables.
@@ -162,7 +246,7 @@ pub fn render(report: &TransportReport) -> String {
             writeln!(out, "commits (closed loop: each client commits again once acknowledged):");
         let _ = writeln!(
             out,
-            "  {:<10} {:<24} {:>7} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9}  target ratio",
+            "  {:<10} {:<24} {:>7} {:>8} {:>7} {:>10} {:>9} {:>9} {:>9} {:>9} {:>6} {:>8}  target ratio",
             "system",
             "mode",
             "RTT set",
@@ -172,17 +256,19 @@ pub fn render(report: &TransportReport) -> String {
             "p50 µs",
             "p99 µs",
             "fdsync µs",
-            "logwr µs"
+            "logwr µs",
+            "cpu %",
+            "cpu µs/c"
         );
         let mut previous = None;
-        for case in commits {
+        for case in &commits {
             if previous.is_some_and(|previous| previous != (case.rtt_set_ms, case.clients)) {
                 let _ = writeln!(out);
             }
             previous = Some((case.rtt_set_ms, case.clients));
             let _ = writeln!(
                 out,
-                "  {:<10} {:<24} {:>7} {:>8.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9}  {}",
+                "  {:<10} {:<24} {:>7} {:>8.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>9.0} {:>9} {:>6} {:>8}  {}",
                 case.system,
                 case.mode,
                 case.rtt_set_ms,
@@ -192,9 +278,32 @@ pub fn render(report: &TransportReport) -> String {
                 case.p50_us,
                 case.p99_us,
                 case.fdatasync_p50_us,
-                case.log_write_avg_us.map_or_else(|| "-".to_string(), |us| format!("{us:.0}")),
+                figure(case.log_write_avg_us),
+                figure(case.machine_cpu_busy_pct),
+                figure(case.machine_cpu_us_per_commit),
                 verdict(&case.target)
             );
+        }
+        let _ = writeln!(
+            out,
+            "  (cpu: the whole machine's CPU time in use during the case, every process and the kernel, as a share of all its CPUs and per commit)"
+        );
+        for case in commits.iter().filter(|case| !case.more_targets.is_empty()) {
+            for target in &case.more_targets {
+                let _ = writeln!(
+                    out,
+                    "  {} {}, RTT {} ms, {} clients: {}: {}",
+                    case.system,
+                    case.mode,
+                    case.rtt_set_ms,
+                    case.clients,
+                    target.description,
+                    verdict(&Some(target.clone()))
+                );
+            }
+        }
+        for line in cpu_ceilings(&commits) {
+            let _ = writeln!(out, "  {line}");
         }
     }
     let steady: Vec<&TransportCase> = report

@@ -40,6 +40,7 @@ impl CaseKind {
     }
 }
 
+use crate::process::MachineCpu;
 pub(super) use crate::process::cpu_seconds;
 
 /// What one RTT's cases share.
@@ -270,6 +271,7 @@ impl Bench<'_> {
                 .collect()
         });
         let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
+        let machine_before = MachineCpu::now()?;
         let measured = bench_external::set_load_with(
             self.network,
             setup.primary.resp_addr.port(),
@@ -279,7 +281,9 @@ impl Bench<'_> {
             &prelude,
         )?;
         let cpu_after = setup.primary_pid().map(cpu_seconds).transpose()?;
+        let machine_after = MachineCpu::now()?;
         crate::interrupt::check()?;
+        let (machine_busy_s, machine_busy_share) = machine_after.since(&machine_before)?;
         let after = setup.primary_status()?;
         let fdatasync_p50_us = self.fdatasync_after(kind, fdatasync_before)?;
         let deltas = deltas(&before, &after);
@@ -320,6 +324,10 @@ impl Bench<'_> {
             commit_mode: kind.commit_mode.map(str::to_string),
             cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, measured.commits),
             commits_per_log_write: Some(deltas.commits_per_log_write()),
+            machine_cpu_busy_pct: Some(machine_busy_share * 100.0),
+            machine_cpu_us_per_commit: (measured.commits > 0)
+                .then(|| machine_busy_s * 1e6 / measured.commits as f64),
+            machine_cpus: Some(machine_after.cpus),
             notes,
             ..TransportCase::default()
         };

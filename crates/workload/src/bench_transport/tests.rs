@@ -50,11 +50,64 @@ fn targets_follow_the_issue() {
     // max(1 ms, 10 ms + 1 ms) = 11 ms; 12.6 / 11 = 1.145 <= 1.15.
     let target = cases[3].target.as_ref().unwrap();
     assert!(target.met && (target.reference - 11_000.0).abs() < 1e-9, "{target:?}");
-    assert_eq!(cases[4].target, None);
+    // 16 clients through the link: 12 ms against 1.15 x (10 ms + 1 ms) = 12.65 ms.
+    let target = cases[4].target.as_ref().unwrap();
+    assert!(target.met && (target.reference - 11_000.0).abs() < 1e-9, "{target:?}");
+    assert!(cases[4].more_targets.is_empty(), "no peers ran");
     // 31 ms against 2 x 10 + 10 = 30 ms: missed.
     let target = cases[5].target.as_ref().unwrap();
     assert!(!target.met && (target.reference - 30.0).abs() < 1e-9, "{target:?}");
     assert!(cases[0].target.is_none());
+}
+
+#[test]
+fn sync_affirm_with_many_clients_is_held_to_the_alone_and_the_peers() {
+    let at = |system: &str, mode: &str, rtt: u32, commits_per_s: f64| TransportCase {
+        experiment: Experiment::Modes,
+        system: system.into(),
+        rtt_set_ms: rtt,
+        rtt_ms: f64::from(rtt),
+        commits_per_s,
+        ..case(mode, "closed_loop", 16)
+    };
+    let mut loopback = at("redoguard", "sync_affirm", 0, 24_000.0);
+    loopback.machine_cpu_us_per_commit = Some(80.0);
+    loopback.machine_cpus = Some(2);
+    let mut wan = at("redoguard", "sync_affirm", 25, 610.0);
+    wan.p50_us = 30_000.0;
+    let mut cases = vec![
+        at("redoguard", "no_standby", 0, 30_000.0),
+        loopback,
+        at("postgresql", "sync_commit_on", 0, 9_000.0),
+        at("redis", "wait_1", 0, 25_000.0),
+        wan,
+        at("postgresql", "sync_commit_on", 25, 600.0),
+        at("redis", "wait_1", 25, 600.0),
+        // Another client count: not compared.
+        TransportCase { clients: 1, ..at("redis", "wait_1", 25, 10.0) },
+    ];
+    assess(&mut cases);
+    // 24 000 / 30 000 = 0.8 < 0.85.
+    let target = cases[1].target.as_ref().unwrap();
+    assert!(!target.met && (target.ratio - 0.8).abs() < 1e-9, "{target:?}");
+    let peers: Vec<(bool, f64)> =
+        cases[1].more_targets.iter().map(|target| (target.met, target.reference)).collect();
+    assert_eq!(peers, [(true, 9_000.0), (false, 25_000.0)]);
+    // 30 ms against 1.15 x (25 ms + 1 ms) = 29.9 ms: missed; both peers beaten.
+    let target = cases[4].target.as_ref().unwrap();
+    assert!(!target.met && (target.reference - 26_000.0).abs() < 1e-9, "{target:?}");
+    assert_eq!(cases[4].more_targets.len(), 2);
+    assert!(cases[4].more_targets.iter().all(|target| target.met));
+    // The peers themselves are held to nothing.
+    assert!(cases[2].target.is_none() && cases[2].more_targets.is_empty());
+    // 2 CPUs at 80 µs a commit: at most 25 000/s, 0.83 of the primary alone's 30 000.
+    let commits: Vec<&TransportCase> = cases.iter().collect();
+    let ceilings = super::report::cpu_ceilings(&commits);
+    assert_eq!(ceilings.len(), 1, "{ceilings:?}");
+    assert!(
+        ceilings[0].contains("at most 25000 commits/s on 2 CPUs, 0.83 of no_standby"),
+        "{ceilings:?}"
+    );
 }
 
 #[test]
