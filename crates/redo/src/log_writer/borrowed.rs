@@ -30,7 +30,8 @@
 //! Anything else (a leader already at work, a first write or a full log needing a switch,
 //! O_DIRECT members, a shipper, dedicated mode) takes the usual path, copied.
 
-use super::{LeaderPanicGuard, Settle, UnitsWritten, Urgency, WriterState};
+use super::leadership::LeaderPanicGuard;
+use super::{Settle, UnitsWritten, Urgency, WriterState};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};

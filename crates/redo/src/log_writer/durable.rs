@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use super::{FAILED, LEAD, STALLED, Settle, Urgency, WAITING, WaitSlot, Waiter, Wake};
+use super::waiters::{FAILED, LEAD, STALLED, WAITING, WaitSlot, Waiter, Wake};
+use super::{Settle, Urgency};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};

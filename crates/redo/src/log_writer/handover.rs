@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{LeaderPanicGuard, Settle};
+use super::Settle;
+use super::leadership::LeaderPanicGuard;
 use crate::Shared;
 use crate::config::WriterMode;
 

@@ -20,6 +20,7 @@
 //! behind writes whose fate is open.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -192,6 +193,33 @@ impl Shared {
         failed.map_or(Ok(()), Err)
     }
 
+    /// Waits for what the shipper asked for. If that fails (the protection mode cannot be
+    /// met: the primary is fenced or stopping), the redo just written locally must never count
+    /// as durable, nor anything after it: the writer refuses all further redo, and every
+    /// commit waiting gets the error.
+    pub(super) fn wait_shipped(&self, wait: Box<dyn ShipWait>) -> Result<()> {
+        // A wait that panics fails like one that returns an error: the acknowledgement waiter
+        // (or the leader running it) lives on, the commits behind it are told, and no further
+        // redo is taken. Unwound, it would leave every pipelined commit waiting for ever.
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || wait.wait()))
+            .unwrap_or_else(|_| {
+                Err(RedoError::WriterFailed(
+                    "the wait for the standbys' acknowledgement panicked".into(),
+                ))
+            });
+        waited.map_err(|error| {
+            let cause = match &error {
+                RedoError::WriterFailed(cause) => cause.clone(),
+                other => other.to_string(),
+            };
+            let reason = format!(
+                "the redo could not be protected as the protection mode requires ({cause})"
+            );
+            self.refuse_further_redo(&reason);
+            self.failure().unwrap_or(error)
+        })
+    }
+
     /// Waits until nothing is in flight: everything written is published (or the writer has
     /// failed, the error).
     pub(crate) fn drain_pipeline(&self) -> Result<()> {
@@ -254,6 +282,13 @@ impl Shared {
         if published {
             self.wake_durable_waiters();
         }
+    }
+
+    fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
+        let mut durable = self.durable_addr.lock();
+        *durable = addr;
+        self.durable_scn.store(scn.0, Ordering::Release);
+        self.redo_arrived.notify_all();
     }
 
     /// Waits until the entry `ticket` is published.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{CurrentLog, DONE, LogBytes, STALLED, WriterState};
+use super::waiters::{DONE, STALLED};
+use super::{CurrentLog, LogBytes, WriterState};
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
