@@ -146,6 +146,18 @@ impl Shared {
         Ok(())
     }
 
+    /// The members of `group` that are valid and open, with their places in the group.
+    fn valid_members(&self, group: usize) -> Vec<(usize, Arc<dyn StorageFile>)> {
+        let table = self.table.lock();
+        table.groups[group]
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, member)| member.state == MemberState::Valid)
+            .filter_map(|(index, member)| member.file.clone().map(|file| (index, file)))
+            .collect()
+    }
+
     /// Runs `io` on every valid member of `group`, in parallel. A member that fails is taken
     /// out (`offset` names the write in the error); fails only if none is left.
     fn on_valid_members(
@@ -154,16 +166,7 @@ impl Shared {
         offset: u64,
         io: impl Fn(&Arc<dyn StorageFile>) -> std::io::Result<()> + Sync,
     ) -> Result<()> {
-        let members: Vec<(usize, Arc<dyn StorageFile>)> = {
-            let table = self.table.lock();
-            table.groups[group]
-                .members
-                .iter()
-                .enumerate()
-                .filter(|(_, member)| member.state == MemberState::Valid)
-                .filter_map(|(index, member)| member.file.clone().map(|file| (index, file)))
-                .collect()
-        };
+        let members = self.valid_members(group);
         if members.is_empty() {
             return Err(RedoError::WriterFailed(format!(
                 "no member of log group {} can be written",
@@ -176,16 +179,7 @@ impl Shared {
 
     /// Syncs every valid member of `group`.
     pub(crate) fn sync_members(&self, group: usize) -> Result<()> {
-        let members: Vec<(usize, Arc<dyn StorageFile>)> = {
-            let table = self.table.lock();
-            table.groups[group]
-                .members
-                .iter()
-                .enumerate()
-                .filter(|(_, member)| member.state == MemberState::Valid)
-                .filter_map(|(index, member)| member.file.clone().map(|file| (index, file)))
-                .collect()
-        };
+        let members = self.valid_members(group);
         let started = Instant::now();
         let results = self.on_members(&members, |file| file.sync_data());
         self.waits.log_file_parallel_write.record_since(started);
