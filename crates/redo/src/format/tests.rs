@@ -3,6 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::types::RedoRecord;
 
 const DB: DatabaseId = DatabaseId(0x5eed);
 
