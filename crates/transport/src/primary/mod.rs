@@ -42,7 +42,7 @@ mod sync;
 
 /// Bytes of writes a destination may hold in memory; beyond it the sender reads the files.
 const QUEUE_BYTES_MAX: usize = 64 << 20;
-/// A streaming ASYNC destination sends redo at most this often (`sender::linger`): the
+/// A streaming ASYNC destination sends redo at most this often (`sender::stream::linger`): the
 /// longest a write waits in the queue for others to share its send. Kept well under the
 /// ASYNC transport lag target (p99 <= 2 RTT + 10 ms).
 const ASYNC_SEND_INTERVAL: Duration = Duration::from_millis(4);
@@ -166,8 +166,8 @@ struct Queue {
     writes: VecDeque<Arc<LogWrite>>,
     bytes: usize,
     overflowed: bool,
-    /// The sender waits for more writes to batch (`sender::linger`): the log writer wakes it
-    /// only once `ASYNC_SEND_BYTES` are queued.
+    /// The sender waits for more writes to batch (`sender::stream::linger`): the log writer
+    /// wakes it only once `ASYNC_SEND_BYTES` are queued.
     lingering: bool,
 }
 

@@ -1,0 +1,163 @@
+//! `[replication.fast_start_failover]` and `[[replication.observers]]`: when and to whom an
+//! observer fails over, the observers in order of priority, and their checks.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::destination::Transport;
+use super::{ProtectionMode, ReplicationConfig, is_host_port, valid_name};
+
+/// Most observers of a configuration.
+pub const OBSERVERS_MAX: usize = 4;
+
+fn default_threshold() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_lag_limit() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `[replication.fast_start_failover]`: an observer fails over by itself when the primary is
+/// lost (docs/fast-start-failover.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FastStartFailoverConfig {
+    /// Default: `false`.
+    pub enabled: bool,
+    /// How long the primary may be unreachable before the observer fails over; also how long
+    /// a primary that hears from neither its SYNC target nor the observer goes on
+    /// acknowledging commits. Bounds: 500ms..=1h. Default: 2s.
+    #[serde(with = "units::serde_human::duration")]
+    pub threshold: Duration,
+    /// Under Maximum Performance, the most a target may lag (transport and apply) and still
+    /// be failed over to. Bounds: 0..=1h. Default: 30s.
+    #[serde(with = "units::serde_human::duration")]
+    pub lag_limit: Duration,
+    /// The members that may be failed over to, in order of preference. Default: every other
+    /// member, in the order `members` lists them.
+    pub target: Vec<String>,
+    /// Whether the observer reinstates an old primary by itself when it comes back. Default:
+    /// `true`.
+    pub auto_reinstate: bool,
+}
+
+impl Default for FastStartFailoverConfig {
+    fn default() -> FastStartFailoverConfig {
+        FastStartFailoverConfig {
+            enabled: false,
+            threshold: default_threshold(),
+            lag_limit: default_lag_limit(),
+            target: Vec::new(),
+            auto_reinstate: true,
+        }
+    }
+}
+
+/// `[[replication.observers]]`: an observer process (`redoguard observer`), in order of
+/// priority. A primary takes decisions from one at a time (the active one) and hands over to
+/// the next, in this order, only once the active one's lease has lapsed and the targets have
+/// heard of the new one (docs/fast-start-failover.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverEntry {
+    /// Its name (`redoguard observer --name`). Required, unique.
+    pub name: String,
+    /// Where it answers the Redis Sentinel protocol (`host:port`), for clients. Required.
+    pub sentinel: String,
+}
+
+impl ReplicationConfig {
+    /// The fast-start failover section and the observers; also what an observer checks of the
+    /// file it runs with.
+    pub fn validate_fast_start(&self) -> Result<(), (String, String)> {
+        let invalid = |field: String, reason: String| Err((field, reason));
+        if !valid_name(&self.name) {
+            return invalid(
+                "replication.name".into(),
+                format!("'{}' is not 1..=64 of A-Z a-z 0-9 . _ -", self.name),
+            );
+        }
+        if self.observers.len() > OBSERVERS_MAX {
+            return invalid(
+                "replication.observers".into(),
+                format!("{} observers; at most {OBSERVERS_MAX}", self.observers.len()),
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (index, observer) in self.observers.iter().enumerate() {
+            let field = |name: &str| format!("replication.observers[{index}].{name}");
+            if !valid_name(&observer.name)
+                || !names.insert(observer.name.as_str())
+                || self.member_named(&observer.name).is_some()
+            {
+                return invalid(
+                    field("name"),
+                    format!("'{}' is not a valid name, or is used twice", observer.name),
+                );
+            }
+            if !is_host_port(&observer.sentinel) {
+                return invalid(
+                    field("sentinel"),
+                    format!("'{}' is not host:port", observer.sentinel),
+                );
+            }
+        }
+        let fast_start = &self.fast_start_failover;
+        let field = |name: &str| format!("replication.fast_start_failover.{name}");
+        if !(Duration::from_millis(500)..=Duration::from_secs(3600)).contains(&fast_start.threshold)
+        {
+            return invalid(
+                field("threshold"),
+                format!("{:?} is outside 500ms..=1h", fast_start.threshold),
+            );
+        }
+        if fast_start.lag_limit > Duration::from_secs(3600) {
+            return invalid(field("lag_limit"), format!("{:?} is over 1h", fast_start.lag_limit));
+        }
+        for target in &fast_start.target {
+            if self.member_named(target).is_none() {
+                return invalid(field("target"), format!("'{target}' is not a member"));
+            }
+        }
+        if fast_start.enabled {
+            if !self.has_members() {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover needs the configuration form ([[replication.members]])"
+                        .into(),
+                );
+            }
+            if self.observers.is_empty() {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover needs an observer ([[replication.observers]])".into(),
+                );
+            }
+            if self.protection_mode == ProtectionMode::MaximumProtection {
+                return invalid(
+                    field("enabled"),
+                    "fast-start failover runs under maximum_availability or maximum_performance"
+                        .into(),
+                );
+            }
+            // Under Maximum Availability the observer fails over only to a target the primary
+            // ships to synchronously: one that holds every commit the primary acknowledged.
+            if self.protection_mode == ProtectionMode::MaximumAvailability
+                && let Some(target) = self.failover_targets().into_iter().find(|target| {
+                    self.member_named(target)
+                        .is_some_and(|member| member.transport != Transport::Sync)
+                })
+            {
+                return invalid(
+                    field("target"),
+                    format!(
+                        "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+}

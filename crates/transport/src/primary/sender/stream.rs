@@ -1,0 +1,245 @@
+//! A session's loop: what the standby lacks, then new redo as it is written (ASYNC batching:
+//! `linger`), heartbeats, and the hand-over to the SYNC connection once a SYNC standby has
+//! caught up.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use proto::{Channel, Message};
+use redo::types::now_unix_us;
+use redo::{LogSeq, RedoAddr};
+
+use super::Parallel;
+use crate::conn::Conn;
+use crate::primary::{
+    ASYNC_SEND_BYTES, ASYNC_SEND_INTERVAL, Destination, HEARTBEAT_INTERVAL, Inner, Phase, Queue,
+};
+
+impl Inner {
+    /// Ships what the standby lacks, then new redo as it is written, with heartbeats and
+    /// gap logs in between, until the connection breaks or the primary stops.
+    pub(super) fn stream(
+        self: &Arc<Inner>,
+        destination: &Arc<Destination>,
+        conn: &mut Conn,
+        next: &mut RedoAddr,
+        gaps: &mut VecDeque<LogSeq>,
+        broken: &Mutex<Option<String>>,
+        mut parallel: Parallel,
+    ) -> Result<(), String> {
+        let config = &destination.config();
+        let max_send = config.max_send as usize;
+        let mut last_sent = Instant::now();
+        let mut gap_offset = 0u64;
+        // The SYNC connection, opened while catching up and handed to the log writer once
+        // synchronized.
+        let mut pending_sync: Option<Conn> = None;
+        // When redo was last sent from the queue or the files (ASYNC batching: `linger`).
+        let mut last_redo_sent: Option<Instant> = None;
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            if let Some(reason) = broken.lock().take() {
+                return Err(reason);
+            }
+            if destination.state.lock().restart {
+                return Ok(());
+            }
+            if destination.state.lock().reconnect {
+                return Err(destination
+                    .state
+                    .lock()
+                    .last_error
+                    .clone()
+                    .unwrap_or_else(|| "SYNC connection failed".into()));
+            }
+            // Gap requests that arrived on the other thread.
+            {
+                let state = destination.state.lock();
+                for seq in &state.gaps {
+                    if !gaps.contains(seq) && *seq < next.seq {
+                        gaps.push_back(*seq);
+                    }
+                }
+            }
+            if parallel.enabled && !gaps.is_empty() {
+                self.hand_to_archive_connections(destination, gaps, &mut parallel)?;
+            }
+            if let Some(shipper) = &parallel.shipper
+                && let Some(reason) = shipper.failed()
+            {
+                return Err(reason);
+            }
+            if let Some(skip_to) = parallel.skip_to
+                && next.offset == 0
+                && next.seq < skip_to.seq
+            {
+                *next = skip_to;
+            }
+            let synchronized = destination.state.lock().phase == Phase::Synchronized;
+            let mut progressed = false;
+            // (Read before the queue is locked: the state is never locked inside it.)
+            let streaming =
+                !destination.is_sync() && destination.state.lock().phase == Phase::Streaming;
+            let lingering =
+                streaming && linger(&destination.queue.lock(), last_redo_sent).is_some();
+            if !synchronized && !lingering {
+                progressed = self.ship_next(destination, conn, next, max_send)?;
+                if progressed {
+                    last_redo_sent = Some(Instant::now());
+                }
+            }
+            if let Some(&seq) = gaps.front() {
+                if self.ship_gap_chunk(destination, conn, seq, &mut gap_offset, max_send)? {
+                    gaps.pop_front();
+                    gap_offset = 0;
+                }
+                progressed = true;
+            }
+            if progressed {
+                last_sent = Instant::now();
+            } else {
+                if destination.is_sync()
+                    && !synchronized
+                    && self.try_synchronize(destination, *next, &mut pending_sync)?
+                {
+                    // Tell the standby at once that it is synchronized (fast-start failover
+                    // fails over only to a standby its primary called so).
+                    self.heartbeat(destination, conn)?;
+                    last_sent = Instant::now();
+                    continue;
+                }
+                if !synchronized {
+                    let mut state = destination.state.lock();
+                    if state.phase == Phase::CatchingUp
+                        && destination.queue.lock().writes.is_empty()
+                        && !destination.is_sync()
+                    {
+                        state.phase = Phase::Streaming;
+                        state.failures = 0;
+                        state.last_error = None;
+                        tracing::info!(destination = %config.name, "standby caught up; streaming (ASYNC)");
+                    }
+                }
+                if last_sent.elapsed() >= HEARTBEAT_INTERVAL {
+                    self.heartbeat(destination, conn)?;
+                    last_sent = Instant::now();
+                }
+                let mut queue = destination.queue.lock();
+                let linger_until = if streaming { linger(&queue, last_redo_sent) } else { None };
+                if (queue.writes.is_empty() || linger_until.is_some())
+                    && !queue.overflowed
+                    && broken.lock().is_none()
+                {
+                    let mut wait =
+                        if synchronized { HEARTBEAT_INTERVAL } else { Duration::from_millis(20) };
+                    if let Some(until) = linger_until {
+                        // The log writer does not wake this thread for each write meanwhile.
+                        wait = wait.min(until.saturating_duration_since(Instant::now()));
+                        queue.lingering = true;
+                    }
+                    destination.wake.wait_for(&mut queue, wait);
+                    queue.lingering = false;
+                }
+            }
+        }
+    }
+
+    pub(super) fn heartbeat(
+        &self,
+        destination: &Destination,
+        conn: &mut Conn,
+    ) -> Result<(), String> {
+        let durable = self.redo.durable_addr();
+        let (lag, phase) = {
+            let state = destination.state.lock();
+            (destination.transport_lag_us(&state), state.phase)
+        };
+        let beat = proto::Heartbeat {
+            primary_time_us: now_unix_us(),
+            current_scn: self.redo.next_scn().prev().0,
+            durable_scn: self.redo.durable_scn().0,
+            current_seq: durable.seq.0,
+            current_offset: durable.offset,
+            transport_lag_us: lag,
+            caught_up: matches!(phase, Phase::Synchronized | Phase::Streaming),
+            observer: self
+                .fast_start
+                .as_ref()
+                .and_then(|fast_start| fast_start.announce_to(&destination.name))
+                .unwrap_or_default(),
+        };
+        conn.send(&Message::Heartbeat(beat), destination.config().net_timeout)
+            .map_err(|error| format!("sending a heartbeat: {error}"))
+    }
+
+    /// A SYNC destination to which everything the log writer wrote has been sent becomes
+    /// synchronized: from the next write on, the log writer sends on the SYNC connection
+    /// (opened beforehand, so that the switch itself is instantaneous). The standby orders a
+    /// SYNC write after the control connection's bytes before it.
+    pub(super) fn try_synchronize(
+        &self,
+        destination: &Arc<Destination>,
+        next: RedoAddr,
+        pending: &mut Option<Conn>,
+    ) -> Result<bool, String> {
+        if destination.state.lock().last_write_end != next {
+            return Ok(false);
+        }
+        if pending.is_none() {
+            let (conn, _, _, _) = self.connect(Channel::Sync, destination, false)?;
+            *pending = Some(conn);
+        }
+        let mut state = destination.state.lock();
+        let queue = destination.queue.lock();
+        if state.last_write_end != next
+            || !queue.writes.is_empty()
+            || state.reconnect
+            || state.restart
+        {
+            return Ok(false);
+        }
+        // (A reader still holding the last SYNC connection's receiving handle takes the state
+        // lock to record what it reads: never wait for it here; try again shortly.)
+        let (Some(mut send), Some(mut recv)) =
+            (destination.sync_send.try_lock(), destination.sync_recv.try_lock())
+        else {
+            return Ok(false);
+        };
+        let conn = pending.take().expect("a SYNC connection was opened above");
+        let reader = conn
+            .try_clone()
+            .map_err(|error| format!("cloning the SYNC connection for its reader: {error}"))?;
+        state.sync_epoch += 1;
+        state.sync_in_flight.clear();
+        *send = Some((state.sync_epoch, conn));
+        *recv = Some((state.sync_epoch, reader));
+        drop((send, recv));
+        state.phase = Phase::Synchronized;
+        state.failures = 0;
+        state.last_error = None;
+        drop(queue);
+        drop(state);
+        tracing::info!(destination = %destination.name, "standby caught up; SYNCHRONIZED");
+        self.note_synchronization();
+        Ok(true)
+    }
+}
+
+/// ASYNC batching: until when live writes wait in the queue for more to join them, if they
+/// do. A streaming ASYNC destination sends redo at most once per `ASYNC_SEND_INTERVAL` (a
+/// lone write after a quiet spell goes at once), unless `ASYNC_SEND_BYTES` are queued: at a
+/// steady commit rate each send, each wake-up of this thread and each status the standby
+/// sends back covers several writes instead of one. Only for a streaming ASYNC destination:
+/// a SYNC one never waits here (catching up, it synchronizes as soon as it can).
+fn linger(queue: &Queue, last_redo_sent: Option<Instant>) -> Option<Instant> {
+    let until = last_redo_sent? + ASYNC_SEND_INTERVAL;
+    if queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES || until <= Instant::now() {
+        return None;
+    }
+    Some(until)
+}

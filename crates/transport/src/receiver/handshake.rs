@@ -1,0 +1,174 @@
+//! A primary's connection from its hello on: the hello's checks (database, protocol version,
+//! log layout), the incarnation check (`roles::follow`: follow, adopt, or refuse and fence),
+//! the welcome, and which primary is connected while it is served.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use proto::{ErrorCode, ErrorMessage, Hello, LocalIdentity, Message};
+use redo::types::now_unix_us;
+use redo::{DatabaseId, Fence, Incarnation};
+use roles::{Branch, StandbyView, Verdict};
+
+use super::Inner;
+use crate::conn::Conn;
+
+impl Inner {
+    fn refuse(&self, conn: &mut Conn, error: ErrorMessage) {
+        self.refusals.refuse(conn, error);
+    }
+
+    /// Whether this standby may follow the hello's primary (see `roles::follow`); records a
+    /// newer incarnation it follows, or the fence of one it cannot, before answering.
+    fn check_incarnation(&self, hello: &Hello) -> Result<(), ErrorMessage> {
+        let _following = self.following.write();
+        let control = self.redo.control();
+        let mut history = self.history.lock();
+        let theirs: Vec<Branch> = hello.history.iter().map(Branch::from_wire).collect();
+        let view = StandbyView {
+            incarnation: control.incarnation,
+            history: &history,
+            next: self.redo.standby_position().next,
+            fenced_by: control.fenced.as_ref().map(|fence| fence.incarnation),
+        };
+        match roles::decide(&view, Incarnation(hello.incarnation), &theirs) {
+            Verdict::Follow => Ok(()),
+            Verdict::Adopt(branches) => {
+                let mut adopted = history.clone();
+                for branch in branches {
+                    adopted
+                        .push(branch)
+                        .map_err(|reason| ErrorMessage::new(ErrorCode::Internal, reason))?;
+                }
+                let newest = adopted.newest();
+                adopted
+                    .save(self.storage.as_ref(), &self.redo.config().dir)
+                    .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
+                *history = adopted;
+                self.redo
+                    .adopt_incarnation(newest)
+                    .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
+                self.newest_known.fetch_max(newest.0, Ordering::AcqRel);
+                tracing::info!(primary = %hello.member, %newest, "standby: follows its primary into a new incarnation");
+                Ok(())
+            }
+            Verdict::StalePrimary { newest } => {
+                let primary = self
+                    .heard
+                    .lock()
+                    .primary_member
+                    .clone()
+                    .or_else(|| control.fenced.as_ref().map(|fence| fence.by.clone()))
+                    .or_else(|| history.branch(newest).map(|branch| branch.member.clone()))
+                    .unwrap_or_default();
+                Err(ErrorMessage {
+                    code: ErrorCode::NewerIncarnation,
+                    message: format!(
+                        "this standby follows incarnation {newest}{}; the primary '{}' of incarnation {} has been failed over and must not take writes (reinstate it as a standby)",
+                        if primary.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" of primary '{primary}'")
+                        },
+                        hello.member,
+                        hello.incarnation
+                    ),
+                    incarnation: newest.0,
+                    primary,
+                })
+            }
+            Verdict::Diverged(reason) => {
+                // It can follow no primary of this incarnation or older: refuse the old
+                // branch's primary from now on too, even across restarts.
+                if let Err(error) = self.redo.fence(Fence {
+                    incarnation: Incarnation(hello.incarnation),
+                    by: hello.member.clone(),
+                }) {
+                    tracing::error!(%error, "standby: cannot record the fence");
+                }
+                self.newest_known.fetch_max(hello.incarnation, Ordering::AcqRel);
+                Err(ErrorMessage {
+                    code: ErrorCode::Diverged,
+                    message: format!("this standby cannot follow '{}': {reason}", hello.member),
+                    incarnation: hello.incarnation,
+                    primary: hello.member.clone(),
+                })
+            }
+        }
+    }
+
+    /// One connection from the primary, after its hello.
+    pub(super) fn serve(&self, mut conn: Conn, hello: Hello) {
+        if self.shutdown.load(Ordering::Acquire) {
+            conn.refuse(ErrorMessage::new(
+                ErrorCode::ShuttingDown,
+                "the standby is stopping or changing its role",
+            ));
+            return;
+        }
+        let config = self.redo.config();
+        let local = LocalIdentity {
+            database_id: self.redo.identity().database_id.0,
+            block_size: config.block_size,
+            log_file_size: config.log_file_size,
+        };
+        if let Err(error) = proto::check_hello(&hello, &local) {
+            self.refuse(&mut conn, error);
+            return;
+        }
+        if let Err(error) = self.check_incarnation(&hello) {
+            self.refuse(&mut conn, error);
+            return;
+        }
+        if let Err(error) = self.redo.adopt_identity(DatabaseId(hello.database_id)) {
+            self.refuse(&mut conn, ErrorMessage::new(ErrorCode::WrongDatabase, error.to_string()));
+            return;
+        }
+        if hello.channel == proto::Channel::Control && self.redo.config().groups < hello.groups {
+            tracing::warn!(
+                standby_groups = self.redo.config().groups,
+                primary_groups = hello.groups,
+                "standby: fewer standby log groups than the primary's groups; receiving may wait for the archiver"
+            );
+        }
+        let welcome = Message::Welcome(proto::Welcome {
+            version: proto::PROTOCOL_VERSION,
+            database_id: hello.database_id,
+            position: self.position(),
+            standby_time_us: now_unix_us(),
+        });
+        if conn.send(&welcome, crate::listener::HELLO_TIMEOUT).is_err() {
+            return;
+        }
+        conn.count_decompression(self.decompression.clone());
+        tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
+        // An archive connection carries whole logs only: it says nothing of the primary's
+        // clock or progress, and is not the primary's address in status.
+        let archive = hello.channel == proto::Channel::Archive;
+        if !archive {
+            let mut heard = self.heard.lock();
+            heard.peers.push(conn.peer);
+            heard.at = Some(Instant::now());
+            heard.primary_time_us = hello.primary_time_us;
+            if !hello.member.is_empty() {
+                heard.primary_member = Some(hello.member.clone());
+            }
+        }
+        let result = self.receive(&mut conn, &hello);
+        {
+            let mut heard = self.heard.lock();
+            if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
+                heard.peers.remove(at);
+            }
+            if let Err(reason) = &result {
+                heard.last_error = Some(reason.clone());
+            }
+        }
+        match result {
+            Ok(()) => tracing::info!(peer = %conn.peer, "standby: primary disconnected"),
+            Err(reason) => {
+                tracing::warn!(peer = %conn.peer, reason, "standby: connection from the primary ended")
+            }
+        }
+    }
+}

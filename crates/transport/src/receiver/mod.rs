@@ -1,0 +1,385 @@
+//! The standby's side of redo transport: the receiver (RFS), the port a standby's redo
+//! listener serves.
+//!
+//! Each connection of the primary is served on its own thread. A primary of another database,
+//! of an incompatible protocol version or with another log layout is refused with a message
+//! saying which (and the primary logs it). So is a primary of an older incarnation than this
+//! standby knows (it has been failed over: the refusal tells it so, and it fences itself), and
+//! one of a newer incarnation that branched before this standby's redo ends (this standby
+//! diverged and must be reinstated); one of a newer incarnation it can follow is followed,
+//! its history recorded first (`roles::follow`). Redo writes are checked unit by unit and
+//! written into the standby logs at the primary's offsets; a write that asks for it is
+//! acknowledged once received, or once durable. Heartbeats carry the primary's clock and SCNs,
+//! from which the standby knows its lags even while the primary is idle; when the primary
+//! falls silent, the lags grow with the silence.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, RoleInfo};
+use redo::types::now_unix_us;
+use redo::{LogSeq, RedoAddr, RedoLog, Scn, Storage};
+use roles::IncarnationHistory;
+use serde::{Deserialize, Serialize};
+
+use crate::compression::{CompressionCounters, CompressionCounts};
+use crate::config::StandbyConfig;
+use crate::conn::Conn;
+use crate::delay;
+use crate::listener::{RedoPort, Refusals};
+
+mod handshake;
+mod receive;
+
+/// (SCN, primary time) points kept to compute the apply lag.
+const HISTORY_MAX: usize = 100_000;
+/// Silence from the primary beyond this counts as lag (heartbeats come every 500 ms).
+const SILENCE_GRACE: Duration = Duration::from_secs(1);
+
+/// The standby's replication state for a person or a monitoring system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StandbyReplicationStatus {
+    pub listen: String,
+    /// The primary as configured (its client address).
+    pub primary: Option<String>,
+    /// The member it follows, as the primary named itself in its hello.
+    pub primary_member: Option<String>,
+    /// The address the primary's redo comes from, while connected.
+    pub primary_peer: Option<String>,
+    pub connected: bool,
+    /// Seconds since the primary was last heard from (since this receiver started, if never).
+    pub last_heard_s: Option<f64>,
+    /// The standby holds every log up to this sequence, with no gap.
+    pub complete_through_seq: LogSeq,
+    /// The standby holds redo durably up to here.
+    pub received: RedoAddr,
+    /// The last SCN in the redo received from the primary since this standby started.
+    pub received_scn: Scn,
+    pub applied_scn: Scn,
+    /// What the primary last said: its newest and its durable SCN.
+    pub primary_current_scn: Scn,
+    pub primary_durable_scn: Scn,
+    /// How far, in seconds of primary time, the redo received here trails what the primary
+    /// generated: as the primary measured it in its last heartbeat, plus the time since the
+    /// primary was last heard from beyond a second (a silent primary is not "no lag").
+    pub transport_lag_s: f64,
+    /// How far, in seconds of primary time, the data applied here trails the primary: the
+    /// transport lag plus how far apply trails the redo received.
+    pub apply_lag_s: f64,
+    /// Primaries refused, and the last reason.
+    pub refused: u64,
+    pub last_error: Option<String>,
+    /// The primary's last heartbeat (even if the primary is gone since) said this standby is
+    /// caught up (SYNCHRONIZED or STREAMING), and named the fast-start failover observer it
+    /// takes decisions from.
+    #[serde(default)]
+    pub caught_up: bool,
+    #[serde(default)]
+    pub active_observer: Option<String>,
+    /// The configured apply delay (`delay`): redo is applied once it is this old.
+    #[serde(default)]
+    pub apply_delay_s: f64,
+    /// Compressed redo received: bytes on the wire and after decompression, CPU time spent
+    /// decompressing.
+    #[serde(default)]
+    pub decompression: CompressionCounts,
+}
+
+#[derive(Debug, Default)]
+struct Heard {
+    /// The peers of the connections that passed the handshake and are still served, oldest
+    /// first: a peer that leaves is forgotten, so the status never names a connection that
+    /// is gone (one that was refused after its hello, say) while the primary's remain.
+    peers: Vec<SocketAddr>,
+    primary_member: Option<String>,
+    at: Option<Instant>,
+    primary_time_us: u64,
+    current_scn: Scn,
+    durable_scn: Scn,
+    transport_lag_us: u64,
+    received_scn: Scn,
+    caught_up: bool,
+    observer: Option<String>,
+    /// (last SCN, primary time) of redo received: when the primary generated which SCN.
+    history: VecDeque<(Scn, u64)>,
+    last_error: Option<String>,
+}
+
+impl Heard {
+    fn primary_now_us(&self) -> u64 {
+        match self.at {
+            Some(at) => self.primary_time_us + at.elapsed().as_micros() as u64,
+            None => now_unix_us(),
+        }
+    }
+
+    fn note(&mut self, scn: Scn, primary_time_us: u64) {
+        if scn.0 > 0 && self.history.back().is_none_or(|&(last, _)| scn > last) {
+            if self.history.len() >= HISTORY_MAX {
+                self.history.pop_front();
+            }
+            self.history.push_back((scn, primary_time_us));
+        }
+    }
+}
+
+/// What the receiver needs from the database: how far apply has come.
+pub type AppliedScn = Arc<dyn Fn() -> Scn + Send + Sync>;
+/// Who this member is, for a probe (the server knows).
+pub type RoleInfoSource = Arc<dyn Fn() -> RoleInfo + Send + Sync>;
+
+/// What the receiver needs to know of the member it runs for.
+pub struct ReceiverContext {
+    pub redo: RedoLog,
+    /// For writing the incarnation history beside the redo.
+    pub storage: Arc<dyn Storage>,
+    /// The incarnation history, shared with whoever else keeps it (the server): an
+    /// incarnation adopted here is in it at once.
+    pub history: Arc<Mutex<IncarnationHistory>>,
+    pub config: StandbyConfig,
+    pub applied: AppliedScn,
+    pub role_info: RoleInfoSource,
+    pub refusals: Arc<Refusals>,
+    /// The address the listener is bound to, for status.
+    pub listen: String,
+}
+
+/// The standby's receiver: the port of a standby's redo listener.
+pub struct StandbyReceiver {
+    inner: Arc<Inner>,
+    gap_watch: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Inner {
+    redo: RedoLog,
+    storage: Arc<dyn Storage>,
+    history: Arc<Mutex<IncarnationHistory>>,
+    config: StandbyConfig,
+    applied: AppliedScn,
+    role_info: RoleInfoSource,
+    refusals: Arc<Refusals>,
+    listen: String,
+    started: Instant,
+    heard: Mutex<Heard>,
+    shutdown: AtomicBool,
+    /// Connections being served, and a signal when one ends (for `stop`).
+    serving: Mutex<usize>,
+    served: Condvar,
+    /// Signalled after every write received, for a write that must wait for the bytes before
+    /// it (a SYNC write overtaking the control connection's last ones).
+    received: Mutex<()>,
+    arrived: Condvar,
+    /// The newest incarnation this standby knows (its own, or one it is fenced by): a
+    /// connection of an older one is ended at its next write.
+    newest_known: AtomicU32,
+    /// Held (shared) by every write received, and (exclusively) while a newer incarnation is
+    /// decided and adopted, so that no write of the old incarnation lands in between.
+    following: RwLock<()>,
+    /// Compressed frames received on every connection.
+    decompression: Arc<CompressionCounters>,
+}
+
+impl StandbyReceiver {
+    pub fn start(context: ReceiverContext) -> std::io::Result<Arc<StandbyReceiver>> {
+        let control = context.redo.control();
+        let newest_known = control
+            .fenced
+            .as_ref()
+            .map_or(control.incarnation, |fence| fence.incarnation.max(control.incarnation));
+        let inner = Arc::new(Inner {
+            newest_known: AtomicU32::new(newest_known.0),
+            following: RwLock::new(()),
+            decompression: Arc::new(CompressionCounters::default()),
+            redo: context.redo,
+            storage: context.storage,
+            history: context.history,
+            config: context.config,
+            applied: context.applied,
+            role_info: context.role_info,
+            refusals: context.refusals,
+            listen: context.listen,
+            started: Instant::now(),
+            heard: Mutex::new(Heard::default()),
+            shutdown: AtomicBool::new(false),
+            serving: Mutex::new(0),
+            served: Condvar::new(),
+            received: Mutex::new(()),
+            arrived: Condvar::new(),
+        });
+        let gap_watch = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("redo-gap-watch".into())
+                .spawn(move || inner.watch_gaps())?
+        };
+        Ok(Arc::new(StandbyReceiver { inner, gap_watch: Mutex::new(Some(gap_watch)) }))
+    }
+
+    pub fn status(&self) -> StandbyReplicationStatus {
+        let inner = &self.inner;
+        let position = inner.redo.standby_position();
+        let applied = (inner.applied)();
+        let (refused, refusal) = inner.refusals.get();
+        let heard = inner.heard.lock();
+        let transport_lag_us = inner.transport_lag_us(&heard);
+        StandbyReplicationStatus {
+            listen: inner.listen.clone(),
+            primary: inner.config.primary.clone(),
+            primary_member: heard.primary_member.clone(),
+            primary_peer: heard.peers.last().map(SocketAddr::to_string),
+            connected: !heard.peers.is_empty(),
+            last_heard_s: Some(heard.at.unwrap_or(inner.started).elapsed().as_secs_f64()),
+            complete_through_seq: position.complete_through_seq,
+            received: position.next,
+            received_scn: heard.received_scn,
+            applied_scn: applied,
+            primary_current_scn: heard.current_scn,
+            primary_durable_scn: heard.durable_scn,
+            transport_lag_s: transport_lag_us as f64 / 1e6,
+            apply_lag_s: (transport_lag_us + inner.apply_lag_us(&heard, applied)) as f64 / 1e6,
+            refused,
+            last_error: heard.last_error.clone().or(refusal),
+            caught_up: heard.caught_up,
+            active_observer: heard.observer.clone(),
+            apply_delay_s: inner.config.delay.as_secs_f64(),
+            decompression: inner.decompression.snapshot(),
+        }
+    }
+
+    /// Whether a primary is connected, and which member it is.
+    pub fn primary(&self) -> (bool, Option<String>) {
+        let heard = self.inner.heard.lock();
+        (!heard.peers.is_empty(), heard.primary_member.clone())
+    }
+
+    /// The incarnation history as this standby knows it.
+    pub fn history(&self) -> IncarnationHistory {
+        self.inner.history.lock().clone()
+    }
+
+    /// Ends every connection (the primary's sends are refused as "shutting down") and waits
+    /// for them, within `timeout`.
+    pub fn stop(&self, timeout: Duration) {
+        self.inner.shutdown.store(true, Ordering::Release);
+        {
+            let _received = self.inner.received.lock();
+            self.inner.arrived.notify_all();
+        }
+        let deadline = Instant::now() + timeout;
+        let mut serving = self.inner.serving.lock();
+        while *serving > 0 && Instant::now() < deadline {
+            self.inner.served.wait_until(&mut serving, deadline);
+        }
+        drop(serving);
+        if let Some(thread) = self.gap_watch.lock().take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for StandbyReceiver {
+    fn drop(&mut self) {
+        self.stop(Duration::from_secs(5));
+    }
+}
+
+impl RedoPort for StandbyReceiver {
+    fn hello(&self, conn: Conn, hello: Hello) {
+        {
+            *self.inner.serving.lock() += 1;
+        }
+        self.inner.serve(conn, hello);
+        *self.inner.serving.lock() -= 1;
+        self.inner.served.notify_all();
+    }
+
+    fn role_info(&self) -> RoleInfo {
+        (self.inner.role_info)()
+    }
+
+    fn copy(&self, mut conn: Conn, _request: CopyRequest) {
+        self.inner.refusals.refuse(
+            &mut conn,
+            ErrorMessage::new(
+                ErrorCode::NotAStandby,
+                "this member is a standby: ask the primary for a copy of the data",
+            ),
+        );
+    }
+}
+
+/// A standby's `RoleInfo` from its redo log alone (the server adds what it knows).
+pub fn standby_role_info(redo: &RedoLog, member: &str) -> RoleInfo {
+    let control = redo.control();
+    let position = redo.standby_position();
+    RoleInfo {
+        member: member.to_string(),
+        role: proto::WireRole::Standby,
+        database_id: control.database_id.0,
+        incarnation: control.incarnation.0,
+        fenced_incarnation: control.fenced.as_ref().map_or(0, |fence| fence.incarnation.0),
+        primary: control.fenced.map(|fence| fence.by).unwrap_or_default(),
+        position: proto::Position {
+            complete_through_seq: position.complete_through_seq.0,
+            current_seq: position.next.seq.0,
+            current_offset: position.next.offset,
+            applied_scn: 0,
+        },
+        durable_scn: redo.confirmed_scn().0,
+        time_us: now_unix_us(),
+        history: Vec::new(),
+    }
+}
+
+impl Inner {
+    fn transport_lag_us(&self, heard: &Heard) -> u64 {
+        let silence = heard.at.unwrap_or(self.started).elapsed().saturating_sub(SILENCE_GRACE);
+        heard.transport_lag_us + silence.as_micros() as u64
+    }
+
+    fn apply_lag_us(&self, heard: &Heard, applied: Scn) -> u64 {
+        // The oldest redo received and not applied: when did the primary generate it?
+        match heard.history.iter().find(|&&(scn, _)| scn > applied) {
+            Some(&(_, time_us)) => heard.primary_now_us().saturating_sub(time_us),
+            None => 0,
+        }
+    }
+
+    /// Keeps the lags' history short, raises the apply horizon of a delayed standby
+    /// (`delay`), and notices a gap apply waits on (logs between what is
+    /// complete and what is being received); the primary ships those when it reconnects, and
+    /// this logs them meanwhile.
+    fn watch_gaps(self: Arc<Inner>) {
+        let mut reported: Option<(LogSeq, LogSeq)> = None;
+        while !self.shutdown.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(200));
+            let applied = (self.applied)();
+            {
+                let mut heard = self.heard.lock();
+                while heard.history.len() > 1
+                    && heard.history.get(1).is_some_and(|&(scn, _)| scn <= applied)
+                {
+                    heard.history.pop_front();
+                }
+                if !self.config.delay.is_zero() && heard.at.is_some() {
+                    let delay_us = self.config.delay.as_micros() as u64;
+                    let cutoff = heard.primary_now_us().saturating_sub(delay_us);
+                    if let Some(scn) = delay::horizon_at(heard.history.iter().copied(), cutoff) {
+                        self.redo.raise_apply_horizon(scn);
+                    }
+                }
+            }
+            let position = self.redo.standby_position();
+            let gap = (position.complete_through_seq.next(), position.next.seq.prev_seq());
+            if gap.0 <= gap.1 && reported != Some(gap) {
+                tracing::warn!(from = %gap.0, to = %gap.1, "standby: logs missing (a gap); they are fetched from the primary's archive");
+                reported = Some(gap);
+            }
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! Receiving on one connection: redo written into the standby logs in order (a SYNC write
+//! waits for the control connection's bytes before it), acknowledgements (durable ones held
+//! back to share one sync), heartbeats, whole logs, and the standby's status sent back.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use proto::{ErrorCode, ErrorMessage, Hello, Message};
+use redo::ship::WriteKind;
+use redo::types::now_unix_us;
+use redo::{LogSeq, Scn};
+
+use super::Inner;
+use crate::conn::{Conn, ConnError};
+
+impl Inner {
+    /// A primary has two connections to a standby; when it becomes synchronized it sends on
+    /// the SYNC one right after the last bytes it sent on the control one. A write that
+    /// arrives before those waits for them here (briefly: they are already in flight).
+    fn wait_for_preceding(&self, write: &proto::Write, kind: WriteKind) {
+        let start = match kind {
+            WriteKind::OpenHeader => (write.seq, 0),
+            WriteKind::Units => (write.seq, write.offset),
+            WriteKind::ClosedHeader => {
+                match redo::format::decode_header(&write.bytes, write.offset) {
+                    Ok(redo::format::HeaderBlock::Closed(_, end)) => (write.seq, end.end_offset),
+                    _ => return,
+                }
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut received = self.received.lock();
+        loop {
+            let position = self.redo.received_position();
+            // Nothing received yet, a resend of what is here, or the next piece: go.
+            if position.seq.0 == 0
+                || (position.seq.0, position.offset) >= start
+                || position.seq.0 > write.seq
+            {
+                return;
+            }
+            if Instant::now() >= deadline || self.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            self.arrived.wait_for(&mut received, Duration::from_millis(50));
+        }
+    }
+
+    pub(super) fn position(&self) -> proto::Position {
+        let position = self.redo.standby_position();
+        proto::Position {
+            complete_through_seq: position.complete_through_seq.0,
+            current_seq: position.next.seq.0,
+            current_offset: position.next.offset,
+            applied_scn: (self.applied)().0,
+        }
+    }
+
+    fn status_message(&self) -> Message {
+        let applied = (self.applied)();
+        let heard = self.heard.lock();
+        Message::StandbyStatus(proto::StandbyStatus {
+            position: self.position(),
+            apply_lag_us: self.apply_lag_us(&heard, applied),
+            standby_time_us: now_unix_us(),
+        })
+    }
+
+    /// Receives until the primary goes away. On the SYNC channel the primary reads nothing
+    /// but the acknowledgements of its writes, so the standby's status goes on the control
+    /// channel only.
+    pub(super) fn receive(&self, conn: &mut Conn, hello: &Hello) -> Result<(), String> {
+        let channel = hello.channel;
+        let mut unsynced = false;
+        // A SYNC write wanting a durable acknowledgement, with more writes already buffered
+        // behind it (the primary pipelines them): one sync and one acknowledgement for them
+        // all, which covers every write before it on this connection.
+        let mut pending_ack: Option<PendingAck> = None;
+        loop {
+            if self.shutdown.load(Ordering::Acquire) {
+                conn.refuse(ErrorMessage::new(
+                    ErrorCode::ShuttingDown,
+                    "the standby is shutting down or changing its role",
+                ));
+                return Ok(());
+            }
+            // Sync what was streamed (or acknowledged on receipt) once the primary pauses
+            // (nothing more is buffered), and tell it how far this standby is.
+            if unsynced && !conn.has_buffered_message() {
+                let durable = self
+                    .redo
+                    .sync_received()
+                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                unsynced = false;
+                if let Some(ack) = pending_ack.take() {
+                    ack.send(conn, durable.offset)?;
+                }
+                if channel == proto::Channel::Control {
+                    conn.send(&self.status_message(), Duration::from_secs(10))
+                        .map_err(|error| error.to_string())?;
+                }
+            }
+            let message =
+                match conn.recv(Some(Duration::from_millis(if unsynced { 1 } else { 1000 }))) {
+                    Ok(message) => message,
+                    Err(ConnError::TimedOut(_)) => continue,
+                    Err(ConnError::Closed) => return Ok(()),
+                    Err(ConnError::Protocol(error)) => {
+                        let message = format!("malformed redo transport frame: {error}");
+                        conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                        return Err(message);
+                    }
+                    Err(error) => return Err(error.to_string()),
+                };
+            self.heard.lock().at = Some(Instant::now());
+            // A newer incarnation has been adopted (or learned of) since this connection's
+            // hello: its primary has been failed over; nothing more of it is taken.
+            let _following = self.following.read();
+            let newest = self.newest_known.load(Ordering::Acquire);
+            if newest > hello.incarnation {
+                let message = format!(
+                    "this standby now follows incarnation {newest}; the primary '{}' of incarnation {} has been failed over",
+                    hello.member, hello.incarnation
+                );
+                conn.refuse(ErrorMessage {
+                    code: ErrorCode::NewerIncarnation,
+                    message: message.clone(),
+                    incarnation: newest,
+                    primary: self.heard.lock().primary_member.clone().unwrap_or_default(),
+                });
+                return Err(message);
+            }
+            if channel == proto::Channel::Archive
+                && !matches!(message, Message::ArchiveChunk(_) | Message::Error(_))
+            {
+                let message = format!(
+                    "unexpected {:?} on an archive connection (it carries whole logs only)",
+                    message.kind()
+                );
+                conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                return Err(message);
+            }
+            if let Some(ack) = &pending_ack
+                && !matches!(&message, Message::Write(write) if write.ack == proto::AckWanted::Durable)
+            {
+                // Anything else is answered after the writes before it are acknowledged.
+                let durable = self
+                    .redo
+                    .sync_received()
+                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                ack.send(conn, durable.offset)?;
+                pending_ack = None;
+            }
+            match message {
+                Message::Write(write) => {
+                    let kind = match write.kind {
+                        proto::WriteKind::Units => WriteKind::Units,
+                        proto::WriteKind::OpenHeader => WriteKind::OpenHeader,
+                        proto::WriteKind::ClosedHeader => WriteKind::ClosedHeader,
+                    };
+                    self.wait_for_preceding(&write, kind);
+                    let received =
+                        self.redo.receive(LogSeq(write.seq), write.offset, kind, &write.bytes);
+                    {
+                        let _received = self.received.lock();
+                        self.arrived.notify_all();
+                    }
+                    let received = match received {
+                        Ok(received) => received,
+                        Err(error) => {
+                            let message = error.to_string();
+                            conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                            return Err(message);
+                        }
+                    };
+                    self.redo.note_primary_durable(Scn(write.primary_durable_scn));
+                    {
+                        let mut heard = self.heard.lock();
+                        heard.received_scn = heard.received_scn.max(Scn(write.last_scn));
+                        heard.note(Scn(write.last_scn), write.primary_time_us);
+                        heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
+                    }
+                    match write.ack {
+                        proto::AckWanted::Durable
+                            if conn.has_buffered_message()
+                                && pending_ack
+                                    .as_ref()
+                                    .is_none_or(|ack| ack.writes < ACK_GROUP_MAX) =>
+                        {
+                            let writes = pending_ack.as_ref().map_or(0, |ack| ack.writes) + 1;
+                            pending_ack = Some(PendingAck {
+                                write_id: write.write_id,
+                                seq: write.seq,
+                                closed_end: received
+                                    .closed
+                                    .is_some()
+                                    .then_some(received.end_offset),
+                                writes,
+                            });
+                            unsynced = true;
+                        }
+                        proto::AckWanted::Durable => {
+                            pending_ack = None;
+                            let durable = self
+                                .redo
+                                .sync_received()
+                                .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                            unsynced = false;
+                            PendingAck {
+                                write_id: write.write_id,
+                                seq: write.seq,
+                                closed_end: received
+                                    .closed
+                                    .is_some()
+                                    .then_some(received.end_offset),
+                                writes: 1,
+                            }
+                            .send(conn, durable.offset)?;
+                        }
+                        proto::AckWanted::Received => {
+                            unsynced = true;
+                            conn.send(
+                                &Message::Ack(proto::Ack {
+                                    write_id: write.write_id,
+                                    seq: write.seq,
+                                    end_offset: received.end_offset,
+                                    durable: false,
+                                }),
+                                Duration::from_secs(10),
+                            )
+                            .map_err(|error| error.to_string())?;
+                        }
+                        proto::AckWanted::None => unsynced = true,
+                    }
+                }
+                Message::Heartbeat(beat) => {
+                    self.redo.note_primary_durable(Scn(beat.durable_scn));
+                    {
+                        let mut heard = self.heard.lock();
+                        heard.primary_time_us = beat.primary_time_us;
+                        heard.current_scn = Scn(beat.current_scn);
+                        heard.durable_scn = Scn(beat.durable_scn);
+                        heard.transport_lag_us = beat.transport_lag_us;
+                        heard.caught_up = beat.caught_up;
+                        heard.observer = (!beat.observer.is_empty()).then(|| beat.observer.clone());
+                        heard.note(Scn(beat.current_scn), beat.primary_time_us);
+                    }
+                    self.redo
+                        .sync_received()
+                        .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                    unsynced = false;
+                    conn.send(&self.status_message(), Duration::from_secs(10))
+                        .map_err(|error| error.to_string())?;
+                }
+                Message::ArchiveChunk(chunk) => {
+                    match self.redo.receive_archive_chunk(
+                        LogSeq(chunk.seq),
+                        chunk.offset,
+                        chunk.total_len,
+                        &chunk.bytes,
+                    ) {
+                        Ok(complete) => {
+                            if complete {
+                                conn.send(
+                                    &Message::ArchiveAck(proto::ArchiveAck {
+                                        seq: chunk.seq,
+                                        complete: true,
+                                    }),
+                                    Duration::from_secs(10),
+                                )
+                                .map_err(|error| error.to_string())?;
+                            }
+                        }
+                        Err(error) => {
+                            let message = error.to_string();
+                            conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                            return Err(message);
+                        }
+                    }
+                }
+                Message::Error(error) => {
+                    return Err(format!("the primary reported: {}", error.message));
+                }
+                other => {
+                    let message = format!("unexpected {:?} from the primary", other.kind());
+                    conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                    return Err(message);
+                }
+            }
+        }
+    }
+}
+
+/// Most SYNC writes one acknowledgement is held back for (their sync is shared).
+const ACK_GROUP_MAX: u32 = 64;
+
+/// A durable acknowledgement: sent once the standby logs are synced, at once or held back
+/// while the writes behind it are received.
+struct PendingAck {
+    write_id: u64,
+    seq: u64,
+    /// Where the log ends, if the write closed it.
+    closed_end: Option<u64>,
+    writes: u32,
+}
+
+impl PendingAck {
+    /// Sends it once the standby logs are synced through `durable_offset` of the current log.
+    fn send(&self, conn: &mut Conn, durable_offset: u64) -> Result<(), String> {
+        conn.send(
+            &Message::Ack(proto::Ack {
+                write_id: self.write_id,
+                seq: self.seq,
+                end_offset: self.closed_end.unwrap_or(durable_offset),
+                durable: true,
+            }),
+            Duration::from_secs(10),
+        )
+        .map_err(|error| error.to_string())
+    }
+}
