@@ -244,3 +244,57 @@ fn a_primary_that_lost_its_tail_makes_the_standby_drop_it() {
     standby.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// A standby's acknowledgement of a SYNC AFFIRM write leaves before real-time apply is woken:
+/// `sync_received_then` runs it with the end published (the standby's position never reads
+/// below what it acknowledged) and only then wakes the readers waiting for redo.
+#[test]
+fn a_standby_acknowledges_before_it_wakes_its_readers() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "acknowledge before waking");
+    let primary_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    primary.commit(&payload_for(1, 2000), IMMEDIATE_WAIT).unwrap();
+    let standby = Arc::new(
+        RedoLog::open_standby(standby_config(), Arc::new(CrashDisk::new()), Metrics::new())
+            .unwrap(),
+    );
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    let header = primary.read_log_bytes(LogSeq(1), 0, 4096).unwrap();
+    standby.receive(LogSeq(1), 0, ship::WriteKind::OpenHeader, &header).unwrap();
+    let units = primary.read_log_bytes(LogSeq(1), 8192, 4096).unwrap();
+    let received = standby.receive(LogSeq(1), 8192, ship::WriteKind::Units, &units).unwrap();
+    let before = standby.durable_addr();
+    assert!(before.offset < received.end_offset, "units are durable only once synced");
+    // A reader waiting for more redo than `before`, as real-time apply does.
+    let ready = Arc::new(AtomicBool::new(false));
+    let woken = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (standby, ready, woken) = (standby.clone(), ready.clone(), woken.clone());
+        std::thread::spawn(move || {
+            ready.store(true, Ordering::Release);
+            let started = std::time::Instant::now();
+            standby.wait_for_redo(before, Duration::from_secs(20));
+            woken.store(true, Ordering::Release);
+            started.elapsed()
+        })
+    };
+    wait_until("the reader waits", || ready.load(Ordering::Acquire));
+    std::thread::sleep(Duration::from_millis(50));
+    let acknowledged = standby
+        .sync_received_then(|durable| {
+            assert_eq!(durable.offset, received.end_offset, "all received is durable");
+            assert_eq!(standby.durable_addr(), durable, "published before the acknowledgement");
+            // Long enough for a woken reader to have run.
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!woken.load(Ordering::Acquire), "the reader ran before the acknowledgement");
+            durable
+        })
+        .unwrap();
+    let waited = reader.join().unwrap();
+    assert!(woken.load(Ordering::Acquire));
+    assert!(waited < Duration::from_secs(10), "the reader was woken, not timed out: {waited:?}");
+    assert_eq!(acknowledged, standby.durable_addr());
+    standby.shutdown().unwrap();
+    primary.shutdown().unwrap();
+}

@@ -352,18 +352,39 @@ impl RedoLog {
 
     /// Makes everything received durable; returns the durable end of the log being received.
     pub fn sync_received(&self) -> Result<RedoAddr> {
+        self.sync_received_then(|durable| durable)
+    }
+
+    /// As `sync_received`, and then `acknowledge` with the durable end: after the end is
+    /// published (so that this standby's position never reads below what it acknowledged),
+    /// and before the readers waiting for it (real-time apply) are woken. A woken reader could
+    /// otherwise take the CPU before the acknowledgement leaves, on the path of every SYNC
+    /// AFFIRM commit of the primary.
+    pub fn sync_received_then<T>(&self, acknowledge: impl FnOnce(RedoAddr) -> T) -> Result<T> {
         self.standby_only()?;
         let shared = &self.shared;
-        let receiving = shared.standby.lock();
-        let addr = shared.durable_addr();
-        let group = shared.table.lock().find(addr.seq);
-        if let Some(group) = group
-            && receiving.written_end > addr.offset
-        {
-            shared.sync_members(group)?;
-            self.publish_received(addr.seq, receiving.written_end);
+        let published = {
+            let receiving = shared.standby.lock();
+            let addr = shared.durable_addr();
+            let group = shared.table.lock().find(addr.seq);
+            if let Some(group) = group
+                && receiving.written_end > addr.offset
+            {
+                shared.sync_members(group)?;
+                *shared.durable_addr.lock() =
+                    RedoAddr { seq: addr.seq, offset: receiving.written_end };
+                true
+            } else {
+                false
+            }
+        };
+        let acknowledged = acknowledge(shared.durable_addr());
+        if published {
+            // The end changed under the lock a reader checks it with before it waits
+            // (`wait_for_redo`): a reader either saw the new end or is waiting now.
+            shared.redo_arrived.notify_all();
         }
-        Ok(shared.durable_addr())
+        Ok(acknowledged)
     }
 
     fn check_header(

@@ -87,14 +87,13 @@ impl Inner {
             // Sync what was streamed (or acknowledged on receipt) once the primary pauses
             // (nothing more is buffered), and tell it how far this standby is.
             if unsynced && !conn.has_buffered_message() {
-                let durable = self
-                    .redo
-                    .sync_received()
-                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                let ack = pending_ack.take();
+                self.redo
+                    .sync_received_then(|durable| {
+                        ack.map_or(Ok(()), |ack| ack.send(conn, durable.offset))
+                    })
+                    .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 unsynced = false;
-                if let Some(ack) = pending_ack.take() {
-                    ack.send(conn, durable.offset)?;
-                }
                 if channel == proto::Channel::Control {
                     conn.send(&self.status_message(), Duration::from_secs(10))
                         .map_err(|error| error.to_string())?;
@@ -144,11 +143,9 @@ impl Inner {
                 && !matches!(&message, Message::Write(write) if write.ack == proto::AckWanted::Durable)
             {
                 // Anything else is answered after the writes before it are acknowledged.
-                let durable = self
-                    .redo
-                    .sync_received()
-                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
-                ack.send(conn, durable.offset)?;
+                self.redo
+                    .sync_received_then(|durable| ack.send(conn, durable.offset))
+                    .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 pending_ack = None;
             }
             match message {
@@ -201,12 +198,7 @@ impl Inner {
                         }
                         proto::AckWanted::Durable => {
                             pending_ack = None;
-                            let durable = self
-                                .redo
-                                .sync_received()
-                                .map_err(|error| format!("syncing the standby logs: {error}"))?;
-                            unsynced = false;
-                            PendingAck {
+                            let ack = PendingAck {
                                 write_id: write.write_id,
                                 seq: write.seq,
                                 closed_end: received
@@ -214,8 +206,11 @@ impl Inner {
                                     .is_some()
                                     .then_some(received.end_offset),
                                 writes: 1,
-                            }
-                            .send(conn, durable.offset)?;
+                            };
+                            self.redo
+                                .sync_received_then(|durable| ack.send(conn, durable.offset))
+                                .map_err(|error| format!("syncing the standby logs: {error}"))??;
+                            unsynced = false;
                         }
                         proto::AckWanted::Received => {
                             unsynced = true;
