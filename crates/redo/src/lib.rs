@@ -170,6 +170,10 @@ pub(crate) struct Shared {
     pub standby: Mutex<standby::Receiving>,
     /// Signalled with `durable_addr` when more redo is durable (readers that tail wait on it).
     pub redo_arrived: Condvar,
+    /// Readers parked on `redo_arrived` (counted under `durable_addr`'s lock): lets a test
+    /// know a reader is waiting before it publishes.
+    #[cfg(test)]
+    pub redo_waiters: AtomicU64,
     /// A standby's knowledge of its primary: every SCN at or below this is durable there.
     pub primary_confirmed: AtomicU64,
     /// A standby's delayed apply: readers hand out no record above this SCN (u64::MAX: none
@@ -457,7 +461,11 @@ impl RedoLog {
     pub fn wait_for_redo(&self, seen: RedoAddr, timeout: std::time::Duration) {
         let mut addr = self.shared.durable_addr.lock();
         if *addr == seen && !self.shared.is_shut_down() {
+            #[cfg(test)]
+            self.shared.redo_waiters.fetch_add(1, Ordering::SeqCst);
             self.shared.redo_arrived.wait_for(&mut addr, timeout);
+            #[cfg(test)]
+            self.shared.redo_waiters.fetch_sub(1, Ordering::SeqCst);
         }
     }
 

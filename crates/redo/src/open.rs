@@ -184,6 +184,8 @@ impl RedoLog {
             shipper: parking_lot::RwLock::new(None),
             standby: Mutex::new(standby::Receiving::new(opened.open_end)),
             redo_arrived: Condvar::new(),
+            #[cfg(test)]
+            redo_waiters: AtomicU64::new(0),
             primary_confirmed: AtomicU64::new(0),
             apply_horizon: AtomicU64::new(u64::MAX),
             role,

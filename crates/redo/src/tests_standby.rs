@@ -279,8 +279,11 @@ fn a_standby_acknowledges_before_it_wakes_its_readers() {
             started.elapsed()
         })
     };
-    wait_until("the reader waits", || ready.load(Ordering::Acquire));
-    std::thread::sleep(Duration::from_millis(50));
+    // Counted under the lock the end is published with, which the reader holds until it is
+    // parked: from here on a publication finds it waiting.
+    wait_until("the reader waits", || {
+        ready.load(Ordering::Acquire) && standby.shared.redo_waiters.load(Ordering::SeqCst) == 1
+    });
     let acknowledged = standby
         .sync_received_then(|durable| {
             assert_eq!(durable.offset, received.end_offset, "all received is durable");

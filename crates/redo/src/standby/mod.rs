@@ -358,12 +358,15 @@ impl RedoLog {
     /// As `sync_received`, and then `acknowledge` with the durable end: after the end is
     /// published (so that this standby's position never reads below what it acknowledged),
     /// and before the readers waiting for it (real-time apply) are woken. A woken reader could
-    /// otherwise take the CPU before the acknowledgement leaves, on the path of every SYNC
-    /// AFFIRM commit of the primary.
+    /// otherwise take the CPU before the acknowledgement leaves, on the path of the primary's
+    /// SYNC AFFIRM commits. (A write of a log's header still wakes them as it is received:
+    /// once per log.)
     pub fn sync_received_then<T>(&self, acknowledge: impl FnOnce(RedoAddr) -> T) -> Result<T> {
         self.standby_only()?;
         let shared = &self.shared;
-        let published = {
+        // The end as of the sync, read under the receiving lock: another connection may
+        // publish a later log's end before the acknowledgement leaves.
+        let (durable, published) = {
             let receiving = shared.standby.lock();
             let addr = shared.durable_addr();
             let group = shared.table.lock().find(addr.seq);
@@ -371,14 +374,14 @@ impl RedoLog {
                 && receiving.written_end > addr.offset
             {
                 shared.sync_members(group)?;
-                *shared.durable_addr.lock() =
-                    RedoAddr { seq: addr.seq, offset: receiving.written_end };
-                true
+                let durable = RedoAddr { seq: addr.seq, offset: receiving.written_end };
+                *shared.durable_addr.lock() = durable;
+                (durable, true)
             } else {
-                false
+                (addr, false)
             }
         };
-        let acknowledged = acknowledge(shared.durable_addr());
+        let acknowledged = acknowledge(durable);
         if published {
             // The end changed under the lock a reader checks it with before it waits
             // (`wait_for_redo`): a reader either saw the new end or is waiting now.
