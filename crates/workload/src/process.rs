@@ -195,19 +195,19 @@ impl MachineCpu {
     }
 
     /// The first line: `cpu  user nice system idle iowait irq softirq steal guest
-    /// guest_nice`; the first seven count. Steal (the hypervisor ran someone else) is neither
-    /// work here nor idle, and guest time is already inside user and nice.
+    /// guest_nice`. Busy is user through softirq; steal (the hypervisor ran someone else)
+    /// counts in all the time but not as busy; guest time is already inside user and nice.
     pub(crate) fn parse(text: &str) -> anyhow::Result<MachineCpu> {
         let line = text.lines().next().unwrap_or_default();
         let mut fields = line.split_whitespace();
         anyhow::ensure!(fields.next() == Some("cpu"), "/proc/stat begins {line:?}, not \"cpu\"");
         let ticks: Vec<u64> = fields
-            .take(7)
+            .take(8)
             .map(|field| field.parse().with_context(|| format!("/proc/stat: {line:?}")))
             .collect::<anyhow::Result<_>>()?;
         anyhow::ensure!(ticks.len() >= 5, "/proc/stat: too few fields in {line:?}");
         let total: u64 = ticks.iter().sum();
-        let idle = ticks[3] + ticks[4];
+        let idle = ticks[3] + ticks[4] + ticks.get(7).copied().unwrap_or(0);
         let cpus = text
             .lines()
             .filter(|line| {
@@ -237,7 +237,7 @@ mod tests {
 
     #[test]
     fn machine_cpu_reads_proc_stat() {
-        let text = "cpu  100 5 50 800 40 3 2 0 7 0\ncpu0 50 0 25 400 20 1 1 0 0 0\ncpu1 50 5 25 400 20 2 1 0 0 0\nintr 1\n";
+        let text = "cpu  100 5 50 760 40 3 2 40 7 0\ncpu0 50 0 25 400 20 1 1 0 0 0\ncpu1 50 5 25 400 20 2 1 0 0 0\nintr 1\n";
         let cpu = MachineCpu::parse(text).unwrap();
         assert_eq!(cpu, MachineCpu { busy: 160, total: 1000, cpus: 2 });
         let later = MachineCpu { busy: 260, total: 1400, cpus: 2 };

@@ -419,9 +419,9 @@ pub struct TransportCase {
     #[serde(default)]
     pub p50_change_pct: Option<f64>,
     /// redoguard's closed-loop cases: the whole machine's CPU time in use during the load
-    /// (every process and the kernel, from /proc/stat: all but idle and iowait), as a share of
-    /// all its CPUs' time, in %. The clients' work is in it, and the standbys' when they run
-    /// here (loopback and linkemu).
+    /// (every process and the kernel, from /proc/stat: all but idle, iowait and steal), as a
+    /// share of all its CPUs' time, in %. The clients' work is in it, and the standbys' and
+    /// linkemu's when they run here (loopback and linkemu).
     #[serde(default)]
     pub machine_cpu_busy_pct: Option<f64>,
     /// The same CPU time per commit, in µs: `machine_cpus` × 10^6 / it is the most commits a
