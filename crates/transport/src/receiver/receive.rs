@@ -177,6 +177,13 @@ impl Inner {
                         heard.note(Scn(write.last_scn), write.primary_time_us);
                         heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
                     }
+                    // The durable acknowledgement of this write (and of `writes` in all).
+                    let ack_for = |writes| PendingAck {
+                        write_id: write.write_id,
+                        seq: write.seq,
+                        closed_end: received.closed.is_some().then_some(received.end_offset),
+                        writes,
+                    };
                     match write.ack {
                         proto::AckWanted::Durable
                             if conn.has_buffered_message()
@@ -185,28 +192,12 @@ impl Inner {
                                     .is_none_or(|ack| ack.writes < ACK_GROUP_MAX) =>
                         {
                             let writes = pending_ack.as_ref().map_or(0, |ack| ack.writes) + 1;
-                            pending_ack = Some(PendingAck {
-                                write_id: write.write_id,
-                                seq: write.seq,
-                                closed_end: received
-                                    .closed
-                                    .is_some()
-                                    .then_some(received.end_offset),
-                                writes,
-                            });
+                            pending_ack = Some(ack_for(writes));
                             unsynced = true;
                         }
                         proto::AckWanted::Durable => {
                             pending_ack = None;
-                            let ack = PendingAck {
-                                write_id: write.write_id,
-                                seq: write.seq,
-                                closed_end: received
-                                    .closed
-                                    .is_some()
-                                    .then_some(received.end_offset),
-                                writes: 1,
-                            };
+                            let ack = ack_for(1);
                             self.redo
                                 .sync_received_then(|durable| ack.send(conn, durable.offset))
                                 .map_err(|error| format!("syncing the standby logs: {error}"))??;
