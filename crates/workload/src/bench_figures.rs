@@ -685,7 +685,12 @@ mod tests {
             }
         }
         let transport = super::transport(&transport);
-        assert_eq!(transport.panels.len(), 4, "modes, latency, three systems, lag");
+        assert_eq!(
+            transport.panels.len(),
+            11,
+            "modes, latency, three systems, lag; then two of each of quorum, sync-rate and \
+             commit-mode, and the CPU per commit (the full default run has every experiment)"
+        );
     }
 
     /// The figure of the recorded run of the issue 11 experiments alone: two panels for

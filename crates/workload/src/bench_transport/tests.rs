@@ -331,3 +331,19 @@ fn cpu_time_of_this_process_grows() {
     // /proc counts in ticks (10 ms): at least 100 ms less two ticks.
     assert!(after >= before + 0.08, "{before} -> {after}");
 }
+
+/// A report written before the machine CPU columns and `more_targets` still reads, with none
+/// of them.
+#[test]
+fn an_older_report_still_reads() {
+    let old: TransportReport =
+        serde_json::from_str(include_str!("../../../../docs/bench/transport-loopback.json"))
+            .unwrap();
+    assert!(!old.cases.is_empty());
+    assert!(old.cases.iter().all(|case| case.more_targets.is_empty()
+        && case.machine_cpu_busy_pct.is_none()
+        && case.machine_cpus.is_none()));
+    // And the new fields go out only when they say something.
+    let json = serde_json::to_string(&old.cases[0]).unwrap();
+    assert!(!json.contains("more_targets"), "{json}");
+}
