@@ -170,10 +170,15 @@ pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
             .with_context(|| format!("no CPU time in {path}: {text:?}"))
     };
     let total = ticks(11)? + ticks(12)?;
+    Ok(total as f64 / clock_ticks_per_second()?)
+}
+
+/// The unit of /proc's CPU times: clock ticks a second.
+fn clock_ticks_per_second() -> anyhow::Result<f64> {
     // SAFETY: sysconf reads a constant of the system.
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
-    Ok(total as f64 / per_second as f64)
+    Ok(per_second as f64)
 }
 
 /// The whole machine's CPU time so far, from /proc/stat's first line: every process's and the
@@ -222,12 +227,9 @@ impl MachineCpu {
     /// What was used from `before` to this reading: the busy CPU seconds, and their share of
     /// all the CPUs' time (0..=1).
     pub(crate) fn since(&self, before: &MachineCpu) -> anyhow::Result<(f64, f64)> {
-        // SAFETY: sysconf reads a constant of the system.
-        let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        anyhow::ensure!(per_second > 0, "sysconf(_SC_CLK_TCK) gave {per_second}");
         let busy = self.busy.saturating_sub(before.busy);
         let total = self.total.saturating_sub(before.total);
-        Ok((busy as f64 / per_second as f64, busy as f64 / total.max(1) as f64))
+        Ok((busy as f64 / clock_ticks_per_second()?, busy as f64 / total.max(1) as f64))
     }
 }
 

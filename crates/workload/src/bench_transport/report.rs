@@ -16,6 +16,13 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
         .filter(|case| base(case) && case.mode == "no_standby" && case.load == "closed_loop")
         .map(|case| (case.rtt_set_ms, case.clients, case.commits_per_s))
         .collect();
+    // The primary alone's commits/s at a case's RTT and client count, if it ran.
+    let alone_at = |case: &TransportCase| {
+        alone
+            .iter()
+            .find(|(rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
+            .map(|&(_, _, reference)| reference)
+    };
     // The peers' synchronous cases: PostgreSQL `synchronous_commit = on`, Redis `WAIT 1`.
     let peers: Vec<(String, u32, u32, f64)> = cases
         .iter()
@@ -51,10 +58,7 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
                 .collect();
         }
         case.target = match (case.mode.as_str(), case.load.as_str()) {
-            ("async", "closed_loop") => alone
-                .iter()
-                .find(|(rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
-                .map(|&(_, _, reference)| {
+            ("async", "closed_loop") => alone_at(case).map(|reference| {
                     Target::at_least(
                         "ASYNC commits/s >= 0.97 x no_standby commits/s (same RTT and clients)"
                             .into(),
@@ -73,10 +77,7 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
                     1.15,
                 ))
             }
-            ("sync_affirm", "closed_loop") if case.rtt_set_ms == 0 => alone
-                .iter()
-                .find(|(rtt, clients, _)| *rtt == case.rtt_set_ms && *clients == case.clients)
-                .map(|&(_, _, reference)| {
+            ("sync_affirm", "closed_loop") if case.rtt_set_ms == 0 => alone_at(case).map(|reference| {
                     Target::at_least(
                         "SYNC AFFIRM commits/s >= 0.85 x no_standby commits/s (loopback, same clients)"
                             .into(),
