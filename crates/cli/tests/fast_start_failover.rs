@@ -167,13 +167,12 @@ fn a_frozen_primary_acknowledges_nothing_once_the_observer_has_failed_over() {
         .collect();
     std::thread::sleep(Duration::from_millis(800));
     let east = cluster.server("east").pid();
-    // SAFETY: signals to a child this test started.
-    unsafe { libc::kill(east as libc::pid_t, libc::SIGSTOP) };
+    common::freeze(east);
     let frozen = Instant::now();
     let outage = failed_over_to(&cluster, "west", frozen, Duration::from_secs(20));
     let new_primary_took_writes = Instant::now();
     println!("east frozen; west took writes {outage:?} later");
-    unsafe { libc::kill(east as libc::pid_t, libc::SIGCONT) };
+    common::thaw(east);
     // The old primary runs again, its clients still at it: for a few seconds it must not
     // acknowledge a single write.
     std::thread::sleep(Duration::from_secs(4));

@@ -194,14 +194,13 @@ fn auto_compresses_only_while_the_link_is_the_bottleneck() {
     assert!(auto(&pair).is_some_and(|state| state.starts_with("off")), "{:?}", auto(&pair));
     // The standby stops reading: the primary's sends block on a full socket.
     let standby_pid = pair.standby().pid();
-    // SAFETY: signals to a child this test started.
-    unsafe { libc::kill(standby_pid as libc::pid_t, libc::SIGSTOP) };
+    common::freeze(standby_pid);
     let loader = {
         let addr = pair.primary().resp_addr();
         std::thread::spawn(move || load(addr, "hard", 10, 2000))
     };
     std::thread::sleep(Duration::from_secs(3));
-    unsafe { libc::kill(standby_pid as libc::pid_t, libc::SIGCONT) };
+    common::thaw(standby_pid);
     loader.join().unwrap();
     // It switched on (and said so in its log and status): once the standby reads again the
     // link keeps up, so by the time the load has ended it may already have switched off.

@@ -221,14 +221,13 @@ fn async_failover_sets_the_divergent_tail_aside(checkpoint_interval: &'static st
     cluster.wait_applied("west", "east", Duration::from_secs(30));
     // The standby stops receiving; the primary goes on (ASYNC), then is lost.
     let west_pid = cluster.server("west").pid();
-    // SAFETY: signals to a child this test started.
-    unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGSTOP) };
+    common::freeze(west_pid);
     for n in 0..200 {
         set(&mut east, &format!("lost{n}"), "only the old primary has it").unwrap();
     }
     std::thread::sleep(Duration::from_millis(600));
     cluster.kill("east");
-    unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGCONT) };
+    common::thaw(west_pid);
     // As a DBA would: fail over once the standby has seen its primary go (it refuses while
     // the primary is connected to it).
     let gone = common::poll_until(Duration::from_secs(10), || {
@@ -365,12 +364,12 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
     refused(&cluster, &["reinstate", "east"], "is the primary");
     // A standby that lags (stopped: the primary drops it after net_timeout).
     let west_pid = cluster.server("west").pid();
-    unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGSTOP) };
+    common::freeze(west_pid);
     for n in 0..20 {
         set(&mut east, &format!("while stopped {n}"), "x").unwrap();
     }
     refused(&cluster, &["switchover", "--to", "west"], "not ready");
-    unsafe { libc::kill(west_pid as libc::pid_t, libc::SIGCONT) };
+    common::thaw(west_pid);
     // A member that cannot be reached.
     cluster.kill("west");
     refused(&cluster, &["reinstate", "west"], "cannot be reached");

@@ -448,6 +448,41 @@ pub fn poll_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool 
     true
 }
 
+/// Stops process `pid` (a child the test started) with SIGSTOP and returns once every one of
+/// its threads is stopped. `kill` returns before that: the kernel wakes one thread to take
+/// the signal, and only when it runs does it stop the others. Until then, on a loaded
+/// machine for milliseconds, the rest go on running (a standby's receiver acknowledging
+/// redo sent after the "freeze", say).
+pub fn freeze(pid: u32) {
+    // SAFETY: a signal to a child this test started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+    wait_until(Duration::from_secs(10), &format!("process {pid} to stop"), || {
+        all_threads_stopped(pid)
+    });
+}
+
+/// Lets a process stopped by [`freeze`] run again.
+pub fn thaw(pid: u32) {
+    // SAFETY: a signal to a child this test started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+}
+
+/// Whether every thread of `pid` is in the stopped state (`T`, `/proc/PID/task/TID/stat`).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // The state follows the command name, which is in parentheses and may hold any byte.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if !matches!(state, Some('T' | 't')) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 /// The seed of a test's randomness: `REDOGUARD_TEST_SEED` if set (to replay a failure),
 /// else the clock. The test prints it.
 pub fn seed() -> u64 {
