@@ -29,7 +29,7 @@ impl Drop for Reaped {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    workload::ports::free_port().expect("a free port")
 }
 
 #[test]

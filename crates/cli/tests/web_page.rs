@@ -382,7 +382,7 @@ fn the_observer_page_shows_the_configuration_and_a_lost_primary() {
         roles_support::Cluster::start(roles_support::ClusterConfig::pair_with_observer());
     // The observer again, now with its page on a port of its own.
     cluster.kill_observer("obs1");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = workload::ports::free_port().unwrap();
     let path = cluster.config_path("obs1");
     let text = std::fs::read_to_string(&path).unwrap();
     let with_page = text.replacen(

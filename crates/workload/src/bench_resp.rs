@@ -97,11 +97,6 @@ pub(crate) fn ensure_redis(progress: &mut dyn FnMut(&str)) -> Result<(), String>
     }
 }
 
-/// A TCP port that was free on this host's loopback a moment ago.
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// A redis-server this process started; killed when dropped.
 pub(crate) struct RedisServer {
     child: Child,
@@ -115,7 +110,7 @@ impl RedisServer {
             Command::new("redis-server"),
             || Command::new("redis-cli"),
             &["127.0.0.1"],
-            free_port()?,
+            crate::ports::free_port()?,
             dir,
             &["--auto-aof-rewrite-percentage", "0"],
         )

@@ -13,4 +13,5 @@ pub mod client;
 pub mod demo;
 pub mod interrupt;
 mod network;
+pub mod ports;
 pub mod process;

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -106,19 +106,10 @@ pub struct Ports {
     pub redo: u16,
 }
 
-/// A port free now and never handed out before in this process: the kernel may give the same
-/// ephemeral port to two binds in a row once the first is closed, and a configuration that
-/// names one address twice is refused.
+/// A port free now and never handed out before in this process, below the kernel's
+/// ephemeral range (see `workload::ports`).
 fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
-        }
-    }
+    workload::ports::free_port().expect("a free port")
 }
 
 /// The members, in one temporary directory (deleted at the end, after the servers are killed).

@@ -50,8 +50,8 @@ use linkemu::Side;
 use super::pgbench::pgbench;
 use super::process::{Daemon, run_bounded, run_ok, wait_until};
 use super::{Bench, ExternalCase, KEYS, POSTGRESQL_BIN, START_TIMEOUT, VALUE_BYTES};
-use crate::bench_resp::free_port;
 use crate::network::Network;
+use crate::ports::free_port;
 
 /// Installs Debian's postgresql-15 if its programs are missing.
 pub(super) fn ensure_postgresql(progress: &mut dyn FnMut(&str)) -> Result<(), String> {

@@ -37,8 +37,9 @@ use linkemu::Side;
 use super::load::set_load;
 use super::process::{run_ok, wait_until};
 use super::{Bench, ExternalCase, KEYS, START_TIMEOUT, VALUE_BYTES, WAIT_TIMEOUT_MS};
-use crate::bench_resp::{RedisServer, free_port};
+use crate::bench_resp::RedisServer;
 use crate::network::Network;
+use crate::ports::free_port;
 
 /// A redis-cli on one side asking 127.0.0.1:`port` for `INFO replication`.
 fn redis_info(network: &Network, side: Side, port: u16) -> anyhow::Result<String> {

@@ -12,7 +12,7 @@ use super::{
     Bench, Case, FAILOVER_LIMIT, Place, SITE_PRIMARY, SITE_STANDBY, SITE_WATCH, Sample, Spawned,
     System, measure_event, wait_until,
 };
-use crate::bench_resp::free_port;
+use crate::ports::free_port;
 use crate::process::{ServerProcess, status_at};
 
 /// The configuration's name: the Sentinel master name clients ask for.

@@ -16,7 +16,8 @@ use super::{
     Bench, Case, FAILOVER_LIMIT, Place, SITE_PRIMARY, SITE_STANDBY, SITE_WATCH, Sample, Spawned,
     System, measure_event, wait_until,
 };
-use crate::bench_resp::{RedisServer, free_port, have};
+use crate::bench_resp::{RedisServer, have};
+use crate::ports::free_port;
 
 /// The master name the Sentinels monitor.
 const MASTER: &str = "bench";

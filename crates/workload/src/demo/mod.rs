@@ -674,10 +674,7 @@ fn top_wait_deltas(
 
 /// A free port on loopback (for the members' fixed addresses in the configuration form).
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")
-        .context("finding a free port")?
-        .local_addr()?
-        .port())
+    crate::ports::free_port().context("finding a free port")
 }
 
 /// `addr` as `127.0.0.1:port`.

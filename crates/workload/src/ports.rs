@@ -1,0 +1,92 @@
+//! Ports for the fixed addresses a configuration names before its servers start (the demo's
+//! members, the benchmarks' servers and peers, the integration tests' clusters).
+//!
+//! A port found free by binding port 0 comes from the kernel's ephemeral range, the range that
+//! every outgoing connection on the host takes its local port from. Between that check and the
+//! server's own bind, any connection may take it, and the server then fails with "Address
+//! already in use". [`free_port`] picks below the ephemeral range instead, where the kernel
+//! hands out no port by itself, and never gives one port twice in a process (a server stopped
+//! and started again keeps its port, and one configuration must not name one address twice).
+
+use std::collections::HashSet;
+use std::net::TcpListener;
+use std::sync::Mutex;
+
+use rand::Rng;
+
+/// Ports below the ephemeral range that [`free_port`] picks from (at most).
+const SPAN: u16 = 16_384;
+/// The lowest port it picks (above the well-known and most registered service ports).
+const LOWEST: u16 = 10_000;
+/// Where the kernel's ephemeral range starts, if it cannot be read (Linux's default).
+const DEFAULT_EPHEMERAL_START: u16 = 32_768;
+
+/// Ports this process has handed out.
+static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// A TCP port free on loopback now, outside the kernel's ephemeral range when the range leaves
+/// room below it, and not handed out before by this process.
+pub fn free_port() -> std::io::Result<u16> {
+    let start = ephemeral_start().unwrap_or(DEFAULT_EPHEMERAL_START);
+    let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let given = given.get_or_insert_with(HashSet::new);
+    if let Some((low, high)) = below(start) {
+        let mut rng = rand::rng();
+        for _ in 0..1000 {
+            let port = rng.random_range(low..high);
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.insert(port);
+                return Ok(port);
+            }
+        }
+    }
+    // No room below the range (or nothing free there): the kernel's choice.
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        if given.insert(port) {
+            return Ok(port);
+        }
+    }
+}
+
+/// The ports `[low, high)` to pick from below an ephemeral range starting at `start`, if there
+/// are at least 1024 of them.
+fn below(start: u16) -> Option<(u16, u16)> {
+    let low = start.saturating_sub(SPAN).max(LOWEST);
+    (start >= low.saturating_add(1024)).then_some((low, start))
+}
+
+/// The first port of the kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`).
+fn ephemeral_start() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_come_from_below_the_ephemeral_range_and_never_twice() {
+        let start = ephemeral_start().unwrap_or(DEFAULT_EPHEMERAL_START);
+        let mut seen = HashSet::new();
+        for _ in 0..200 {
+            let port = free_port().unwrap();
+            assert!(seen.insert(port), "port {port} handed out twice");
+            if below(start).is_some() {
+                assert!((LOWEST..start).contains(&port), "{port} is not below {start}");
+            }
+            // Free when handed out.
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_span_below_the_range_is_bounded() {
+        assert_eq!(below(32_768), Some((16_384, 32_768)));
+        assert_eq!(below(20_000), Some((10_000, 20_000)));
+        // Too little room: the kernel's choice instead.
+        assert_eq!(below(10_500), None);
+        assert_eq!(below(1024), None);
+    }
+}
