@@ -41,11 +41,25 @@ fn load(addr: SocketAddr, prefix: &str, clients: usize, per_client: usize) {
     }
 }
 
+/// The primary's compression counts for the standby (they add up over its connections).
+/// Compression is agreed per connection: if the connection was lost and is being made again
+/// (ASYNC under Maximum Performance reconnects on its own), this waits for it, and prints the
+/// logs that say why it was lost.
 fn primary_counts(pair: &Pair) -> CompressionCounts {
-    let status = pair.primary().status();
-    let compression = destination(&status).compression.clone().expect("compression in status");
-    assert!(compression.active, "the standby takes compressed frames: {compression:?}");
-    compression.counts
+    let compression = || {
+        let status = pair.primary().status();
+        destination(&status).compression.clone().expect("compression in status")
+    };
+    let mut now = compression();
+    if !now.active {
+        println!("the connection to the standby was being made again:\n{}", pair.logs());
+        common::poll_until(Duration::from_secs(30), || {
+            now = compression();
+            now.active
+        });
+    }
+    assert!(now.active, "the standby takes compressed frames: {now:?}\n{}", pair.logs());
+    now.counts
 }
 
 fn standby_counts(pair: &Pair) -> CompressionCounts {

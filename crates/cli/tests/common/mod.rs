@@ -467,7 +467,8 @@ pub fn thaw(pid: u32) {
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
 }
 
-/// Whether every thread of `pid` is in the stopped state (`T`, `/proc/PID/task/TID/stat`).
+/// Whether every thread of `pid` is stopped (`T`, `/proc/PID/task/TID/stat`) or is exiting
+/// (`Z`, `X`: a runtime's idle thread may end meanwhile).
 fn all_threads_stopped(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     let mut any = false;
@@ -475,7 +476,7 @@ fn all_threads_stopped(pid: u32) -> bool {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
         // The state follows the command name, which is in parentheses and may hold any byte.
         let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-        if !matches!(state, Some('T' | 't')) {
+        if !matches!(state, Some('T' | 't' | 'Z' | 'X')) {
             return false;
         }
         any = true;
