@@ -100,8 +100,13 @@ impl ShipCursor {
     pub fn next_shipment(&mut self, log: &crate::RedoLog, max_bytes: usize) -> Result<Shipment> {
         let block = u64::from(log.config().block_size);
         let first_unit = crate::format::first_unit_offset(log.config().block_size);
+        // The writer's position is read before the log is looked up, once: at a switch the
+        // next log is in the group table before the position moves into it, and a position
+        // read after the lookup could already be in the log the lookup did not yet see
+        // written ("not available" for a log that is only being opened).
+        let written = log.written_addr();
         let Some(extent) = log.log_extent(self.next.seq) else {
-            if self.next.seq > log.written_addr().seq {
+            if self.next.seq > written.seq {
                 return Ok(Shipment::CaughtUp);
             }
             return Err(crate::RedoError::LogNotAvailable { seq: self.next.seq });

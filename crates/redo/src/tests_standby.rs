@@ -301,3 +301,42 @@ fn a_standby_acknowledges_before_it_wakes_its_readers() {
     standby.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// A sender that reads the files keeps up with log switches: at a switch the next log is in
+/// the group table before the writer's position moves into it, and a cursor polling there
+/// must find "caught up", never "log not available" (which ends a standby's session). One
+/// thread commits through many switches; the other follows with a cursor, as an ASYNC
+/// destination reading the files does, and ends with every byte the primary wrote.
+#[test]
+fn a_cursor_following_the_writer_through_log_switches_never_finds_a_log_missing() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "cursor through switches");
+    let disk = CrashDisk::new();
+    let primary = open_on(&disk, &small_config(Path::new("/db"))).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committer = {
+        let primary = primary.clone();
+        let done = done.clone();
+        std::thread::spawn(move || {
+            for n in 0..1500u64 {
+                primary.commit(&payload_for(n, 3000), IMMEDIATE_WAIT).unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Release);
+        })
+    };
+    let mut cursor = ship::ShipCursor::new(RedoAddr { seq: LogSeq(1), offset: 0 });
+    let mut shipped = 0u64;
+    loop {
+        let finished = done.load(std::sync::atomic::Ordering::Acquire);
+        match cursor.next_shipment(&primary, 20_000) {
+            Ok(ship::Shipment::Write { bytes, .. }) => shipped += bytes.len() as u64,
+            Ok(ship::Shipment::CaughtUp) if finished => break,
+            Ok(ship::Shipment::CaughtUp) => std::hint::spin_loop(),
+            Err(error) => panic!("after {shipped} bytes, at {:?}: {error}", cursor),
+        }
+    }
+    committer.join().unwrap();
+    assert_eq!(cursor.next, primary.written_addr(), "the cursor ends where the writer does");
+    let switches = primary.metrics().stat("redo log switches").get();
+    assert!(switches > 50, "only {switches} log switches ({shipped} bytes shipped)");
+    primary.shutdown().unwrap();
+}
