@@ -1,6 +1,7 @@
 //! A standby's side, fed in process: every write makes byte-identical archives, a late
-//! standby catches up from online and archived logs, garbage is refused, and a primary that
-//! lost its tail makes the standby drop it.
+//! standby catches up from online and archived logs, garbage is refused, a primary that
+//! lost its tail makes the standby drop it, and a ship cursor reading the primary's files
+//! keeps up with its log switches.
 
 use std::path::Path;
 use std::sync::Arc;
