@@ -8,7 +8,7 @@
 //! hands out no port by itself, and never gives one port twice in a process (a server stopped
 //! and started again keeps its port, and one configuration must not name one address twice).
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::net::TcpListener;
 use std::sync::Mutex;
 
@@ -22,14 +22,13 @@ const LOWEST: u16 = 10_000;
 const DEFAULT_EPHEMERAL_START: u16 = 32_768;
 
 /// Ports this process has handed out.
-static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
 /// A TCP port free on loopback now, outside the kernel's ephemeral range when the range leaves
 /// room below it, and not handed out before by this process.
 pub fn free_port() -> std::io::Result<u16> {
     let start = ephemeral_start().unwrap_or(DEFAULT_EPHEMERAL_START);
     let mut given = GIVEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let given = given.get_or_insert_with(HashSet::new);
     if let Some((low, high)) = below(start) {
         let mut rng = rand::rng();
         for _ in 0..1000 {
@@ -69,7 +68,7 @@ mod tests {
     #[test]
     fn ports_come_from_below_the_ephemeral_range_and_never_twice() {
         let start = ephemeral_start().unwrap_or(DEFAULT_EPHEMERAL_START);
-        let mut seen = HashSet::new();
+        let mut seen = BTreeSet::new();
         for _ in 0..200 {
             let port = free_port().unwrap();
             assert!(seen.insert(port), "port {port} handed out twice");
