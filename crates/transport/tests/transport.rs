@@ -322,6 +322,50 @@ fn a_streaming_async_standby_takes_writes_in_batches_and_reports_all_of_them() {
     standby.stop();
 }
 
+/// An ASYNC write waits in the queue for others to share its send (up to 4 ms). It is redo
+/// the standby lacks all that time, so the transport lag must count it: a status that shows
+/// a committed write not yet acknowledged never shows a lag of 0, whether the write is
+/// queued, in the sender's hands or sent.
+#[test]
+fn a_queued_async_write_counts_in_the_transport_lag() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "queued lag");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    primary.set("first", "1");
+    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    let transport = primary.transport.as_ref().unwrap();
+    let (mut lacking, mut unsent) = (0, 0);
+    for n in 0..400 {
+        primary.set(&format!("k{n}"), "v");
+        let durable = primary.db.redo().durable_addr();
+        let status = &transport.status()[0];
+        if status.acknowledged < durable {
+            lacking += 1;
+            assert!(
+                status.transport_lag_s > 0.0,
+                "commit {n}: the standby lacks redo (acknowledged {}, durable {durable}, sent {}) but the lag is 0",
+                status.acknowledged,
+                status.sent
+            );
+        }
+        if status.sent < durable {
+            unsent += 1;
+        }
+        if n % 40 == 0 {
+            // A quiet spell: the next write goes alone, at once.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    // The loop saw writes waiting in the queue (the case this test is about).
+    assert!(unsent > 0, "no status showed a write not yet sent ({lacking} lacking)");
+    primary.stop();
+    standby.stop();
+}
+
 #[test]
 fn a_primary_of_another_database_is_refused_on_both_sides() {
     let _watchdog = Watchdog::new(Duration::from_secs(60), "wrong database");

@@ -99,8 +99,8 @@ pub struct DestinationStatus {
     /// The standby holds everything before this durably.
     pub acknowledged: RedoAddr,
     pub applied_scn: Scn,
-    /// Age of the oldest redo sent and not yet acknowledged, in seconds of primary time (0
-    /// when the standby has everything).
+    /// Age of the oldest redo the standby lacks that is queued for it or sent and not yet
+    /// acknowledged, in seconds of primary time (0 when the standby has everything).
     pub transport_lag_s: f64,
     /// The standby's apply lag, as it last reported it.
     pub apply_lag_s: f64,
@@ -211,6 +211,11 @@ struct Destination {
     config: RwLock<Arc<DestinationConfig>>,
     state: Mutex<State>,
     queue: Mutex<Queue>,
+    /// When the oldest of the writes the sender has taken from `queue` and not yet recorded
+    /// as sent (`State::unacked`) was written; 0 when it holds none. Set under the queue's
+    /// lock as it takes them, cleared once they are recorded: `transport_lag_us` sees every
+    /// write in one of the three places.
+    in_hand_us: AtomicU64,
     /// Signalled (with `queue`) when there is something for the control thread to do.
     wake: Condvar,
     /// The SYNC connection, once synchronized, with the `sync_epoch` it was installed in: the
@@ -295,8 +300,27 @@ impl Destination {
         }
     }
 
-    fn transport_lag_us(&self, state: &State) -> u64 {
-        state.unacked.front().map_or(0, |&(_, time_us)| now_unix_us().saturating_sub(time_us))
+    /// Age of the oldest redo the standby lacks that is still queued for the sender (an
+    /// ASYNC destination's writes wait there up to `ASYNC_SEND_INTERVAL` for others to share
+    /// their send), in the sender's hands, or sent and not yet acknowledged: redo a failover
+    /// to it would lose. 0 when it has everything.
+    ///
+    /// Reads the queue, then the sender's hands, then the state, one lock after the other
+    /// (the sender waits on the queue's lock with the state's taken inside it, so the state's
+    /// must not be held here). A write the sender takes meanwhile is seen in the next place
+    /// read: it is in its hands from the moment it leaves the queue until it is recorded as
+    /// sent. One acknowledged meanwhile still counts from the first (the lag is overstated
+    /// for that instant, never understated).
+    fn transport_lag_us(&self) -> u64 {
+        let queued = self.queue.lock().writes.front().map(|write| write.time_us);
+        let in_hand = Some(self.in_hand_us.load(Ordering::Acquire)).filter(|&time_us| time_us > 0);
+        let in_flight = self.state.lock().unacked.front().map(|&(_, time_us)| time_us);
+        queued
+            .into_iter()
+            .chain(in_hand)
+            .chain(in_flight)
+            .min()
+            .map_or(0, |time_us| now_unix_us().saturating_sub(time_us))
     }
 }
 
@@ -421,6 +445,7 @@ impl PrimaryTransport {
                         sync_in_flight: VecDeque::new(),
                     }),
                     queue: Mutex::new(Queue::default()),
+                    in_hand_us: AtomicU64::new(0),
                     wake: Condvar::new(),
                     sync_send: Mutex::new(None),
                     sync_recv: Mutex::new(None),
@@ -712,6 +737,7 @@ impl Inner {
 
     fn status_of(&self, destination: &Destination) -> DestinationStatus {
         let config = destination.config();
+        let transport_lag_us = destination.transport_lag_us();
         let state = destination.state.lock();
         DestinationStatus {
             name: destination.name.clone(),
@@ -729,7 +755,7 @@ impl Inner {
             sent: state.sent,
             acknowledged: state.acknowledged,
             applied_scn: state.applied_scn,
-            transport_lag_s: destination.transport_lag_us(&state) as f64 / 1e6,
+            transport_lag_s: transport_lag_us as f64 / 1e6,
             apply_lag_s: state.apply_lag_us as f64 / 1e6,
             rtt_us: state.rtt_us,
             send_buffer_bytes: state.send_buffer_bytes,

@@ -191,6 +191,7 @@ impl Inner {
             state.acknowledged = next;
             state.applied_scn = Scn(position.applied_scn);
             state.unacked.clear();
+            destination.in_hand_us.store(0, Ordering::Release);
             state.last_heard = Some(Instant::now());
             state.gaps = gaps.iter().copied().collect();
         }

@@ -50,6 +50,8 @@ impl Inner {
                 if continues(front, *next) {
                     let write = queue.writes.pop_front().expect("front");
                     queue.bytes -= write.bytes.len();
+                    // In the sender's hands until recorded as sent (`transport_lag_us`).
+                    destination.in_hand_us.store(write.time_us.max(1), Ordering::Release);
                     found.push(write);
                 }
                 break;
@@ -131,6 +133,7 @@ impl Inner {
                     true,
                 )?;
             }
+            destination.in_hand_us.store(0, Ordering::Release);
             return Ok(());
         }
         let messages: Vec<Message> =
@@ -146,6 +149,8 @@ impl Inner {
                 state.unacked.push_back((end, write.time_us));
             }
         }
+        drop(state);
+        destination.in_hand_us.store(0, Ordering::Release);
         Ok(())
     }
 

@@ -155,10 +155,8 @@ impl Inner {
         conn: &mut Conn,
     ) -> Result<(), String> {
         let durable = self.redo.durable_addr();
-        let (lag, phase) = {
-            let state = destination.state.lock();
-            (destination.transport_lag_us(&state), state.phase)
-        };
+        let lag = destination.transport_lag_us();
+        let phase = destination.state.lock().phase;
         let beat = proto::Heartbeat {
             primary_time_us: now_unix_us(),
             current_scn: self.redo.next_scn().prev().0,
