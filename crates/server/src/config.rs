@@ -455,6 +455,10 @@ mod tests {
                 "[redo]\nlog_buffer_size = \"64MiB\"\n[[replication.destinations]]\nname = \"s\"\naddress = \"127.0.0.1:1\"",
                 "redo.log_buffer_size",
             ),
+            (
+                "[[replication.destinations]]\nname = \"s\"\naddress = \"127.0.0.1:1\"\ntcp_congestion = \"BBR v2\"",
+                "replication.destinations[0].tcp_congestion",
+            ),
         ] {
             let error = ServerConfig::parse(text).unwrap().validate().unwrap_err();
             assert!(error.to_string().starts_with(field), "{text}: {error}");

@@ -244,6 +244,40 @@ impl Conn {
         socket.set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
     }
 
+    /// Sets the socket's TCP congestion control (`TCP_CONGESTION`), before anything is sent
+    /// on it. The error says what the kernel has, or what an unprivileged process may use.
+    pub fn set_congestion(&self, name: &str) -> Result<(), String> {
+        let socket = socket2::SockRef::from(self.stream.socket());
+        socket.set_tcp_congestion(name.as_bytes()).map_err(|error| {
+            let listed = |what: &str| {
+                std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{what}_congestion_control"))
+                    .map_or_else(|_| "unknown".to_string(), |list| list.trim().to_string())
+            };
+            match error.raw_os_error() {
+                Some(libc::ENOENT) => format!(
+                    "the kernel has no TCP congestion control {name:?} (it has: {}; a module, \
+                     tcp_{name}, may add it)",
+                    listed("available")
+                ),
+                Some(libc::EPERM) => format!(
+                    "TCP congestion control {name:?} is not permitted to this process: without \
+                     CAP_NET_ADMIN it may use only what net.ipv4.tcp_allowed_congestion_control \
+                     lists ({})",
+                    listed("allowed")
+                ),
+                _ => format!("setting TCP congestion control {name:?}: {error}"),
+            }
+        })
+    }
+
+    /// The socket's TCP congestion control, if the kernel says.
+    pub fn congestion(&self) -> Option<String> {
+        let socket = socket2::SockRef::from(self.stream.socket());
+        let name = socket.tcp_congestion().ok()?;
+        let end = name.iter().position(|&byte| byte == 0).unwrap_or(name.len());
+        Some(String::from_utf8_lossy(&name[..end]).into_owned()).filter(|name| !name.is_empty())
+    }
+
     /// Lets a blocking send return (and `poll` say writable) only once fewer than `bytes` of
     /// what was sent are still unsent in the socket (`TCP_NOTSENT_LOWAT`); what is in flight
     /// on the link does not count. A connection that shares work with others then takes its

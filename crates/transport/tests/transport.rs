@@ -141,6 +141,7 @@ fn destination(address: String, transport: Transport) -> DestinationConfig {
         max_failure: 0,
         send_buffer: transport::BufferSize::Default,
         bandwidth: None,
+        tcp_congestion: None,
         max_send: 256 << 10,
         compression: transport::Compression::None,
         compression_level: 1,
@@ -362,6 +363,49 @@ fn a_queued_async_write_counts_in_the_transport_lag() {
     }
     // The loop saw writes waiting in the queue (the case this test is about).
     assert!(unsent > 0, "no status showed a write not yet sent ({lacking} lacking)");
+    primary.stop();
+    standby.stop();
+}
+
+/// `tcp_congestion` sets the redo connections' congestion control; status says which the
+/// kernel uses. One the kernel lacks fails the connection with an error that names it.
+#[test]
+fn a_destination_s_tcp_congestion_is_used_and_a_missing_one_named() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "tcp congestion");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        DestinationConfig {
+            tcp_congestion: Some("reno".into()),
+            ..destination(standby.address(), Transport::Async)
+        },
+    );
+    primary.set("first", "1");
+    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    let status = &primary.transport.as_ref().unwrap().status()[0];
+    assert_eq!(status.tcp_congestion.as_deref(), Some("reno"));
+    primary.stop();
+
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        DestinationConfig {
+            tcp_congestion: Some("nosuchcc".into()),
+            ..destination(standby.address(), Transport::Async)
+        },
+    );
+    let transport = primary.transport.as_ref().unwrap();
+    wait_until("the connection fails", Duration::from_secs(20), || {
+        transport.status()[0].last_error.is_some()
+    });
+    let status = &transport.status()[0];
+    let error = status.last_error.as_deref().unwrap();
+    assert!(
+        error.contains("the kernel has no TCP congestion control \"nosuchcc\" (it has: "),
+        "{error}"
+    );
+    assert_ne!(status.phase, Phase::Streaming);
     primary.stop();
     standby.stop();
 }

@@ -170,6 +170,10 @@ pub struct TransportArgs {
     /// measure what TLS costs against a run without.
     #[arg(long)]
     pub tls: bool,
+    /// The TCP congestion control of redoguard's redo connections (the destinations'
+    /// `tcp_congestion`: `cubic`, `bbr`, `reno`, …); default: the host's
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
     /// Directory on the file system for the servers' data (a temporary directory is created
     /// inside it and removed).
     #[arg(long, default_value = ".")]
@@ -297,6 +301,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 async_cpu_commits_per_s: args.async_cpu_rate,
                 external: !args.no_external,
                 tls: args.tls,
+                tcp_congestion: args.tcp_congestion,
             };
             let started = std::time::Instant::now();
             let report = workload::bench_transport::run(&config, |step| {

@@ -113,6 +113,11 @@ pub struct DestinationConfig {
     /// The link's bandwidth, for `send_buffer = "auto"` (e.g. `"1gbit"`).
     #[serde(default)]
     pub bandwidth: Option<String>,
+    /// The TCP congestion control of the connections that carry redo to it (`TCP_CONGESTION`:
+    /// `"cubic"`, `"bbr"`, `"reno"`, any the kernel has). Default: none, the host's
+    /// (`net.ipv4.tcp_congestion_control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
     /// Largest piece of redo sent in one message. Bounds: 64 KiB..=64 MiB. Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
@@ -231,6 +236,11 @@ impl DestinationConfig {
         {
             return invalid(field("bandwidth"), error);
         }
+        if let Some(name) = &self.tcp_congestion
+            && let Err(error) = check_congestion_name(name)
+        {
+            return invalid(field("tcp_congestion"), error);
+        }
         if self.send_buffer == BufferSize::Auto && self.bandwidth.is_none() {
             return invalid(
                 field("send_buffer"),
@@ -239,4 +249,18 @@ impl DestinationConfig {
         }
         Ok(())
     }
+}
+
+/// A name the kernel could know as a congestion control: 1 to 15 of `a-z`, `0-9`, `_`, `-`
+/// (`TCP_CA_NAME_MAX` is 16 with the NUL). Whether this kernel has it is known only when a
+/// connection asks for it: the error then lists what it has.
+pub fn check_congestion_name(name: &str) -> Result<(), String> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+    if name.is_empty() || name.len() > 15 || !name.chars().all(allowed) {
+        return Err(format!(
+            "{name:?} is not a congestion control's name (1 to 15 of a-z, 0-9, _ and -, as \
+             net.ipv4.tcp_available_congestion_control lists them)"
+        ));
+    }
+    Ok(())
 }

@@ -49,6 +49,9 @@ pub struct MemberConfig {
     pub send_buffer: BufferSize,
     #[serde(default)]
     pub bandwidth: Option<String>,
+    /// As a destination: see `DestinationConfig::tcp_congestion`. Default: the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_congestion: Option<String>,
     /// Default: 1 MiB.
     #[serde(default = "default_max_send", with = "units::serde_human::size")]
     pub max_send: u64,
@@ -85,6 +88,7 @@ impl MemberConfig {
             max_failure: self.max_failure,
             send_buffer: self.send_buffer,
             bandwidth: self.bandwidth.clone(),
+            tcp_congestion: self.tcp_congestion.clone(),
             max_send: self.max_send,
             compression: self.compression,
             compression_level: self.compression_level,

@@ -12,6 +12,7 @@ mod standby;
 
 pub use destination::{
     BufferSize, DestinationConfig, DestinationState, MAX_CONNECTIONS, Transport,
+    check_congestion_name,
 };
 pub use fast_start::{FastStartFailoverConfig, OBSERVERS_MAX, ObserverEntry};
 pub use member::{MEMBERS_MAX, MemberConfig};

@@ -106,6 +106,10 @@ pub struct DestinationStatus {
     pub apply_lag_s: f64,
     pub rtt_us: Option<u64>,
     pub send_buffer_bytes: Option<u64>,
+    /// The TCP congestion control of the control connection, as the kernel says (the
+    /// destination's `tcp_congestion`, or the host's default).
+    #[serde(default)]
+    pub tcp_congestion: Option<String>,
     pub bytes_sent: u64,
     /// Seconds since the standby was last heard from.
     pub last_heard_s: Option<f64>,
@@ -186,6 +190,7 @@ struct State {
     unacked: VecDeque<(RedoAddr, u64)>,
     rtt_us: Option<u64>,
     send_buffer_bytes: Option<u64>,
+    tcp_congestion: Option<String>,
     bytes_sent: u64,
     last_heard: Option<Instant>,
     gaps: Vec<LogSeq>,
@@ -436,6 +441,7 @@ impl PrimaryTransport {
                         unacked: VecDeque::new(),
                         rtt_us: None,
                         send_buffer_bytes: None,
+                        tcp_congestion: None,
                         bytes_sent: 0,
                         last_heard: None,
                         gaps: Vec::new(),
@@ -759,6 +765,7 @@ impl Inner {
             apply_lag_s: state.apply_lag_us as f64 / 1e6,
             rtt_us: state.rtt_us,
             send_buffer_bytes: state.send_buffer_bytes,
+            tcp_congestion: state.tcp_congestion.clone(),
             bytes_sent: state.bytes_sent,
             last_heard_s: state.last_heard.map(|at| at.elapsed().as_secs_f64()),
             gaps: state.gaps.clone(),

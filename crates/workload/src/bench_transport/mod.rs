@@ -213,6 +213,9 @@ pub struct TransportConfig {
     pub external: bool,
     /// Redo transport over mutual TLS (a test CA and certificates made for the run).
     pub tls: bool,
+    /// The TCP congestion control of redoguard's redo connections (the destinations'
+    /// `tcp_congestion`); none: the host's.
+    pub tcp_congestion: Option<String>,
 }
 
 impl TransportConfig {
@@ -238,6 +241,10 @@ impl TransportConfig {
             self.log_file_size
         );
         anyhow::ensure!(!self.experiments.is_empty(), "experiments: give at least one");
+        if let Some(name) = &self.tcp_congestion {
+            transport::config::check_congestion_name(name)
+                .map_err(|error| anyhow::anyhow!("tcp-congestion: {error}"))?;
+        }
         for (name, rtts) in
             [("quorum-rtts", &self.quorum_rtts_ms), ("sync-rate-rtts", &self.sync_rate_rtts_ms)]
         {
@@ -481,6 +488,10 @@ pub struct TransportReport {
     /// redoguard cases that failed or whose figures are not valid: a bug to look at.
     pub failures: Vec<String>,
     pub elapsed_s: f64,
+    /// The TCP congestion control of redoguard's redo connections: the one given, or the
+    /// host's default (`net.ipv4.tcp_congestion_control`), and which.
+    #[serde(default)]
+    pub tcp_congestion: String,
 }
 
 /// Runs every case; see the module documentation.
@@ -512,6 +523,14 @@ pub fn run(
         skipped: Vec::new(),
         failures: Vec::new(),
         elapsed_s: 0.0,
+        tcp_congestion: match &config.tcp_congestion {
+            Some(name) => format!("{name} (given)"),
+            None => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+                .map_or_else(
+                    |_| "the host's default (unknown)".to_string(),
+                    |name| format!("{} (the host's default)", name.trim()),
+                ),
+        },
     };
 
     let networks = crate::network::networks_for(

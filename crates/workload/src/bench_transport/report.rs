@@ -220,6 +220,13 @@ pub fn render(report: &TransportReport) -> String {
         "bench transport: {:.0} s per case, files in {} ({}), {:.0} s in all",
         report.duration_s, report.dir, report.filesystem, report.elapsed_s
     );
+    if !report.tcp_congestion.is_empty() {
+        let _ = writeln!(
+            out,
+            "TCP congestion control of redoguard's redo connections: {}",
+            report.tcp_congestion
+        );
+    }
     let _ = writeln!(out, "physical limits (no server running):");
     let _ = writeln!(
         out,

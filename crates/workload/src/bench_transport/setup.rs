@@ -138,6 +138,7 @@ pub(super) fn primary_config(
     mode: Mode,
     log_file_size: u64,
     standbys: &[Option<SocketAddr>],
+    tcp_congestion: Option<&str>,
 ) -> String {
     let mut text = format!(
         "# Written by `redoguard bench transport`.\n[redo]\nlog_file_size = {log_file_size}\ngroups = 3\n"
@@ -163,6 +164,9 @@ pub(super) fn primary_config(
         text.push_str(&format!(
             "[[replication.destinations]]\nname = \"{name}\"\naddress = \"{address}\"\ntransport = \"{transport}\"\naffirm = {affirm}\nnet_timeout = \"{NET_TIMEOUT}\"\nreopen = \"500ms\"\n"
         ));
+        if let Some(congestion) = tcp_congestion {
+            text.push_str(&format!("tcp_congestion = \"{congestion}\"\n"));
+        }
     }
     text
 }
@@ -282,8 +286,9 @@ impl Bench<'_> {
         }
         let redo: Vec<Option<SocketAddr>> =
             standbys.iter().map(|standby| standby.redo_addr).collect();
-        let primary_text = primary_config(mode, log_file_size, &redo)
-            + &if standbys.is_empty() { String::new() } else { tls_section("primary")? };
+        let primary_text =
+            primary_config(mode, log_file_size, &redo, self.config.tcp_congestion.as_deref())
+                + &if standbys.is_empty() { String::new() } else { tls_section("primary")? };
         let primary = match server(Side::A, "primary", primary_text) {
             Ok(primary) => primary,
             Err(error) => {

@@ -140,16 +140,22 @@ fn cases_sort_side_by_side() {
 fn configurations_parse_as_the_server_reads_them() {
     let standby: SocketAddr = "198.18.0.2:7000".parse().unwrap();
     for mode in MODES {
-        let text = primary_config(mode, 64 << 20, &[Some(standby)]);
+        let text = primary_config(mode, 64 << 20, &[Some(standby)], None);
         let config = server::ServerConfig::parse(&text).unwrap();
         config.validate().unwrap();
         assert_eq!(config.replication.destinations.len(), usize::from(mode != Mode::NoStandby));
     }
+    // A congestion control given goes on each destination.
+    let text = primary_config(Mode::Async, 64 << 20, &[Some(standby)], Some("cubic"));
+    let config = server::ServerConfig::parse(&text).unwrap();
+    config.validate().unwrap();
+    assert_eq!(config.replication.destinations[0].tcp_congestion.as_deref(), Some("cubic"));
     let second: SocketAddr = "198.18.0.2:7001".parse().unwrap();
     let text = primary_config(
         Mode::SyncAffirmTwo(Quorum::Default),
         64 << 20,
         &[Some(standby), Some(second)],
+        None,
     );
     let config = server::ServerConfig::parse(&text).unwrap();
     config.validate().unwrap();
@@ -159,8 +165,12 @@ fn configurations_parse_as_the_server_reads_them() {
     // The quorum keys go in [replication], before the destinations; a server that does not
     // know them yet refuses them by name (and the benchmark says "needs sync_quorum").
     for quorum in [Quorum::All, Quorum::AnyOne] {
-        let text =
-            primary_config(Mode::SyncAffirmTwo(quorum), 64 << 20, &[Some(standby), Some(second)]);
+        let text = primary_config(
+            Mode::SyncAffirmTwo(quorum),
+            64 << 20,
+            &[Some(standby), Some(second)],
+            None,
+        );
         let keys = sync_quorum_keys(quorum);
         assert!(text.contains(&format!("protection_mode = \"maximum_availability\"\n{keys}[[")));
         let parsed = server::ServerConfig::parse(&text)
@@ -199,6 +209,7 @@ fn config_bounds_are_named() {
         async_cpu_commits_per_s: 2000.0,
         tls: false,
         external: true,
+        tcp_congestion: None,
     };
     assert_eq!(good.all_rtts_ms(), [0, 10, 25, 50, 2, 5, 20]);
     let only_cpu = TransportConfig { experiments: vec![Experiment::AsyncCpu], ..good.clone() };
@@ -226,6 +237,10 @@ fn config_bounds_are_named() {
     assert!(
         message(TransportConfig { log_file_size: 1000, ..good.clone() })
             .starts_with("log-file-size")
+    );
+    assert!(
+        message(TransportConfig { tcp_congestion: Some("Cubic!".into()), ..good.clone() })
+            .starts_with("tcp-congestion: \"Cubic!\" is not a congestion control's name")
     );
     assert!(message(TransportConfig { clients: vec![], ..good }).starts_with("clients"));
 }

@@ -52,6 +52,10 @@ impl Inner {
         let conn = Conn::connect(&config.address, config.net_timeout, fixed, PAYLOAD_MAX)
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         let rtt = started.elapsed();
+        if let Some(name) = &config.tcp_congestion {
+            conn.set_congestion(name)
+                .map_err(|error| format!("connecting to {}: {error}", config.address))?;
+        }
         let mut send_buffer = fixed;
         if sized
             && config.send_buffer == BufferSize::Auto

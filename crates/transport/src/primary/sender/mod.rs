@@ -187,6 +187,7 @@ impl Inner {
             state.phase = Phase::CatchingUp;
             state.rtt_us = Some(rtt.as_micros() as u64);
             state.send_buffer_bytes = send_buffer;
+            state.tcp_congestion = conn.congestion();
             state.sent = next;
             state.acknowledged = next;
             state.applied_scn = Scn(position.applied_scn);
