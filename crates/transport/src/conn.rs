@@ -139,6 +139,20 @@ impl Conn {
         send_buffer: Option<u64>,
         payload_max: usize,
     ) -> Result<Conn, ConnError> {
+        Conn::connect_with(address, timeout, send_buffer, None, payload_max)
+    }
+
+    /// As `connect`, with the TCP congestion control given (or the host's), set before the
+    /// handshake: the kernel sets a connection up for its congestion control when it is made
+    /// (BBR turns on pacing; ECN is negotiated then), and a name it lacks then fails before
+    /// any packet is sent.
+    pub fn connect_with(
+        address: &str,
+        timeout: Duration,
+        send_buffer: Option<u64>,
+        congestion: Option<&str>,
+        payload_max: usize,
+    ) -> Result<Conn, ConnError> {
         let target = address.to_socket_addrs()?.next().ok_or_else(|| {
             std::io::Error::new(ErrorKind::NotFound, format!("{address} resolves to no address"))
         })?;
@@ -149,6 +163,9 @@ impl Conn {
         )?;
         if let Some(bytes) = send_buffer {
             socket.set_send_buffer_size(bytes as usize)?;
+        }
+        if let Some(name) = congestion {
+            set_congestion(&socket, name).map_err(std::io::Error::other)?;
         }
         socket.connect_timeout(&target.into(), timeout)?;
         Ok(Conn::new(socket.into(), payload_max)?)
@@ -242,32 +259,6 @@ impl Conn {
     pub fn set_send_buffer(&self, bytes: u64) -> std::io::Result<()> {
         let socket = socket2::SockRef::from(self.stream.socket());
         socket.set_send_buffer_size(usize::try_from(bytes).unwrap_or(usize::MAX))
-    }
-
-    /// Sets the socket's TCP congestion control (`TCP_CONGESTION`), before anything is sent
-    /// on it. The error says what the kernel has, or what an unprivileged process may use.
-    pub fn set_congestion(&self, name: &str) -> Result<(), String> {
-        let socket = socket2::SockRef::from(self.stream.socket());
-        socket.set_tcp_congestion(name.as_bytes()).map_err(|error| {
-            let listed = |what: &str| {
-                std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{what}_congestion_control"))
-                    .map_or_else(|_| "unknown".to_string(), |list| list.trim().to_string())
-            };
-            match error.raw_os_error() {
-                Some(libc::ENOENT) => format!(
-                    "the kernel has no TCP congestion control {name:?} (it has: {}; a module, \
-                     tcp_{name}, may add it)",
-                    listed("available")
-                ),
-                Some(libc::EPERM) => format!(
-                    "TCP congestion control {name:?} is not permitted to this process: without \
-                     CAP_NET_ADMIN it may use only what net.ipv4.tcp_allowed_congestion_control \
-                     lists ({})",
-                    listed("allowed")
-                ),
-                _ => format!("setting TCP congestion control {name:?}: {error}"),
-            }
-        })
     }
 
     /// The socket's TCP congestion control, if the kernel says.
@@ -715,4 +706,29 @@ mod tests {
         sender.join().unwrap();
         assert!(matches!(conn.recv(Some(timeout)), Err(ConnError::Closed)));
     }
+}
+
+/// Sets a socket's TCP congestion control (`TCP_CONGESTION`). The error says what the kernel
+/// has, or what may be keeping this process from using it.
+fn set_congestion(socket: &socket2::Socket, name: &str) -> Result<(), String> {
+    socket.set_tcp_congestion(name.as_bytes()).map_err(|error| {
+        let listed = |what: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{what}_congestion_control"))
+                .map_or_else(|_| "unknown".to_string(), |list| list.trim().to_string())
+        };
+        match error.raw_os_error() {
+            Some(libc::ENOENT) => format!(
+                "the kernel has no TCP congestion control {name:?} (it has: {}; a module, \
+                 tcp_{name}, may add it)",
+                listed("available")
+            ),
+            Some(libc::EPERM) => format!(
+                "TCP congestion control {name:?} is not permitted to this process: without \
+                 CAP_NET_ADMIN it may use only what net.ipv4.tcp_allowed_congestion_control \
+                 lists ({}), and a route's `congctl lock` forbids any other",
+                listed("allowed")
+            ),
+            _ => format!("setting TCP congestion control {name:?}: {error}"),
+        }
+    })
 }

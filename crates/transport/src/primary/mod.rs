@@ -312,10 +312,16 @@ impl Destination {
     ///
     /// Reads the queue, then the sender's hands, then the state, one lock after the other
     /// (the sender waits on the queue's lock with the state's taken inside it, so the state's
-    /// must not be held here). A write the sender takes meanwhile is seen in the next place
-    /// read: it is in its hands from the moment it leaves the queue until it is recorded as
-    /// sent. One acknowledged meanwhile still counts from the first (the lag is overstated
-    /// for that instant, never understated).
+    /// must not be held here). A queued write the sender takes meanwhile is seen in the next
+    /// place read: it is in its hands from the moment it leaves the queue until it is
+    /// recorded as sent. One acknowledged meanwhile still counts from the first (the lag is
+    /// overstated for that instant).
+    ///
+    /// Not counted: writes that were never queued. Those are a disconnected destination's
+    /// (its lag is that of what was in flight when the connection ended; its phase says it
+    /// is not streaming, and the standby adds the primary's silence to the lag it reports),
+    /// and those read from the files after the queue overflowed or on catch-up, counted
+    /// only once sent.
     fn transport_lag_us(&self) -> u64 {
         let queued = self.queue.lock().writes.front().map(|write| write.time_us);
         let in_hand = Some(self.in_hand_us.load(Ordering::Acquire)).filter(|&time_us| time_us > 0);

@@ -49,13 +49,15 @@ impl Inner {
             _ => None,
         };
         let started = Instant::now();
-        let conn = Conn::connect(&config.address, config.net_timeout, fixed, PAYLOAD_MAX)
-            .map_err(|error| format!("connecting to {}: {error}", config.address))?;
+        let conn = Conn::connect_with(
+            &config.address,
+            config.net_timeout,
+            fixed,
+            config.tcp_congestion.as_deref(),
+            PAYLOAD_MAX,
+        )
+        .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         let rtt = started.elapsed();
-        if let Some(name) = &config.tcp_congestion {
-            conn.set_congestion(name)
-                .map_err(|error| format!("connecting to {}: {error}", config.address))?;
-        }
         let mut send_buffer = fixed;
         if sized
             && config.send_buffer == BufferSize::Auto
