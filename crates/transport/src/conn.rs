@@ -642,6 +642,31 @@ fn tls_io_error(error: std::io::Error, who: &str, expected: &str, timeout: Durat
     ConnError::Io(error)
 }
 
+/// Sets a socket's TCP congestion control (`TCP_CONGESTION`). The error says what the kernel
+/// has, or what may be keeping this process from using it.
+fn set_congestion(socket: &socket2::Socket, name: &str) -> Result<(), String> {
+    socket.set_tcp_congestion(name.as_bytes()).map_err(|error| {
+        let listed = |what: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{what}_congestion_control"))
+                .map_or_else(|_| "unknown".to_string(), |list| list.trim().to_string())
+        };
+        match error.raw_os_error() {
+            Some(libc::ENOENT) => format!(
+                "the kernel has no TCP congestion control {name:?} (it has: {}; a module, \
+                 tcp_{name}, may add it)",
+                listed("available")
+            ),
+            Some(libc::EPERM) => format!(
+                "TCP congestion control {name:?} is not permitted to this process: without \
+                 CAP_NET_ADMIN it may use only what net.ipv4.tcp_allowed_congestion_control \
+                 lists ({}), and a route's `congctl lock` forbids any other",
+                listed("allowed")
+            ),
+            _ => format!("setting TCP congestion control {name:?}: {error}"),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::TcpListener;
@@ -706,29 +731,4 @@ mod tests {
         sender.join().unwrap();
         assert!(matches!(conn.recv(Some(timeout)), Err(ConnError::Closed)));
     }
-}
-
-/// Sets a socket's TCP congestion control (`TCP_CONGESTION`). The error says what the kernel
-/// has, or what may be keeping this process from using it.
-fn set_congestion(socket: &socket2::Socket, name: &str) -> Result<(), String> {
-    socket.set_tcp_congestion(name.as_bytes()).map_err(|error| {
-        let listed = |what: &str| {
-            std::fs::read_to_string(format!("/proc/sys/net/ipv4/tcp_{what}_congestion_control"))
-                .map_or_else(|_| "unknown".to_string(), |list| list.trim().to_string())
-        };
-        match error.raw_os_error() {
-            Some(libc::ENOENT) => format!(
-                "the kernel has no TCP congestion control {name:?} (it has: {}; a module, \
-                 tcp_{name}, may add it)",
-                listed("available")
-            ),
-            Some(libc::EPERM) => format!(
-                "TCP congestion control {name:?} is not permitted to this process: without \
-                 CAP_NET_ADMIN it may use only what net.ipv4.tcp_allowed_congestion_control \
-                 lists ({}), and a route's `congctl lock` forbids any other",
-                listed("allowed")
-            ),
-            _ => format!("setting TCP congestion control {name:?}: {error}"),
-        }
-    })
 }
