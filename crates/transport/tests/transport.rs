@@ -396,6 +396,50 @@ fn a_queued_async_write_counts_in_the_transport_lag() {
     standby.stop();
 }
 
+/// A standby that is down lacks every write made meanwhile: the primary's transport lag for
+/// it grows from the first of them (it read 0 while nothing had been in flight when the
+/// connection ended), and falls back to 0 once the standby is back and has caught up.
+#[test]
+fn a_disconnected_destination_s_lag_grows_and_clears_once_caught_up() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "disconnected lag");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    primary.ship_to(
+        ProtectionMode::MaximumPerformance,
+        destination(standby.address(), Transport::Async),
+    );
+    primary.set("first", "1");
+    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    let transport = primary.transport.as_ref().unwrap();
+    let durable = primary.db.redo().durable_addr();
+    wait_until("everything acknowledged", Duration::from_secs(20), || {
+        let status = &transport.status()[0];
+        status.acknowledged >= durable && status.transport_lag_s == 0.0
+    });
+    let address = standby.address();
+    let dir = standby.stop();
+    wait_until("the primary sees the standby gone", Duration::from_secs(20), || {
+        primary.phase() != Phase::Streaming
+    });
+    primary.set("while down", "1");
+    let first = transport.status()[0].transport_lag_s;
+    assert!(first > 0.0, "a write the standby lacks, but the lag is {first}");
+    std::thread::sleep(Duration::from_millis(300));
+    let later = transport.status()[0].transport_lag_s;
+    assert!(
+        later >= first + 0.25,
+        "the lag did not grow while the standby was down: {first} then {later}"
+    );
+    let standby = Standby::open_in(dir, &address);
+    let durable = primary.db.redo().durable_addr();
+    wait_until("the standby is back and has everything", Duration::from_secs(60), || {
+        let status = &transport.status()[0];
+        status.acknowledged >= durable && status.transport_lag_s == 0.0
+    });
+    primary.stop();
+    standby.stop();
+}
+
 #[test]
 fn a_destination_s_tcp_congestion_is_used_and_a_missing_one_named() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "tcp congestion");

@@ -317,11 +317,10 @@ impl Destination {
     /// recorded as sent. One acknowledged meanwhile still counts from the first (the lag is
     /// overstated for that instant).
     ///
-    /// Not counted: writes that were never queued. Those are a disconnected destination's
-    /// (its lag is that of what was in flight when the connection ended; its phase says it
-    /// is not streaming, and the standby adds the primary's silence to the lag it reports),
-    /// and those read from the files after the queue overflowed or on catch-up, counted
-    /// only once sent.
+    /// A write that is not queued (the destination is disconnected, or its queue overflowed)
+    /// is recorded with the sent ones by the log writer when none is (`Inner::ship`), and a
+    /// new connection retires only what the standby says it holds: a destination that is
+    /// down shows the age of the oldest redo it lacks, growing.
     fn transport_lag_us(&self) -> u64 {
         let queued = self.queue.lock().writes.front().map(|write| write.time_us);
         let in_hand = Some(self.in_hand_us.load(Ordering::Acquire)).filter(|&time_us| time_us > 0);

@@ -163,6 +163,7 @@ impl Inner {
             }
             drop(state);
             let mut queue = destination.queue.lock();
+            let mut queued = false;
             if !queue.overflowed {
                 if queue.bytes + write.bytes.len() > QUEUE_BYTES_MAX {
                     // The sender is behind by more than the queue holds: it reads the online
@@ -173,10 +174,21 @@ impl Inner {
                 } else {
                     queue.bytes += write.bytes.len();
                     queue.writes.push_back(write.clone());
+                    queued = true;
                 }
             }
             if !queue.lingering || queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES {
                 destination.wake.notify_all();
+            }
+            drop(queue);
+            if !queued {
+                // Not queued (disconnected, or the queue overflowed): it will be read from the
+                // files. Until the standby has it, it counts in the transport lag from now,
+                // unless older redo the standby lacks already does.
+                let mut state = destination.state.lock();
+                if state.unacked.is_empty() {
+                    state.unacked.push_back((end, write.time_us));
+                }
             }
         }
         if sent.is_empty()

@@ -191,7 +191,8 @@ impl Inner {
             state.sent = next;
             state.acknowledged = next;
             state.applied_scn = Scn(position.applied_scn);
-            state.unacked.clear();
+            // What the standby holds is retired; what it lacks keeps counting in the lag.
+            state.unacked.retain(|&(end, _)| end > next);
             destination.in_hand_us.store(0, Ordering::Release);
             state.last_heard = Some(Instant::now());
             state.gaps = gaps.iter().copied().collect();
