@@ -160,6 +160,14 @@ fn destination(address: String, transport: Transport) -> DestinationConfig {
     }
 }
 
+/// Ships to `destination` (ASYNC) under Maximum Performance, commits once, and waits until the
+/// destination streams.
+fn start_streaming(primary: &mut Primary, destination: DestinationConfig) {
+    primary.ship_to(ProtectionMode::MaximumPerformance, destination);
+    primary.set("first", "1");
+    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+}
+
 fn wait_until(what: &str, limit: Duration, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !condition() {
@@ -288,12 +296,7 @@ fn a_streaming_async_standby_takes_writes_in_batches_and_reports_all_of_them() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "async batches");
     let standby = Standby::open();
     let mut primary = Primary::open();
-    primary.ship_to(
-        ProtectionMode::MaximumPerformance,
-        destination(standby.address(), Transport::Async),
-    );
-    primary.set("first", "1");
-    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    start_streaming(&mut primary, destination(standby.address(), Transport::Async));
     let value = "b".repeat(200);
     std::thread::scope(|scope| {
         for session in 0..8 {
@@ -349,12 +352,7 @@ fn a_queued_async_write_counts_in_the_transport_lag() {
         Arc::new(redo::crashdisk::CrashDisk::new()),
     );
     let mut primary = Primary::open_on(Arc::new(redo::crashdisk::CrashDisk::new()));
-    primary.ship_to(
-        ProtectionMode::MaximumPerformance,
-        destination(standby.address(), Transport::Async),
-    );
-    primary.set("first", "1");
-    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    start_streaming(&mut primary, destination(standby.address(), Transport::Async));
     let transport = primary.transport.as_ref().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let (mut checked, mut queued_behind_acknowledged) = (0, 0);
@@ -404,12 +402,7 @@ fn a_disconnected_destination_s_lag_grows_and_clears_once_caught_up() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "disconnected lag");
     let standby = Standby::open();
     let mut primary = Primary::open();
-    primary.ship_to(
-        ProtectionMode::MaximumPerformance,
-        destination(standby.address(), Transport::Async),
-    );
-    primary.set("first", "1");
-    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
+    start_streaming(&mut primary, destination(standby.address(), Transport::Async));
     let transport = primary.transport.as_ref().unwrap();
     let durable = primary.db.redo().durable_addr();
     wait_until("everything acknowledged", Duration::from_secs(20), || {
@@ -445,15 +438,13 @@ fn a_destination_s_tcp_congestion_is_used_and_a_missing_one_named() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "tcp congestion");
     let standby = Standby::open();
     let mut primary = Primary::open();
-    primary.ship_to(
-        ProtectionMode::MaximumPerformance,
+    start_streaming(
+        &mut primary,
         DestinationConfig {
             tcp_congestion: Some("reno".into()),
             ..destination(standby.address(), Transport::Async)
         },
     );
-    primary.set("first", "1");
-    wait_until("streaming", Duration::from_secs(20), || primary.phase() == Phase::Streaming);
     let status = &primary.transport.as_ref().unwrap().status()[0];
     assert_eq!(status.tcp_congestion.as_deref(), Some("reno"));
     primary.stop();
