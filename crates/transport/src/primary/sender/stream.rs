@@ -135,17 +135,8 @@ impl Inner {
                     && !queue.overflowed
                     && broken.lock().is_none()
                 {
-                    // Synchronized or streaming, whatever needs this thread wakes it (a write
-                    // to send, a gap request, a broken connection, a change of settings, the
-                    // primary stopping): it wakes by itself only for the next heartbeat. Other
-                    // phases look again shortly (a SYNC destination waits to synchronize).
-                    let mut wait = if synchronized || streaming {
-                        HEARTBEAT_INTERVAL
-                            .saturating_sub(last_sent.elapsed())
-                            .max(Duration::from_millis(1))
-                    } else {
-                        Duration::from_millis(20)
-                    };
+                    let mut wait =
+                        if synchronized { HEARTBEAT_INTERVAL } else { Duration::from_millis(20) };
                     if let Some(until) = linger_until {
                         // The log writer does not wake this thread for each write meanwhile.
                         wait = wait.min(until.saturating_duration_since(Instant::now()));
