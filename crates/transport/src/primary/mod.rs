@@ -317,10 +317,11 @@ impl Destination {
     /// recorded as sent. One acknowledged meanwhile still counts from the first (the lag is
     /// overstated for that instant).
     ///
-    /// A write that is not queued (the destination is disconnected, or its queue overflowed)
-    /// is recorded with the sent ones by the log writer when none is (`Inner::ship`), and a
-    /// new connection retires only what the standby says it holds: a destination that is
-    /// down shows the age of the oldest redo it lacks, growing.
+    /// Redo that leaves the queue unsent (the connection ended, or the queue overflowed), or
+    /// is never queued (the destination is down), is recorded with the sent ones when none
+    /// is, dated by the oldest of it and retired once the standby holds everything written
+    /// by then; a new connection retires only what the standby says it holds. A destination
+    /// that is down shows the age of the oldest redo it lacks, growing.
     fn transport_lag_us(&self) -> u64 {
         let queued = self.queue.lock().writes.front().map(|write| write.time_us);
         let in_hand = Some(self.in_hand_us.load(Ordering::Acquire)).filter(|&time_us| time_us > 0);

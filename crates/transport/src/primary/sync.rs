@@ -163,31 +163,34 @@ impl Inner {
             }
             drop(state);
             let mut queue = destination.queue.lock();
-            let mut queued = false;
+            // The time of the oldest write the standby lacks that is not left in the queue.
+            let mut unqueued = Some(write.time_us);
             if !queue.overflowed {
                 if queue.bytes + write.bytes.len() > QUEUE_BYTES_MAX {
                     // The sender is behind by more than the queue holds: it reads the online
                     // log files from where it is instead (durable by then), then comes back.
+                    unqueued = queue.writes.front().map_or(unqueued, |front| Some(front.time_us));
                     queue.overflowed = true;
                     queue.writes.clear();
                     queue.bytes = 0;
                 } else {
                     queue.bytes += write.bytes.len();
                     queue.writes.push_back(write.clone());
-                    queued = true;
+                    unqueued = None;
                 }
             }
             if !queue.lingering || queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES {
                 destination.wake.notify_all();
             }
             drop(queue);
-            if !queued {
-                // Not queued (disconnected, or the queue overflowed): it will be read from the
-                // files. Until the standby has it, it counts in the transport lag from now,
-                // unless older redo the standby lacks already does.
+            if let Some(time_us) = unqueued {
+                // Not queued (disconnected, or the queue overflowed and dropped what it held):
+                // it will be read from the files. Until the standby has everything written so
+                // far, the oldest of it counts in the transport lag, unless older redo the
+                // standby lacks already does.
                 let mut state = destination.state.lock();
                 if state.unacked.is_empty() {
-                    state.unacked.push_back((end, write.time_us));
+                    state.unacked.push_back((end, time_us));
                 }
             }
         }

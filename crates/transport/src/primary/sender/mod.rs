@@ -66,7 +66,26 @@ impl Inner {
             };
             self.note_synchronization();
             let mut queue = destination.queue.lock();
-            // What queued meanwhile is read from the files after the reconnection.
+            // What queued meanwhile is read from the files after the reconnection. Until the
+            // standby has it, the oldest of it (or of what this session held unsent) counts
+            // in the transport lag: an entry with the sent ones that the standby retires once
+            // it holds everything written so far. (The state inside the queue: the order
+            // this thread keeps; no other takes both.)
+            let in_hand = destination.in_hand_us.swap(0, Ordering::AcqRel);
+            let unsent = queue
+                .writes
+                .front()
+                .map(|write| write.time_us)
+                .into_iter()
+                .chain((in_hand > 0).then_some(in_hand))
+                .min();
+            if let Some(time_us) = unsent {
+                let mut state = destination.state.lock();
+                if state.unacked.is_empty() {
+                    let end = state.last_write_end;
+                    state.unacked.push_back((end, time_us));
+                }
+            }
             queue.writes.clear();
             queue.bytes = 0;
             queue.overflowed = true;
