@@ -206,6 +206,18 @@ struct State {
     sync_in_flight: VecDeque<sync::SyncSent>,
 }
 
+impl State {
+    /// Redo the standby lacks that will not be sent from the queue (a deferred or disconnected
+    /// destination, an overflowed or cleared queue), written at `time_us` and retired once the
+    /// standby holds `end`: it counts in the transport lag unless older redo it lacks already
+    /// does.
+    fn note_unsent(&mut self, end: RedoAddr, time_us: u64) {
+        if self.unacked.is_empty() {
+            self.unacked.push_back((end, time_us));
+        }
+    }
+}
+
 /// One destination.
 struct Destination {
     /// Its name (never changes).

@@ -119,9 +119,7 @@ impl Inner {
             if destination.is_deferred() {
                 // Nothing is kept for it: once enabled, it catches up from the files. Its
                 // transport lag is the age of the oldest redo it misses.
-                if state.unacked.is_empty() {
-                    state.unacked.push_back((end, write.time_us));
-                }
+                state.note_unsent(end, write.time_us);
                 continue;
             }
             if destination.is_sync() && state.phase == Phase::Synchronized {
@@ -185,13 +183,8 @@ impl Inner {
             drop(queue);
             if let Some(time_us) = unqueued {
                 // Not queued (disconnected, or the queue overflowed and dropped what it held):
-                // it will be read from the files. Until the standby has everything written so
-                // far, the oldest of it counts in the transport lag, unless older redo the
-                // standby lacks already does.
-                let mut state = destination.state.lock();
-                if state.unacked.is_empty() {
-                    state.unacked.push_back((end, time_us));
-                }
+                // it will be read from the files.
+                destination.state.lock().note_unsent(end, time_us);
             }
         }
         if sent.is_empty()

@@ -81,10 +81,8 @@ impl Inner {
                 .min();
             if let Some(time_us) = unsent {
                 let mut state = destination.state.lock();
-                if state.unacked.is_empty() {
-                    let end = state.last_write_end;
-                    state.unacked.push_back((end, time_us));
-                }
+                let end = state.last_write_end;
+                state.note_unsent(end, time_us);
             }
             queue.writes.clear();
             queue.bytes = 0;

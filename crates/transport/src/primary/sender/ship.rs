@@ -76,6 +76,8 @@ impl Inner {
         };
         if !from_queue.is_empty() {
             self.send_queued(destination, conn, &from_queue)?;
+            // Recorded as sent: out of the sender's hands.
+            destination.in_hand_us.store(0, Ordering::Release);
             *next = after(from_queue.last().expect("not empty"));
             return Ok(true);
         }
@@ -133,7 +135,6 @@ impl Inner {
                     true,
                 )?;
             }
-            destination.in_hand_us.store(0, Ordering::Release);
             return Ok(());
         }
         let messages: Vec<Message> =
@@ -149,8 +150,6 @@ impl Inner {
                 state.unacked.push_back((end, write.time_us));
             }
         }
-        drop(state);
-        destination.in_hand_us.store(0, Ordering::Release);
         Ok(())
     }
 
