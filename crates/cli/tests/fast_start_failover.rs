@@ -26,8 +26,9 @@ use replication_support::{Load, acknowledged, connections, verify_acknowledged};
 use roles_support::{Cluster, ClusterConfig, all_data};
 
 /// The primary, as the observer's Sentinel front names it (waiting for it to name one), once
-/// fast-start failover is ready: the standby knows it is synchronized and which observer is
-/// active.
+/// fast-start failover is armed: the standby knows it is synchronized and which observer is
+/// active, and the observer would fail over to it (the primary has called it synchronized
+/// since the last grant to go on without it).
 fn sentinel_primary(cluster: &Cluster, limit: Duration) -> &'static str {
     let mut named = None;
     common::poll_until(limit, || {
@@ -40,9 +41,9 @@ fn sentinel_primary(cluster: &Cluster, limit: Duration) -> &'static str {
     let ready = common::poll_until(limit, || {
         cluster.server(standby).status().replication.standby.is_some_and(|standby| {
             standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
-        })
+        }) && cluster.failover_ready("obs1").iter().any(|name| name == standby)
     });
-    assert!(ready, "fast-start failover is not ready\n{}", cluster.logs());
+    assert!(ready, "fast-start failover is not armed\n{}", cluster.logs());
     primary
 }
 
@@ -325,6 +326,7 @@ fn a_second_observer_takes_over_when_the_first_is_lost_and_then_fails_over() {
                 .replication
                 .standby
                 .is_some_and(|standby| standby.active_observer.as_deref() == Some(second))
+            && cluster.failover_ready(second).iter().any(|name| name == "west")
     });
     assert!(handed_over, "{second} did not take over from {first}\n{}", cluster.logs());
     println!("{second} active {:?} after {first} was killed", lost.elapsed());

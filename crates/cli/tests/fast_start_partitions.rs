@@ -176,7 +176,8 @@ fn named_primary(cluster: &Cluster, limit: Duration) -> Option<&'static str> {
 }
 
 /// Waits until fast-start failover is armed: the observer names `primary`, which has its
-/// lease, and the standby names the observer and is synchronized.
+/// lease, the standby names the observer and is synchronized, and the observer would fail
+/// over to it.
 fn armed(cluster: &Cluster, primary: &'static str, standby: &'static str) {
     let ok = common::poll_until(Duration::from_secs(30), || {
         named_primary(cluster, Duration::from_secs(1)) == Some(primary)
@@ -189,6 +190,7 @@ fn armed(cluster: &Cluster, primary: &'static str, standby: &'static str) {
             && cluster.server(standby).status().replication.standby.is_some_and(|standby| {
                 standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
             })
+            && cluster.failover_ready("obs1").iter().any(|name| name == standby)
     });
     assert!(ok, "fast-start failover is not armed\n{}", cluster.logs());
 }

@@ -405,6 +405,7 @@ fn the_observer_page_shows_the_configuration_and_a_lost_primary() {
         row(&html, "data-member=\"east\"").as_deref() == Some("ok")
             && row(&html, "data-member=\"west\"").as_deref() == Some("ok")
             && row(&html, "data-observed=\"east\"").as_deref() == Some("ok")
+            && html.contains("fails over to west")
     });
     assert!(healthy, "the page never showed both members well:\n{}", html());
     assert!(html().contains("primary east"));

@@ -211,6 +211,17 @@ impl Shared {
         }
     }
 
+    /// The targets this observer would fail over to now, first choice first, if the primary
+    /// were lost (nothing unless this observer is the active one): what an operator checks
+    /// to know that fast-start failover is armed.
+    pub fn ready_targets(&self, replication: &transport::ReplicationConfig) -> Vec<String> {
+        let state = self.state.lock();
+        if !replication.fast_start_failover.enabled || state.active.as_deref() != Some(&self.me) {
+            return Vec::new();
+        }
+        ready_targets(&state, replication, &self.me, Duration::ZERO)
+    }
+
     /// The current primary's client address, for Sentinel clients.
     pub fn primary(&self) -> Option<String> {
         self.state.lock().primary.clone()
@@ -375,39 +386,13 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
     // Maximum Availability that is enough (the primary acknowledges nothing a ready target
     // lacks without this observer's grant); under Maximum Performance its lease must run out.
     let fast_path = maximum_availability && view.refused_in_a_row >= 2;
-    // What the primary last said of its targets.
-    let primary_synchronized: Vec<String> =
-        view.pong.as_ref().map(|pong| pong.targets_synchronized.clone()).unwrap_or_default();
     // Slow path: past the primary's own lease (its last ping came before its last answer).
     let lost = fast_path || silent >= threshold + threshold / 5;
     if !lost {
         return None;
     }
     // The first ready target.
-    let target =
-        replication.failover_targets().into_iter().filter(|name| *name != primary).find(|name| {
-            let Some(view) = state.views.get(name) else { return false };
-            let Some(pong) = &view.pong else { return false };
-            let recent = view.answered_at.is_some_and(|at| at.elapsed() < threshold);
-            let standby = pong.info.role == WireRole::Standby
-                && pong.info.fenced_incarnation == 0
-                && pong.info.incarnation == state.incarnation
-                && pong.active_observer == shared.me;
-            let ready = match replication.protection_mode {
-                ProtectionMode::MaximumAvailability => {
-                    pong.synchronized
-                        && primary_synchronized.contains(name)
-                        && !state.ineligible.contains(name)
-                }
-                _ => {
-                    let limit = fast_start.lag_limit.as_millis() as u64;
-                    pong.synchronized
-                        && pong.transport_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
-                        && pong.apply_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
-                }
-            };
-            recent && standby && ready
-        });
+    let target = ready_targets(state, replication, &shared.me, silent).into_iter().next();
     let Some(target) = target else {
         if state.last_event.as_deref().is_none_or(|event| !event.starts_with("the primary is lost"))
         {
@@ -437,6 +422,58 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
         ),
     );
     None
+}
+
+/// The targets this observer would fail over to, first choice first, if the primary it knows
+/// were lost now after `silent` without an answer: members that answered within the
+/// threshold, standbys of the primary's incarnation that name this observer as theirs, and
+/// ready. Under Maximum Availability ready means synchronized, as the standby and the
+/// primary's last answer both say, with no grant given for it since; otherwise synchronized
+/// with both lags under `lag_limit` (or under the primary's silence + 1 s).
+fn ready_targets(
+    state: &ObserverState,
+    replication: &transport::ReplicationConfig,
+    me: &str,
+    silent: Duration,
+) -> Vec<String> {
+    let fast_start = &replication.fast_start_failover;
+    let threshold = fast_start.threshold;
+    let Some(primary) = state.primary.as_deref() else { return Vec::new() };
+    // What the primary last said of its targets.
+    let primary_synchronized: Vec<String> = state
+        .views
+        .get(primary)
+        .and_then(|view| view.pong.as_ref())
+        .map(|pong| pong.targets_synchronized.clone())
+        .unwrap_or_default();
+    replication
+        .failover_targets()
+        .into_iter()
+        .filter(|name| name != primary)
+        .filter(|name| {
+            let Some(view) = state.views.get(name) else { return false };
+            let Some(pong) = &view.pong else { return false };
+            let recent = view.answered_at.is_some_and(|at| at.elapsed() < threshold);
+            let standby = pong.info.role == WireRole::Standby
+                && pong.info.fenced_incarnation == 0
+                && pong.info.incarnation == state.incarnation
+                && pong.active_observer == me;
+            let ready = match replication.protection_mode {
+                ProtectionMode::MaximumAvailability => {
+                    pong.synchronized
+                        && primary_synchronized.contains(name)
+                        && !state.ineligible.contains(name)
+                }
+                _ => {
+                    let limit = fast_start.lag_limit.as_millis() as u64;
+                    pong.synchronized
+                        && pong.transport_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
+                        && pong.apply_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
+                }
+            };
+            recent && standby && ready
+        })
+        .collect()
 }
 
 fn address_of(replication: &transport::ReplicationConfig, member: &str) -> String {

@@ -265,6 +265,7 @@ fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
 
 fn info(config: &ObserverConfig, shared: &Shared) -> String {
     let address = master_address(config, shared).unwrap_or_default();
+    let ready = shared.ready_targets(&config.replication);
     let state = shared.state.lock();
     let standbys = state
         .views
@@ -272,7 +273,7 @@ fn info(config: &ObserverConfig, shared: &Shared) -> String {
         .filter(|view| view.pong.as_ref().is_some_and(|pong| pong.info.role == WireRole::Standby))
         .count();
     format!(
-        "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:0\r\nsentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\nmaster0:name={},status={},address={},slaves={},sentinels={}\r\nredoguard_observer:{}\r\nredoguard_active_observer:{}\r\nredoguard_failovers:{}\r\n",
+        "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:0\r\nsentinel_running_scripts:0\r\nsentinel_scripts_queue_length:0\r\nmaster0:name={},status={},address={},slaves={},sentinels={}\r\nredoguard_observer:{}\r\nredoguard_active_observer:{}\r\nredoguard_failovers:{}\r\nredoguard_failover_ready:{}\r\n",
         config.replication.name,
         if address.is_empty() { "sdown" } else { "ok" },
         address,
@@ -280,6 +281,7 @@ fn info(config: &ObserverConfig, shared: &Shared) -> String {
         config.replication.observers.len(),
         config.observer.name,
         state.active.clone().unwrap_or_default(),
-        state.failovers.len()
+        state.failovers.len(),
+        ready.join(",")
     )
 }

@@ -143,7 +143,7 @@ fn render(page: &Page, report: Result<&Configuration, &String>, threshold: Optio
             );
         }
     }
-    render_observer_view(&mut out, &page.shared);
+    render_observer_view(&mut out, &page.config, &page.shared);
     out.push_str("<footer>Read-only. The members' own pages, with charts, are at the root of each admin port.</footer></body></html>\n");
     out
 }
@@ -220,15 +220,22 @@ fn render_configuration(out: &mut String, report: &Configuration, threshold: Opt
 }
 
 /// The members as this observer's pings see them, and what it last did.
-fn render_observer_view(out: &mut String, shared: &Shared) {
+fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shared) {
+    let ready = shared.ready_targets(&config.replication);
     let state = shared.state.lock();
     let _ = writeln!(
         out,
         "<section id=\"observer\" class=\"panel\"><div class=\"panel-head\"><h2>As this observer sees it</h2>\
-         <span class=\"badge\">primary {primary}</span><span class=\"badge\">active observer {active}</span></div>\
+         <span class=\"badge\">primary {primary}</span><span class=\"badge\">active observer {active}</span>\
+         <span class=\"badge\" id=\"failover-ready\">fails over to {ready}</span></div>\
          <table><thead><tr><th>member</th><th>last answer</th><th>error</th></tr></thead><tbody>",
         primary = escape(state.primary.as_deref().unwrap_or("(none known)")),
         active = escape(state.active.as_deref().unwrap_or("(none named)")),
+        ready = if ready.is_empty() {
+            "no one (not armed)".to_string()
+        } else {
+            escape(&ready.join(", "))
+        },
     );
     for (name, view) in &state.views {
         let answered = view.answered_at.map(|at| at.elapsed().as_secs_f64());

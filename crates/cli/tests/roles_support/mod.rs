@@ -302,6 +302,22 @@ impl Cluster {
         answer.and_then(|(host, port)| format!("{host}:{port}").parse().ok())
     }
 
+    /// The targets an observer would fail over to now (its `INFO` field
+    /// `redoguard_failover_ready`): empty unless it is the active observer and some target is
+    /// ready.
+    pub fn failover_ready(&self, observer: &str) -> Vec<String> {
+        let addr: SocketAddr =
+            format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
+        let mut connection = common::redis_connection(addr);
+        let info: String = redis::cmd("INFO").query(&mut connection).unwrap_or_default();
+        info.lines()
+            .find_map(|line| line.strip_prefix("redoguard_failover_ready:"))
+            .map(|names| {
+                names.split(',').filter(|name| !name.is_empty()).map(String::from).collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The member whose client port is `addr`.
     pub fn member_at(&self, addr: SocketAddr) -> Option<&'static str> {
         self.ports.iter().find(|(_, ports)| ports.resp == addr.port()).map(|(name, _)| *name)
