@@ -335,6 +335,61 @@ fn a_streaming_async_standby_takes_writes_in_batches_and_reports_all_of_them() {
     standby.stop();
 }
 
+/// The voluntary context switches of this process's threads named `name` (from /proc).
+fn voluntary_switches(name: &str) -> Vec<u64> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        found.extend(status.lines().find_map(|line| {
+            line.strip_prefix("voluntary_ctxt_switches:").and_then(|n| n.trim().parse::<u64>().ok())
+        }));
+    }
+    found
+}
+
+/// With nothing to send, a streaming ASYNC destination's sender sleeps until its next
+/// heartbeat (every 500 ms) instead of looking at its queue every 20 ms, and a commit still
+/// wakes it at once. Counted in the thread's voluntary context switches over 2 s: about 4
+/// heartbeats (and the few wake-ups around them), against about 100 when it polled.
+#[test]
+fn an_idle_async_sender_sleeps_until_its_heartbeat_and_a_commit_wakes_it() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "idle sender");
+    let standby = Standby::open();
+    let mut primary = Primary::open();
+    let mut idle = destination(standby.address(), Transport::Async);
+    // A name of its own: the thread, "redo-send-idle1", is this test's alone.
+    idle.name = "idle1".into();
+    start_streaming(&mut primary, idle);
+    let transport = primary.transport.as_ref().unwrap();
+    let caught_up = |what: &str| {
+        let durable = primary.db.redo().durable_addr();
+        wait_until(what, Duration::from_secs(20), || transport.status()[0].acknowledged >= durable);
+    };
+    caught_up("the standby has the first write");
+    for round in 0..3 {
+        let before = voluntary_switches("redo-send-idle1");
+        assert_eq!(before.len(), 1, "one sender thread named redo-send-idle1: {before:?}");
+        std::thread::sleep(Duration::from_secs(2));
+        let after = voluntary_switches("redo-send-idle1");
+        let woke = after[0] - before[0];
+        assert!(woke <= 20, "round {round}: the idle sender woke {woke} times in 2 s");
+        // A commit is shipped without waiting for the heartbeat.
+        let committed = Instant::now();
+        primary.set(&format!("idle{round}"), "v");
+        caught_up("the standby has the commit made while the sender slept");
+        println!(
+            "round {round}: {woke} wake-ups in 2 s; a commit acknowledged {:?} after",
+            committed.elapsed()
+        );
+    }
+    primary.stop();
+    standby.stop();
+}
+
 /// An ASYNC write waits in the queue for others to share its send (up to 4 ms). It is redo
 /// the standby lacks all that time, so the transport lag must count it: a status that shows
 /// a committed write not yet acknowledged never shows a lag of 0, whether the write is

@@ -173,6 +173,11 @@ struct Queue {
     /// The sender waits for more writes to batch (`sender::stream::linger`): the log writer
     /// wakes it only once `ASYNC_SEND_BYTES` are queued.
     lingering: bool,
+    /// Bumped, under this lock, by every wake-up of the sender (`Destination::wake_sender`).
+    /// The sender reads it before it looks at what it must act on (shutdown, a broken
+    /// connection, a settings change, gap requests, a failed archive connection) and does not
+    /// wait if it moved meanwhile: a wake-up between its look and its wait is not lost.
+    wakes: u64,
 }
 
 #[derive(Debug)]
@@ -285,7 +290,12 @@ impl Destination {
     }
 
     fn notify(&self) {
-        let _queue = self.queue.lock();
+        self.wake_sender(&mut self.queue.lock());
+    }
+
+    /// Wakes the sender; `queue` is this destination's queue, locked.
+    fn wake_sender(&self, queue: &mut Queue) {
+        queue.wakes = queue.wakes.wrapping_add(1);
         self.wake.notify_all();
     }
 

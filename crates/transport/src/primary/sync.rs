@@ -178,7 +178,7 @@ impl Inner {
                 }
             }
             if !queue.lingering || queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES {
-                destination.wake.notify_all();
+                destination.wake_sender(&mut queue);
             }
             drop(queue);
             if let Some(time_us) = unqueued {

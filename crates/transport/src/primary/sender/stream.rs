@@ -40,6 +40,8 @@ impl Inner {
         // When redo was last sent from the queue or the files (ASYNC batching: `linger`).
         let mut last_redo_sent: Option<Instant> = None;
         loop {
+            // Read before anything below is looked at: a wake-up after this is not lost.
+            let wakes_seen = destination.queue.lock().wakes;
             if self.shutdown.load(Ordering::Acquire) {
                 return Ok(());
             }
@@ -129,14 +131,30 @@ impl Inner {
                     self.heartbeat(destination, conn)?;
                     last_sent = Instant::now();
                 }
+                // A streaming ASYNC destination that has been sent everything written has
+                // nothing to do until the log writer queues a write (which wakes this
+                // thread), something wakes it, or a heartbeat is due. Redo written and not
+                // sent yet without being in the queue (written while the queue had
+                // overflowed, not yet durable in the files when they were read) wakes no
+                // one: then the files are read again shortly. (The state is read before the
+                // queue is locked: this thread never takes it inside.)
+                let idle = streaming
+                    && gaps.is_empty()
+                    && destination.state.lock().last_write_end == *next;
                 let mut queue = destination.queue.lock();
                 let linger_until = if streaming { linger(&queue, last_redo_sent) } else { None };
                 if (queue.writes.is_empty() || linger_until.is_some())
                     && !queue.overflowed
+                    && queue.wakes == wakes_seen
                     && broken.lock().is_none()
                 {
-                    let mut wait =
-                        if synchronized { HEARTBEAT_INTERVAL } else { Duration::from_millis(20) };
+                    let mut wait = if synchronized || idle {
+                        HEARTBEAT_INTERVAL
+                            .saturating_sub(last_sent.elapsed())
+                            .max(Duration::from_millis(1))
+                    } else {
+                        Duration::from_millis(20)
+                    };
                     if let Some(until) = linger_until {
                         // The log writer does not wake this thread for each write meanwhile.
                         wait = wait.min(until.saturating_duration_since(Instant::now()));
