@@ -173,10 +173,11 @@ struct Queue {
     /// The sender waits for more writes to batch (`sender::stream::linger`): the log writer
     /// wakes it only once `ASYNC_SEND_BYTES` are queued.
     lingering: bool,
-    /// Bumped, under this lock, by every wake-up of the sender (`Destination::wake_sender`).
-    /// The sender reads it before it looks at what it must act on (shutdown, a broken
-    /// connection, a settings change, gap requests, a failed archive connection) and does not
-    /// wait if it moved meanwhile: a wake-up between its look and its wait is not lost.
+    /// Bumped, under this lock, by every wake-up of the sender for something outside the
+    /// queue (`Destination::notify`): shutdown, a broken connection, a settings change, gap
+    /// requests, a failed archive connection. The sender reads it before it looks at those
+    /// and does not wait if it moved meanwhile: a wake-up between its look and its wait is
+    /// not lost. (A write queued, or the queue overflowing, it sees under the lock itself.)
     wakes: u64,
 }
 
@@ -191,6 +192,10 @@ struct State {
     apply_lag_us: u64,
     /// Where the log writer's last write ends (in stream order).
     last_write_end: RedoAddr,
+    /// The log writer has offered a write since the transport started: until then
+    /// `last_write_end` is the durable end when it started, and a write already under way
+    /// then may end past it without being offered.
+    offered: bool,
     /// Sent and not yet acknowledged: where each piece ends, and when it was written.
     unacked: VecDeque<(RedoAddr, u64)>,
     rtt_us: Option<u64>,
@@ -290,11 +295,7 @@ impl Destination {
     }
 
     fn notify(&self) {
-        self.wake_sender(&mut self.queue.lock());
-    }
-
-    /// Wakes the sender; `queue` is this destination's queue, locked.
-    fn wake_sender(&self, queue: &mut Queue) {
+        let mut queue = self.queue.lock();
         queue.wakes = queue.wakes.wrapping_add(1);
         self.wake.notify_all();
     }
@@ -474,6 +475,7 @@ impl PrimaryTransport {
                         last_heard: None,
                         gaps: Vec::new(),
                         reconnect: false,
+                        offered: false,
                         restart: false,
                         sync_epoch: 0,
                         sync_in_flight: VecDeque::new(),

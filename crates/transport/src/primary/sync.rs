@@ -116,6 +116,7 @@ impl Inner {
                 state = destination.state.lock();
             }
             state.last_write_end = end;
+            state.offered = true;
             if destination.is_deferred() {
                 // Nothing is kept for it: once enabled, it catches up from the files. Its
                 // transport lag is the age of the oldest redo it misses.
@@ -178,7 +179,7 @@ impl Inner {
                 }
             }
             if !queue.lingering || queue.overflowed || queue.bytes >= ASYNC_SEND_BYTES {
-                destination.wake_sender(&mut queue);
+                destination.wake.notify_all();
             }
             drop(queue);
             if let Some(time_us) = unqueued {

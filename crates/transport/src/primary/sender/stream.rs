@@ -135,12 +135,14 @@ impl Inner {
                 // nothing to do until the log writer queues a write (which wakes this
                 // thread), something wakes it, or a heartbeat is due. Redo written and not
                 // sent yet without being in the queue (written while the queue had
-                // overflowed, not yet durable in the files when they were read) wakes no
-                // one: then the files are read again shortly. (The state is read before the
-                // queue is locked: this thread never takes it inside.)
-                let idle = streaming
-                    && gaps.is_empty()
-                    && destination.state.lock().last_write_end == *next;
+                // overflowed, not yet durable in the files when they were read, or under way
+                // when the transport started) wakes no one: then the files are read again
+                // shortly. (The state is read before the queue is locked: this thread never
+                // takes it inside.)
+                let idle = streaming && gaps.is_empty() && {
+                    let state = destination.state.lock();
+                    state.offered && state.last_write_end == *next
+                };
                 let mut queue = destination.queue.lock();
                 let linger_until = if streaming { linger(&queue, last_redo_sent) } else { None };
                 if (queue.writes.is_empty() || linger_until.is_some())
