@@ -151,7 +151,8 @@ impl<'a> Pair<'a> {
     }
 
     /// Fast-start failover is armed: the observer names east, east holds its lease and is not
-    /// isolated, west is caught up and names the observer.
+    /// isolated, west is caught up and names the observer, and the observer would fail over
+    /// to west.
     fn armed(&self) -> anyhow::Result<bool> {
         let sentinel = self.sentinel.context("no observer")?;
         let named = writers::ask(
@@ -170,7 +171,9 @@ impl<'a> Pair<'a> {
         let west_ready = west.replication.standby.is_some_and(|standby| {
             standby.caught_up && standby.active_observer.as_deref() == Some(OBSERVER)
         });
-        Ok(east_ready && west_ready)
+        Ok(east_ready
+            && west_ready
+            && writers::failover_ready(sentinel)?.iter().any(|name| name == MEMBERS[WEST]))
     }
 
     /// SIGKILL to a member.

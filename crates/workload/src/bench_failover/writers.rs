@@ -372,6 +372,20 @@ async fn subscribe(
     }
 }
 
+/// The targets the observer answering Sentinel at `sentinel` would fail over to now (its `INFO`
+/// field `redoguard_failover_ready`; nobody unless it is the active observer): fast-start
+/// failover is armed for a target only once this names it.
+pub(crate) fn failover_ready(sentinel: SocketAddr) -> anyhow::Result<Vec<String>> {
+    let Frame::Bulk(info) = ask(sentinel, &[b"INFO"], Duration::from_secs(2))? else {
+        anyhow::bail!("the observer at {sentinel} answered INFO with something else than text");
+    };
+    Ok(String::from_utf8_lossy(&info)
+        .lines()
+        .find_map(|line| line.strip_prefix("redoguard_failover_ready:"))
+        .map(|names| names.split(',').filter(|name| !name.is_empty()).map(String::from).collect())
+        .unwrap_or_default())
+}
+
 /// One command to `addr`, blocking, with every wait bounded by `timeout`: for the benchmark's
 /// own checks (not the measured writers).
 pub(crate) fn ask(addr: SocketAddr, args: &[&[u8]], timeout: Duration) -> anyhow::Result<Frame> {

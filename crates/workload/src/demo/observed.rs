@@ -157,9 +157,9 @@ async fn until(
     Ok(())
 }
 
-/// Whether fast-start failover is armed: the primary has the observer's lease, and the
-/// standby is synchronized and names the observer.
-fn armed(primary: SocketAddr, standby: SocketAddr) -> bool {
+/// Whether fast-start failover is armed: the primary has the observer's lease, the standby
+/// is synchronized and names the observer, and the observer would fail over to it.
+fn armed(primary: SocketAddr, standby: SocketAddr, sentinel: SocketAddr) -> bool {
     let primary_ready =
         status_at(primary).ok().and_then(|status| status.roles).is_some_and(|roles| {
             roles.fast_start.is_some_and(|fast_start| {
@@ -171,6 +171,8 @@ fn armed(primary: SocketAddr, standby: SocketAddr) -> bool {
         && status_at(standby).ok().and_then(|status| status.replication.standby).is_some_and(
             |standby| standby.caught_up && standby.active_observer.as_deref() == Some(OBSERVER),
         )
+        && crate::bench_failover::writers::failover_ready(sentinel)
+            .is_ok_and(|ready| ready.iter().any(|name| name == "west"))
 }
 
 /// Whether `member` (admin address) is a standby of `primary`, connected, not fenced.
@@ -236,8 +238,8 @@ pub async fn run(
     let (east_admin, west_admin) = (loopback(east.admin), loopback(west.admin));
     until(
         Duration::from_secs(60),
-        "fast-start failover armed (the observer's lease, the standby synchronized)",
-        || armed(east_admin, west_admin),
+        "fast-start failover armed (the observer's lease, the standby synchronized, the observer ready to fail over to it)",
+        || armed(east_admin, west_admin, sentinel),
     )
     .await
     .with_context(|| format!("see {}", root.display()))?;
