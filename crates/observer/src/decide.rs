@@ -213,13 +213,21 @@ impl Shared {
 
     /// The targets this observer would fail over to now, first choice first, if the primary
     /// were lost (nothing unless this observer is the active one): what an operator checks
-    /// to know that fast-start failover is armed.
-    pub fn ready_targets(&self, replication: &transport::ReplicationConfig) -> Vec<String> {
-        let state = self.state.lock();
-        if !replication.fast_start_failover.enabled || state.active.as_deref() != Some(&self.me) {
+    /// to know that fast-start failover is armed. `state` is this observer's, locked by the
+    /// caller, so that what it reports beside (the active observer) agrees.
+    pub fn ready_targets(
+        &self,
+        state: &ObserverState,
+        replication: &transport::ReplicationConfig,
+    ) -> Vec<String> {
+        let fast_start = &replication.fast_start_failover;
+        if !fast_start.enabled || state.active.as_deref() != Some(&self.me) {
             return Vec::new();
         }
-        ready_targets(&state, replication, &self.me, Duration::ZERO)
+        // The least silence after which it fails over without the fast path (Maximum
+        // Performance allows a standby lag up to the primary's silence + 1 s).
+        let silent = fast_start.threshold + fast_start.threshold / 5;
+        ready_targets(state, replication, &self.me, silent)
     }
 
     /// The current primary's client address, for Sentinel clients.
@@ -467,8 +475,10 @@ fn ready_targets(
                 _ => {
                     let limit = fast_start.lag_limit.as_millis() as u64;
                     pong.synchronized
-                        && pong.transport_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
-                        && pong.apply_lag_ms <= limit.max(silent.as_millis() as u64 + 1000)
+                        && pong.transport_lag_ms
+                            <= limit.max((silent.as_millis() as u64).saturating_add(1000))
+                        && pong.apply_lag_ms
+                            <= limit.max((silent.as_millis() as u64).saturating_add(1000))
                 }
             };
             recent && standby && ready
@@ -507,4 +517,148 @@ fn spawn_reinstate(config: &ObserverConfig, shared: &Arc<Shared>, old: String, p
         };
         log(&mut state, event);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use proto::{Position, RoleInfo};
+
+    use super::*;
+
+    /// The observer of examples/fast-start (east and west, Maximum Availability, obs1), with
+    /// east the primary of incarnation 1, west its synchronized standby following obs1, and
+    /// obs1 active: armed.
+    fn armed() -> (ObserverConfig, Shared) {
+        let text = include_str!("../../../examples/fast-start/observer.toml");
+        let config: ObserverConfig = toml::from_str(text).unwrap();
+        config.validate().unwrap();
+        let shared = Shared::new(&config);
+        {
+            let mut state = shared.state.lock();
+            state.primary = Some("east".into());
+            state.incarnation = 1;
+            state.active = Some("obs1".into());
+            let east = state.views.get_mut("east").unwrap();
+            east.pong = Some(pong("east", WireRole::Primary, &["west"]));
+            east.answered_at = Some(Instant::now());
+            let west = state.views.get_mut("west").unwrap();
+            west.pong = Some(pong("west", WireRole::Standby, &[]));
+            west.answered_at = Some(Instant::now());
+        }
+        (config, shared)
+    }
+
+    fn pong(member: &str, role: WireRole, synchronized_targets: &[&str]) -> ObserverPong {
+        ObserverPong {
+            info: RoleInfo {
+                member: member.into(),
+                role,
+                database_id: 7,
+                incarnation: 1,
+                fenced_incarnation: 0,
+                primary: "east".into(),
+                position: Position::default(),
+                durable_scn: 0,
+                time_us: 0,
+                history: Vec::new(),
+            },
+            active_observer: "obs1".into(),
+            synchronized: true,
+            wants_unsync: Vec::new(),
+            isolated: false,
+            primary_silence_ms: 0,
+            transport_lag_ms: 0,
+            apply_lag_ms: 0,
+            refusal: String::new(),
+            targets_synchronized: synchronized_targets
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+        }
+    }
+
+    fn ready(config: &ObserverConfig, shared: &Shared) -> Vec<String> {
+        shared.ready_targets(&shared.state.lock(), &config.replication)
+    }
+
+    /// The primary silent for longer than 1.2 × threshold; one decision step; the target it
+    /// starts failing over to.
+    fn fails_over_to(config: &ObserverConfig, shared: &Shared) -> Option<String> {
+        let silent_since = Instant::now().checked_sub(Duration::from_secs(3)).unwrap();
+        shared.state.lock().views.get_mut("east").unwrap().answered_at = Some(silent_since);
+        assert!(step(config, shared).is_none());
+        shared.state.lock().failover_to.as_ref().map(|(target, ..)| target.clone())
+    }
+
+    #[test]
+    fn an_armed_observer_reports_the_target_it_fails_over_to() {
+        let (config, shared) = armed();
+        assert_eq!(ready(&config, &shared), ["west"]);
+        assert_eq!(fails_over_to(&config, &shared).as_deref(), Some("west"));
+    }
+
+    /// The case of stop 22's CI failure: the standby says it is synchronized again, but since
+    /// the observer granted the primary to go on without it the primary has not said so.
+    /// Neither the report nor the decision takes it, until the primary's answer lists it.
+    #[test]
+    fn a_target_granted_away_is_not_ready_until_the_primary_calls_it_synchronized() {
+        let (config, shared) = armed();
+        // Granted away: not reported ready, even before the decision has seen an answer.
+        shared.state.lock().ineligible.insert("west".into());
+        assert!(ready(&config, &shared).is_empty());
+        {
+            let mut state = shared.state.lock();
+            let east = state.views.get_mut("east").unwrap().pong.as_mut().unwrap();
+            east.targets_synchronized.clear();
+        }
+        assert!(ready(&config, &shared).is_empty());
+        assert_eq!(fails_over_to(&config, &shared), None);
+        assert!(shared.state.lock().last_event.as_deref().unwrap().contains("no target is ready"));
+        // The primary's next answer calls it synchronized: the observer takes it again.
+        {
+            let mut state = shared.state.lock();
+            let east = state.views.get_mut("east").unwrap();
+            east.answered_at = Some(Instant::now());
+            east.pong.as_mut().unwrap().targets_synchronized = vec!["west".into()];
+        }
+        assert!(step(&config, &shared).is_none());
+        assert!(shared.state.lock().ineligible.is_empty());
+        assert_eq!(ready(&config, &shared), ["west"]);
+    }
+
+    #[test]
+    fn a_target_is_not_ready_unless_every_condition_holds() {
+        type Spoil = fn(&mut ObserverState);
+        let spoils: [(&str, Spoil); 6] = [
+            ("the standby is not synchronized", |state| {
+                state.views.get_mut("west").unwrap().pong.as_mut().unwrap().synchronized = false;
+            }),
+            ("the primary does not call it synchronized", |state| {
+                let east = state.views.get_mut("east").unwrap().pong.as_mut().unwrap();
+                east.targets_synchronized.clear();
+            }),
+            ("it follows another observer", |state| {
+                let west = state.views.get_mut("west").unwrap().pong.as_mut().unwrap();
+                west.active_observer = "obs2".into();
+            }),
+            ("it has not answered within the threshold", |state| {
+                state.views.get_mut("west").unwrap().answered_at =
+                    Instant::now().checked_sub(Duration::from_secs(3));
+            }),
+            ("it is of another incarnation", |state| {
+                state.views.get_mut("west").unwrap().pong.as_mut().unwrap().info.incarnation = 2;
+            }),
+            ("the primary names another observer active", |state| {
+                state.active = Some("obs2".into());
+                let east = state.views.get_mut("east").unwrap().pong.as_mut().unwrap();
+                east.active_observer = "obs2".into();
+            }),
+        ];
+        for (what, spoil) in spoils {
+            let (config, shared) = armed();
+            spoil(&mut shared.state.lock());
+            assert!(ready(&config, &shared).is_empty(), "{what}: reported ready");
+            assert_eq!(fails_over_to(&config, &shared), None, "{what}: failed over");
+        }
+    }
 }

@@ -265,8 +265,8 @@ fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
 
 fn info(config: &ObserverConfig, shared: &Shared) -> String {
     let address = master_address(config, shared).unwrap_or_default();
-    let ready = shared.ready_targets(&config.replication);
     let state = shared.state.lock();
+    let ready = shared.ready_targets(&state, &config.replication);
     let standbys = state
         .views
         .values()

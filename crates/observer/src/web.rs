@@ -221,8 +221,8 @@ fn render_configuration(out: &mut String, report: &Configuration, threshold: Opt
 
 /// The members as this observer's pings see them, and what it last did.
 fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shared) {
-    let ready = shared.ready_targets(&config.replication);
     let state = shared.state.lock();
+    let ready = shared.ready_targets(&state, &config.replication);
     let _ = writeln!(
         out,
         "<section id=\"observer\" class=\"panel\"><div class=\"panel-head\"><h2>As this observer sees it</h2>\
@@ -231,7 +231,9 @@ fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shar
          <table><thead><tr><th>member</th><th>last answer</th><th>error</th></tr></thead><tbody>",
         primary = escape(state.primary.as_deref().unwrap_or("(none known)")),
         active = escape(state.active.as_deref().unwrap_or("(none named)")),
-        ready = if ready.is_empty() {
+        ready = if state.active.as_deref() != Some(shared.me.as_str()) {
+            "no one (not the active observer)".to_string()
+        } else if ready.is_empty() {
             "no one (not armed)".to_string()
         } else {
             escape(&ready.join(", "))
