@@ -104,6 +104,13 @@ fn kill_dash_nine_with_the_observer_fails_over_within_the_threshold_and_loses_no
         );
         assert!(load.wait_for_more(100, Duration::from_secs(30)), "no load\n{}", cluster.logs());
         std::thread::sleep(Duration::from_millis(rng.random_range(50..1000)));
+        // Still armed: a standby that fell behind under the load (the primary then goes on
+        // without it, with the observer's grant) is rightly not failed over to, which is not
+        // what this test is about.
+        let armed = common::poll_until(Duration::from_secs(30), || {
+            cluster.failover_ready("obs1").iter().any(|name| name == standby)
+        });
+        assert!(armed, "the observer would not fail over to {standby}\n{}", cluster.logs());
         let killed = Instant::now();
         cluster.kill(primary);
         let logs = load.stop();
