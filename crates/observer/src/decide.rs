@@ -549,31 +549,26 @@ mod tests {
     }
 
     fn pong(member: &str, role: WireRole, synchronized_targets: &[&str]) -> ObserverPong {
+        let info = RoleInfo {
+            member: member.into(),
+            role,
+            database_id: 7,
+            incarnation: 1,
+            fenced_incarnation: 0,
+            primary: "east".into(),
+            position: Position::default(),
+            durable_scn: 0,
+            time_us: 0,
+            history: Vec::new(),
+        };
         ObserverPong {
-            info: RoleInfo {
-                member: member.into(),
-                role,
-                database_id: 7,
-                incarnation: 1,
-                fenced_incarnation: 0,
-                primary: "east".into(),
-                position: Position::default(),
-                durable_scn: 0,
-                time_us: 0,
-                history: Vec::new(),
-            },
             active_observer: "obs1".into(),
             synchronized: true,
-            wants_unsync: Vec::new(),
-            isolated: false,
-            primary_silence_ms: 0,
-            transport_lag_ms: 0,
-            apply_lag_ms: 0,
-            refusal: String::new(),
             targets_synchronized: synchronized_targets
                 .iter()
                 .map(|name| name.to_string())
                 .collect(),
+            ..ObserverPong::empty(info)
         }
     }
 

@@ -97,6 +97,23 @@ impl ObserverPing {
 }
 
 impl ObserverPong {
+    /// An answer that says nothing beyond who answers (`info`): no observer followed, not
+    /// synchronized, no lag, no request. The base of every answer a member builds.
+    pub fn empty(info: RoleInfo) -> ObserverPong {
+        ObserverPong {
+            info,
+            active_observer: String::new(),
+            synchronized: false,
+            wants_unsync: Vec::new(),
+            isolated: false,
+            primary_silence_ms: 0,
+            transport_lag_ms: 0,
+            apply_lag_ms: 0,
+            refusal: String::new(),
+            targets_synchronized: Vec::new(),
+        }
+    }
+
     pub(crate) fn encode(&self, w: &mut Writer<'_>) {
         self.info.encode(w);
         w.text(&self.active_observer);

@@ -27,21 +27,6 @@ pub struct Hooks {
     pub runtime: tokio::runtime::Handle,
 }
 
-fn empty_pong(info: proto::RoleInfo) -> ObserverPong {
-    ObserverPong {
-        info,
-        active_observer: String::new(),
-        synchronized: false,
-        wants_unsync: Vec::new(),
-        isolated: false,
-        primary_silence_ms: 0,
-        transport_lag_ms: 0,
-        apply_lag_ms: 0,
-        refusal: String::new(),
-        targets_synchronized: Vec::new(),
-    }
-}
-
 fn refused(reason: impl Into<String>) -> Result<(), String> {
     Err(reason.into())
 }
@@ -57,12 +42,12 @@ impl ObserverHooks for Hooks {
         let Some(roles) = self.roles() else {
             return ObserverPong {
                 refusal: "the server is stopping".into(),
-                ..empty_pong(super::placeholder_info(""))
+                ..ObserverPong::empty(super::placeholder_info(""))
             };
         };
         let member = roles.member_name();
         let Some(running) = roles.current() else {
-            return empty_pong(super::placeholder_info(&member));
+            return ObserverPong::empty(super::placeholder_info(&member));
         };
         let info = (roles.role_info_source(&running.db))();
         if let Some(fast_start) = &running.fast_start {
@@ -74,7 +59,7 @@ impl ObserverHooks for Hooks {
                 wants_unsync: view.wants_unsync,
                 isolated: view.isolated,
                 targets_synchronized: view.synchronized,
-                ..empty_pong(info)
+                ..ObserverPong::empty(info)
             };
         }
         match &running.receiver {
@@ -88,10 +73,10 @@ impl ObserverHooks for Hooks {
                         .map_or(u64::MAX, |seconds| (seconds * 1000.0) as u64),
                     transport_lag_ms: (status.transport_lag_s * 1000.0) as u64,
                     apply_lag_ms: (status.apply_lag_s * 1000.0) as u64,
-                    ..empty_pong(info)
+                    ..ObserverPong::empty(info)
                 }
             }
-            None => empty_pong(info),
+            None => ObserverPong::empty(info),
         }
     }
 
