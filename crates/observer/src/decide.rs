@@ -454,6 +454,9 @@ fn ready_targets(
         .and_then(|view| view.pong.as_ref())
         .map(|pong| pong.targets_synchronized.clone())
         .unwrap_or_default();
+    // Maximum Performance: the most a target may lag.
+    let lag_allowed_ms = (fast_start.lag_limit.as_millis() as u64)
+        .max((silent.as_millis() as u64).saturating_add(1000));
     replication
         .failover_targets()
         .into_iter()
@@ -473,12 +476,9 @@ fn ready_targets(
                         && !state.ineligible.contains(name)
                 }
                 _ => {
-                    let limit = fast_start.lag_limit.as_millis() as u64;
                     pong.synchronized
-                        && pong.transport_lag_ms
-                            <= limit.max((silent.as_millis() as u64).saturating_add(1000))
-                        && pong.apply_lag_ms
-                            <= limit.max((silent.as_millis() as u64).saturating_add(1000))
+                        && pong.transport_lag_ms <= lag_allowed_ms
+                        && pong.apply_lag_ms <= lag_allowed_ms
                 }
             };
             recent && standby && ready
