@@ -1,10 +1,15 @@
 //! `redoguard bench transport` end to end, as small as it goes: loopback only, one client,
 //! one second per case, one steady rate, small logs, no PostgreSQL or Redis; the base
-//! experiments in one run, the issue 11 ones in another.
+//! experiments in one run, the issue 11 ones in another (with the standbys' data in a
+//! directory of its own).
 
 mod common;
 
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 fn redoguard() -> Command {
@@ -30,6 +35,7 @@ fn bench_transport_help_names_its_flags() {
         "--commit-mode-rtt",
         "--async-cpu-rtt",
         "--async-cpu-rate",
+        "--standby-dir",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
@@ -135,6 +141,8 @@ fn a_tiny_run_writes_every_field_and_leaves_nothing_behind() {
 #[test]
 fn a_tiny_run_of_the_issue_11_experiments_writes_their_fields_and_plots() {
     let dir = tempfile::tempdir().unwrap();
+    // The standbys' data goes to a directory of its own (`--standby-dir`).
+    let standby_dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("experiments.json");
     let mut command = redoguard();
     command
@@ -144,20 +152,57 @@ fn a_tiny_run_of_the_issue_11_experiments_writes_their_fields_and_plots() {
         .args(["--commit-mode-rtt", "0", "--async-cpu-rtt", "0", "--async-cpu-rate", "200"])
         .args(["--log-file-size", "16MiB", "--no-external", "--dir"])
         .arg(dir.path())
+        .arg("--standby-dir")
+        .arg(standby_dir.path())
         .arg("--json")
         .arg(&json);
+    // Meanwhile: which servers' data directories (holding files) appear in the standbys'
+    // directory (`<run>/<setup>/<server>/`).
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (done, root) = (done.clone(), standby_dir.path().to_path_buf());
+        std::thread::spawn(move || {
+            let mut seen = BTreeSet::new();
+            let entries = |path: &Path| -> Vec<PathBuf> {
+                std::fs::read_dir(path)
+                    .map(|entries| entries.flatten().map(|entry| entry.path()).collect())
+                    .unwrap_or_default()
+            };
+            while !done.load(Ordering::Relaxed) {
+                for setup in entries(&root).iter().flat_map(|run| entries(run)) {
+                    for server in entries(&setup) {
+                        if !entries(&server).is_empty() {
+                            seen.insert(server.file_name().unwrap().to_string_lossy().into_owned());
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        })
+    };
     let output = common::run_with_cleanup_bound(
         &mut command,
         Duration::from_secs(240),
         Duration::from_secs(30),
         "bench transport experiments",
     );
+    done.store(true, Ordering::Relaxed);
+    let seen = watcher.join().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
         "stdout:\n{stdout}\nstderr:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    // Every standby's data, and only theirs, went there; and nothing is left.
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["standby", "standby1", "standby2"],
+        "data directories seen in --standby-dir"
+    );
+    assert_eq!(std::fs::read_dir(standby_dir.path()).unwrap().count(), 0);
+    assert!(stdout.contains("standbys' fdatasync p50"), "{stdout}");
     for table in ["two SYNC standbys", "steady redo rate", "COMMITMODE", "CPU per commit"] {
         assert!(stdout.contains(table), "{table} missing from:\n{stdout}");
     }
@@ -165,6 +210,9 @@ fn a_tiny_run_of_the_issue_11_experiments_writes_their_fields_and_plots() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["failures"].as_array().unwrap().len(), 0, "{report}");
+    assert_eq!(report["standby_dir"].as_str(), standby_dir.path().to_str());
+    assert!(report["standby_filesystem"].is_string(), "{report}");
+    assert!(report["limits"][0]["standby_fdatasync_p50_us"].as_f64().unwrap() > 0.0);
     let cases = report["cases"].as_array().unwrap();
     let of = |experiment: &str| -> Vec<&serde_json::Value> {
         cases.iter().filter(|case| case["experiment"] == experiment).collect()

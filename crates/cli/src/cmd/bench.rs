@@ -178,6 +178,12 @@ pub struct TransportArgs {
     /// inside it and removed).
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
+    /// Directory for redoguard's standbys' data instead, on another disk: its fdatasync then
+    /// does not queue behind the primary's on one device, as on a standby host (a temporary
+    /// directory is created inside it and removed). PostgreSQL's and Redis's standbys stay in
+    /// --dir
+    #[arg(long)]
+    pub standby_dir: Option<std::path::PathBuf>,
     /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
@@ -302,6 +308,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 external: !args.no_external,
                 tls: args.tls,
                 tcp_congestion: args.tcp_congestion,
+                standby_dir: args.standby_dir,
             };
             let started = std::time::Instant::now();
             let report = workload::bench_transport::run(&config, |step| {

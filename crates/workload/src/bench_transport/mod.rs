@@ -11,7 +11,8 @@
 //! 1. the physical limits, with no server running: raw 4 KiB write + fdatasync (`iotest`, one
 //!    writer for 2 s, then two writers at once for 1 s, as a primary and a standby on one
 //!    disk write), and the TCP RTT from side A to side B (median of 21 one-byte round trips).
-//!    The raw fdatasync is measured again for 1 s just before and just after each case (the
+//!    With a `standby_dir` (the standbys' data on another file system): one writer there too,
+//!    and the two at once are one in each. The raw fdatasync is measured again for 1 s just before and just after each case (the
 //!    servers up and idle), and the lower p50 is the case's `fdatasync_p50_us`: a disk made
 //!    slower for a while by other work is compared with itself (as `bench commit` does), and a
 //!    reading spoiled by that work can only make a latency target stricter;
@@ -216,6 +217,10 @@ pub struct TransportConfig {
     /// The TCP congestion control of redoguard's redo connections (the destinations'
     /// `tcp_congestion`); none: the host's.
     pub tcp_congestion: Option<String>,
+    /// File system for the redoguard standbys' data, if not `dir`'s: another disk, so that the
+    /// standby's fdatasync does not queue behind the primary's on one device, as it does not
+    /// on a standby host. A temporary directory is made inside it and removed at the end.
+    pub standby_dir: Option<PathBuf>,
 }
 
 impl TransportConfig {
@@ -378,6 +383,10 @@ pub struct TransportCase {
     /// lower of two 1 s measurements just before and just after the case (the servers up and
     /// idle); PostgreSQL and Redis, one 2 s measurement before all their cases.
     pub fdatasync_p50_us: f64,
+    /// redoguard with a `standby_dir`: the raw fdatasync p50 of the standbys' file system
+    /// (the RTT's limits), in µs; without, the standbys' is `fdatasync_p50_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_fdatasync_p50_us: Option<f64>,
     /// redoguard: the mean of the primary's own log writes during the case ("log file
     /// parallel write": write + fdatasync of the redo log), in µs.
     pub log_write_avg_us: Option<f64>,
@@ -470,8 +479,13 @@ pub struct PathLimits {
     pub fdatasync_p50_us: f64,
     pub fdatasync_p99_us: f64,
     /// Two writers at once, each on its own file (what a primary and its standby on one
-    /// disk do), 1 s (or half a case's duration): the p50 each sees.
+    /// disk do), 1 s (or half a case's duration): the p50 each sees. With a `standby_dir`:
+    /// one writer there and one here, the p50 here.
     pub fdatasync_two_writers_p50_us: f64,
+    /// With a `standby_dir`: one writer there, as long as the one here: the standbys' raw
+    /// fdatasync p50, the remote fdatasync of the SYNC AFFIRM latency targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_fdatasync_p50_us: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -492,6 +506,11 @@ pub struct TransportReport {
     /// host's default (`net.ipv4.tcp_congestion_control`), and which.
     #[serde(default)]
     pub tcp_congestion: String,
+    /// Where the redoguard standbys' data was, if not in `dir`, and its file system.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_filesystem: Option<String>,
 }
 
 /// Runs every case; see the module documentation.
@@ -512,6 +531,21 @@ pub fn run(
     std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o755))?;
     let filesystem =
         tools::iotest::filesystem_name(&config.dir).unwrap_or_else(|_| "unknown".to_string());
+    let standby_work = match &config.standby_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("standby-dir: cannot create {}", dir.display()))?;
+            Some(
+                tempfile::Builder::new()
+                    .prefix("redoguard-bench-transport-standby-")
+                    .tempdir_in(dir)
+                    .with_context(|| {
+                        format!("standby-dir: cannot create a directory in {}", dir.display())
+                    })?,
+            )
+        }
+        None => None,
+    };
     let mut report = TransportReport {
         dir: config.dir.display().to_string(),
         filesystem,
@@ -523,6 +557,10 @@ pub fn run(
         skipped: Vec::new(),
         failures: Vec::new(),
         elapsed_s: 0.0,
+        standby_dir: config.standby_dir.as_ref().map(|dir| dir.display().to_string()),
+        standby_filesystem: config.standby_dir.as_ref().map(|dir| {
+            tools::iotest::filesystem_name(dir).unwrap_or_else(|_| "unknown".to_string())
+        }),
         tcp_congestion: match &config.tcp_congestion {
             Some(name) => format!("{name} (given)"),
             None => std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
@@ -543,8 +581,10 @@ pub fn run(
         for &rtt in rtts {
             crate::interrupt::check()?;
             network.set_rtt(rtt)?;
-            let limits = measure_limits(network, rtt, work.path(), config.duration, progress)?;
-            let bench = Bench { config, network, limits: &limits, work: work.path() };
+            let standby_work = standby_work.as_ref().map(|dir| dir.path());
+            let limits =
+                measure_limits(network, rtt, work.path(), standby_work, config.duration, progress)?;
+            let bench = Bench { config, network, limits: &limits, work: work.path(), standby_work };
             // The steady-rate cases get a fresh ASYNC setup of their own, right after the
             // closed-loop ones.
             let mut setups: Vec<(Mode, Load)> = Vec::new();

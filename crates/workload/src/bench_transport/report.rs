@@ -69,7 +69,7 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
                 }),
             ("sync_affirm", "closed_loop") if case.clients == 1 => {
                 let fdatasync = case.fdatasync_p50_us;
-                let reference = fdatasync.max(case.rtt_ms * 1000.0 + fdatasync);
+                let reference = fdatasync.max(case.rtt_ms * 1000.0 + remote_fdatasync(case));
                 Some(Target::at_most(
                     "SYNC AFFIRM p50 <= 1.15 x max(local fdatasync, RTT + remote fdatasync)".into(),
                     case.p50_us,
@@ -89,7 +89,7 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
             ("sync_affirm", "closed_loop") => Some(Target::at_most(
                 "SYNC AFFIRM p50 <= 1.15 x (RTT + remote fdatasync)".into(),
                 case.p50_us,
-                case.rtt_ms * 1000.0 + case.fdatasync_p50_us,
+                case.rtt_ms * 1000.0 + remote_fdatasync(case),
                 1.15,
             )),
             ("async", "steady_rate") => case.transport_lag_p99_ms.map(|p99| {
@@ -212,6 +212,12 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
 }
 
 /// The report as tables a person reads.
+/// The standbys' raw fdatasync p50 of a case: their own file system's (`standby_dir`), or
+/// the one the primary shares with them.
+fn remote_fdatasync(case: &TransportCase) -> f64 {
+    case.standby_fdatasync_p50_us.unwrap_or(case.fdatasync_p50_us)
+}
+
 pub fn render(report: &TransportReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -227,21 +233,37 @@ pub fn render(report: &TransportReport) -> String {
             report.tcp_congestion
         );
     }
+    if let Some(dir) = &report.standby_dir {
+        let _ = writeln!(
+            out,
+            "redoguard's standbys' files in {dir} ({}); \"2 writers at once\" is one there and one in {}",
+            report.standby_filesystem.as_deref().unwrap_or("unknown"),
+            report.dir
+        );
+    }
     let _ = writeln!(out, "physical limits (no server running):");
     let _ = writeln!(
         out,
-        "  {:>7} {:>9} {:>15} {:>15} {:>22}",
-        "RTT set", "RTT ms", "fdatasync p50", "fdatasync p99", "2 writers at once p50"
+        "  {:>7} {:>9} {:>15} {:>15} {:>22}{}",
+        "RTT set",
+        "RTT ms",
+        "fdatasync p50",
+        "fdatasync p99",
+        "2 writers at once p50",
+        if report.standby_dir.is_some() { "  standbys' fdatasync p50" } else { "" }
     );
     for limits in &report.limits {
         let _ = writeln!(
             out,
-            "  {:>7} {:>9.3} {:>12.0} µs {:>12.0} µs {:>19.0} µs",
+            "  {:>7} {:>9.3} {:>12.0} µs {:>12.0} µs {:>19.0} µs{}",
             limits.rtt_set_ms,
             limits.rtt_ms,
             limits.fdatasync_p50_us,
             limits.fdatasync_p99_us,
-            limits.fdatasync_two_writers_p50_us
+            limits.fdatasync_two_writers_p50_us,
+            limits
+                .standby_fdatasync_p50_us
+                .map_or_else(String::new, |p50| format!(" {p50:>21.0} µs"))
         );
     }
     let commits: Vec<&TransportCase> = report

@@ -49,6 +49,8 @@ pub(super) struct Bench<'a> {
     pub(super) network: &'a Network,
     pub(super) limits: &'a PathLimits,
     pub(super) work: &'a Path,
+    /// Where the standbys' data goes, if not in `work` (`standby_dir`).
+    pub(super) standby_work: Option<&'a Path>,
 }
 
 /// What a case changed in the primary's counters.
@@ -319,6 +321,7 @@ impl Bench<'_> {
             p50_us: quantile(&measured.latency_us, 0.5),
             p99_us: quantile(&measured.latency_us, 0.99),
             fdatasync_p50_us,
+            standby_fdatasync_p50_us: self.limits.standby_fdatasync_p50_us,
             log_write_avg_us: Some(deltas.log_write_us as f64 / deltas.log_writes.max(1) as f64),
             standbys: Some(mode.standbys().len() as u32),
             commit_mode: kind.commit_mode.map(str::to_string),
@@ -431,6 +434,7 @@ impl Bench<'_> {
             p50_us: quantile(&steady.latency_us, 0.5),
             p99_us: quantile(&steady.latency_us, 0.99),
             fdatasync_p50_us,
+            standby_fdatasync_p50_us: self.limits.standby_fdatasync_p50_us,
             log_write_avg_us: Some(deltas.log_write_us as f64 / deltas.log_writes.max(1) as f64),
             redo_mb_per_s: Some(redo_mb_per_s),
             redo_mb_per_s_target: rate_mb_per_s,

@@ -186,6 +186,8 @@ pub(super) struct Setup<'a> {
     // Stopped in this order: the primary first, so that it does not log its standbys' going.
     pub(super) primary: ServerProcess,
     pub(super) standbys: Vec<ServerProcess>,
+    /// The standbys' data, when not in `dir` (`standby_dir`).
+    pub(super) standby_data: Option<PathBuf>,
 }
 
 impl Setup<'_> {
@@ -217,6 +219,9 @@ impl Drop for Setup<'_> {
             let _ = standby.kill();
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(data) = &self.standby_data {
+            let _ = std::fs::remove_dir_all(data);
+        }
     }
 }
 
@@ -236,14 +241,23 @@ impl Bench<'_> {
     /// Starts `mode`'s servers in a directory named after `label` (what the setup is for),
     /// waits until every destination is as `mode` wants it.
     pub(super) fn start(&self, mode: Mode, label: &str) -> anyhow::Result<Setup<'_>> {
-        let dir = self.work.join(format!("redoguard-{}-{}-{label}", self.rtt(), mode.name()));
+        let name = format!("redoguard-{}-{}-{label}", self.rtt(), mode.name());
+        let dir = self.work.join(&name);
+        // The standbys' data, on the file system of `standby_dir` if given.
+        let standby_data = self.standby_work.map(|work| work.join(&name));
         // A setup started again (a quorum the server refused, without its keys) starts fresh.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
+        if let Some(data) = &standby_data {
+            let _ = std::fs::remove_dir_all(data);
+        }
         let log_file_size = self.config.log_file_size;
         let binary = &self.config.binary;
         let server = |side: Side, name: &str, config: String| -> anyhow::Result<ServerProcess> {
-            let data = dir.join(name);
+            let data = match &standby_data {
+                Some(standby_data) if side == Side::B => standby_data.join(name),
+                _ => dir.join(name),
+            };
             std::fs::create_dir_all(&data)?;
             let config_path = dir.join(format!("{name}.toml"));
             std::fs::write(&config_path, config)?;
@@ -293,10 +307,13 @@ impl Bench<'_> {
             Ok(primary) => primary,
             Err(error) => {
                 let _ = std::fs::remove_dir_all(&dir);
+                if let Some(data) = &standby_data {
+                    let _ = std::fs::remove_dir_all(data);
+                }
                 return Err(error);
             }
         };
-        let setup = Setup { network: self.network, dir, primary, standbys };
+        let setup = Setup { network: self.network, dir, primary, standbys, standby_data };
         if let Some(wanted) = mode.phase() {
             let deadline = Instant::now() + CONNECT_TIMEOUT;
             loop {

@@ -61,6 +61,27 @@ fn targets_follow_the_issue() {
 }
 
 #[test]
+fn the_remote_fdatasync_is_the_standbys_own_when_they_had_their_own_directory() {
+    // Local 1 ms; the standbys' directory 0.2 ms.
+    let mut one = case("sync_affirm", "closed_loop", 1);
+    one.standby_fdatasync_p50_us = Some(200.0);
+    let mut many = case("sync_affirm", "closed_loop", 16);
+    many.standby_fdatasync_p50_us = Some(200.0);
+    // Through a 0.5 ms link the local fdatasync is the longer leg.
+    let mut short = case("sync_affirm", "closed_loop", 1);
+    short.standby_fdatasync_p50_us = Some(200.0);
+    short.rtt_ms = 0.5;
+    let mut cases = vec![one, many, short];
+    assess(&mut cases);
+    let reference = |index: usize| cases[index].target.as_ref().unwrap().reference;
+    // max(1 ms, 10 ms + 0.2 ms).
+    assert!((reference(0) - 10_200.0).abs() < 1e-9, "{:?}", cases[0].target);
+    assert!((reference(1) - 10_200.0).abs() < 1e-9, "{:?}", cases[1].target);
+    // max(1 ms, 0.5 ms + 0.2 ms).
+    assert!((reference(2) - 1000.0).abs() < 1e-9, "{:?}", cases[2].target);
+}
+
+#[test]
 fn sync_affirm_with_many_clients_is_held_to_the_alone_and_the_peers() {
     let at = |system: &str, mode: &str, rtt: u32, commits_per_s: f64| TransportCase {
         experiment: Experiment::Modes,
@@ -210,6 +231,7 @@ fn config_bounds_are_named() {
         tls: false,
         external: true,
         tcp_congestion: None,
+        standby_dir: None,
     };
     assert_eq!(good.all_rtts_ms(), [0, 10, 25, 50, 2, 5, 20]);
     let only_cpu = TransportConfig { experiments: vec![Experiment::AsyncCpu], ..good.clone() };
