@@ -53,6 +53,14 @@ impl LogWrite {
 pub trait ShipWait: Send {
     /// Blocks until the write may be declared durable (per protection mode), or fails.
     fn wait(self: Box<Self>) -> Result<()>;
+
+    /// Whether `wait` would return at once now: what it waits for has already arrived (it may
+    /// read what has arrived to know, but never waits for more). A leader that must not block
+    /// (a tokio task) then settles the write itself instead of handing the wait to another
+    /// thread, and the commit skips two wake-ups. False when unsure.
+    fn ready(&self) -> bool {
+        false
+    }
 }
 
 /// Redo transport, as the log writer sees it.

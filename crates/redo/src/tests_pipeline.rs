@@ -43,6 +43,11 @@ struct Script {
     returned: usize,
     /// Most writes shipped and not yet returned from their wait, at once.
     most_in_flight: usize,
+    /// Acknowledge each write as it is shipped (a standby that answers before the local
+    /// write ends): its wait is `ready`.
+    acknowledge_at_once: bool,
+    /// The thread each wait ran on, by write.
+    waited_on: BTreeMap<usize, String>,
 }
 
 struct ScriptedWait {
@@ -51,8 +56,14 @@ struct ScriptedWait {
 }
 
 impl ShipWait for ScriptedWait {
+    fn ready(&self) -> bool {
+        self.shipper.state.lock().verdicts.get(&self.index) == Some(&Verdict::Ack)
+    }
+
     fn wait(self: Box<Self>) -> Result<()> {
         let mut script = self.shipper.state.lock();
+        let thread = thread::current().name().unwrap_or("unnamed").to_string();
+        script.waited_on.insert(self.index, thread);
         let deadline = Instant::now() + Duration::from_secs(30);
         let verdict = loop {
             if let Some(verdict) = script.verdicts.get(&self.index) {
@@ -83,6 +94,9 @@ impl Shipper for Handle {
         let mut script = self.0.state.lock();
         script.shipped.push(write.last_scn);
         let index = script.shipped.len() - 1;
+        if script.acknowledge_at_once {
+            script.verdicts.insert(index, Verdict::Ack);
+        }
         script.most_in_flight = script.most_in_flight.max(script.shipped.len() - script.returned);
         self.0.changed.notify_all();
         Some(Box::new(ScriptedWait { shipper: self.0.clone(), index }))
@@ -143,6 +157,46 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// A task leader whose acknowledgement is in by the end of its local write settles the write
+/// itself (no hand-off to the acknowledgement waiter); one with a write in flight ahead of it
+/// still hands it over, and nothing is published past the write ahead.
+#[test]
+fn a_task_settles_an_acknowledged_write_itself_unless_one_is_in_flight_ahead() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "an acknowledged write settled here");
+    let disk = CrashDisk::new();
+    let (log, shipper) = log_with_scripted_shipper(&disk);
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    shipper.state.lock().acknowledge_at_once = true;
+    for n in 0..3 {
+        let (scn, task) = commit_async(&runtime, &log, 1).pop().unwrap();
+        runtime.block_on(task).unwrap().unwrap_or_else(|error| panic!("commit {scn}: {error}"));
+        let waited_on = shipper.state.lock().waited_on.get(&n).cloned();
+        assert!(
+            waited_on.as_deref().is_some_and(|thread| thread != "redo-ackwait"),
+            "write {n}'s wait ran on {waited_on:?}, not on the committing task's worker"
+        );
+    }
+    // Write 3 is not acknowledged; write 4 is, at once, but 3 is in flight ahead of it.
+    shipper.state.lock().acknowledge_at_once = false;
+    let before = log.durable_scn();
+    let mut commits = commit_async(&runtime, &log, 1);
+    shipper.wait_shipped(4);
+    shipper.state.lock().acknowledge_at_once = true;
+    commits.extend(commit_async(&runtime, &log, 1));
+    let shipped = shipper.wait_shipped(5);
+    thread::sleep(Duration::from_millis(50));
+    assert_eq!(log.durable_scn(), before, "published past write 3, which is not acknowledged");
+    shipper.release(3, Verdict::Ack);
+    wait_for("everything durable", || log.durable_scn() == shipped[4]);
+    for (scn, task) in commits {
+        runtime.block_on(task).unwrap().unwrap_or_else(|error| panic!("commit {scn}: {error}"));
+    }
+    let waited_on = shipper.state.lock().waited_on.clone();
+    assert_eq!(waited_on.get(&3).map(String::as_str), Some("redo-ackwait"), "{waited_on:?}");
+    assert_eq!(waited_on.get(&4).map(String::as_str), Some("redo-ackwait"), "{waited_on:?}");
 }
 
 /// Acknowledgements that come back in reverse order publish nothing until the first one

@@ -8,7 +8,11 @@
 //! commits that arrived meanwhile are sent at once instead of after a whole round trip. The
 //! wait itself is run by the *acknowledgement waiter* (a thread of the engine, `ack_waiter`),
 //! or, by a lone committing thread with nothing else in flight, by that thread itself, as
-//! before pipelining: a lone committer pays no hand-off.
+//! before pipelining: a lone committer pays no hand-off. A leader that must not block (a
+//! tokio task, the hand-over writer) settles the write itself too when nothing is in flight
+//! and its acknowledgements are already in by the end of its local write (`ShipWait::ready`:
+//! a standby that answers faster than the local disk syncs): handing an instant wait to the
+//! waiter would only add its wake-up and the committer's.
 //!
 //! *Architecture Invariant*: durability is published strictly in write order. An entry's SCNs
 //! become durable only once its own wait succeeded *and* every entry before it was published;
@@ -70,7 +74,9 @@ pub(crate) struct Deferred {
 pub(crate) enum Settle {
     /// Waits for it here (holding the leadership): log switches, flushes, shutdown.
     Here,
-    /// Leaves the wait to the acknowledgement waiter (tokio tasks, the background writer).
+    /// Leaves the wait to the acknowledgement waiter (tokio tasks, the background writer),
+    /// unless nothing is in flight ahead of it and the wait would not wait
+    /// (`ShipWait::ready`): the acknowledgements are in already.
     Defer,
     /// A committing thread: waits here if nothing else is in flight and nobody waits to
     /// commit (the lone committer, as before pipelining), else defers.
@@ -143,7 +149,11 @@ impl Shared {
         };
         let here = match settle {
             Settle::Here => true,
-            Settle::Defer => false,
+            Settle::Defer => {
+                deferred.is_empty()
+                    && self.pipeline.flight.lock().entries.is_empty()
+                    && wait.ready()
+            }
             Settle::Adaptive => {
                 deferred.is_empty()
                     && self.pipeline.flight.lock().entries.is_empty()

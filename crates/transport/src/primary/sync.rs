@@ -54,6 +54,40 @@ fn at_or_after(addr: RedoAddr, end: RedoAddr) -> bool {
 }
 
 impl ShipWait for ProtectionWait {
+    /// The quorum's acknowledgements are in (after reading what has arrived, without waiting
+    /// for more), and with fast-start failover every target holds the write: `await_quorum`
+    /// then ends on its first look, and `admit` at once. Never under Maximum Protection (its
+    /// own wait is left to `wait`).
+    fn ready(&self) -> bool {
+        if self.inner.mode() == ProtectionMode::MaximumProtection {
+            return false;
+        }
+        let end = after(&self.write);
+        let needed = self.inner.quorum.needed(self.sent.len());
+        let mut acknowledged = 0;
+        for to in &self.sent {
+            if let Some(mut guard) = to.destination.sync_recv.try_lock() {
+                self.inner.read_arrived(to, &mut guard);
+            }
+            let state = to.destination.state.lock();
+            if state.sync_epoch == to.epoch && at_or_after(state.acknowledged, end) {
+                acknowledged += 1;
+            }
+        }
+        if acknowledged < needed {
+            return false;
+        }
+        // `admit` returns at once when every target holds the write.
+        self.inner.fast_start.as_ref().is_none_or(|fast_start| {
+            fast_start.targets.iter().all(|target| {
+                self.inner.destinations.iter().any(|destination| {
+                    destination.name == *target
+                        && at_or_after(destination.state.lock().acknowledged, end)
+                })
+            })
+        })
+    }
+
     fn wait(self: Box<Self>) -> Result<(), RedoError> {
         let started = Instant::now();
         let end = after(&self.write);
@@ -316,6 +350,22 @@ impl Inner {
                 let left = deadline.saturating_duration_since(Instant::now());
                 self.read_one(to, guard, left.max(Duration::from_millis(1)));
             }
+        }
+    }
+
+    /// Reads what has arrived on a destination's SYNC connection, waiting for nothing more
+    /// than the rest of a message whose first bytes are in (at most 1 ms).
+    fn read_arrived(&self, to: &SentTo, guard: &mut Option<(u64, Conn)>) {
+        let Some((_, conn)) = guard.as_ref() else { return };
+        if conn.has_buffered_message() {
+            self.read_one(to, guard, Duration::ZERO);
+            return;
+        }
+        let mut fd = libc::pollfd { fd: conn.raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the call's duration; the descriptor stays open while
+        // the guard is held.
+        if unsafe { libc::poll(&mut fd, 1, 0) } > 0 {
+            self.read_one(to, guard, Duration::from_millis(1));
         }
     }
 
