@@ -54,13 +54,13 @@ pub trait ShipWait: Send {
     /// Blocks until the write may be declared durable (per protection mode), or fails.
     fn wait(self: Box<Self>) -> Result<()>;
 
-    /// Whether `wait` would return at once now: what it waits for has already arrived (it may
-    /// read what has arrived to know, but never waits for more). A leader that must not block
-    /// (a tokio task) then settles the write itself instead of handing the wait to another
-    /// thread, and the commit skips two wake-ups. False when unsure.
-    fn ready(&self) -> bool {
-        false
-    }
+    /// Settles the write now if that takes no waiting for a standby: `Ok` with what `wait`
+    /// would return, when what it waits for has already arrived (it may read what has arrived,
+    /// never wait for more); otherwise `Err` with the wait given back untouched, to be waited
+    /// for elsewhere. A leader that must not block (a tokio task) settles the write itself so,
+    /// instead of handing the wait to another thread: the commit skips two wake-ups.
+    #[allow(clippy::type_complexity)]
+    fn try_wait(self: Box<Self>) -> std::result::Result<Result<()>, Box<dyn ShipWait>>;
 }
 
 /// Redo transport, as the log writer sees it.

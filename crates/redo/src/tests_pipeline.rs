@@ -56,8 +56,10 @@ struct ScriptedWait {
 }
 
 impl ShipWait for ScriptedWait {
-    fn ready(&self) -> bool {
-        self.shipper.state.lock().verdicts.get(&self.index) == Some(&Verdict::Ack)
+    fn try_wait(self: Box<Self>) -> std::result::Result<Result<()>, Box<dyn ShipWait>> {
+        let acknowledged =
+            self.shipper.state.lock().verdicts.get(&self.index) == Some(&Verdict::Ack);
+        if acknowledged { Ok(self.wait()) } else { Err(self) }
     }
 
     fn wait(self: Box<Self>) -> Result<()> {
@@ -176,7 +178,7 @@ fn a_task_settles_an_acknowledged_write_itself_unless_one_is_in_flight_ahead() {
         let waited_on = shipper.state.lock().waited_on.get(&n).cloned();
         assert!(
             waited_on.as_deref().is_some_and(|thread| thread != "redo-ackwait"),
-            "write {n}'s wait ran on {waited_on:?}, not on the committing task's worker"
+            "write {n}'s wait ran on {waited_on:?}: handed to the acknowledgement waiter"
         );
     }
     // Write 3 is not acknowledged; write 4 is, at once, but 3 is in flight ahead of it.

@@ -9,10 +9,11 @@
 //! wait itself is run by the *acknowledgement waiter* (a thread of the engine, `ack_waiter`),
 //! or, by a lone committing thread with nothing else in flight, by that thread itself, as
 //! before pipelining: a lone committer pays no hand-off. A leader that must not block (a
-//! tokio task, the hand-over writer) settles the write itself too when nothing is in flight
-//! and its acknowledgements are already in by the end of its local write (`ShipWait::ready`:
-//! a standby that answers faster than the local disk syncs): handing an instant wait to the
-//! waiter would only add its wake-up and the committer's.
+//! tokio task, the hand-over or the background writer) settles the write itself too when
+//! nothing is in flight ahead of it and its acknowledgements are already in by the end of its
+//! local write (`ShipWait::try_wait`, which never waits for a standby: a standby that answers
+//! faster than the local disk syncs, or on receipt): handing an instant wait to the waiter
+//! would only add its wake-up and the committer's.
 //!
 //! *Architecture Invariant*: durability is published strictly in write order. An entry's SCNs
 //! become durable only once its own wait succeeded *and* every entry before it was published;
@@ -74,9 +75,9 @@ pub(crate) struct Deferred {
 pub(crate) enum Settle {
     /// Waits for it here (holding the leadership): log switches, flushes, shutdown.
     Here,
-    /// Leaves the wait to the acknowledgement waiter (tokio tasks, the background writer),
-    /// unless nothing is in flight ahead of it and the wait would not wait
-    /// (`ShipWait::ready`): the acknowledgements are in already.
+    /// Leaves the wait to the acknowledgement waiter (tokio tasks, the hand-over and the
+    /// background writer), unless nothing is in flight ahead of it and it settles without
+    /// waiting (`ShipWait::try_wait`): the acknowledgements are in already.
     Defer,
     /// A committing thread: waits here if nothing else is in flight and nobody waits to
     /// commit (the lone committer, as before pipelining), else defers.
@@ -149,11 +150,7 @@ impl Shared {
         };
         let here = match settle {
             Settle::Here => true,
-            Settle::Defer => {
-                deferred.is_empty()
-                    && self.pipeline.flight.lock().entries.is_empty()
-                    && wait.ready()
-            }
+            Settle::Defer => false,
             Settle::Adaptive => {
                 deferred.is_empty()
                     && self.pipeline.flight.lock().entries.is_empty()
@@ -164,8 +161,25 @@ impl Shared {
             // One wait at a time reads the acknowledgements: the ones in flight first.
             self.drain_pipeline()?;
         }
-        let ticket = push(&mut self.pipeline.flight.lock(), last_scn, addr, bytes);
+        let (ticket, alone) = {
+            let mut flight = self.pipeline.flight.lock();
+            let alone = flight.entries.is_empty();
+            (push(&mut flight, last_scn, addr, bytes), alone)
+        };
         if !here {
+            // Nothing ahead of it: settled here if its acknowledgements are in already.
+            let wait = if settle == Settle::Defer && alone && deferred.is_empty() {
+                match self.try_wait_shipped(wait) {
+                    Ok(result) => {
+                        self.complete(ticket, result.is_ok());
+                        result?;
+                        return self.await_published(ticket);
+                    }
+                    Err(wait) => wait,
+                }
+            } else {
+                wait
+            };
             deferred.push(Deferred { ticket, wait });
             return Ok(());
         }
@@ -212,11 +226,24 @@ impl Shared {
         // (or the leader running it) lives on, the commits behind it are told, and no further
         // redo is taken. Unwound, it would leave every pipelined commit waiting for ever.
         let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || wait.wait()))
-            .unwrap_or_else(|_| {
-                Err(RedoError::WriterFailed(
-                    "the wait for the standbys' acknowledgement panicked".into(),
-                ))
-            });
+            .unwrap_or_else(|_| Err(wait_panicked()));
+        self.shipped_outcome(waited)
+    }
+
+    /// `wait_shipped` without waiting: the outcome if the wait settled at once, else the wait
+    /// given back (`ShipWait::try_wait`).
+    #[allow(clippy::type_complexity)]
+    fn try_wait_shipped(
+        &self,
+        wait: Box<dyn ShipWait>,
+    ) -> std::result::Result<Result<()>, Box<dyn ShipWait>> {
+        let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || wait.try_wait()))
+            .unwrap_or_else(|_| Ok(Err(wait_panicked())));
+        tried.map(|waited| self.shipped_outcome(waited))
+    }
+
+    /// What a wait's result means for the log: a failure refuses all further redo.
+    fn shipped_outcome(&self, waited: Result<()>) -> Result<()> {
         waited.map_err(|error| {
             let cause = match &error {
                 RedoError::WriterFailed(cause) => cause.clone(),
@@ -322,6 +349,10 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+fn wait_panicked() -> RedoError {
+    RedoError::WriterFailed("the wait for the standbys' acknowledgement panicked".into())
 }
 
 fn has_room(flight: &Flight, bytes: usize) -> bool {

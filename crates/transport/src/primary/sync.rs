@@ -54,38 +54,61 @@ fn at_or_after(addr: RedoAddr, end: RedoAddr) -> bool {
 }
 
 impl ShipWait for ProtectionWait {
-    /// The quorum's acknowledgements are in (after reading what has arrived, without waiting
-    /// for more), and with fast-start failover every target holds the write: `await_quorum`
-    /// then ends on its first look, and `admit` at once. Never under Maximum Protection (its
-    /// own wait is left to `wait`).
-    fn ready(&self) -> bool {
-        if self.inner.mode() == ProtectionMode::MaximumProtection {
-            return false;
+    /// Settles the write at once if the quorum's acknowledgements are in (after reading what
+    /// has arrived, never waiting for more) and, with fast-start failover, every target holds
+    /// the write, so that no lease or consent is needed; else gives the wait back to be waited
+    /// for (`wait`). Under Maximum Protection, always gives it back.
+    fn try_wait(self: Box<Self>) -> Result<Result<(), RedoError>, Box<dyn ShipWait>> {
+        let inner = &self.inner;
+        if inner.mode() == ProtectionMode::MaximumProtection {
+            return Err(self);
         }
         let end = after(&self.write);
-        let needed = self.inner.quorum.needed(self.sent.len());
-        let mut acknowledged = 0;
+        let mut acknowledged_by = BTreeSet::new();
+        let mut answered = 0;
         for to in &self.sent {
             if let Some(mut guard) = to.destination.sync_recv.try_lock() {
-                self.inner.read_arrived(to, &mut guard);
+                inner.read_arrived(to, &mut guard);
             }
             let state = to.destination.state.lock();
-            if state.sync_epoch == to.epoch && at_or_after(state.acknowledged, end) {
-                acknowledged += 1;
+            if state.sync_epoch != to.epoch {
+                // Dropped from the synchronized set meanwhile: not waited for (as in
+                // `await_quorum`).
+                answered += 1;
+            } else if at_or_after(state.acknowledged, end) {
+                answered += 1;
+                acknowledged_by.insert(to.destination.name.clone());
             }
         }
-        if acknowledged < needed {
-            return false;
+        // `await_quorum`'s first look, without its waiting.
+        if acknowledged_by.len() < inner.quorum.needed(self.sent.len())
+            && answered < self.sent.len()
+        {
+            return Err(self);
         }
-        // `admit` returns at once when every target holds the write.
-        self.inner.fast_start.as_ref().is_none_or(|fast_start| {
-            fast_start.targets.iter().all(|target| {
-                self.inner.destinations.iter().any(|destination| {
-                    destination.name == *target
-                        && at_or_after(destination.state.lock().acknowledged, end)
-                })
-            })
-        })
+        if let Some(fast_start) = &inner.fast_start {
+            // `wait`'s holding set, taken once: `admit` then needs neither lease nor consent.
+            let mut holding = acknowledged_by;
+            for destination in &inner.destinations {
+                if at_or_after(destination.state.lock().acknowledged, end) {
+                    holding.insert(destination.name.clone());
+                }
+            }
+            if !fast_start.targets.iter().all(|target| holding.contains(target)) {
+                return Err(self);
+            }
+            // Every target holds it: `admit` returns at once (it notes that commits are
+            // acknowledged again), never reaching `stop`.
+            let stop = || true;
+            if let Err(error) = fast_start.admit(inner.mode(), &|| holding.clone(), &stop) {
+                return Ok(Err(RedoError::WriterFailed(error)));
+            }
+        }
+        if !self.sent.is_empty() {
+            inner.sync_remote_write.record(Duration::ZERO);
+        }
+        inner.note_progress();
+        Ok(Ok(()))
     }
 
     fn wait(self: Box<Self>) -> Result<(), RedoError> {
@@ -353,8 +376,9 @@ impl Inner {
         }
     }
 
-    /// Reads what has arrived on a destination's SYNC connection, waiting for nothing more
-    /// than the rest of a message whose first bytes are in (at most 1 ms).
+    /// Reads what has arrived on a destination's SYNC connection. It waits for no standby: at
+    /// most for the rest of a message whose first bytes are in, for one read timeout (1 ms,
+    /// which the kernel rounds up to its tick).
     fn read_arrived(&self, to: &SentTo, guard: &mut Option<(u64, Conn)>) {
         let Some((_, conn)) = guard.as_ref() else { return };
         if conn.has_buffered_message() {
