@@ -8,12 +8,12 @@
 //! commits that arrived meanwhile are sent at once instead of after a whole round trip. The
 //! wait itself is run by the *acknowledgement waiter* (a thread of the engine, `ack_waiter`),
 //! or, by a lone committing thread with nothing else in flight, by that thread itself, as
-//! before pipelining: a lone committer pays no hand-off. A leader that must not block (a
-//! tokio task, the hand-over or the background writer) settles the write itself too when
-//! nothing is in flight ahead of it and its acknowledgements are already in by the end of its
-//! local write (`ShipWait::try_wait`, which never waits for a standby: a standby that answers
-//! faster than the local disk syncs, or on receipt): handing an instant wait to the waiter
-//! would only add its wake-up and the committer's.
+//! before pipelining: a lone committer pays no hand-off. A leader that defers its waits (a
+//! tokio task, which must not block; the hand-over and the background writer, so that their
+//! writes pipeline) settles the write itself when nothing is in flight ahead of it and its
+//! acknowledgements are already in by the end of its local write (`ShipWait::try_wait`, which
+//! waits for no standby: one that answers faster than the local disk syncs, or on receipt):
+//! handing an instant wait to the waiter would only add its wake-up and the committer's.
 //!
 //! *Architecture Invariant*: durability is published strictly in write order. An entry's SCNs
 //! become durable only once its own wait succeeded *and* every entry before it was published;
@@ -75,9 +75,10 @@ pub(crate) struct Deferred {
 pub(crate) enum Settle {
     /// Waits for it here (holding the leadership): log switches, flushes, shutdown.
     Here,
-    /// Leaves the wait to the acknowledgement waiter (tokio tasks, the hand-over and the
-    /// background writer), unless nothing is in flight ahead of it and it settles without
-    /// waiting (`ShipWait::try_wait`): the acknowledgements are in already.
+    /// Leaves the wait to the acknowledgement waiter (tokio tasks, which must not block; the
+    /// hand-over and the background writer, so that their writes pipeline), unless nothing is
+    /// in flight ahead of it and it settles without waiting (`ShipWait::try_wait`): the
+    /// acknowledgements are in already.
     Defer,
     /// A committing thread: waits here if nothing else is in flight and nobody waits to
     /// commit (the lone committer, as before pipelining), else defers.
