@@ -53,13 +53,19 @@ impl Primary {
     }
 
     fn ship_to(&mut self, mode: ProtectionMode, destination: DestinationConfig) {
-        let transport = PrimaryTransport::start(
-            self.db.redo().handle(),
-            mode,
-            vec![destination],
-            &Metrics::default(),
-        )
-        .unwrap();
+        self.ship_to_with(mode, destination, &Metrics::default());
+    }
+
+    /// `ship_to`, recording transport's wait events and statistics in `metrics`.
+    fn ship_to_with(
+        &mut self,
+        mode: ProtectionMode,
+        destination: DestinationConfig,
+        metrics: &Metrics,
+    ) {
+        let transport =
+            PrimaryTransport::start(self.db.redo().handle(), mode, vec![destination], metrics)
+                .unwrap();
         self.db.redo().set_shipper(Some(transport.shipper()));
         self.transport = Some(transport);
     }
@@ -349,6 +355,66 @@ fn voluntary_switches(name: &str) -> Vec<u64> {
         }));
     }
     found
+}
+
+/// A commit led by a tokio task (as a RESP session's is) whose SYNC acknowledgement is in by
+/// the end of its local write is settled by that task (`ShipWait::try_wait`): the primary then
+/// records no wait for the standby after its own write ("SYNC remote write" under 1 µs),
+/// where the acknowledgement waiter, reading the acknowledgement itself, takes microseconds.
+/// The primary's redo is on an in-memory disk that takes 5 ms per write and per sync, so the
+/// standby's answer always comes first. Under Maximum Protection the wait is always handed
+/// to the acknowledgement waiter.
+#[test]
+fn a_task_commit_acknowledged_before_its_local_write_ends_is_settled_by_the_task() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "settled by the task");
+    const COMMITS: u64 = 20;
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let mut settled_at_once = Vec::new();
+    for mode in [ProtectionMode::MaximumAvailability, ProtectionMode::MaximumProtection] {
+        let standby = Standby::open();
+        let disk = redo::crashdisk::CrashDisk::new();
+        let mut primary = Primary::open_on(Arc::new(disk.clone()));
+        let metrics = Metrics::new();
+        primary.ship_to_with(mode, destination(standby.address(), Transport::Sync), &metrics);
+        primary.set("first", "1");
+        wait_until("the standby is synchronized", Duration::from_secs(20), || {
+            primary.phase() == Phase::Synchronized
+        });
+        disk.set_hook(Some(Arc::new(|| std::thread::sleep(Duration::from_millis(5)))));
+        let before = metrics.wait("SYNC remote write").snapshot();
+        for n in 0..COMMITS {
+            let executed = primary
+                .db
+                .execute(&[Op::Set {
+                    key: Bytes::from(format!("k{n}")),
+                    value: Bytes::from_static(b"v"),
+                    condition: SetCondition::Always,
+                }])
+                .unwrap();
+            let scn = executed.scn.expect("a change");
+            runtime.block_on(primary.db.commit(scn, CommitOptions::default())).unwrap();
+        }
+        disk.set_hook(None);
+        let after = metrics.wait("SYNC remote write").snapshot();
+        let at_once = |snapshot: &stats::WaitEventSnapshot| {
+            snapshot.histogram.iter().find(|bucket| bucket.le_us == 1).map_or(0, |b| b.count)
+        };
+        assert!(after.count - before.count >= COMMITS, "{mode:?}: {before:?} {after:?}");
+        settled_at_once.push(at_once(&after) - at_once(&before));
+        primary.stop();
+        standby.stop();
+    }
+    println!("SYNC remote writes under 1 µs, of {COMMITS}: {settled_at_once:?}");
+    assert!(
+        settled_at_once[0] >= COMMITS / 2,
+        "Maximum Availability: only {} of {COMMITS} commits settled at once",
+        settled_at_once[0]
+    );
+    assert!(
+        settled_at_once[1] < COMMITS / 2,
+        "Maximum Protection: {} of {COMMITS} commits settled without the acknowledgement waiter",
+        settled_at_once[1]
+    );
 }
 
 /// With nothing to send, a streaming ASYNC destination's sender sleeps until its next
