@@ -12,10 +12,11 @@
 //!    writer for 2 s, then two writers at once for 1 s, as a primary and a standby on one
 //!    disk write), and the TCP RTT from side A to side B (median of 21 one-byte round trips).
 //!    With a `standby_dir` (the standbys' data on another file system): one writer there too,
-//!    and the two at once are one in each. The raw fdatasync is measured again for 1 s just before and just after each case (the
-//!    servers up and idle), and the lower p50 is the case's `fdatasync_p50_us`: a disk made
-//!    slower for a while by other work is compared with itself (as `bench commit` does), and a
-//!    reading spoiled by that work can only make a latency target stricter;
+//!    and the two at once are one in each. The raw fdatasync is measured again for 1 s just
+//!    before and just after each case (the servers up and idle), and the lower p50 is the
+//!    case's `fdatasync_p50_us`: a disk made slower for a while by other work is compared
+//!    with itself (as `bench commit` does), and a reading spoiled by that work can only make
+//!    a latency target stricter;
 //! 2. fresh setups, one after the other: a primary alone (`no_standby`); a primary with one
 //!    standby over `async` (Maximum Performance); the same again for the steady-rate cases;
 //!    over `sync` with `affirm = false` (`sync_noaffirm`) and with `affirm = true`

@@ -211,13 +211,13 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
     });
 }
 
-/// The report as tables a person reads.
 /// The standbys' raw fdatasync p50 of a case: their own file system's (`standby_dir`), or
 /// the one the primary shares with them.
 fn remote_fdatasync(case: &TransportCase) -> f64 {
     case.standby_fdatasync_p50_us.unwrap_or(case.fdatasync_p50_us)
 }
 
+/// The report as tables a person reads.
 pub fn render(report: &TransportReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
