@@ -226,8 +226,7 @@ impl Shared {
         }
         // The least silence after which it fails over without the fast path (Maximum
         // Performance allows a standby lag up to the primary's silence + 1 s).
-        let silent = fast_start.threshold + fast_start.threshold / 5;
-        ready_targets(state, replication, &self.me, silent)
+        ready_targets(state, replication, &self.me, slow_path_silence(fast_start.threshold))
     }
 
     /// The current primary's client address, for Sentinel clients.
@@ -395,7 +394,7 @@ fn step(config: &ObserverConfig, shared: &Shared) -> Option<(String, String)> {
     // lacks without this observer's grant); under Maximum Performance its lease must run out.
     let fast_path = maximum_availability && view.refused_in_a_row >= 2;
     // Slow path: past the primary's own lease (its last ping came before its last answer).
-    let lost = fast_path || silent >= threshold + threshold / 5;
+    let lost = fast_path || silent >= slow_path_silence(threshold);
     if !lost {
         return None;
     }
@@ -517,6 +516,12 @@ fn spawn_reinstate(config: &ObserverConfig, shared: &Arc<Shared>, old: String, p
         };
         log(&mut state, event);
     });
+}
+
+/// How long the primary must be silent before it counts as lost without the fast path: past
+/// its own lease (1.2 × `threshold`; its last ping came before its last answer).
+fn slow_path_silence(threshold: Duration) -> Duration {
+    threshold + threshold / 5
 }
 
 #[cfg(test)]
