@@ -148,7 +148,11 @@ pub fn transport(report: &TransportReport) -> Figure {
     };
     let floor = |rtt_set_ms: u32| {
         report.limits.iter().find(|limit| limit.rtt_set_ms == rtt_set_ms).map(|limit| {
-            protected_floor_us(limit.fdatasync_p50_us, limit.standby_fdatasync_p50_us, limit.rtt_ms)
+            crate::bench_transport::protected_floor_us(
+                limit.fdatasync_p50_us,
+                limit.standby_fdatasync_p50_us,
+                limit.rtt_ms,
+            )
         })
     };
     let floor_limit = Limit {
@@ -340,7 +344,7 @@ fn quorum_panels(report: &TransportReport) -> Vec<BarPanel> {
                     cases
                         .iter()
                         .find(|case| (case.rtt_set_ms, case.clients) == *point)
-                        .map(|case| protected_case_floor_us(case))
+                        .map(|case| case.protected_floor_us())
                 })
                 .collect(),
         ),
@@ -453,7 +457,7 @@ fn commit_mode_panels(report: &TransportReport) -> Vec<BarPanel> {
             limits: vec![Limit {
                 label: "round trip + raw fdatasync p50 (a WAIT commit's floor)".into(),
                 value: LimitValue::PerGroup(
-                    cases.iter().map(|case| Some(protected_case_floor_us(case))).collect(),
+                    cases.iter().map(|case| Some(case.protected_floor_us())).collect(),
                 ),
             }],
         },
@@ -642,17 +646,6 @@ pub fn failover(report: &crate::bench_failover::FailoverReport) -> Figure {
         ],
         lines: Vec::new(),
     }
-}
-
-/// A protected commit's floor, in µs: the local fdatasync and, in parallel, the round trip
-/// and the standby's fdatasync (`standby`: its own file system's, when it had one; else the
-/// same as the local one).
-fn protected_floor_us(local: f64, standby: Option<f64>, rtt_ms: f64) -> f64 {
-    local.max(rtt_ms * 1000.0 + standby.unwrap_or(local))
-}
-
-fn protected_case_floor_us(case: &crate::bench_transport::TransportCase) -> f64 {
-    protected_floor_us(case.fdatasync_p50_us, case.standby_fdatasync_p50_us, case.rtt_ms)
 }
 
 #[cfg(test)]

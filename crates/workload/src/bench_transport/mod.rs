@@ -471,6 +471,26 @@ pub struct CpuRound {
     pub log_write_avg_us: f64,
 }
 
+/// A protected commit's floor, in µs: the local fdatasync and, in parallel, the round trip
+/// and the standby's fdatasync (`standby`: its own file system's, when it had one; else the
+/// same as the local one).
+pub fn protected_floor_us(local: f64, standby: Option<f64>, rtt_ms: f64) -> f64 {
+    local.max(rtt_ms * 1000.0 + standby.unwrap_or(local))
+}
+
+impl TransportCase {
+    /// The standbys' raw fdatasync p50, in µs: their own file system's (`standby_dir`), or
+    /// the one the primary shares with them.
+    pub fn remote_fdatasync_us(&self) -> f64 {
+        self.standby_fdatasync_p50_us.unwrap_or(self.fdatasync_p50_us)
+    }
+
+    /// `protected_floor_us` of this case.
+    pub fn protected_floor_us(&self) -> f64 {
+        protected_floor_us(self.fdatasync_p50_us, self.standby_fdatasync_p50_us, self.rtt_ms)
+    }
+}
+
 /// The physical limits measured at one RTT, before its servers start.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct PathLimits {

@@ -68,12 +68,10 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
                     )
                 }),
             ("sync_affirm", "closed_loop") if case.clients == 1 => {
-                let fdatasync = case.fdatasync_p50_us;
-                let reference = fdatasync.max(case.rtt_ms * 1000.0 + remote_fdatasync(case));
                 Some(Target::at_most(
                     "SYNC AFFIRM p50 <= 1.15 x max(local fdatasync, RTT + remote fdatasync)".into(),
                     case.p50_us,
-                    reference,
+                    case.protected_floor_us(),
                     1.15,
                 ))
             }
@@ -89,7 +87,7 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
             ("sync_affirm", "closed_loop") => Some(Target::at_most(
                 "SYNC AFFIRM p50 <= 1.15 x (RTT + remote fdatasync)".into(),
                 case.p50_us,
-                case.rtt_ms * 1000.0 + remote_fdatasync(case),
+                case.rtt_ms * 1000.0 + case.remote_fdatasync_us(),
                 1.15,
             )),
             ("async", "steady_rate") => case.transport_lag_p99_ms.map(|p99| {
@@ -209,12 +207,6 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
                     .total_cmp(&b.redo_mb_per_s_target.unwrap_or(0.0)),
             )
     });
-}
-
-/// The standbys' raw fdatasync p50 of a case: their own file system's (`standby_dir`), or
-/// the one the primary shares with them.
-fn remote_fdatasync(case: &TransportCase) -> f64 {
-    case.standby_fdatasync_p50_us.unwrap_or(case.fdatasync_p50_us)
 }
 
 /// The report as tables a person reads.
