@@ -59,9 +59,11 @@ pub trait ShipWait: Send {
     /// never wait for more); otherwise `Err` with the wait given back untouched, to be waited
     /// for elsewhere. A leader that must not block (a tokio task) settles the write itself so,
     /// instead of handing the wait to another thread: the commit skips two wake-ups.
-    #[allow(clippy::type_complexity)]
-    fn try_wait(self: Box<Self>) -> std::result::Result<Result<()>, Box<dyn ShipWait>>;
+    fn try_wait(self: Box<Self>) -> Tried;
 }
+
+/// What `ShipWait::try_wait` gives: the wait's outcome, or the wait itself, not settled.
+pub type Tried = std::result::Result<Result<()>, Box<dyn ShipWait>>;
 
 /// Redo transport, as the log writer sees it.
 pub trait Shipper: Send + Sync {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::crashdisk::{CrashDisk, Watchdog};
-use crate::ship::{LogWrite, ShipWait, Shipper, WriteKind};
+use crate::ship::{LogWrite, ShipWait, Shipper, Tried, WriteKind};
 use crate::tests::{IMMEDIATE_WAIT, open_on, payload_for, read_all, small_config};
 use crate::*;
 
@@ -56,7 +56,7 @@ struct ScriptedWait {
 }
 
 impl ShipWait for ScriptedWait {
-    fn try_wait(self: Box<Self>) -> std::result::Result<Result<()>, Box<dyn ShipWait>> {
+    fn try_wait(self: Box<Self>) -> Tried {
         let acknowledged =
             self.shipper.state.lock().verdicts.get(&self.index) == Some(&Verdict::Ack);
         if acknowledged { Ok(self.wait()) } else { Err(self) }

@@ -32,7 +32,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::Shared;
 use crate::error::{RedoError, Result};
-use crate::ship::ShipWait;
+use crate::ship::{ShipWait, Tried};
 use crate::types::{RedoAddr, Scn};
 
 /// Most log writes in flight at once.
@@ -168,8 +168,9 @@ impl Shared {
             (push(&mut flight, last_scn, addr, bytes), alone)
         };
         if !here {
-            // Nothing ahead of it: settled here if its acknowledgements are in already.
-            let wait = if settle == Settle::Defer && alone && deferred.is_empty() {
+            // Nothing ahead of it (so nothing deferred either: every deferred wait is in
+            // flight): settled here if its acknowledgements are in already.
+            let wait = if settle == Settle::Defer && alone {
                 match self.try_wait_shipped(wait) {
                     Ok(result) => {
                         self.complete(ticket, result.is_ok());
@@ -233,11 +234,7 @@ impl Shared {
 
     /// `wait_shipped` without waiting: the outcome if the wait settled at once, else the wait
     /// given back (`ShipWait::try_wait`).
-    #[allow(clippy::type_complexity)]
-    fn try_wait_shipped(
-        &self,
-        wait: Box<dyn ShipWait>,
-    ) -> std::result::Result<Result<()>, Box<dyn ShipWait>> {
+    fn try_wait_shipped(&self, wait: Box<dyn ShipWait>) -> Tried {
         let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || wait.try_wait()))
             .unwrap_or_else(|_| Ok(Err(wait_panicked())));
         tried.map(|waited| self.shipped_outcome(waited))

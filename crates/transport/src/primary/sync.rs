@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use proto::Message;
-use redo::ship::{LogWrite, ShipWait};
+use redo::ship::{LogWrite, ShipWait, Tried};
 use redo::{RedoAddr, RedoError};
 
 use super::*;
@@ -58,7 +58,7 @@ impl ShipWait for ProtectionWait {
     /// has arrived, never waiting for more) and, with fast-start failover, every target holds
     /// the write, so that no lease or consent is needed; else gives the wait back to be waited
     /// for (`wait`). Under Maximum Protection, always gives it back.
-    fn try_wait(self: Box<Self>) -> Result<Result<(), RedoError>, Box<dyn ShipWait>> {
+    fn try_wait(self: Box<Self>) -> Tried {
         let inner = &self.inner;
         if inner.mode() == ProtectionMode::MaximumProtection {
             return Err(self);
