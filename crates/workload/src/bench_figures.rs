@@ -65,18 +65,23 @@ pub fn commit(report: &BenchCommitReport) -> Figure {
 /// `bench resp`: each server's requests/s and latency under redis-benchmark.
 pub fn resp(report: &BenchRespReport) -> Figure {
     let mut servers: Vec<String> = Vec::new();
-    let mut tests: Vec<(String, u32)> = Vec::new();
+    // (test, clients, where the client ran)
+    let mut tests: Vec<(String, u32, String)> = Vec::new();
     for result in &report.results {
         if !servers.contains(&result.server) {
             servers.push(result.server.clone());
         }
-        if !tests.contains(&(result.test.clone(), result.clients)) {
-            tests.push((result.test.clone(), result.clients));
+        let test = (result.test.clone(), result.clients, result.client_cpu.clone());
+        if !tests.contains(&test) {
+            tests.push(test);
         }
     }
-    let find = |server: &str, test: &(String, u32)| {
+    let find = |server: &str, test: &(String, u32, String)| {
         report.results.iter().find(|result| {
-            result.server == server && result.test == test.0 && result.clients == test.1
+            result.server == server
+                && result.test == test.0
+                && result.clients == test.1
+                && result.client_cpu == test.2
         })
     };
     // `per_server` values for each server in each group (`value` gives that many).
@@ -84,7 +89,11 @@ pub fn resp(report: &BenchRespReport) -> Figure {
         tests
             .iter()
             .map(|test| Group {
-                label: format!("{} · -c {}", test.0, test.1),
+                // Where the client ran, when the report placed it.
+                label: match &report.client_cpus {
+                    Some(_) => format!("{} · -c {} · client CPU {}", test.0, test.1, test.2),
+                    None => format!("{} · -c {}", test.0, test.1),
+                },
                 values: servers
                     .iter()
                     .flat_map(|server| match find(server, test) {
@@ -665,7 +674,7 @@ mod tests {
             serde_json::from_str(include_str!("../../../docs/bench/transport.json")).unwrap();
         let figures = [
             ("commit", super::commit(&commit), "1 / fdatasync p50", commit.cases.len()),
-            ("resp", super::resp(&resp), "raw fdatasync p50", 4),
+            ("resp", super::resp(&resp), "raw fdatasync p50", 5),
             ("transport", super::transport(&transport), "round trip + raw fdatasync p50", 6),
         ];
         let out = std::env::var_os("REDOGUARD_FIGURES_DIR").map(std::path::PathBuf::from);

@@ -15,6 +15,11 @@
 //! /proc, for the CPU per request. Redis's automatic AOF rewrite is turned off: a fork and
 //! rewrite of the append-only file in the middle of a run would slow Redis by chance of timing,
 //! not by design.
+//!
+//! Where the processes run ([`crate::placement`]): redis-benchmark runs on a CPU of its own and
+//! both servers on the others, as when the client is on a host of its own; the durable SET at
+//! `-c 50` runs a second time with all of them free to run anywhere (`client_cpu` "shared"),
+//! as on a machine shared with its clients. On a single CPU everything is shared.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,6 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use crate::placement::Cpus;
 use crate::process::ServerProcess;
 
 #[derive(Debug, Clone)]
@@ -53,12 +59,44 @@ pub struct RespResult {
     /// The server process's CPU time (user + system) per request, µs.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
+    /// Where redis-benchmark ran: "own" (a CPU of its own, the servers on the others) or
+    /// "shared" (anywhere, as the servers). Reports from before this field: "shared".
+    #[serde(default = "shared")]
+    pub client_cpu: String,
+}
+
+fn shared() -> String {
+    ClientCpu::Shared.name().to_string()
+}
+
+/// Where redis-benchmark runs relative to the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientCpu {
+    /// On a CPU of its own; the servers on the others.
+    Own,
+    /// Anywhere, as the servers.
+    Shared,
+}
+
+impl ClientCpu {
+    fn name(self) -> &'static str {
+        match self {
+            ClientCpu::Own => "own",
+            ClientCpu::Shared => "shared",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchRespReport {
     pub dir: String,
     pub fdatasync_p50_us: f64,
+    /// The CPUs redis-benchmark had to itself, and the servers', when a test gave it its own
+    /// (as taskset lists them: "1", "0"); absent on one CPU and in older reports.
+    #[serde(default)]
+    pub client_cpus: Option<String>,
+    #[serde(default)]
+    pub server_cpus: Option<String>,
     pub results: Vec<RespResult>,
     /// Why Redis was not measured, if it was not.
     pub redis_skipped: Option<String>,
@@ -180,18 +218,23 @@ impl Drop for RedisServer {
     }
 }
 
-/// Runs redis-benchmark for one test and client count; parses its CSV line.
+/// Runs redis-benchmark for one test and client count (on `cpus`, if given); parses its CSV
+/// line.
 fn benchmark(
     port: u16,
     test: &str,
     clients: u32,
     requests: u64,
+    cpus: Option<&Cpus>,
 ) -> anyhow::Result<(f64, f64, f64)> {
-    let output = Command::new("redis-benchmark")
+    let mut command = Command::new("redis-benchmark");
+    command
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-t", test, "-c", &clients.to_string()])
-        .args(["-n", &requests.to_string(), "-r", "1000000", "-d", "100", "--csv"])
-        .output()
-        .context("running redis-benchmark")?;
+        .args(["-n", &requests.to_string(), "-r", "1000000", "-d", "100", "--csv"]);
+    if let Some(cpus) = cpus {
+        cpus.apply_to_command(&mut command);
+    }
+    let output = command.output().context("running redis-benchmark")?;
     anyhow::ensure!(
         output.status.success(),
         "redis-benchmark failed: {}",
@@ -228,8 +271,7 @@ struct Run {
 /// p50 and p99 are the runs' medians.
 fn combine(
     server: &str,
-    test: &str,
-    clients: u32,
+    (test, clients, client_cpu): (&str, u32, ClientCpu),
     requests: u64,
     runs: &[Run],
     fdatasync_p50_us: f64,
@@ -253,6 +295,7 @@ fn combine(
         fdatasync_p50_us,
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
+        client_cpu: client_cpu.name().to_string(),
     }
 }
 
@@ -301,62 +344,91 @@ pub fn run(
     if let Some(redis) = &redis {
         servers.push(("redis", redis.port, redis.child.id()));
     }
+    let allowed = Cpus::allowed().context("reading this process's CPUs")?;
+    let split = allowed.split();
+    // Each test as (test, clients, where the client runs); the durable SET at -c 50 both ways.
+    let tests: Vec<(&str, u32, ClientCpu)> = match split {
+        Some(_) => vec![
+            ("set", 1, ClientCpu::Own),
+            ("set", 50, ClientCpu::Own),
+            ("set", 50, ClientCpu::Shared),
+            ("get", 1, ClientCpu::Own),
+            ("get", 50, ClientCpu::Own),
+        ],
+        None => [("set", 1), ("set", 50), ("get", 1), ("get", 50)]
+            .map(|(test, clients)| (test, clients, ClientCpu::Shared))
+            .to_vec(),
+    };
     let mut results = Vec::new();
-    for test in ["set", "get"] {
-        for clients in [1u32, 50] {
-            // The target alternates (A B B A …); the rest runs once per server.
-            let alternated = test == "set" && clients == 50;
-            let rounds = if alternated { config.rounds.max(1) } else { 1 };
-            let server_raw = raw(&mut progress)?;
-            let mut runs: Vec<Vec<Run>> = vec![Vec::new(); servers.len()];
-            for round in 0..rounds {
-                let mut order: Vec<usize> = (0..servers.len()).collect();
-                if round % 2 == 1 {
-                    order.reverse();
-                }
-                for index in order {
-                    let (server, port, pid) = servers[index];
-                    progress(&format!(
-                        "{server}: {} -c {clients} -n {}{}",
-                        test.to_uppercase(),
-                        config.requests,
-                        if alternated {
-                            format!(" (round {} of {rounds})", round + 1)
-                        } else {
-                            String::new()
-                        }
-                    ));
-                    let cpu_before = crate::process::cpu_seconds(pid)?;
-                    let (ops_per_s, p50_us, p99_us) =
-                        benchmark(port, test, clients, config.requests)?;
-                    let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
-                    runs[index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
-                }
+    let mut placed = None;
+    for (test, clients, client_cpu) in tests {
+        // The target alternates (A B B A …); the rest runs once per server.
+        let alternated = test == "set" && clients == 50;
+        let rounds = if alternated { config.rounds.max(1) } else { 1 };
+        let (client_cpus, server_cpus) = match (client_cpu, &split) {
+            (ClientCpu::Own, Some((client, servers))) => (Some(client), servers),
+            _ => (None, &allowed),
+        };
+        if placed != Some(client_cpu) {
+            for &(server, _, pid) in &servers {
+                server_cpus
+                    .apply_to_process(pid)
+                    .with_context(|| format!("placing {server} on CPUs {}", server_cpus.list()))?;
             }
-            for (index, (server, _, _)) in servers.iter().enumerate() {
-                results.push(combine(
-                    server,
-                    test,
-                    clients,
+            placed = Some(client_cpu);
+        }
+        let server_raw = raw(&mut progress)?;
+        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); servers.len()];
+        for round in 0..rounds {
+            let mut order: Vec<usize> = (0..servers.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for index in order {
+                let (server, port, pid) = servers[index];
+                progress(&format!(
+                    "{server}: {} -c {clients} -n {}, client CPU {}{}",
+                    test.to_uppercase(),
                     config.requests,
-                    &runs[index],
-                    server_raw,
+                    client_cpu.name(),
+                    if alternated {
+                        format!(" (round {} of {rounds})", round + 1)
+                    } else {
+                        String::new()
+                    }
                 ));
+                let cpu_before = crate::process::cpu_seconds(pid)?;
+                let (ops_per_s, p50_us, p99_us) =
+                    benchmark(port, test, clients, config.requests, client_cpus)?;
+                let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
+                runs[index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
             }
+        }
+        for (index, (server, _, _)) in servers.iter().enumerate() {
+            results.push(combine(
+                server,
+                (test, clients, client_cpu),
+                config.requests,
+                &runs[index],
+                server_raw,
+            ));
         }
     }
     drop(redis);
     drop(redoguard);
-    let find = |server: &str, test: &str, clients: u32| {
-        results.iter().find(|result| {
-            result.server == server && result.test == test && result.clients == clients
-        })
-    };
+    // The targets are judged where the client has a CPU of its own (as on a host of its own),
+    // when the machine has one to give it.
+    let judged = if split.is_some() { ClientCpu::Own } else { ClientCpu::Shared };
+    let find =
+        |server: &str, test: &str, clients: u32| find(&results, server, test, clients, judged);
     let mut targets = Vec::new();
     if let (Some(ours), Some(redis)) = (find("redoguard", "SET", 50), find("redis", "SET", 50)) {
         let ratio = ours.ops_per_s / redis.ops_per_s;
         targets.push(crate::bench_commit::Target {
-            name: "redoguard / Redis durable SET ops/s at -c 50".into(),
+            name: format!(
+                "redoguard / Redis durable SET ops/s at -c 50 (client CPU {})",
+                judged.name()
+            ),
             value: ratio,
             limit: ">= 1.0".into(),
             met: ratio >= 1.0,
@@ -374,10 +446,63 @@ pub fn run(
     Ok(BenchRespReport {
         dir: config.dir.display().to_string(),
         fdatasync_p50_us,
+        client_cpus: split.as_ref().map(|(client, _)| client.list()),
+        server_cpus: split.as_ref().map(|(_, servers)| servers.list()),
         results,
         redis_skipped,
         targets,
     })
+}
+
+/// `server`'s result of `test` at `clients` with the client placed as `client_cpu` says.
+fn find<'a>(
+    results: &'a [RespResult],
+    server: &str,
+    test: &str,
+    clients: u32,
+    client_cpu: ClientCpu,
+) -> Option<&'a RespResult> {
+    results.iter().find(|result| {
+        result.server == server
+            && result.test == test
+            && result.clients == clients
+            && result.client_cpu == client_cpu.name()
+    })
+}
+
+/// What the targets need beside them to be read: the durable SET with the client sharing
+/// the servers' CPUs (when the target gave it its own), and the floor of a SET at -c 1 on this
+/// machine (a request's round trip, as a GET's p50 shows it, plus the fdatasync).
+fn context(report: &BenchRespReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    let durable = |client_cpu| {
+        let ours = find(&report.results, "redoguard", "SET", 50, client_cpu)?;
+        let redis = find(&report.results, "redis", "SET", 50, client_cpu)?;
+        Some(ours.ops_per_s / redis.ops_per_s)
+    };
+    if report.client_cpus.is_some()
+        && let Some(ratio) = durable(ClientCpu::Shared)
+    {
+        lines.push(format!(
+            "redoguard / Redis durable SET ops/s at -c 50 with the client CPU shared: {ratio:.2}"
+        ));
+    }
+    let judged = if report.client_cpus.is_some() { ClientCpu::Own } else { ClientCpu::Shared };
+    if let (Some(set), Some(get)) = (
+        find(&report.results, "redoguard", "SET", 1, judged),
+        find(&report.results, "redoguard", "GET", 1, judged),
+    ) {
+        let floor = get.p50_us + set.fdatasync_p50_us;
+        lines.push(format!(
+            "floor of a SET at -c 1: a request's round trip (GET -c 1 p50, {:.0} µs) + raw fdatasync \
+             p50 ({:.0} µs) = {floor:.0} µs, {:.2} x fdatasync; redoguard's SET p50 is {:.2} x that",
+            get.p50_us,
+            set.fdatasync_p50_us,
+            floor / set.fdatasync_p50_us,
+            set.p50_us / floor
+        ));
+    }
+    lines
 }
 
 pub fn render(report: &BenchRespReport) -> String {
@@ -393,16 +518,25 @@ pub fn render(report: &BenchRespReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<10} {:<5} {:>8} {:>12} {:>9} {:>9} {:>14} {:>10}  runs (ops/s)",
-        "server", "test", "clients", "ops/s", "p50 µs", "p99 µs", "fdatasync p50", "CPU µs/op",
+        "  {:<10} {:<5} {:>8} {:>10} {:>12} {:>9} {:>9} {:>14} {:>10}  runs (ops/s)",
+        "server",
+        "test",
+        "clients",
+        "client CPU",
+        "ops/s",
+        "p50 µs",
+        "p99 µs",
+        "fdatasync p50",
+        "CPU µs/op",
     );
     for result in &report.results {
         let _ = writeln!(
             out,
-            "  {:<10} {:<5} {:>8} {:>12.0} {:>9.0} {:>9.0} {:>14.0} {:>10}  {}",
+            "  {:<10} {:<5} {:>8} {:>10} {:>12.0} {:>9.0} {:>9.0} {:>14.0} {:>10}  {}",
             result.server,
             result.test,
             result.clients,
+            result.client_cpu,
             result.ops_per_s,
             result.p50_us,
             result.p99_us,
@@ -420,16 +554,26 @@ pub fn render(report: &BenchRespReport) -> String {
             }
         );
     }
+    if let (Some(client), Some(servers)) = (&report.client_cpus, &report.server_cpus) {
+        let _ = writeln!(
+            out,
+            "  client CPU \"own\": redis-benchmark on CPU {client}, both servers on CPU {servers}; \
+             \"shared\": all on any"
+        );
+    }
     let _ = writeln!(out, "targets:");
     for target in &report.targets {
         let _ = writeln!(
             out,
-            "  {:<4} {:<60} {:>8.2} (target {})",
+            "  {:<4} {:<75} {:>6.2} (target {})",
             if target.met { "met" } else { "MISS" },
             target.name,
             target.value,
             target.limit
         );
+    }
+    for line in context(report) {
+        let _ = writeln!(out, "  info {line}");
     }
     out
 }
@@ -449,12 +593,27 @@ mod tests {
         // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
         // 7 s, not the mean of the rates (583/s).
         let runs = [run(1000.0, 100.0, 0.5), run(250.0, 300.0, 0.5), run(500.0, 200.0, 1.0)];
-        let result = combine("redoguard", "set", 50, 1000, &runs, 150.0);
+        let result = combine("redoguard", ("set", 50, ClientCpu::Own), 1000, &runs, 150.0);
         assert_eq!(result.requests, 3000);
         assert!((result.ops_per_s - 3000.0 / 7.0).abs() < 1e-9, "{}", result.ops_per_s);
         assert_eq!(result.p50_us, 200.0);
         assert_eq!(result.runs_ops_per_s, vec![1000.0, 250.0, 500.0]);
         assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
         assert_eq!(result.test, "SET");
+        assert_eq!(result.client_cpu, "own");
+    }
+
+    /// A report from before the client had a CPU of its own reads as all shared, and is
+    /// shown without the placement.
+    #[test]
+    fn an_older_report_reads_as_shared() {
+        let old = r#"{"dir": "/x", "fdatasync_p50_us": 100.0, "redis_skipped": null,
+            "targets": [], "results": [{"server": "redoguard", "test": "SET", "clients": 50,
+            "requests": 10, "ops_per_s": 5.0, "p50_us": 1.0, "p99_us": 2.0,
+            "fdatasync_p50_us": 100.0}]}"#;
+        let report: BenchRespReport = serde_json::from_str(old).unwrap();
+        assert_eq!(report.results[0].client_cpu, "shared");
+        assert_eq!(report.client_cpus, None);
+        assert!(!render(&report).contains("client CPU \"own\""));
     }
 }

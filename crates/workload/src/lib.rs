@@ -13,5 +13,6 @@ pub mod client;
 pub mod demo;
 pub mod interrupt;
 mod network;
+pub mod placement;
 pub mod ports;
 pub mod process;
