@@ -417,6 +417,126 @@ fn a_task_commit_acknowledged_before_its_local_write_ends_is_settled_by_the_task
     );
 }
 
+/// A SYNC destination dropped from the synchronized set between the send of a task's write
+/// and the task's own look at the acknowledgements (`ShipWait::try_wait`): the write is not
+/// waited for on it, as `await_quorum` would not wait, so under Maximum Availability the
+/// commit ends at once, before the standby holds it. With fast-start failover and that
+/// standby its target, the same commit must not end until the target holds the write (no
+/// observer here: no lease, no grant), whichever thread settles it.
+///
+/// Made deterministic with in-memory disks: the standby takes 300 ms over the write that is
+/// in flight, and the primary's disk hook, run after its local write (so after the send),
+/// has a helper thread change the destination's settings, which drops it (a new SYNC epoch)
+/// before the task looks.
+#[test]
+fn a_destination_dropped_before_a_task_looks_is_not_waited_for_but_a_fast_start_target_is() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, mpsc};
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "dropped before the task looks");
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    for fast_start in [false, true] {
+        let standby_disk = redo::crashdisk::CrashDisk::new();
+        let standby = Standby::open_on(
+            tempfile::tempdir().unwrap(),
+            "127.0.0.1:0",
+            Arc::new(standby_disk.clone()),
+        );
+        let disk = redo::crashdisk::CrashDisk::new();
+        let mut primary = Primary::open_on(Arc::new(disk.clone()));
+        let mut config = destination(standby.address(), Transport::Sync);
+        let mode = ProtectionMode::MaximumAvailability;
+        let gate = fast_start.then(|| {
+            transport::FastStart::new(
+                transport::FastStartFailoverConfig {
+                    enabled: true,
+                    target: vec![config.name.clone()],
+                    ..Default::default()
+                },
+                vec!["observer".into()],
+                vec![config.name.clone()],
+            )
+        });
+        let transport = PrimaryTransport::start_as(
+            primary.db.redo().handle(),
+            transport::PrimaryIdentity::default(),
+            mode,
+            vec![config.clone()],
+            &Metrics::new(),
+            Arc::new(|_| {}),
+            gate,
+        )
+        .unwrap();
+        primary.db.redo().set_shipper(Some(transport.shipper()));
+        primary.transport = Some(transport);
+        primary.set("first", "1");
+        wait_until("the standby is synchronized", Duration::from_secs(20), || {
+            primary.phase() == Phase::Synchronized
+        });
+        let transport = primary.transport.as_ref().unwrap();
+        // Any change but a timeout's or affirm's reconnects: the destination is dropped.
+        config.max_send /= 2;
+        let armed = Arc::new(AtomicBool::new(false));
+        let (ask, asked) = mpsc::channel::<()>();
+        let (done, finished) = mpsc::channel::<()>();
+        let (ask, finished) = (Mutex::new(ask), Mutex::new(finished));
+        disk.set_hook(Some(Arc::new({
+            let armed = armed.clone();
+            move || {
+                if armed.swap(false, Ordering::SeqCst) {
+                    ask.lock().unwrap().send(()).unwrap();
+                    finished.lock().unwrap().recv_timeout(Duration::from_secs(30)).unwrap();
+                }
+            }
+        })));
+        let (config, standby_disk) = (&config, &standby_disk);
+        let (ended_in, held_at_end, end) = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                asked.recv().unwrap();
+                assert_eq!(transport.status()[0].phase, Phase::Synchronized);
+                transport.reconfigure(mode, std::slice::from_ref(config)).unwrap();
+                assert_ne!(transport.status()[0].phase, Phase::Synchronized);
+                // The write in flight still takes its 300 ms; the catch-up after does not.
+                standby_disk.set_hook(None);
+                done.send(()).unwrap();
+            });
+            standby_disk
+                .set_hook(Some(Arc::new(|| std::thread::sleep(Duration::from_millis(300)))));
+            armed.store(true, Ordering::SeqCst);
+            let started = Instant::now();
+            let executed = primary
+                .db
+                .execute(&[Op::Set {
+                    key: Bytes::from_static(b"dropped"),
+                    value: Bytes::from_static(b"v"),
+                    condition: SetCondition::Always,
+                }])
+                .unwrap();
+            let scn = executed.scn.expect("a change");
+            // Led by a tokio task, as a RESP session's commit is.
+            runtime.block_on(primary.db.commit(scn, CommitOptions::default())).unwrap();
+            let ended_in = started.elapsed();
+            let end = primary.db.redo().durable_addr();
+            (ended_in, transport.status()[0].acknowledged >= end, end)
+        });
+        assert!(!armed.load(Ordering::SeqCst), "the commit's write never reached the disk hook");
+        disk.set_hook(None);
+        println!(
+            "fast-start {fast_start}: the commit ended in {ended_in:?}, the standby holding it: \
+             {held_at_end}"
+        );
+        if fast_start {
+            assert!(held_at_end, "a commit ended before its fast-start target held {end:?}");
+        } else {
+            assert!(
+                !held_at_end && ended_in < Duration::from_millis(250),
+                "the dropped destination was waited for: {ended_in:?}, held: {held_at_end}"
+            );
+        }
+        primary.stop();
+        standby.stop();
+    }
+}
+
 /// With nothing to send, a streaming ASYNC destination's sender sleeps until its next
 /// heartbeat (every 500 ms) instead of looking at its queue every 20 ms, and a commit still
 /// wakes it at once. Counted in the thread's voluntary context switches over 2 s: about 4
