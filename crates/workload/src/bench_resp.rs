@@ -18,8 +18,9 @@
 //!
 //! Where the processes run ([`crate::placement`]): redis-benchmark runs on a CPU of its own and
 //! both servers on the others, as when the client is on a host of its own; the durable SET at
-//! `-c 50` runs a second time with all of them free to run anywhere (`client_cpu` "shared"),
-//! as on a machine shared with its clients. On a single CPU everything is shared.
+//! `-c 50` also runs with all of them free to run anywhere (`client_cpu` "shared"), as on a
+//! machine shared with its clients, the two placements alternating within its rounds. On a
+//! single CPU everything is shared.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -347,24 +348,21 @@ pub fn run(
     let allowed = Cpus::allowed().context("reading this process's CPUs")?;
     let split = allowed.split();
     // Each test as (test, clients, where the client runs); the durable SET at -c 50 both ways.
-    let tests: Vec<(&str, u32, ClientCpu)> = match split {
+    let tests: Vec<(&str, u32, Vec<ClientCpu>)> = match split {
         Some(_) => vec![
-            ("set", 1, ClientCpu::Own),
-            ("set", 50, ClientCpu::Own),
-            ("set", 50, ClientCpu::Shared),
-            ("get", 1, ClientCpu::Own),
-            ("get", 50, ClientCpu::Own),
+            ("set", 1, vec![ClientCpu::Own]),
+            ("set", 50, vec![ClientCpu::Own, ClientCpu::Shared]),
+            ("get", 1, vec![ClientCpu::Own]),
+            ("get", 50, vec![ClientCpu::Own]),
         ],
         None => [("set", 1), ("set", 50), ("get", 1), ("get", 50)]
-            .map(|(test, clients)| (test, clients, ClientCpu::Shared))
+            .map(|(test, clients)| (test, clients, vec![ClientCpu::Shared]))
             .to_vec(),
     };
-    let mut results = Vec::new();
+    // Puts the servers where `client_cpu` wants them (if they are not there yet); returns the
+    // client's CPUs, if it has its own.
     let mut placed = None;
-    for (test, clients, client_cpu) in tests {
-        // The target alternates (A B B A …); the rest runs once per server.
-        let alternated = test == "set" && clients == 50;
-        let rounds = if alternated { config.rounds.max(1) } else { 1 };
+    let mut place = |client_cpu: ClientCpu| -> anyhow::Result<Option<&Cpus>> {
         let (client_cpus, server_cpus) = match (client_cpu, &split) {
             (ClientCpu::Own, Some((client, servers))) => (Some(client), servers),
             _ => (None, &allowed),
@@ -377,41 +375,59 @@ pub fn run(
             }
             placed = Some(client_cpu);
         }
+        Ok(client_cpus)
+    };
+    let mut results = Vec::new();
+    for (test, clients, placements) in tests {
+        // The target alternates: the servers (A B B A …) and, within a round, the placements
+        // (own, shared, then shared, own …), so that a drift over the run (the disk's, or the
+        // servers' growing data) weighs on each alike. The rest runs once per server.
+        let alternated = test == "set" && clients == 50;
+        let rounds = if alternated { config.rounds.max(1) } else { 1 };
         let server_raw = raw(&mut progress)?;
-        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); servers.len()];
+        // Runs by placement, then by server.
+        let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); servers.len()]; placements.len()];
         for round in 0..rounds {
             let mut order: Vec<usize> = (0..servers.len()).collect();
+            let mut placings: Vec<usize> = (0..placements.len()).collect();
             if round % 2 == 1 {
                 order.reverse();
+                placings.reverse();
             }
-            for index in order {
-                let (server, port, pid) = servers[index];
-                progress(&format!(
-                    "{server}: {} -c {clients} -n {}, client CPU {}{}",
-                    test.to_uppercase(),
-                    config.requests,
-                    client_cpu.name(),
-                    if alternated {
-                        format!(" (round {} of {rounds})", round + 1)
-                    } else {
-                        String::new()
-                    }
-                ));
-                let cpu_before = crate::process::cpu_seconds(pid)?;
-                let (ops_per_s, p50_us, p99_us) =
-                    benchmark(port, test, clients, config.requests, client_cpus)?;
-                let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
-                runs[index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
+            for placing in placings {
+                let client_cpu = placements[placing];
+                let client_cpus = place(client_cpu)?;
+                for &index in &order {
+                    let (server, port, pid) = servers[index];
+                    progress(&format!(
+                        "{server}: {} -c {clients} -n {}, client CPU {}{}",
+                        test.to_uppercase(),
+                        config.requests,
+                        client_cpu.name(),
+                        if alternated {
+                            format!(" (round {} of {rounds})", round + 1)
+                        } else {
+                            String::new()
+                        }
+                    ));
+                    let cpu_before = crate::process::cpu_seconds(pid)?;
+                    let (ops_per_s, p50_us, p99_us) =
+                        benchmark(port, test, clients, config.requests, client_cpus)?;
+                    let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
+                    runs[placing][index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
+                }
             }
         }
-        for (index, (server, _, _)) in servers.iter().enumerate() {
-            results.push(combine(
-                server,
-                (test, clients, client_cpu),
-                config.requests,
-                &runs[index],
-                server_raw,
-            ));
+        for (placing, client_cpu) in placements.iter().enumerate() {
+            for (index, (server, _, _)) in servers.iter().enumerate() {
+                results.push(combine(
+                    server,
+                    (test, clients, *client_cpu),
+                    config.requests,
+                    &runs[placing][index],
+                    server_raw,
+                ));
+            }
         }
     }
     drop(redis);
@@ -419,10 +435,12 @@ pub fn run(
     // The targets are judged where the client has a CPU of its own (as on a host of its own),
     // when the machine has one to give it.
     let judged = if split.is_some() { ClientCpu::Own } else { ClientCpu::Shared };
-    let find =
+    let judged_result =
         |server: &str, test: &str, clients: u32| find(&results, server, test, clients, judged);
     let mut targets = Vec::new();
-    if let (Some(ours), Some(redis)) = (find("redoguard", "SET", 50), find("redis", "SET", 50)) {
+    if let (Some(ours), Some(redis)) =
+        (judged_result("redoguard", "SET", 50), judged_result("redis", "SET", 50))
+    {
         let ratio = ours.ops_per_s / redis.ops_per_s;
         targets.push(crate::bench_commit::Target {
             name: format!(
@@ -434,7 +452,7 @@ pub fn run(
             met: ratio >= 1.0,
         });
     }
-    if let Some(ours) = find("redoguard", "SET", 1) {
+    if let Some(ours) = judged_result("redoguard", "SET", 1) {
         let ratio = ours.p50_us / ours.fdatasync_p50_us;
         targets.push(crate::bench_commit::Target {
             name: "redoguard SET p50 at -c 1 / raw fdatasync p50".into(),

@@ -1,13 +1,13 @@
 //! Which CPUs a benchmark's processes run on.
 //!
 //! On one machine the load generator shares the CPUs with the servers it measures, and where
-//! the scheduler puts their threads becomes part of the result. Measured with `bench resp`'s
-//! durable SET at 50 clients on 2 vCPUs (docs/bench/README.md, `resp.*`): with redis-benchmark
-//! free to run on either CPU, redoguard served 0.90–1.01 of Redis's requests/s; with
-//! redis-benchmark on one CPU and both servers on the other, 1.20–1.30. In production the
-//! client runs on a host of its own, so [`Cpus::split`] gives the client a CPU of its own (the
-//! last one this process may use) and the servers the rest; `bench resp` runs its durable SET
-//! both ways.
+//! the scheduler puts their threads becomes part of the result. In production the client runs
+//! on a host of its own, so [`Cpus::split`] gives the client a CPU of its own (the last one
+//! this process may use) and the servers the rest; `bench resp` runs its durable SET both
+//! that way and with everything free to run anywhere, alternating the two (docs/bench/README.md
+//! has what each gave). The separation is only as good as the CPUs are apart: two vCPUs may be
+//! two hyperthreads of one core, and in a container with a CPU quota the affinity shows CPUs
+//! the quota does not give.
 //!
 //! Affinity is set per thread (`sched_setaffinity`); a thread created later inherits its
 //! creator's, so setting every thread of a running server moves the whole process.
@@ -20,7 +20,8 @@ use std::process::Command;
 pub struct Cpus(pub Vec<usize>);
 
 impl Cpus {
-    /// The CPUs this process may run on.
+    /// The CPUs the calling thread may run on (those of the process, unless the thread was
+    /// moved: the threads a process starts inherit their creator's).
     pub fn allowed() -> io::Result<Cpus> {
         // SAFETY: `set` is a properly sized, zeroed cpu_set_t that the kernel fills.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -50,8 +51,9 @@ impl Cpus {
         set
     }
 
-    /// Moves every thread of process `pid` to these CPUs. Two passes over its threads, so that
-    /// one started during the first from a thread not yet moved is moved by the second.
+    /// Moves every thread of process `pid` to these CPUs. Two passes over its threads: one
+    /// started during the first, from a thread not yet moved, is moved by the second. Meant for
+    /// servers whose threads start with them, not for a process busy starting threads.
     pub fn apply_to_process(&self, pid: u32) -> io::Result<()> {
         let set = self.to_set();
         for _ in 0..2 {
@@ -81,8 +83,9 @@ impl Cpus {
     pub fn apply_to_command(&self, command: &mut Command) {
         use std::os::unix::process::CommandExt as _;
         let set = self.to_set();
-        // SAFETY: between fork and exec the closure only makes one system call, which is
-        // async-signal-safe, and allocates nothing.
+        // SAFETY: between fork and exec the closure allocates nothing and takes no lock: one
+        // sched_setaffinity, a plain system call (glibc's wrapper only passes it on), and
+        // errno read on failure.
         unsafe {
             command.pre_exec(move || {
                 if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
@@ -137,8 +140,9 @@ mod tests {
         assert_eq!(Cpus(vec![1]).list(), "1");
     }
 
-    /// A real process with a thread started before and one after the move: all on the CPUs
-    /// given, as the kernel reports them; then back on all of them.
+    /// A real process moved while it runs, and a process it starts afterwards inheriting its
+    /// CPUs, as the kernel reports them; then back on all of them. And a command started on
+    /// the client's CPU.
     #[test]
     fn every_thread_of_a_running_process_moves_and_a_command_starts_where_told() {
         let allowed = Cpus::allowed().unwrap();
@@ -149,7 +153,7 @@ mod tests {
         // A shell with a background sleep: two processes; the shell's own thread is the one
         // moved here, and the sleep it starts afterwards inherits the shell's CPUs.
         let mut child = Command::new("sh")
-            .args(["-c", "read line; sleep 30 & echo $!; wait"])
+            .args(["-c", "read line; sleep 5 & echo $!; wait"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()

@@ -11,7 +11,7 @@ pub enum BenchCommand {
     /// redoguard vs Redis (appendfsync always) under redis-benchmark: SET and GET at -c 1 and
     /// -c 50, with the raw fdatasync of the same file system. redis-benchmark runs on a CPU of
     /// its own and the servers on the others, as on hosts of their own; the durable SET at
-    /// -c 50 runs again with all of them free to run on any CPU.
+    /// -c 50 also runs, alternating with that, with all of them free to run on any CPU.
     Resp(RespArgs),
     /// PostgreSQL 15 with a streaming standby (pgbench, synchronous_commit off/local/
     /// remote_write/on) and Redis with a replica (SET, with and without WAIT 1), on loopback
