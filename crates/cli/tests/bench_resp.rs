@@ -107,6 +107,11 @@ fn a_tiny_run_places_the_client_on_a_cpu_of_its_own_and_measures_the_shared_case
             assert!(result.get(field).is_some(), "{field} missing in {result}");
         }
         assert!(result["ops_per_s"].as_f64().unwrap() > 0.0, "{result}");
+        // redoguard's checkpoints, one count per run; none for Redis.
+        let runs = result["runs_ops_per_s"].as_array().unwrap().len();
+        let checkpoints = result["runs_checkpoints"].as_array().unwrap().len();
+        let expected = if result["server"] == "redoguard" { runs } else { 0 };
+        assert_eq!(checkpoints, expected, "{result}");
     }
     let allowed = workload::placement::Cpus::allowed().unwrap();
     let Some((client, rest)) = allowed.split() else {

@@ -57,6 +57,11 @@ pub struct RespResult {
     /// Each run's ops/s, in the order run (several for the alternated test).
     #[serde(default)]
     pub runs_ops_per_s: Vec<f64>,
+    /// redoguard's checkpoints completed during each run, in the same order (empty for Redis,
+    /// and in older reports): a checkpoint writes the changed keys into the data files, and
+    /// the runs it overlaps are the slow ones.
+    #[serde(default)]
+    pub runs_checkpoints: Vec<u64>,
     /// The server process's CPU time (user + system) per request, µs.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
@@ -266,6 +271,8 @@ struct Run {
     p99_us: f64,
     /// The server's CPU time during the run.
     cpu_seconds: f64,
+    /// Checkpoints the server completed during the run (redoguard only).
+    checkpoints: Option<u64>,
 }
 
 /// A server's runs of one test as one result: ops/s is all requests over all the runs' time;
@@ -295,6 +302,7 @@ fn combine(
         p99_us: median(&|run| run.p99_us),
         fdatasync_p50_us,
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
+        runs_checkpoints: runs.iter().filter_map(|run| run.checkpoints).collect(),
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
         client_cpu: client_cpu.name().to_string(),
     }
@@ -345,6 +353,13 @@ pub fn run(
     if let Some(redis) = &redis {
         servers.push(("redis", redis.port, redis.child.id()));
     }
+    // redoguard's checkpoints so far (Redis has none to count).
+    let checkpoints = |server: &str| -> anyhow::Result<Option<u64>> {
+        if server != "redoguard" {
+            return Ok(None);
+        }
+        Ok(Some(redoguard.status()?.metrics.stat("checkpoints completed")))
+    };
     let allowed = Cpus::allowed().context("reading this process's CPUs")?;
     let split = allowed.split();
     // Each test as (test, clients, where the client runs); the durable SET at -c 50 both ways.
@@ -410,11 +425,21 @@ pub fn run(
                             String::new()
                         }
                     ));
+                    let checkpoints_before = checkpoints(server)?;
                     let cpu_before = crate::process::cpu_seconds(pid)?;
                     let (ops_per_s, p50_us, p99_us) =
                         benchmark(port, test, clients, config.requests, client_cpus)?;
                     let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
-                    runs[placing][index].push(Run { ops_per_s, p50_us, p99_us, cpu_seconds: cpu });
+                    let checkpoints = checkpoints(server)?
+                        .zip(checkpoints_before)
+                        .map(|(after, before)| after.saturating_sub(before));
+                    runs[placing][index].push(Run {
+                        ops_per_s,
+                        p50_us,
+                        p99_us,
+                        cpu_seconds: cpu,
+                        checkpoints,
+                    });
                 }
             }
         }
@@ -523,6 +548,23 @@ fn context(report: &BenchRespReport) -> Vec<String> {
     lines
 }
 
+/// The runs of a result with several: each run's ops/s, with the checkpoints during it.
+fn runs(result: &RespResult) -> String {
+    if result.runs_ops_per_s.len() < 2 {
+        return String::new();
+    }
+    result
+        .runs_ops_per_s
+        .iter()
+        .enumerate()
+        .map(|(at, ops)| match result.runs_checkpoints.get(at) {
+            Some(&checkpoints) if checkpoints > 0 => format!("{ops:.0} +{checkpoints} ckpt"),
+            _ => format!("{ops:.0}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn render(report: &BenchRespReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -560,16 +602,13 @@ pub fn render(report: &BenchRespReport) -> String {
             result.p99_us,
             result.fdatasync_p50_us,
             result.cpu_us_per_op.map(|cpu| format!("{cpu:.1}")).unwrap_or_else(|| "-".into()),
-            if result.runs_ops_per_s.len() > 1 {
-                result
-                    .runs_ops_per_s
-                    .iter()
-                    .map(|ops| format!("{ops:.0}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            } else {
-                String::new()
-            }
+            runs(result)
+        );
+    }
+    if report.results.iter().any(|result| result.runs_checkpoints.len() > 1) {
+        let _ = writeln!(
+            out,
+            "  runs: each run's ops/s; \"+N ckpt\": N of redoguard's checkpoints ran during it"
         );
     }
     if let (Some(client), Some(servers)) = (&report.client_cpus, &report.server_cpus) {
@@ -607,6 +646,7 @@ mod tests {
             p50_us,
             p99_us: 2.0 * p50_us,
             cpu_seconds,
+            checkpoints: Some(if p50_us > 250.0 { 2 } else { 0 }),
         };
         // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
         // 7 s, not the mean of the rates (583/s).
@@ -616,6 +656,8 @@ mod tests {
         assert!((result.ops_per_s - 3000.0 / 7.0).abs() < 1e-9, "{}", result.ops_per_s);
         assert_eq!(result.p50_us, 200.0);
         assert_eq!(result.runs_ops_per_s, vec![1000.0, 250.0, 500.0]);
+        assert_eq!(result.runs_checkpoints, vec![0, 2, 0]);
+        assert_eq!(super::runs(&result), "1000, 250 +2 ckpt, 500");
         assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
         assert_eq!(result.test, "SET");
         assert_eq!(result.client_cpu, "own");
