@@ -85,6 +85,12 @@ enum ClientCpu {
 }
 
 impl ClientCpu {
+    /// Where the targets are judged: with the client on a CPU of its own (as on a host of its
+    /// own) when the run could place it so.
+    fn judged(placed_apart: bool) -> ClientCpu {
+        if placed_apart { ClientCpu::Own } else { ClientCpu::Shared }
+    }
+
     fn name(self) -> &'static str {
         match self {
             ClientCpu::Own => "own",
@@ -457,9 +463,7 @@ pub fn run(
     }
     drop(redis);
     drop(redoguard);
-    // The targets are judged where the client has a CPU of its own (as on a host of its own),
-    // when the machine has one to give it.
-    let judged = if split.is_some() { ClientCpu::Own } else { ClientCpu::Shared };
+    let judged = ClientCpu::judged(split.is_some());
     let judged_result =
         |server: &str, test: &str, clients: u32| find(&results, server, test, clients, judged);
     let mut targets = Vec::new();
@@ -530,7 +534,7 @@ fn context(report: &BenchRespReport) -> Vec<String> {
             "redoguard / Redis durable SET ops/s at -c 50 with the client CPU shared: {ratio:.2}"
         ));
     }
-    let judged = if report.client_cpus.is_some() { ClientCpu::Own } else { ClientCpu::Shared };
+    let judged = ClientCpu::judged(report.client_cpus.is_some());
     if let (Some(set), Some(get)) = (
         find(&report.results, "redoguard", "SET", 1, judged),
         find(&report.results, "redoguard", "GET", 1, judged),

@@ -117,8 +117,9 @@ impl Cpus {
     }
 }
 
-/// The CPUs process `pid`'s thread `tid` may run on, from /proc (for tests).
-pub fn of_thread(pid: u32, tid: u32) -> io::Result<String> {
+/// The CPUs process `pid`'s thread `tid` may run on, from /proc.
+#[cfg(test)]
+fn of_thread(pid: u32, tid: u32) -> io::Result<String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))?;
     status
         .lines()
