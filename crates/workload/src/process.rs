@@ -1,6 +1,7 @@
 //! A redoguard server as a child process: started from the `redoguard` binary, stopped with
 //! SIGTERM, or killed with SIGKILL as a crash would.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -155,8 +156,31 @@ impl Drop for ServerProcess {
 /// stime, in clock ticks (10 ms on most kernels; a 5 s case at thousands of commits a second
 /// holds hundreds of ticks).
 pub(crate) fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let path = format!("/proc/{pid}/stat");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    stat_cpu_seconds(&format!("/proc/{pid}/stat"))
+}
+
+/// The CPU time (user + system, seconds) of each of process `pid`'s threads, added up by
+/// thread name (the kernel keeps the first 15 bytes of a name): where the process's time
+/// went. A thread that ends between the listing and the read is left out.
+pub(crate) fn thread_cpu_seconds(pid: u32) -> anyhow::Result<BTreeMap<String, f64>> {
+    let dir = format!("/proc/{pid}/task");
+    let mut by_name = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+        let task = entry.with_context(|| format!("listing {dir}"))?.path();
+        let (Ok(name), Ok(seconds)) = (
+            std::fs::read_to_string(task.join("comm")),
+            stat_cpu_seconds(&task.join("stat").display().to_string()),
+        ) else {
+            continue;
+        };
+        *by_name.entry(name.trim_end().to_string()).or_insert(0.0) += seconds;
+    }
+    Ok(by_name)
+}
+
+/// utime + stime of a /proc `stat` file, in seconds.
+fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
     // The command name, in parentheses, may hold spaces: the fields follow its last `)`,
     // from field 3 (state) on; utime and stime are fields 14 and 15.
     let fields: Vec<&str> = text
@@ -235,7 +259,52 @@ impl MachineCpu {
 
 #[cfg(test)]
 mod tests {
-    use super::MachineCpu;
+    use super::{MachineCpu, thread_cpu_seconds};
+
+    #[test]
+    fn a_busy_thread_shows_under_its_name_and_an_idle_one_does_not_gain() {
+        let pid = std::process::id();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spawn = |name: &str, busy: bool| {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        if !busy {
+                            std::thread::sleep(std::time::Duration::from_millis(5));
+                        }
+                    }
+                })
+                .unwrap()
+        };
+        // Longer than 15 bytes: the kernel keeps the first 15.
+        let threads = [spawn("cpu-test-busy-thread", true), spawn("cpu-test-idle", false)];
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let before = thread_cpu_seconds(pid).unwrap();
+        let started = std::time::Instant::now();
+        // At least 0.3 s of the busy thread's CPU: 30 ticks at 100 a second.
+        let mut after = before.clone();
+        while after.get("cpu-test-busy-t").copied().unwrap_or(0.0)
+            - before.get("cpu-test-busy-t").copied().unwrap_or(0.0)
+            < 0.3
+        {
+            assert!(started.elapsed().as_secs() < 60, "the busy thread got no CPU: {after:?}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            after = thread_cpu_seconds(pid).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        let gained = |name: &str| after[name] - before[name];
+        assert!(gained("cpu-test-idle") < 0.1, "{before:?} then {after:?}");
+        // The threads' sum is the process's (both from the same ticks).
+        let total: f64 = after.values().sum();
+        let process = super::cpu_seconds(pid).unwrap();
+        assert!(total <= process + 0.05, "threads {total} s, process {process} s");
+        assert!(thread_cpu_seconds(u32::MAX).is_err());
+    }
 
     #[test]
     fn machine_cpu_reads_proc_stat() {

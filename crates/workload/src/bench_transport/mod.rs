@@ -420,6 +420,11 @@ pub struct TransportCase {
     /// in the order run (the two modes alternate: see `async_cpu`).
     #[serde(default)]
     pub cpu_rounds: Option<Vec<CpuRound>>,
+    /// `async_cpu`: `cpu_us_per_commit` by thread of the primary (summed over `cpu_rounds`,
+    /// by thread name as the kernel keeps it: 15 bytes), which says where the difference
+    /// between the modes goes. Absent from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_commit_by_thread: Option<std::collections::BTreeMap<String, f64>>,
     /// `async_cpu`: the primary's CPU seconds (user + system) and its commits, summed over
     /// `cpu_rounds` (`cpu_us_per_commit` is their quotient).
     #[serde(default)]
@@ -509,7 +514,7 @@ pub struct PathLimits {
     pub standby_fdatasync_p50_us: Option<f64>,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct TransportReport {
     pub dir: String,
     pub filesystem: String,

@@ -2,6 +2,7 @@
 //! commits again once acknowledged) or the steady-rate ones (`steady`), each case recorded
 //! with what it changed in the primary's counters and the primary's CPU time.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,7 @@ impl CaseKind {
 
 use crate::process::MachineCpu;
 pub(super) use crate::process::cpu_seconds;
+use crate::process::thread_cpu_seconds;
 
 /// What one RTT's cases share.
 pub(super) struct Bench<'a> {
@@ -363,6 +365,7 @@ impl Bench<'_> {
         let fdatasync_before = self.fdatasync_before(kind)?;
         let before = setup.primary_status()?;
         let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
+        let threads_before = setup.primary_pid().map(thread_cpu_seconds).transpose()?;
         let started = Instant::now();
         let steady = steady_load(
             self.network,
@@ -373,6 +376,7 @@ impl Bench<'_> {
         )?;
         let seconds = started.elapsed().as_secs_f64();
         let cpu_after = setup.primary_pid().map(cpu_seconds).transpose()?;
+        let threads_after = setup.primary_pid().map(thread_cpu_seconds).transpose()?;
         crate::interrupt::check()?;
         let after = setup.primary_status()?;
         let fdatasync_p50_us = self.fdatasync_after(kind, fdatasync_before)?;
@@ -457,6 +461,18 @@ impl Bench<'_> {
             redo_writes: deltas.redo_writes,
             log_writes: deltas.log_writes,
             log_write_us: deltas.log_write_us,
+            threads_cpu_s: threads_before
+                .zip(threads_after)
+                .map(|(before, after)| {
+                    after
+                        .into_iter()
+                        .map(|(name, seconds)| {
+                            let earlier = before.get(&name).copied().unwrap_or(0.0);
+                            (name, (seconds - earlier).max(0.0))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
         Ok((case, problems, measured))
     }
@@ -475,6 +491,9 @@ pub(super) struct Measured {
     /// "log file parallel write": count and total µs.
     pub(super) log_writes: u64,
     pub(super) log_write_us: u64,
+    /// The primary's CPU seconds during the load by thread name (`thread_cpu_seconds`); a
+    /// thread started during the load counts whole.
+    pub(super) threads_cpu_s: BTreeMap<String, f64>,
 }
 
 /// CPU µs per commit from the CPU seconds before and after.
