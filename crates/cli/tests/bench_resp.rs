@@ -112,6 +112,10 @@ fn a_tiny_run_places_the_client_on_a_cpu_of_its_own_and_measures_the_shared_case
         let checkpoints = result["runs_checkpoints"].as_array().unwrap().len();
         let expected = if result["server"] == "redoguard" { runs } else { 0 };
         assert_eq!(checkpoints, expected, "{result}");
+        // The CPU by thread names the server's own threads.
+        let main_thread =
+            if result["server"] == "redoguard" { "redoguard-worke" } else { "redis-server" };
+        assert!(result["cpu_us_per_op_by_thread"].get(main_thread).is_some(), "{result}");
     }
     let allowed = workload::placement::Cpus::allowed().unwrap();
     let Some((client, rest)) = allowed.split() else {

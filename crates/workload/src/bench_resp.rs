@@ -22,6 +22,7 @@
 //! machine shared with its clients, the two placements alternating within its rounds. On a
 //! single CPU everything is shared.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,6 +66,11 @@ pub struct RespResult {
     /// The server process's CPU time (user + system) per request, µs.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
+    /// The same by thread of the server (`/proc/PID/task/*/stat`, by thread name as the
+    /// kernel keeps it, 15 bytes): where each server's time per request goes. Absent from
+    /// older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_op_by_thread: Option<BTreeMap<String, f64>>,
     /// Where redis-benchmark ran: "own" (a CPU of its own, the servers on the others) or
     /// "shared" (anywhere, as the servers). Reports from before this field: "shared".
     #[serde(default = "shared")]
@@ -270,7 +276,7 @@ fn benchmark(
 }
 
 /// One redis-benchmark run against one server.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Run {
     ops_per_s: f64,
     p50_us: f64,
@@ -279,6 +285,8 @@ struct Run {
     cpu_seconds: f64,
     /// Checkpoints the server completed during the run (redoguard only).
     checkpoints: Option<u64>,
+    /// The server's CPU time during the run by thread name.
+    threads: BTreeMap<String, f64>,
 }
 
 /// A server's runs of one test as one result: ops/s is all requests over all the runs' time;
@@ -310,6 +318,17 @@ fn combine(
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
         runs_checkpoints: runs.iter().filter_map(|run| run.checkpoints).collect(),
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
+        cpu_us_per_op_by_thread: {
+            let mut by_thread = BTreeMap::<String, f64>::new();
+            for run in runs {
+                for (name, seconds) in &run.threads {
+                    *by_thread.entry(name.clone()).or_insert(0.0) += seconds;
+                }
+            }
+            (total > 0.0 && !by_thread.is_empty()).then(|| {
+                by_thread.into_iter().map(|(name, seconds)| (name, seconds / total * 1e6)).collect()
+            })
+        },
         client_cpu: client_cpu.name().to_string(),
     }
 }
@@ -433,9 +452,17 @@ pub fn run(
                     ));
                     let checkpoints_before = checkpoints(server)?;
                     let cpu_before = crate::process::cpu_seconds(pid)?;
+                    let threads_before = crate::process::thread_cpu_seconds(pid)?;
                     let (ops_per_s, p50_us, p99_us) =
                         benchmark(port, test, clients, config.requests, client_cpus)?;
                     let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
+                    let threads = crate::process::thread_cpu_seconds(pid)?
+                        .into_iter()
+                        .map(|(name, seconds)| {
+                            let earlier = threads_before.get(&name).copied().unwrap_or(0.0);
+                            (name, (seconds - earlier).max(0.0))
+                        })
+                        .collect();
                     let checkpoints = checkpoints(server)?
                         .zip(checkpoints_before)
                         .map(|(after, before)| after.saturating_sub(before));
@@ -445,6 +472,7 @@ pub fn run(
                         p99_us,
                         cpu_seconds: cpu,
                         checkpoints,
+                        threads,
                     });
                 }
             }
@@ -569,6 +597,32 @@ fn runs(result: &RespResult) -> String {
         .join(", ")
 }
 
+/// Each result's CPU µs/op by thread of its server (threads under 0.05 left out); empty for
+/// a report from before the breakdown.
+fn by_thread(report: &BenchRespReport) -> String {
+    let mut out = String::new();
+    for result in &report.results {
+        let Some(threads) = &result.cpu_us_per_op_by_thread else { continue };
+        if out.is_empty() {
+            out.push_str("  CPU µs/op by thread (/proc/PID/task/*/stat; redoguard-worke: the runtime's workers, serving the sessions; redo-lgwr-task: the hand-over log writer; db-ckpt: the checkpointer):\n");
+        }
+        let shown: Vec<String> = threads
+            .iter()
+            .filter(|(_, us)| **us >= 0.05)
+            .map(|(name, us)| format!("{name} {us:.1}"))
+            .collect();
+        out.push_str(&format!(
+            "    {} {} -c {} ({}): {}\n",
+            result.server,
+            result.test,
+            result.clients,
+            result.client_cpu,
+            shown.join(", ")
+        ));
+    }
+    out
+}
+
 pub fn render(report: &BenchRespReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
@@ -615,6 +669,7 @@ pub fn render(report: &BenchRespReport) -> String {
             "  runs: each run's ops/s; \"+N ckpt\": N of redoguard's checkpoints ran during it"
         );
     }
+    out.push_str(&by_thread(report));
     if let (Some(client), Some(servers)) = (&report.client_cpus, &report.server_cpus) {
         let _ = writeln!(
             out,
@@ -651,6 +706,12 @@ mod tests {
             p99_us: 2.0 * p50_us,
             cpu_seconds,
             checkpoints: Some(if p50_us > 250.0 { 2 } else { 0 }),
+            // The worker's share of the run's CPU, and the checkpointer's in the slow one.
+            threads: [
+                ("redoguard-worke".to_string(), cpu_seconds * 0.8),
+                ("db-ckpt".to_string(), if p50_us > 250.0 { cpu_seconds * 0.2 } else { 0.0 }),
+            ]
+            .into(),
         };
         // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
         // 7 s, not the mean of the rates (583/s).
@@ -665,6 +726,21 @@ mod tests {
         assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
         assert_eq!(result.test, "SET");
         assert_eq!(result.client_cpu, "own");
+        // By thread, over all the runs' requests: 0.8 × 2 s and 0.2 × 0.5 s of 3000.
+        let threads = result.cpu_us_per_op_by_thread.as_ref().unwrap();
+        assert!((threads["redoguard-worke"] - 1.6 / 3000.0 * 1e6).abs() < 1e-6, "{threads:?}");
+        assert!((threads["db-ckpt"] - 0.1 / 3000.0 * 1e6).abs() < 1e-6, "{threads:?}");
+        let mut report: BenchRespReport = serde_json::from_str(
+            r#"{"dir": "/x", "fdatasync_p50_us": 100.0, "redis_skipped": null, "targets": [],
+            "results": []}"#,
+        )
+        .unwrap();
+        report.results.push(result);
+        let text = render(&report);
+        assert!(
+            text.contains("    redoguard SET -c 50 (own): db-ckpt 33.3, redoguard-worke 533.3\n"),
+            "{text}"
+        );
     }
 
     /// A report from before the client had a CPU of its own reads as all shared, and is
@@ -679,5 +755,6 @@ mod tests {
         assert_eq!(report.results[0].client_cpu, "shared");
         assert_eq!(report.client_cpus, None);
         assert!(!render(&report).contains("client CPU \"own\""));
+        assert!(!render(&report).contains("by thread"));
     }
 }
