@@ -441,4 +441,15 @@ mod tests {
         let json = serde_json::to_string(&older).unwrap();
         assert!(!json.contains("by_thread"));
     }
+
+    /// The recorded run (docs/bench/transport-async-cpu.*) reads, and shows the sender.
+    #[test]
+    fn the_recorded_run_shows_the_cpu_by_thread() {
+        let report: TransportReport =
+            serde_json::from_str(include_str!("../../../../docs/bench/transport-async-cpu.json"))
+                .unwrap();
+        let table = table(&report);
+        assert!(table.contains("redo-send-stand"), "{table}");
+        assert!(table.contains("difference"), "{table}");
+    }
 }
