@@ -318,17 +318,10 @@ fn combine(
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
         runs_checkpoints: runs.iter().filter_map(|run| run.checkpoints).collect(),
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
-        cpu_us_per_op_by_thread: {
-            let mut by_thread = BTreeMap::<String, f64>::new();
-            for run in runs {
-                for (name, seconds) in &run.threads {
-                    *by_thread.entry(name.clone()).or_insert(0.0) += seconds;
-                }
-            }
-            (total > 0.0 && !by_thread.is_empty()).then(|| {
-                by_thread.into_iter().map(|(name, seconds)| (name, seconds / total * 1e6)).collect()
-            })
-        },
+        cpu_us_per_op_by_thread: crate::process::threads_summed(
+            runs.iter().map(|run| &run.threads),
+            total / 1e6,
+        ),
         client_cpu: client_cpu.name().to_string(),
     }
 }
@@ -456,13 +449,10 @@ pub fn run(
                     let (ops_per_s, p50_us, p99_us) =
                         benchmark(port, test, clients, config.requests, client_cpus)?;
                     let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
-                    let threads = crate::process::thread_cpu_seconds(pid)?
-                        .into_iter()
-                        .map(|(name, seconds)| {
-                            let earlier = threads_before.get(&name).copied().unwrap_or(0.0);
-                            (name, (seconds - earlier).max(0.0))
-                        })
-                        .collect();
+                    let threads = crate::process::threads_since(
+                        &threads_before,
+                        crate::process::thread_cpu_seconds(pid)?,
+                    );
                     let checkpoints = checkpoints(server)?
                         .zip(checkpoints_before)
                         .map(|(after, before)| after.saturating_sub(before));

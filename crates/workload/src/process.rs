@@ -178,6 +178,37 @@ pub(crate) fn thread_cpu_seconds(pid: u32) -> anyhow::Result<BTreeMap<String, f6
     Ok(by_name)
 }
 
+/// What each thread name gained from `before` to `after` (`thread_cpu_seconds`): a name new
+/// in `after` counts whole.
+pub(crate) fn threads_since(
+    before: &BTreeMap<String, f64>,
+    after: BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .into_iter()
+        .map(|(name, seconds)| {
+            let earlier = before.get(&name).copied().unwrap_or(0.0);
+            (name, (seconds - earlier).max(0.0))
+        })
+        .collect()
+}
+
+/// The per-thread figures of several measurements added up, each name divided by `per`
+/// (None if there is nothing, or nothing to divide by).
+pub(crate) fn threads_summed<'a>(
+    measured: impl IntoIterator<Item = &'a BTreeMap<String, f64>>,
+    per: f64,
+) -> Option<BTreeMap<String, f64>> {
+    let mut sum = BTreeMap::<String, f64>::new();
+    for threads in measured {
+        for (name, value) in threads {
+            *sum.entry(name.clone()).or_insert(0.0) += value;
+        }
+    }
+    (per > 0.0 && !sum.is_empty())
+        .then(|| sum.into_iter().map(|(name, value)| (name, value / per)).collect())
+}
+
 /// utime + stime of a /proc `stat` file, in seconds.
 fn stat_cpu_seconds(path: &str) -> anyhow::Result<f64> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
@@ -259,7 +290,27 @@ impl MachineCpu {
 
 #[cfg(test)]
 mod tests {
-    use super::{MachineCpu, thread_cpu_seconds};
+    use std::collections::BTreeMap;
+
+    use super::{MachineCpu, thread_cpu_seconds, threads_since, threads_summed};
+
+    #[test]
+    fn thread_figures_subtract_and_add_up_by_name() {
+        let map = |pairs: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            pairs.iter().map(|(name, value)| (name.to_string(), *value)).collect()
+        };
+        // A thread new since `before` counts whole; one gone is left out.
+        let gained = threads_since(
+            &map(&[("worker", 1.0), ("gone", 5.0)]),
+            map(&[("worker", 1.5), ("new", 0.25)]),
+        );
+        assert_eq!(gained, map(&[("worker", 0.5), ("new", 0.25)]));
+        let summed =
+            threads_summed([&gained, &map(&[("worker", 0.5)])], 0.5).expect("something to sum");
+        assert_eq!(summed, map(&[("worker", 2.0), ("new", 0.5)]));
+        assert_eq!(threads_summed([&gained], 0.0), None);
+        assert_eq!(threads_summed([], 1.0), None);
+    }
 
     #[test]
     fn a_busy_thread_shows_under_its_name_and_an_idle_one_does_not_gain() {

@@ -180,18 +180,10 @@ fn summed(sum: Sum) -> Option<TransportCase> {
     }
     case.notes = notes;
     case.cpu_rounds = Some(rounds);
-    let mut by_thread = std::collections::BTreeMap::<String, f64>::new();
-    for round in &measured {
-        for (name, seconds) in &round.threads_cpu_s {
-            *by_thread.entry(name.clone()).or_insert(0.0) += seconds;
-        }
-    }
-    case.cpu_us_per_commit_by_thread = (commits > 0 && !by_thread.is_empty()).then(|| {
-        by_thread
-            .into_iter()
-            .map(|(name, seconds)| (name, seconds * 1e6 / commits as f64))
-            .collect()
-    });
+    case.cpu_us_per_commit_by_thread = crate::process::threads_summed(
+        measured.iter().map(|round| &round.threads_cpu_s),
+        commits as f64 / 1e6,
+    );
     Some(case)
 }
 

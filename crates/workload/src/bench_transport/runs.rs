@@ -43,7 +43,7 @@ impl CaseKind {
 
 use crate::process::MachineCpu;
 pub(super) use crate::process::cpu_seconds;
-use crate::process::thread_cpu_seconds;
+use crate::process::{thread_cpu_seconds, threads_since};
 
 /// What one RTT's cases share.
 pub(super) struct Bench<'a> {
@@ -463,15 +463,7 @@ impl Bench<'_> {
             log_write_us: deltas.log_write_us,
             threads_cpu_s: threads_before
                 .zip(threads_after)
-                .map(|(before, after)| {
-                    after
-                        .into_iter()
-                        .map(|(name, seconds)| {
-                            let earlier = before.get(&name).copied().unwrap_or(0.0);
-                            (name, (seconds - earlier).max(0.0))
-                        })
-                        .collect()
-                })
+                .map(|(before, after)| threads_since(&before, after))
                 .unwrap_or_default(),
         };
         Ok((case, problems, measured))
