@@ -316,7 +316,7 @@ fn by_thread_table(cases: &[&TransportCase]) -> String {
     names.dedup();
     let _ = writeln!(
         out,
-        "  by thread, CPU µs/commit (/proc/PID/task/*/stat; redoguard-worke: the runtime's workers, serving the sessions; redo-lgwr-task: the hand-over log writer; redo-send-* and redo-recv-*: a destination's sender and status reader):"
+        "  by thread, CPU µs/commit (/proc/PID/task/*/stat; redoguard-worke: the runtime's workers, serving the sessions; redo-lgwr-task: the hand-over log writer; redo-send-* and redo-recv-*: a destination's sender and status reader; difference: the second mode's less the first's):"
     );
     let _ = write!(out, "           {:<16}", "thread");
     for (mode, _) in &modes {
