@@ -187,6 +187,7 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
         last_scn: u64::MAX / 2,
         primary_durable_scn: 0,
         bytes: vec![0xa5; 4096],
+        zero_tail: 0,
     });
     let mut bytes = Message::Hello(hello(database_id)).to_frame();
     bytes.extend_from_slice(&garbage.to_frame());

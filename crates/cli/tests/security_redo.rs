@@ -63,6 +63,7 @@ fn forged_write(seq: u64, offset: u64) -> Message {
         last_scn: u64::MAX / 2,
         primary_durable_scn: u64::MAX / 2,
         bytes: vec![0xa5; 4096],
+        zero_tail: 0,
     })
 }
 

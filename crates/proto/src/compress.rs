@@ -49,9 +49,9 @@ impl Codec {
     }
 }
 
-/// Whether a message kind may travel compressed: only the two that carry redo.
+/// Whether a message kind may travel compressed: only those that carry redo.
 pub fn compressible(kind: Kind) -> bool {
-    matches!(kind, Kind::Write | Kind::ArchiveChunk)
+    matches!(kind, Kind::Write | Kind::TrimmedWrite | Kind::ArchiveChunk)
 }
 
 /// Sizes of one frame sent by `FrameCompressor::encode`.

@@ -112,7 +112,8 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u64>(),
             any::<u64>(),
-            prop::collection::vec(any::<u8>(), 1..600)
+            prop::collection::vec(any::<u8>(), 1..600),
+            prop_oneof![Just(0u32), 1..=crate::ZERO_TAIL_MAX]
         )
             .prop_map(
                 |(
@@ -125,6 +126,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     last_scn,
                     primary_durable_scn,
                     bytes,
+                    zero_tail,
                 )| Message::Write(Write {
                     write_id,
                     seq,
@@ -136,6 +138,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     last_scn,
                     primary_durable_scn,
                     bytes,
+                    zero_tail,
                 })
             ),
         (any::<u64>(), any::<u64>(), any::<u64>(), any::<bool>()).prop_map(
@@ -354,7 +357,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
         let _ = Decoder::default().decode(&bytes);
         // Also behind a valid header, so that the payload decoders see them.
-        for kind in 1u8..=19 {
+        for kind in 1u8..=20 {
             let mut frame = vec![0u8; FRAME_HEADER_LEN];
             frame[0..4].copy_from_slice(b"RGWP");
             frame[4..8].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -441,6 +444,74 @@ fn a_hello_on_an_unknown_channel_is_refused_as_malformed() {
     forged[12..16].copy_from_slice(&crc.to_le_bytes());
     let error = Decoder::default().decode(&forged).unwrap_err();
     assert!(error.to_string().contains("unknown channel 4"), "{error}");
+}
+
+proptest! {
+    #[test]
+    fn a_write_leaves_out_its_zero_tail_and_gets_it_back(
+        head in prop::collection::vec(any::<u8>(), 0..300),
+        zeros in prop_oneof![0usize..40, 4000usize..4200, 65530usize..65600],
+    ) {
+        let mut whole = head.clone();
+        whole.resize(head.len() + zeros, 0);
+        prop_assume!(!whole.is_empty());
+        let tail = crate::zero_tail(&whole);
+        prop_assert!(tail < whole.len(), "at least one byte is sent");
+        prop_assert!(tail <= crate::ZERO_TAIL_MAX as usize);
+        prop_assert!(whole[whole.len() - tail..].iter().all(|&byte| byte == 0));
+        let short_of_the_bound = tail < crate::ZERO_TAIL_MAX as usize;
+        if short_of_the_bound && tail + 1 < whole.len() {
+            prop_assert_ne!(whole[whole.len() - tail - 1], 0, "every trailing zero is left out");
+        }
+        let write = Write {
+            write_id: 1,
+            seq: 2,
+            offset: 4096,
+            kind: WriteKind::Units,
+            ack: AckWanted::Durable,
+            primary_time_us: 3,
+            last_scn: 4,
+            primary_durable_scn: 5,
+            bytes: whole[..whole.len() - tail].to_vec(),
+            zero_tail: tail as u32,
+        };
+        prop_assert_eq!(write.len(), whole.len() as u64);
+        let frame = Message::Write(write.clone()).to_frame();
+        prop_assert_eq!(frame[8], if tail > 0 { 19 } else { 3 }, "a whole write is a version 4 Write");
+        let (decoded, _) = Decoder::default().decode(&frame).unwrap().unwrap();
+        prop_assert_eq!(&decoded, &Message::Write(write));
+        let Message::Write(decoded) = decoded else { unreachable!() };
+        prop_assert_eq!(decoded.untrimmed().bytes, whole);
+    }
+}
+
+#[test]
+fn a_trimmed_write_with_an_impossible_zero_tail_is_refused() {
+    let write = Message::Write(Write {
+        write_id: 1,
+        seq: 2,
+        offset: 4096,
+        kind: WriteKind::Units,
+        ack: AckWanted::None,
+        primary_time_us: 3,
+        last_scn: 4,
+        primary_durable_scn: 5,
+        bytes: b"RGRU".to_vec(),
+        zero_tail: 4092,
+    });
+    let frame = write.to_frame();
+    assert_eq!(Decoder::default().decode(&frame).unwrap().unwrap().0, write);
+    // The zero tail is bytes 50..54 of the payload; the CRC is made again so that only it is
+    // wrong.
+    for (tail, says) in [(0u32, "zero tail of 0 bytes"), (crate::ZERO_TAIL_MAX + 1, "65537")] {
+        let mut forged = frame.clone();
+        forged[FRAME_HEADER_LEN + 50..FRAME_HEADER_LEN + 54].copy_from_slice(&tail.to_le_bytes());
+        let mut crc = crc32c::crc32c(&forged[8..12]);
+        crc = crc32c::crc32c_append(crc, &forged[FRAME_HEADER_LEN..]);
+        forged[12..16].copy_from_slice(&crc.to_le_bytes());
+        let error = Decoder::default().decode(&forged).unwrap_err();
+        assert!(error.to_string().contains(says), "{error}");
+    }
 }
 
 #[test]

@@ -38,6 +38,7 @@ fn write_with(bytes: Vec<u8>) -> Message {
         last_scn: 2,
         primary_durable_scn: 3,
         bytes,
+        zero_tail: 0,
     })
 }
 

@@ -79,6 +79,9 @@ pub struct Conn {
     decompression: Option<Arc<CompressionCounters>>,
     timeouts: Arc<Timeouts>,
     pub peer: SocketAddr,
+    /// The protocol version the peer's handshake said it speaks (0 until known): what may be
+    /// sent to it (a version 5 `TrimmedWrite`, say).
+    pub peer_version: u16,
 }
 
 /// The socket's receive and send timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`) as last set, shared
@@ -129,6 +132,7 @@ impl Conn {
             decompression: None,
             timeouts: Timeouts::unknown(),
             peer,
+            peer_version: 0,
         })
     }
 
@@ -345,6 +349,7 @@ impl Conn {
             decompression: self.decompression.clone(),
             timeouts: self.timeouts.clone(),
             peer: self.peer,
+            peer_version: self.peer_version,
         })
     }
 
@@ -684,6 +689,7 @@ mod tests {
             last_scn: write_id,
             primary_durable_scn: 0,
             bytes: vec![write_id as u8; len],
+            zero_tail: 0,
         })
     }
 

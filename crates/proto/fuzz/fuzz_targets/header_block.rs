@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use proto::{AckWanted, Decoder, Message, Write, WriteKind};
+use proto::{AckWanted, Decoder, Message, Write, WriteKind, zero_tail};
 use redo::format::{
     HeaderBlock, block_size_is_valid, decode_header, encode_header, first_unit_offset,
 };
@@ -30,7 +30,10 @@ fuzz_target!(|input: &[u8]| {
         let crc = crc32c::crc32c_append(crc32c::crc32c(&block[..4]), &block[8..]);
         block[4..8].copy_from_slice(&crc.to_le_bytes());
     }
-    // Through the wire first, as the transport receives it.
+    // Through the wire first, as the transport receives it: its zero tail left out, as a
+    // version 5 primary sends it, and put back.
+    let tail = zero_tail(&block);
+    block.truncate(block.len() - tail);
     let write = Message::Write(Write {
         write_id: 1,
         seq: 1,
@@ -41,6 +44,7 @@ fuzz_target!(|input: &[u8]| {
         last_scn: 0,
         primary_durable_scn: 0,
         bytes: block,
+        zero_tail: tail as u32,
     });
     let frame = write.to_frame();
     let Some((Message::Write(received), _)) = Decoder::default().decode(&frame).ok().flatten()
@@ -49,6 +53,7 @@ fuzz_target!(|input: &[u8]| {
         assert!(data.is_empty() && selector & 8 != 0);
         return;
     };
+    let received = received.untrimmed();
     let offset = u64::from(selector & 0x80) * 32;
     let Ok(header) = decode_header(&received.bytes, offset) else { return };
     let fields = header.header();

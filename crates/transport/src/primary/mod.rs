@@ -58,6 +58,9 @@ pub(crate) const PAYLOAD_MAX: usize = (64 << 20) + 4096;
 pub const LOG_BUFFER_MAX_SHIPPED: u64 = 48 << 20;
 /// The oldest protocol version of a standby that takes compressed frames.
 const COMPRESSION_VERSION_MIN: u16 = 3;
+/// The oldest protocol version of a standby that takes a write without its zero tail
+/// (`TrimmedWrite`).
+const TRIM_VERSION_MIN: u16 = 5;
 /// Transport-lag samples kept per destination.
 const UNACKED_MAX: usize = 1 << 20;
 
@@ -823,7 +826,18 @@ fn wire_kind(kind: WriteKind) -> proto::WriteKind {
     }
 }
 
-fn frame_of(write: &LogWrite, write_id: u64, ack: AckWanted, durable: Scn) -> Write {
+/// The message of a log write to a standby whose handshake said `peer_version`. A standby of
+/// version 5 or later gets it without the zero padding of its last unit (`TrimmedWrite`): a
+/// small commit's write is one 4 KiB unit mostly padding, which was most of the bytes copied,
+/// checksummed and sent.
+fn frame_of(
+    write: &LogWrite,
+    write_id: u64,
+    ack: AckWanted,
+    durable: Scn,
+    peer_version: u16,
+) -> Write {
+    let tail = if peer_version >= TRIM_VERSION_MIN { proto::zero_tail(&write.bytes) } else { 0 };
     Write {
         write_id,
         seq: write.seq.0,
@@ -833,6 +847,18 @@ fn frame_of(write: &LogWrite, write_id: u64, ack: AckWanted, durable: Scn) -> Wr
         primary_time_us: write.time_us,
         last_scn: write.last_scn.0,
         primary_durable_scn: durable.0.max(write.durable_scn.0),
-        bytes: write.bytes.to_vec(),
+        bytes: write.bytes[..write.bytes.len() - tail].to_vec(),
+        zero_tail: tail as u32,
     }
+}
+
+/// `bytes` read back from the log files for a standby whose handshake said `peer_version`,
+/// without their zero tail if it takes that: the bytes left and the tail's length.
+fn trimmed(mut bytes: Vec<u8>, peer_version: u16) -> (Vec<u8>, u32) {
+    if peer_version < TRIM_VERSION_MIN {
+        return (bytes, 0);
+    }
+    let tail = proto::zero_tail(&bytes);
+    bytes.truncate(bytes.len() - tail);
+    (bytes, tail as u32)
 }

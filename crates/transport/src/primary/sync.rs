@@ -192,17 +192,15 @@ impl Inner {
                     state.unacked.push_back((end, write.time_us));
                 }
                 drop(state);
-                let message = Message::Write(frame_of(
-                    write,
-                    write_id,
-                    destination.ack_wanted(),
-                    self.redo.durable_scn(),
-                ));
+                let ack = destination.ack_wanted();
+                let durable = self.redo.durable_scn();
                 let sent_at = Instant::now();
                 let result = match destination.sync_send.lock().as_mut() {
-                    Some((installed, conn)) if *installed == epoch => conn
-                        .send(&message, destination.config().net_timeout)
-                        .map_err(|error| error.to_string()),
+                    Some((installed, conn)) if *installed == epoch => {
+                        let frame = frame_of(write, write_id, ack, durable, conn.peer_version);
+                        conn.send(&Message::Write(frame), destination.config().net_timeout)
+                            .map_err(|error| error.to_string())
+                    }
                     _ => Err("the SYNC connection is closed".to_string()),
                 };
                 match result {

@@ -150,6 +150,9 @@ impl Inner {
             }
             match message {
                 Message::Write(write) => {
+                    // The zero tail a version 5 primary leaves out goes back first: the
+                    // standby log gets the write byte for byte as the primary wrote it.
+                    let write = write.untrimmed();
                     let kind = match write.kind {
                         proto::WriteKind::Units => WriteKind::Units,
                         proto::WriteKind::OpenHeader => WriteKind::OpenHeader,

@@ -76,6 +76,7 @@ impl Inner {
             .map_err(|error| format!("handshake with {}: {error}", config.address))?;
         match conn.recv(Some(config.net_timeout)) {
             Ok(Message::Welcome(welcome)) => {
+                conn.peer_version = welcome.version;
                 if channel == Channel::Control {
                     (self.events)(TransportEvent::Followed { destination: config.name.clone() });
                 }

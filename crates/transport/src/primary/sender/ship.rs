@@ -17,7 +17,7 @@ use crate::auto_compression::AutoCompression;
 use crate::compression::{Compression, CompressionScope};
 use crate::conn::{Conn, ConnError};
 use crate::primary::{
-    Destination, Inner, UNACKED_MAX, after, archive, continues, frame_of, wire_kind,
+    Destination, Inner, UNACKED_MAX, after, archive, continues, frame_of, trimmed, wire_kind,
 };
 
 impl Inner {
@@ -93,6 +93,7 @@ impl Inner {
                     .log_extent(seq)
                     .map_or_else(now_unix_us, |extent| extent.header.first_time_us);
                 let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
+                let (bytes, zero_tail) = trimmed(bytes, conn.peer_version);
                 let frame = Write {
                     write_id,
                     seq: seq.0,
@@ -103,6 +104,7 @@ impl Inner {
                     last_scn: 0,
                     primary_durable_scn: self.redo.durable_scn().0,
                     bytes,
+                    zero_tail,
                 };
                 self.send_write(destination, conn, frame, cursor.next, time_us, false)?;
                 *next = cursor.next;
@@ -120,9 +122,10 @@ impl Inner {
         writes: &[Arc<LogWrite>],
     ) -> Result<(), String> {
         let durable = self.redo.durable_scn();
+        let peer_version = conn.peer_version;
         let frame = |write: &LogWrite| {
             let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);
-            frame_of(write, write_id, AckWanted::None, durable)
+            frame_of(write, write_id, AckWanted::None, durable, peer_version)
         };
         if self.compresses(destination, true) {
             for write in writes {
@@ -168,7 +171,7 @@ impl Inner {
         time_us: u64,
         live: bool,
     ) -> Result<(), String> {
-        let bytes = frame.bytes.len() as u64;
+        let bytes = frame.len();
         self.send_redo(destination, conn, &Message::Write(frame), live)
             .map_err(|error| format!("sending redo: {error}"))?;
         let mut state = destination.state.lock();
@@ -294,7 +297,7 @@ impl Inner {
 /// The redo bytes a message carries (what an uncompressed frame's payload mostly is).
 fn redo_len(message: &Message) -> u64 {
     match message {
-        Message::Write(write) => write.bytes.len() as u64,
+        Message::Write(write) => write.len(),
         Message::ArchiveChunk(chunk) => chunk.bytes.len() as u64,
         _ => 0,
     }
