@@ -186,6 +186,15 @@ fn zstd_compresses_the_live_stream_and_the_standby_archives_the_same_bytes() {
     let json = serde_json::to_value(destination(&status)).unwrap();
     assert_eq!(json["compression"]["codec"], "zstd", "{json}");
     assert_eq!(json["compression"]["scope"], "all", "{json}");
+    // What the link carried for the redo, in status and in /metrics.
+    let (wire, redo) = (destination(&status).wire_bytes_sent, destination(&status).bytes_sent);
+    assert!(wire > 0 && wire * 2 < redo, "{wire} bytes on the wire for {redo} bytes of redo");
+    let (code, metrics) = common::http_get(pair.primary().admin_addr(), "/metrics");
+    assert_eq!(code, 200);
+    let wire_total = metric(&metrics, "redoguard_destination_wire_bytes_total{");
+    let redo_total = metric(&metrics, "redoguard_destination_redo_bytes_total{");
+    assert!(wire_total >= wire as f64 && redo_total >= redo as f64, "/metrics:\n{metrics}");
+    assert!(wire_total < redo_total, "/metrics: {wire_total} on the wire for {redo_total}");
     println!(
         "zstd 3 (all): {archived} archived logs byte-identical; {streamed} bytes streamed, ratio \
          {:.2}, {:.3} s CPU compressing, {:.3} s decompressing",

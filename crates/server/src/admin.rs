@@ -237,9 +237,34 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             u8::from(destination.phase == transport::Phase::Synchronized)
         ));
     }
+    let counters: [(&str, &str, CounterOf); 2] = [
+        (
+            "redoguard_destination_redo_bytes_total",
+            "Redo bytes sent to the destination, as in the log files.",
+            |destination| destination.bytes_sent,
+        ),
+        (
+            "redoguard_destination_wire_bytes_total",
+            "Bytes of frames sent to the destination: headers included, writes without their zero tail, compressed; before TLS.",
+            |destination| destination.wire_bytes_sent,
+        ),
+    ];
+    for (name, help, value) in counters {
+        if status.replication.destinations.is_empty() {
+            break;
+        }
+        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
+        for destination in &status.replication.destinations {
+            let labels = format!("{{destination=\"{}\"}}", destination.name);
+            text.push_str(&format!("{name}{labels} {}\n", value(destination)));
+        }
+    }
     compression_metrics(&status, &mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
+
+/// Reads one counter of a destination's status as a metric value.
+type CounterOf = fn(&transport::DestinationStatus) -> u64;
 
 /// Redo compression's counters: per destination on a primary (compressing), and on a standby
 /// (decompressing).

@@ -77,6 +77,9 @@ pub struct Conn {
     scratch: Vec<u8>,
     /// Where compressed frames received are counted (bytes, CPU time decompressing).
     decompression: Option<Arc<CompressionCounters>>,
+    /// Where the bytes of the frames sent are counted (`count_sent`), with every handle of
+    /// this connection and every other connection counting there.
+    sent: Option<Arc<AtomicU64>>,
     timeouts: Arc<Timeouts>,
     pub peer: SocketAddr,
     /// The protocol version the peer's handshake said it speaks (0 until known): what may be
@@ -130,6 +133,7 @@ impl Conn {
             decoder: Decoder { payload_max },
             scratch: Vec::new(),
             decompression: None,
+            sent: None,
             timeouts: Timeouts::unknown(),
             peer,
             peer_version: 0,
@@ -347,6 +351,7 @@ impl Conn {
             decoder: self.decoder,
             scratch: Vec::new(),
             decompression: self.decompression.clone(),
+            sent: self.sent.clone(),
             timeouts: self.timeouts.clone(),
             peer: self.peer,
             peer_version: self.peer_version,
@@ -356,6 +361,12 @@ impl Conn {
     /// Counts the compressed frames received from now on in `counters`.
     pub fn count_decompression(&mut self, counters: Arc<CompressionCounters>) {
         self.decompression = Some(counters);
+    }
+
+    /// Counts the bytes of the frames sent from now on in `counter` (frame headers included,
+    /// payloads as sent: trimmed, compressed; before TLS).
+    pub fn count_sent(&mut self, counter: Arc<AtomicU64>) {
+        self.sent = Some(counter);
     }
 
     /// Sends one message, giving up after `timeout`.
@@ -419,6 +430,14 @@ impl Conn {
     }
 
     fn send_scratch(&mut self, timeout: Duration) -> Result<(), ConnError> {
+        self.write_scratch(timeout)?;
+        if let Some(sent) = &self.sent {
+            sent.fetch_add(self.scratch.len() as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn write_scratch(&mut self, timeout: Duration) -> Result<(), ConnError> {
         self.set_write_timeout(timeout)?;
         let timed_out = |error: std::io::Error| {
             if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {

@@ -2,7 +2,8 @@
 //! socket: a version 5 standby gets small writes without the zero padding of their last unit
 //! (`TrimmedWrite`), a version 4 standby gets every write whole (it would refuse the new kind),
 //! and in both cases the writes, once their zero tail is put back, are exactly the units the
-//! primary wrote (each unit's checksum holds).
+//! primary wrote (each unit's checksum holds). The primary's status counts the difference
+//! (`wire_bytes_sent` against `bytes_sent`).
 
 mod common;
 
@@ -74,8 +75,9 @@ fn standby_of_version(listener: TcpListener, version: u16, enough: usize) -> Vec
 }
 
 /// Ships to a standby of `version` while committing small transactions one at a time (a
-/// write each, mostly padding), and returns what the standby received.
-fn ship_to_standby_of_version(version: u16) -> Vec<Received> {
+/// write each, mostly padding), and returns what the standby received and the primary's
+/// count of redo bytes sent and of bytes on the wire.
+fn ship_to_standby_of_version(version: u16) -> (Vec<Received>, u64, u64) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
     let standby = std::thread::spawn(move || standby_of_version(listener, version, 20));
@@ -90,8 +92,9 @@ fn ship_to_standby_of_version(version: u16) -> Vec<Received> {
         std::thread::sleep(Duration::from_millis(10));
     }
     let received = standby.join().unwrap();
+    let status = primary.transport.as_ref().unwrap().status().remove(0);
     primary.stop();
-    received
+    (received, status.bytes_sent, status.wire_bytes_sent)
 }
 
 /// Every unit of a write of units holds its checksum: the zero tail put back is the padding
@@ -117,8 +120,12 @@ fn assert_units_whole(received: &[Received]) {
 #[test]
 fn a_version_5_standby_gets_small_writes_without_their_padding() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "version 5 standby");
-    let received = ship_to_standby_of_version(5);
+    let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(5);
     assert_units_whole(&received);
+    assert!(
+        wire_bytes * 3 < redo_bytes,
+        "the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
+    );
     let units: Vec<_> = received.iter().filter(|r| r.write.kind == WriteKind::Units).collect();
     assert!(units.iter().all(|r| r.kind == Kind::TrimmedWrite), "every small write is trimmed");
     let wire: usize = units.iter().map(|r| r.wire_bytes).sum();
@@ -133,8 +140,12 @@ fn a_version_5_standby_gets_small_writes_without_their_padding() {
 #[test]
 fn a_version_4_standby_gets_every_write_whole() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "version 4 standby");
-    let received = ship_to_standby_of_version(4);
+    let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(4);
     assert_units_whole(&received);
+    assert!(
+        wire_bytes > redo_bytes,
+        "the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
+    );
     assert!(received.iter().all(|r| r.kind == Kind::Write), "no TrimmedWrite to version 4");
     assert!(received.iter().all(|r| r.wire_bytes == r.write.bytes.len()));
 }

@@ -59,7 +59,8 @@ pub struct BatchCase {
     /// Log bytes the primary shipped to this destination (whole redo units, padding
     /// included: small OLTP commits fill little of their unit), MB.
     pub mb_shipped: f64,
-    /// The same after compression: what went on the wire, MB.
+    /// What went on the wire, MB: the frames the primary handed to the destination's
+    /// connections (`wire_bytes_sent`: without writes' zero tails, compressed).
     pub mb_on_wire: f64,
     /// (seconds since the batch started, the destination's transport lag in seconds).
     pub lag: Vec<(f64, f64)>,
@@ -372,13 +373,9 @@ fn measure(
                 / resolution.max(1e-3);
             let after = status(network, Side::A, admin)?;
             let destination = after.replication.destinations.first().context("a destination")?;
-            let counts = destination.compression.as_ref().map(|compression| compression.counts);
-            let wire = match counts {
-                Some(counts) if counts.frames > 0 => {
-                    destination.bytes_sent - counts.bytes_uncompressed + counts.bytes_wire
-                }
-                _ => destination.bytes_sent,
-            };
+            // Measured by the primary (frames handed to the connections), not estimated from
+            // the compression counts: writes also travel without their zero tails.
+            let wire = destination.wire_bytes_sent;
             let redo = after.metrics.stat("redo size") - before.metrics.stat("redo size");
             Ok(BatchCase {
                 name: name.to_string(),

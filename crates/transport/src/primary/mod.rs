@@ -113,7 +113,13 @@ pub struct DestinationStatus {
     /// destination's `tcp_congestion`, or the host's default).
     #[serde(default)]
     pub tcp_congestion: Option<String>,
+    /// Redo bytes sent (whole writes and pieces, as in the log files).
     pub bytes_sent: u64,
+    /// Bytes of frames handed to this destination's connections (control, SYNC, archive):
+    /// headers included, payloads as sent (without writes' zero tails, compressed); before
+    /// TLS. Against `bytes_sent`, what the link carries for the redo.
+    #[serde(default)]
+    pub wire_bytes_sent: u64,
     /// Seconds since the standby was last heard from.
     pub last_heard_s: Option<f64>,
     /// Logs being shipped whole (gap resolution), oldest first.
@@ -266,6 +272,8 @@ struct Destination {
     /// Under `auto`, each open archive connection's state, by its index in the session.
     archive_auto: Mutex<std::collections::BTreeMap<usize, String>>,
     compression: CompressionCounters,
+    /// Bytes of frames sent on its connections (`Conn::count_sent`).
+    wire_bytes: Arc<AtomicU64>,
     /// Archive connections open in this session (`archive`).
     archive_connections: AtomicU32,
 }
@@ -497,6 +505,7 @@ impl PrimaryTransport {
                     auto_state: Mutex::new(None),
                     archive_auto: Mutex::new(Default::default()),
                     compression: CompressionCounters::default(),
+                    wire_bytes: Arc::new(AtomicU64::new(0)),
                     archive_connections: AtomicU32::new(0),
                     config: RwLock::new(Arc::new(config)),
                 })
@@ -800,6 +809,7 @@ impl Inner {
             send_buffer_bytes: state.send_buffer_bytes,
             tcp_congestion: state.tcp_congestion.clone(),
             bytes_sent: state.bytes_sent,
+            wire_bytes_sent: destination.wire_bytes.load(Ordering::Relaxed),
             last_heard_s: state.last_heard.map(|at| at.elapsed().as_secs_f64()),
             gaps: state.gaps.clone(),
             compression: (config.compression != Compression::None).then(|| {

@@ -184,6 +184,12 @@ fn summed(sum: Sum) -> Option<TransportCase> {
         measured.iter().map(|round| &round.threads_cpu_s),
         commits as f64 / 1e6,
     );
+    let redo_bytes_sent: u64 = measured.iter().map(|round| round.redo_bytes_sent).sum();
+    let wire_bytes_sent: u64 = measured.iter().map(|round| round.wire_bytes_sent).sum();
+    let per_commit =
+        |bytes: u64| (commits > 0 && redo_bytes_sent > 0).then(|| bytes as f64 / commits as f64);
+    case.redo_bytes_sent_per_commit = per_commit(redo_bytes_sent);
+    case.wire_bytes_per_commit = per_commit(wire_bytes_sent);
     Some(case)
 }
 
@@ -288,6 +294,18 @@ pub(super) fn table(report: &TransportReport) -> String {
             round.log_write_avg_us
         );
     }
+    for case in &cases {
+        if let (Some(redo), Some(wire)) =
+            (case.redo_bytes_sent_per_commit, case.wire_bytes_per_commit)
+        {
+            let _ = writeln!(
+                out,
+                "  {}: sent to the standby per commit: {redo:.0} bytes of redo (whole units, as in the log files), {wire:.0} bytes on the wire ({:.2} of it; destination status bytes_sent, wire_bytes_sent)",
+                case.mode,
+                wire / redo.max(f64::MIN_POSITIVE)
+            );
+        }
+    }
     out.push_str(&by_thread_table(&cases));
     out
 }
@@ -358,7 +376,14 @@ mod tests {
             log_writes: commits / 2,
             log_write_us: commits * 50,
             threads_cpu_s: threads.iter().map(|(name, s)| (name.to_string(), *s)).collect(),
+            redo_bytes_sent: 0,
+            wire_bytes_sent: 0,
         }
+    }
+
+    /// A round with a standby that was sent `redo` bytes of redo as `wire` bytes.
+    fn sent(commits: u64, redo: u64, wire: u64) -> Measured {
+        Measured { redo_bytes_sent: redo, wire_bytes_sent: wire, ..round(commits, &[]) }
     }
 
     fn mode(name: &str, measured: Vec<Measured>) -> TransportCase {
@@ -432,6 +457,24 @@ mod tests {
         assert!(!super::table(&older).contains("by thread"));
         let json = serde_json::to_string(&older).unwrap();
         assert!(!json.contains("by_thread"));
+    }
+
+    #[test]
+    fn the_bytes_sent_per_commit_are_summed_over_the_rounds() {
+        let alone = mode("no_standby", vec![round(1000, &[]), round(1000, &[])]);
+        let with =
+            mode("async", vec![sent(1000, 4_096_000, 500_000), sent(3000, 12_288_000, 1_100_000)]);
+        assert_eq!(alone.redo_bytes_sent_per_commit, None, "nothing sent without a standby");
+        assert_eq!(with.redo_bytes_sent_per_commit, Some(4096.0));
+        assert_eq!(with.wire_bytes_per_commit, Some(400.0));
+        let report = TransportReport { cases: vec![alone, with], ..TransportReport::default() };
+        let table = table(&report);
+        assert!(
+            table.contains("async: sent to the standby per commit: 4096 bytes of redo")
+                && table.contains("400 bytes on the wire (0.10 of it"),
+            "{table}"
+        );
+        assert!(!table.contains("no_standby: sent"), "{table}");
     }
 
     /// The recorded run (docs/bench/transport-async-cpu.*) reads, and shows the sender.

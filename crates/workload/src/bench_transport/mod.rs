@@ -425,6 +425,14 @@ pub struct TransportCase {
     /// between the modes goes. Absent from older reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_us_per_commit_by_thread: Option<std::collections::BTreeMap<String, f64>>,
+    /// Steady-load cases with standbys: the redo bytes the primary sent its standbys per
+    /// commit (as in the log files: whole units, padding included), and the bytes of frames
+    /// it handed to their connections (destination status `bytes_sent`, `wire_bytes_sent`).
+    /// Absent from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redo_bytes_sent_per_commit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_bytes_per_commit: Option<f64>,
     /// `async_cpu`: the primary's CPU seconds (user + system) and its commits, summed over
     /// `cpu_rounds` (`cpu_us_per_commit` is their quotient).
     #[serde(default)]

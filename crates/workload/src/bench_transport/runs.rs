@@ -65,6 +65,10 @@ pub(super) struct Deltas {
     user_commits: u64,
     remote_waits: u64,
     remote_wait_us: u64,
+    /// What the primary sent its destinations, all together: redo bytes (as in the log files)
+    /// and bytes of frames on the wire (`wire_bytes_sent`).
+    redo_bytes_sent: u64,
+    wire_bytes_sent: u64,
 }
 
 pub(super) fn deltas(before: &server::ServerStatus, after: &server::ServerStatus) -> Deltas {
@@ -90,13 +94,47 @@ pub(super) fn deltas(before: &server::ServerStatus, after: &server::ServerStatus
         user_commits: stat("user commits"),
         remote_waits: count_after.saturating_sub(count_before),
         remote_wait_us: us_after.saturating_sub(us_before),
+        redo_bytes_sent: sent(before, after, |destination| destination.bytes_sent),
+        wire_bytes_sent: sent(before, after, |destination| destination.wire_bytes_sent),
     }
+}
+
+/// A counter of the destinations' status, summed over them, after less before (a destination
+/// only in `after` counts whole).
+fn sent(
+    before: &server::ServerStatus,
+    after: &server::ServerStatus,
+    counter: fn(&transport::DestinationStatus) -> u64,
+) -> u64 {
+    after
+        .replication
+        .destinations
+        .iter()
+        .map(|last| {
+            let first = before
+                .replication
+                .destinations
+                .iter()
+                .find(|first| first.name == last.name)
+                .map_or(0, counter);
+            counter(last).saturating_sub(first)
+        })
+        .sum()
 }
 
 impl Deltas {
     /// Commits per log write (group commit): "user commits" / "redo writes".
     pub(super) fn commits_per_log_write(&self) -> f64 {
         self.user_commits as f64 / self.redo_writes.max(1) as f64
+    }
+
+    /// Redo bytes and bytes on the wire sent to the standbys per commit (None without a
+    /// standby or a commit).
+    pub(super) fn sent_per_commit(&self, commits: u64) -> (Option<f64>, Option<f64>) {
+        let per_commit = |bytes: u64| {
+            (commits > 0 && self.redo_bytes_sent > 0).then(|| bytes as f64 / commits as f64)
+        };
+        (per_commit(self.redo_bytes_sent), per_commit(self.wire_bytes_sent))
     }
 }
 
@@ -449,6 +487,8 @@ impl Bench<'_> {
             standbys: Some(mode.standbys().len() as u32),
             cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, steady.commits),
             commits_per_log_write: Some(deltas.commits_per_log_write()),
+            redo_bytes_sent_per_commit: deltas.sent_per_commit(steady.commits).0,
+            wire_bytes_per_commit: deltas.sent_per_commit(steady.commits).1,
             notes,
             ..TransportCase::default()
         };
@@ -465,6 +505,8 @@ impl Bench<'_> {
                 .zip(threads_after)
                 .map(|(before, after)| threads_since(&before, after))
                 .unwrap_or_default(),
+            redo_bytes_sent: deltas.redo_bytes_sent,
+            wire_bytes_sent: deltas.wire_bytes_sent,
         };
         Ok((case, problems, measured))
     }
@@ -486,6 +528,9 @@ pub(super) struct Measured {
     /// The primary's CPU seconds during the load by thread name (`thread_cpu_seconds`); a
     /// thread started during the load counts whole.
     pub(super) threads_cpu_s: BTreeMap<String, f64>,
+    /// What the primary sent its standbys (`Deltas`): redo bytes, and bytes on the wire.
+    pub(super) redo_bytes_sent: u64,
+    pub(super) wire_bytes_sent: u64,
 }
 
 /// CPU µs per commit from the CPU seconds before and after.

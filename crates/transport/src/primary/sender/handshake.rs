@@ -72,6 +72,7 @@ impl Inner {
         let mut conn = conn
             .secure(self.identity.tls.as_deref(), &config.name, config.net_timeout)
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
+        conn.count_sent(destination.wire_bytes.clone());
         conn.send(&self.hello(channel, destination), config.net_timeout)
             .map_err(|error| format!("handshake with {}: {error}", config.address))?;
         match conn.recv(Some(config.net_timeout)) {
