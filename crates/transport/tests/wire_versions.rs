@@ -1,46 +1,103 @@
-//! What a primary sends a standby of each protocol version, seen from a standby made of a
-//! socket: a version 5 standby gets small writes without the zero padding of their last unit
+//! What a primary sends a standby of each protocol version, seen from a standby made of
+//! sockets: a version 5 standby gets writes without the zero padding of their last unit
 //! (`TrimmedWrite`), a version 4 standby gets every write whole (it would refuse the new kind),
-//! and in both cases the writes, once their zero tail is put back, are exactly the units the
-//! primary wrote (each unit's checksum holds). The primary's status counts the difference
+//! on each path a write takes: live ASYNC writes from the queue, catch-up pieces read back from
+//! the log files, and SYNC writes on the SYNC connection (acknowledged by this standby). In
+//! every case the writes, once their zero tail is put back, are exactly the units the primary
+//! wrote (each unit's checksum holds). The primary's status counts the difference
 //! (`wire_bytes_sent` against `bytes_sent`).
 
 mod common;
 
 use std::io::{Read, Write as _};
 use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Primary, destination};
-use proto::{Decoder, Kind, Message, Position, Welcome, WriteKind};
+use common::{Primary, destination, wait_until};
+use parking_lot::Mutex;
+use proto::{Ack, AckWanted, Channel, Decoder, Kind, Message, Position, Welcome, WriteKind};
 use redo::crashdisk::Watchdog;
-use transport::{ProtectionMode, Transport};
+use transport::{Phase, ProtectionMode, Transport};
 
-/// Redo writes, as received: the message kind and the write with its zero tail put back.
+/// A redo write as received: the message kind, the redo bytes that travelled, the channel it
+/// came on, and the write with its zero tail put back.
 struct Received {
     kind: Kind,
     wire_bytes: usize,
+    channel: Channel,
     write: proto::Write,
 }
 
-/// Accepts the primary's control connection, welcomes it as a standby of `version` that has
-/// nothing yet, and collects the redo writes it sends until `enough` of them carry units or
-/// the time is up.
-fn standby_of_version(listener: TcpListener, version: u16, enough: usize) -> Vec<Received> {
-    let (mut socket, _) = listener.accept().unwrap();
-    socket.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+/// A standby of `version` made of a listener: it welcomes every connection as a standby that
+/// has nothing yet, acknowledges the writes that ask for it (durable at once: nothing is kept),
+/// and collects the writes, until stopped.
+struct SocketStandby {
+    address: String,
+    received: Arc<Mutex<Vec<Received>>>,
+    stop: Arc<AtomicBool>,
+    accepting: std::thread::JoinHandle<()>,
+}
+
+impl SocketStandby {
+    fn start(version: u16) -> SocketStandby {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepting = {
+            let (received, stop) = (received.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut connections = Vec::new();
+                while !stop.load(Ordering::Acquire) {
+                    match listener.accept() {
+                        Ok((socket, _)) => {
+                            let (received, stop) = (received.clone(), stop.clone());
+                            connections.push(std::thread::spawn(move || {
+                                serve(socket, version, &received, &stop)
+                            }));
+                        }
+                        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(error) => panic!("accepting: {error}"),
+                    }
+                }
+                for connection in connections {
+                    connection.join().unwrap();
+                }
+            })
+        };
+        SocketStandby { address, received, stop, accepting }
+    }
+
+    fn units(&self) -> usize {
+        self.received.lock().iter().filter(|r| r.write.kind == WriteKind::Units).count()
+    }
+
+    fn stop(self) -> Vec<Received> {
+        self.stop.store(true, Ordering::Release);
+        self.accepting.join().unwrap();
+        std::mem::take(&mut *self.received.lock())
+    }
+}
+
+/// One connection of the socket standby.
+fn serve(mut socket: TcpStream, version: u16, received: &Mutex<Vec<Received>>, stop: &AtomicBool) {
+    socket.set_nonblocking(false).unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let decoder = Decoder::default();
     let mut buffer = Vec::new();
-    let mut received = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while received.iter().filter(|r: &&Received| r.write.kind == WriteKind::Units).count() < enough
-    {
-        assert!(Instant::now() < deadline, "the primary sent too few writes: {}", received.len());
+    let mut channel = Channel::Control;
+    while !stop.load(Ordering::Acquire) {
         while let Some((message, used)) = decoder.decode(&buffer).unwrap() {
             buffer.drain(..used);
-            match message {
+            let answer = match message {
                 Message::Hello(hello) => {
-                    let welcome = Message::Welcome(Welcome {
+                    channel = hello.channel;
+                    Some(Message::Welcome(Welcome {
                         version,
                         database_id: hello.database_id,
                         position: Position {
@@ -50,51 +107,101 @@ fn standby_of_version(listener: TcpListener, version: u16, enough: usize) -> Vec
                             applied_scn: 0,
                         },
                         standby_time_us: 0,
-                    });
-                    socket.write_all(&welcome.to_frame()).unwrap();
+                    }))
                 }
-                Message::Write(write) => received.push(Received {
-                    kind: Message::Write(write.clone()).kind(),
-                    wire_bytes: write.bytes.len(),
-                    write: write.untrimmed(),
-                }),
-                _ => {}
+                Message::Write(write) => {
+                    let kind = Message::Write(write.clone()).kind();
+                    let wire_bytes = write.bytes.len();
+                    let write = write.untrimmed();
+                    let ack = (write.ack != AckWanted::None).then(|| {
+                        Message::Ack(Ack {
+                            write_id: write.write_id,
+                            seq: write.seq,
+                            end_offset: write.offset + write.len(),
+                            durable: write.ack == AckWanted::Durable,
+                        })
+                    });
+                    received.lock().push(Received { kind, wire_bytes, channel, write });
+                    ack
+                }
+                _ => None,
+            };
+            if let Some(answer) = answer
+                && socket.write_all(&answer.to_frame()).is_err()
+            {
+                return;
             }
         }
         let mut chunk = [0u8; 64 << 10];
         match socket.read(&mut chunk) {
-            Ok(0) => panic!("the primary closed the connection"),
+            Ok(0) => return,
             Ok(read) => buffer.extend_from_slice(&chunk[..read]),
-            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(error) if error.kind() == std::io::ErrorKind::TimedOut => {}
-            Err(error) => panic!("reading from the primary: {error}"),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return,
         }
     }
-    let _ = TcpStream::shutdown(&socket, std::net::Shutdown::Both);
-    received
 }
 
-/// Ships to a standby of `version` while committing small transactions one at a time (a
-/// write each, mostly padding), and returns what the standby received and the primary's
-/// count of redo bytes sent and of bytes on the wire.
-fn ship_to_standby_of_version(version: u16) -> (Vec<Received>, u64, u64) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    let standby = std::thread::spawn(move || standby_of_version(listener, version, 20));
+/// Which path the writes take.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path {
+    /// ASYNC, committed after the standby is connected: live writes from the queue.
+    Queue,
+    /// ASYNC, committed before the transport starts: pieces read back from the log files.
+    Files,
+    /// SYNC AFFIRM under Maximum Availability: live writes on the SYNC connection.
+    Sync,
+}
+
+/// What a standby of `version` receives on `path` while the primary commits small
+/// transactions one at a time (a write each, mostly padding), with the primary's count of
+/// redo bytes sent and of bytes on the wire.
+fn ship_to_standby_of_version(version: u16, path: Path) -> (Vec<Received>, u64, u64) {
+    let standby = SocketStandby::start(version);
     let mut primary = Primary::open();
-    let mut config = destination(address, Transport::Async);
-    config.reopen = Duration::from_secs(60);
-    primary.ship_to(ProtectionMode::MaximumPerformance, config);
     let mut n = 0;
-    while !standby.is_finished() {
+    let mut commit = |primary: &Primary| {
         primary.set(&format!("key{n}"), "a small value");
         n += 1;
+    };
+    if path == Path::Files {
+        for _ in 0..30 {
+            commit(&primary);
+        }
+    }
+    let (mode, transport) = match path {
+        Path::Sync => (ProtectionMode::MaximumAvailability, Transport::Sync),
+        _ => (ProtectionMode::MaximumPerformance, Transport::Async),
+    };
+    let mut config = destination(standby.address.clone(), transport);
+    config.reopen = Duration::from_secs(60);
+    primary.ship_to(mode, config);
+    // Catch-up sends the files in pieces of many writes each: one will do.
+    let enough = if path == Path::Files { 1 } else { 20 };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while standby.units() < enough {
+        assert!(Instant::now() < deadline, "{path:?}: the primary sent too few writes");
+        if path != Path::Files {
+            commit(&primary);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let received = standby.join().unwrap();
+    if path == Path::Sync {
+        // Once synchronized, commits go over the SYNC connection.
+        wait_until("synchronized", Duration::from_secs(20), || {
+            primary.phase() == Phase::Synchronized
+        });
+        for _ in 0..20 {
+            commit(&primary);
+        }
+    }
     let status = primary.transport.as_ref().unwrap().status().remove(0);
     primary.stop();
-    (received, status.bytes_sent, status.wire_bytes_sent)
+    (standby.stop(), status.bytes_sent, status.wire_bytes_sent)
 }
 
 /// Every unit of a write of units holds its checksum: the zero tail put back is the padding
@@ -117,35 +224,63 @@ fn assert_units_whole(received: &[Received]) {
     }
 }
 
-#[test]
-fn a_version_5_standby_gets_small_writes_without_their_padding() {
-    let _watchdog = Watchdog::new(Duration::from_secs(120), "version 5 standby");
-    let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(5);
-    assert_units_whole(&received);
-    assert!(
-        wire_bytes * 3 < redo_bytes,
-        "the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
-    );
-    let units: Vec<_> = received.iter().filter(|r| r.write.kind == WriteKind::Units).collect();
-    assert!(units.iter().all(|r| r.kind == Kind::TrimmedWrite), "every small write is trimmed");
-    let wire: usize = units.iter().map(|r| r.wire_bytes).sum();
-    let whole: usize = units.iter().map(|r| r.write.bytes.len()).sum();
-    assert!(
-        wire * 4 < whole,
-        "{} writes of units: {wire} bytes sent of {whole} written",
-        units.len()
-    );
+/// The writes of units that came on `channel`, with `ack` asked.
+fn units_on(received: &[Received], channel: Channel, ack: AckWanted) -> Vec<&Received> {
+    received
+        .iter()
+        .filter(|r| r.write.kind == WriteKind::Units && r.channel == channel && r.write.ack == ack)
+        .collect()
 }
 
 #[test]
-fn a_version_4_standby_gets_every_write_whole() {
-    let _watchdog = Watchdog::new(Duration::from_secs(120), "version 4 standby");
-    let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(4);
-    assert_units_whole(&received);
-    assert!(
-        wire_bytes > redo_bytes,
-        "the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
-    );
-    assert!(received.iter().all(|r| r.kind == Kind::Write), "no TrimmedWrite to version 4");
-    assert!(received.iter().all(|r| r.wire_bytes == r.write.bytes.len()));
+fn a_version_5_standby_gets_writes_without_their_padding_on_every_path() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "version 5 standby");
+    for path in [Path::Queue, Path::Files, Path::Sync] {
+        let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(5, path);
+        assert_units_whole(&received);
+        let units = match path {
+            Path::Sync => units_on(&received, Channel::Sync, AckWanted::Durable),
+            _ => units_on(&received, Channel::Control, AckWanted::None),
+        };
+        let enough = if path == Path::Files { 1 } else { 10 };
+        assert!(units.len() >= enough, "{path:?}: {} writes of units", units.len());
+        assert!(
+            units.iter().all(|r| r.kind == Kind::TrimmedWrite),
+            "{path:?}: every write of small commits is trimmed"
+        );
+        let wire: usize = units.iter().map(|r| r.wire_bytes).sum();
+        let whole: u64 = units.iter().map(|r| r.write.len()).sum();
+        if path != Path::Files {
+            // One commit a write: nearly all padding. (A piece read back from the files holds
+            // many writes, each padded, and only its last unit's padding is left out.)
+            assert!(
+                (wire as u64) * 4 < whole,
+                "{path:?}: {} writes of units: {wire} bytes sent of {whole}",
+                units.len()
+            );
+            assert!(
+                wire_bytes * 3 < redo_bytes,
+                "{path:?}: the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_version_4_standby_gets_every_write_whole_on_every_path() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "version 4 standby");
+    for path in [Path::Queue, Path::Files, Path::Sync] {
+        let (received, redo_bytes, wire_bytes) = ship_to_standby_of_version(4, path);
+        assert_units_whole(&received);
+        if path == Path::Sync {
+            let sync = units_on(&received, Channel::Sync, AckWanted::Durable);
+            assert!(sync.len() >= 10, "{} SYNC writes", sync.len());
+        }
+        assert!(received.iter().all(|r| r.kind == Kind::Write), "{path:?}: no TrimmedWrite");
+        assert!(received.iter().all(|r| r.wire_bytes as u64 == r.write.len()));
+        assert!(
+            wire_bytes > redo_bytes,
+            "{path:?}: the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
+        );
+    }
 }

@@ -335,13 +335,8 @@ impl Bench<'_> {
             let seconds = started.elapsed().as_secs_f64();
             let status = self.status(Side::A, primary.admin_addr)?;
             let destination = status.replication.destinations.first().context("a destination")?;
-            let wire = match &destination.compression {
-                Some(compression) if compression.counts.frames > 0 => {
-                    destination.bytes_sent - compression.counts.bytes_uncompressed
-                        + compression.counts.bytes_wire
-                }
-                _ => destination.bytes_sent,
-            };
+            // Measured by the primary: the frames handed to the destination's connections.
+            let wire = destination.wire_bytes_sent;
             Ok((seconds, shipped, wire, archive_connections))
         })();
         let stopped = primary.stop().context("stopping the primary");

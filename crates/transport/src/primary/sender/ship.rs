@@ -294,7 +294,8 @@ impl Inner {
     }
 }
 
-/// The redo bytes a message carries (what an uncompressed frame's payload mostly is).
+/// The redo bytes a message carries: a write's whole length, zero tail included (an
+/// uncompressed frame's payload is this less the zero tail, plus the fields).
 fn redo_len(message: &Message) -> u64 {
     match message {
         Message::Write(write) => write.len(),
