@@ -477,7 +477,8 @@ mod tests {
         assert!(!table.contains("no_standby: sent"), "{table}");
     }
 
-    /// The recorded run (docs/bench/transport-async-cpu.*) reads, and shows the sender.
+    /// The recorded run (docs/bench/transport-async-cpu.*) reads, and shows the sender and
+    /// the bytes sent.
     #[test]
     fn the_recorded_run_shows_the_cpu_by_thread() {
         let report: TransportReport =
@@ -486,5 +487,6 @@ mod tests {
         let table = table(&report);
         assert!(table.contains("redo-send-stand"), "{table}");
         assert!(table.contains("difference"), "{table}");
+        assert!(table.contains("bytes on the wire"), "{table}");
     }
 }
