@@ -230,7 +230,14 @@ impl Reader<'_> {
         })
     }
     pub fn rest(&mut self) -> Vec<u8> {
-        let rest = self.bytes[self.at..].to_vec();
+        self.rest_with_room(0)
+    }
+
+    /// The rest, in a vector with room for `room` more bytes (a trimmed write's zero tail,
+    /// bounded by the caller): putting them back then copies nothing.
+    pub fn rest_with_room(&mut self, room: usize) -> Vec<u8> {
+        let mut rest = Vec::with_capacity(self.bytes.len() - self.at + room);
+        rest.extend_from_slice(&self.bytes[self.at..]);
         self.at = self.bytes.len();
         rest
     }

@@ -16,7 +16,8 @@
 //!
 //! *Architecture Invariant*: this crate does no I/O and reads no clock. Times travel as fields
 //! the caller fills in. Decoding never panics and never allocates more than a frame's bounded
-//! length: "need more bytes" is `Ok(None)`, anything malformed is a `ProtoError` naming it.
+//! length (a `TrimmedWrite`: that and room for its zero tail, at most `ZERO_TAIL_MAX`): "need
+//! more bytes" is `Ok(None)`, anything malformed is a `ProtoError` naming it.
 
 mod compress;
 mod copy;

@@ -479,7 +479,9 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
                     "a trimmed write's zero tail of {zero_tail} bytes is outside 1..={ZERO_TAIL_MAX}"
                 )));
             }
-            let bytes = r.rest();
+            // Room for the zero tail (at most ZERO_TAIL_MAX, checked above), which the receiver
+            // puts back.
+            let bytes = r.rest_with_room(zero_tail as usize);
             if bytes.is_empty() {
                 return Err(r.bad("a write carries no bytes".to_string()));
             }
