@@ -847,7 +847,7 @@ fn frame_of(
     durable: Scn,
     peer_version: u16,
 ) -> Write {
-    let tail = if peer_version >= TRIM_VERSION_MIN { proto::zero_tail(&write.bytes) } else { 0 };
+    let tail = zero_tail_for(&write.bytes, peer_version);
     Write {
         write_id,
         seq: write.seq.0,
@@ -865,10 +865,13 @@ fn frame_of(
 /// `bytes` read back from the log files for a standby whose handshake said `peer_version`,
 /// without their zero tail if it takes that: the bytes left and the tail's length.
 fn trimmed(mut bytes: Vec<u8>, peer_version: u16) -> (Vec<u8>, u32) {
-    if peer_version < TRIM_VERSION_MIN {
-        return (bytes, 0);
-    }
-    let tail = proto::zero_tail(&bytes);
+    let tail = zero_tail_for(&bytes, peer_version);
     bytes.truncate(bytes.len() - tail);
     (bytes, tail as u32)
+}
+
+/// The zero tail `bytes` go without to a standby whose handshake said `peer_version`: none
+/// before version 5.
+fn zero_tail_for(bytes: &[u8], peer_version: u16) -> usize {
+    if peer_version >= TRIM_VERSION_MIN { proto::zero_tail(bytes) } else { 0 }
 }

@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use super::runs::{Bench, CaseKind, Measured, quantile};
+use super::runs::{Bench, CaseKind, Measured, quantile, sent_per_commit};
 use super::setup::{Mode, Setup};
 use super::steady::SteadyLoad;
 use super::{CpuRound, Experiment, Target, TransportCase, TransportReport};
@@ -186,10 +186,8 @@ fn summed(sum: Sum) -> Option<TransportCase> {
     );
     let redo_bytes_sent: u64 = measured.iter().map(|round| round.redo_bytes_sent).sum();
     let wire_bytes_sent: u64 = measured.iter().map(|round| round.wire_bytes_sent).sum();
-    let per_commit =
-        |bytes: u64| (commits > 0 && redo_bytes_sent > 0).then(|| bytes as f64 / commits as f64);
-    case.redo_bytes_sent_per_commit = per_commit(redo_bytes_sent);
-    case.wire_bytes_per_commit = per_commit(wire_bytes_sent);
+    (case.redo_bytes_sent_per_commit, case.wire_bytes_per_commit) =
+        sent_per_commit(redo_bytes_sent, wire_bytes_sent, commits);
     Some(case)
 }
 

@@ -127,15 +127,13 @@ impl Deltas {
     pub(super) fn commits_per_log_write(&self) -> f64 {
         self.user_commits as f64 / self.redo_writes.max(1) as f64
     }
+}
 
-    /// Redo bytes and bytes on the wire sent to the standbys per commit (None without a
-    /// standby or a commit).
-    pub(super) fn sent_per_commit(&self, commits: u64) -> (Option<f64>, Option<f64>) {
-        let per_commit = |bytes: u64| {
-            (commits > 0 && self.redo_bytes_sent > 0).then(|| bytes as f64 / commits as f64)
-        };
-        (per_commit(self.redo_bytes_sent), per_commit(self.wire_bytes_sent))
-    }
+/// Redo bytes and bytes on the wire sent to the standbys, per commit (None without a standby
+/// or a commit).
+pub(super) fn sent_per_commit(redo: u64, wire: u64, commits: u64) -> (Option<f64>, Option<f64>) {
+    let per_commit = |bytes: u64| (commits > 0 && redo > 0).then(|| bytes as f64 / commits as f64);
+    (per_commit(redo), per_commit(wire))
 }
 
 impl Bench<'_> {
@@ -464,6 +462,8 @@ impl Bench<'_> {
             notes.push_str(&format!("; NOT VALID: {}", problems.join("; ")));
         }
         let sampled = |value: f64| load.sample_lag.then_some(value);
+        let (redo_bytes_sent_per_commit, wire_bytes_per_commit) =
+            sent_per_commit(deltas.redo_bytes_sent, deltas.wire_bytes_sent, steady.commits);
         let case = TransportCase {
             experiment: kind.experiment,
             system: "redoguard".into(),
@@ -487,8 +487,8 @@ impl Bench<'_> {
             standbys: Some(mode.standbys().len() as u32),
             cpu_us_per_commit: cpu_per_commit(cpu_before, cpu_after, steady.commits),
             commits_per_log_write: Some(deltas.commits_per_log_write()),
-            redo_bytes_sent_per_commit: deltas.sent_per_commit(steady.commits).0,
-            wire_bytes_per_commit: deltas.sent_per_commit(steady.commits).1,
+            redo_bytes_sent_per_commit,
+            wire_bytes_per_commit,
             notes,
             ..TransportCase::default()
         };
