@@ -142,13 +142,22 @@ pub(super) fn cpu_ceilings(commits: &[&TransportCase]) -> Vec<String> {
 /// A target's ratio and verdict, for the tables.
 pub(super) fn verdict(target: &Option<Target>) -> String {
     match target {
-        Some(target) => format!(
-            "{:>6.2} {} {:<5.2} {}",
-            target.ratio,
-            target.comparison,
-            target.limit,
-            if target.met { "met" } else { "MISSED" }
-        ),
+        Some(target) => {
+            // A ratio that rounds to its limit is printed closer, so that "1.00 >= 1.00
+            // MISSED" cannot be read.
+            let decimals = if format!("{:.2}", target.ratio) == format!("{:.2}", target.limit) {
+                4
+            } else {
+                2
+            };
+            format!(
+                "{:>6.decimals$} {} {:<5.2} {}",
+                target.ratio,
+                target.comparison,
+                target.limit,
+                if target.met { "met" } else { "MISSED" }
+            )
+        }
         None => String::new(),
     }
 }

@@ -384,3 +384,16 @@ fn an_older_report_still_reads() {
     let json = serde_json::to_string(&old.cases[0]).unwrap();
     assert!(!json.contains("more_targets"), "{json}");
 }
+
+/// A ratio that rounds to its limit is printed with four decimals, so a miss by a hair (the
+/// recorded 605.8 against Redis's 606.0) does not read "1.00 >= 1.00 MISSED".
+#[test]
+fn a_ratio_at_its_limit_is_printed_closer() {
+    let verdict = |value: f64, limit: f64| {
+        super::report::verdict(&Some(Target::at_least(String::new(), value, 1000.0, limit)))
+    };
+    assert_eq!(verdict(999.7, 1.0).trim(), "0.9997 >= 1.00  MISSED");
+    assert_eq!(verdict(1000.3, 1.0).trim(), "1.0003 >= 1.00  met");
+    assert_eq!(verdict(1030.0, 1.0).trim(), "1.03 >= 1.00  met");
+    assert_eq!(verdict(840.0, 0.85).trim(), "0.84 >= 0.85  MISSED");
+}
