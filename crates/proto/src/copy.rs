@@ -7,6 +7,11 @@ use crate::error::ProtoError;
 use crate::frame::{Reader, Writer};
 use crate::roles::{self, IncarnationRecord};
 
+/// The most entries one `CopyChunk` may carry: 48 MiB of them decoded (two vectors each). A
+/// sender's read of 1 MiB of pairs holds about as many at most (one per byte of key, when
+/// every key is one byte and every value empty); it sends them in chunks of at most this many.
+pub const COPY_CHUNK_ENTRIES_MAX: usize = 1 << 20;
+
 /// The first frame of a connection that asks a primary for a copy of its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CopyRequest {
@@ -105,6 +110,14 @@ impl CopyChunk {
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<CopyChunk, ProtoError> {
         let count = r.u32()? as usize;
+        // Decoded, an entry takes 48 bytes (two vectors) however short it was on the wire (8
+        // bytes for two empty ones): the count is bounded so that a chunk's entries take at
+        // most 48 MiB whatever the frame's size.
+        if count > COPY_CHUNK_ENTRIES_MAX {
+            return Err(r.bad(format!(
+                "{count} entries in one copy chunk, more than {COPY_CHUNK_ENTRIES_MAX}"
+            )));
+        }
         // Every entry takes at least its two lengths: a count the payload cannot hold is a
         // lie, refused before anything is allocated for it.
         if count > r.remaining() / 8 {

@@ -32,7 +32,7 @@ pub use compress::{
     COMPRESSED_PREFIX_LEN, Codec, DECOMPRESSED_MAX, Encoded, FrameCompressor, compressed_sizes,
     compressible,
 };
-pub use copy::{CopyBegin, CopyChunk, CopyEnd, CopyRequest};
+pub use copy::{COPY_CHUNK_ENTRIES_MAX, CopyBegin, CopyChunk, CopyEnd, CopyRequest};
 pub use error::{ErrorCode, ErrorMessage, ProtoError};
 pub use frame::{Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT};
 pub use handshake::{LocalIdentity, check_hello};

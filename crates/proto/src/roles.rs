@@ -86,10 +86,20 @@ pub(crate) fn encode_history(history: &[IncarnationRecord], w: &mut Writer<'_>) 
     }
 }
 
+/// The fewest bytes an incarnation record takes on the wire: its fixed fields (4 + 4 + 8 + 8 + 8
+/// + 1 + 8) and an empty member name's length (2).
+const HISTORY_RECORD_MIN_BYTES: usize = 43;
+
 pub(crate) fn decode_history(r: &mut Reader<'_>) -> Result<Vec<IncarnationRecord>, ProtoError> {
     let count = r.u16()? as usize;
     if count > HISTORY_MAX {
         return Err(r.bad(format!("{count} incarnation records, more than {HISTORY_MAX}")));
+    }
+    // A count the payload cannot hold is a lie, refused before anything is allocated for it.
+    if count > r.remaining() / HISTORY_RECORD_MIN_BYTES {
+        return Err(
+            r.bad(format!("{count} incarnation records cannot fit in {} bytes", r.remaining()))
+        );
     }
     let mut history: Vec<IncarnationRecord> = Vec::with_capacity(count);
     for _ in 0..count {

@@ -570,13 +570,67 @@ fn a_history_that_skips_or_forges_an_incarnation_is_refused() {
     assert!(Decoder::default().decode(&probe(vec![forged])).is_err());
 }
 
-#[test]
-fn a_copy_chunk_that_claims_more_entries_than_it_holds_is_refused_before_allocating() {
+/// A copy chunk's frame with its entry count forged to `count`, resealed (CRC).
+fn copy_chunk_claiming(count: u32) -> Vec<u8> {
     let mut frame =
         Message::CopyChunk(CopyChunk { entries: vec![(b"k".to_vec(), b"v".to_vec())] }).to_frame();
-    frame[FRAME_HEADER_LEN..FRAME_HEADER_LEN + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    frame[FRAME_HEADER_LEN..FRAME_HEADER_LEN + 4].copy_from_slice(&count.to_le_bytes());
     let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[8..12]), &frame[FRAME_HEADER_LEN..]);
     frame[12..16].copy_from_slice(&crc.to_le_bytes());
-    let error = Decoder::default().decode(&frame).unwrap_err();
-    assert!(error.to_string().contains("cannot fit"), "{error}");
+    frame
+}
+
+#[test]
+fn a_copy_chunk_that_claims_more_entries_than_it_holds_is_refused_before_allocating() {
+    let error = Decoder::default().decode(&copy_chunk_claiming(1000)).unwrap_err();
+    assert!(error.to_string().contains("1000 entries cannot fit"), "{error}");
+    // A count over the bound is refused as such, whatever the frame holds.
+    let error = Decoder::default().decode(&copy_chunk_claiming(u32::MAX)).unwrap_err();
+    assert!(error.to_string().contains("more than 1048576"), "{error}");
+}
+
+/// Decoded, an entry takes 48 bytes however short it was on the wire: a chunk of empty pairs
+/// (8 bytes each) may carry `COPY_CHUNK_ENTRIES_MAX` of them, and not one more.
+#[test]
+fn a_copy_chunk_carries_at_most_its_bound_of_entries() {
+    let chunk = |count: usize| {
+        Message::CopyChunk(CopyChunk { entries: vec![(Vec::new(), Vec::new()); count] }).to_frame()
+    };
+    let decoder = Decoder { payload_max: 16 << 20 };
+    let (message, _) = decoder.decode(&chunk(COPY_CHUNK_ENTRIES_MAX)).unwrap().unwrap();
+    assert!(
+        matches!(message, Message::CopyChunk(CopyChunk { entries }) if entries.len() == COPY_CHUNK_ENTRIES_MAX)
+    );
+    let error = decoder.decode(&chunk(COPY_CHUNK_ENTRIES_MAX + 1)).unwrap_err();
+    assert!(error.to_string().contains("more than 1048576"), "{error}");
+}
+
+/// An incarnation record takes at least 43 bytes on the wire: a history count that the bytes
+/// left cannot hold is refused before its records are allocated.
+#[test]
+fn a_history_that_claims_more_records_than_it_holds_is_refused_before_allocating() {
+    let decode = |bytes: &[u8]| {
+        let mut reader = frame::Reader { bytes, at: 0, kind: Kind::Hello };
+        roles::decode_history(&mut reader)
+    };
+    // 64 records claimed, 42 bytes after the count.
+    let mut bytes = 64u16.to_le_bytes().to_vec();
+    bytes.extend([0u8; 42]);
+    let error = decode(&bytes).unwrap_err();
+    assert!(error.to_string().contains("64 incarnation records cannot fit in 42 bytes"), "{error}");
+    // One record of 43 bytes (no member name) fits, and decodes.
+    let record = IncarnationRecord {
+        incarnation: 2,
+        parent: 1,
+        first_seq: 3,
+        first_scn: 4,
+        prev_end_offset: 5,
+        prev_closed_here: true,
+        created_us: 6,
+        member: String::new(),
+    };
+    let mut encoded = Vec::new();
+    roles::encode_history(std::slice::from_ref(&record), &mut frame::Writer(&mut encoded));
+    assert_eq!(encoded.len(), 2 + 43);
+    assert_eq!(decode(&encoded).unwrap(), vec![record]);
 }

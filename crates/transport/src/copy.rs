@@ -11,7 +11,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proto::{CopyBegin, CopyChunk, CopyEnd, CopyRequest, ErrorCode, ErrorMessage, Message};
+use proto::{
+    COPY_CHUNK_ENTRIES_MAX, CopyBegin, CopyChunk, CopyEnd, CopyRequest, ErrorCode, ErrorMessage,
+    Message,
+};
 use redo::types::now_unix_us;
 use redo::{RedoLog, Scn};
 
@@ -92,15 +95,21 @@ impl CopyServer {
         conn.send(&Message::CopyBegin(begin), COPY_TIMEOUT).map_err(|error| error.to_string())?;
         let mut sent = CopyEnd { keys: 0, bytes: 0 };
         loop {
-            let entries = snapshot.next_entries(CHUNK_BYTES)?;
+            let mut entries = snapshot.next_entries(CHUNK_BYTES)?;
             if entries.is_empty() {
                 break;
             }
             sent.keys += entries.len() as u64;
             sent.bytes +=
                 entries.iter().map(|(key, value)| (key.len() + value.len()) as u64).sum::<u64>();
-            conn.send(&Message::CopyChunk(CopyChunk { entries }), COPY_TIMEOUT)
-                .map_err(|error| format!("sending the copy: {error}"))?;
+            while !entries.is_empty() {
+                // The standby refuses a chunk of more entries (their vectors take 48 bytes each
+                // however short the pairs).
+                let rest = entries.split_off(entries.len().min(COPY_CHUNK_ENTRIES_MAX));
+                conn.send(&Message::CopyChunk(CopyChunk { entries }), COPY_TIMEOUT)
+                    .map_err(|error| format!("sending the copy: {error}"))?;
+                entries = rest;
+            }
         }
         conn.send(&Message::CopyEnd(sent), COPY_TIMEOUT).map_err(|error| error.to_string())?;
         // The standby says when it has everything durably, or why not.

@@ -6,7 +6,8 @@
 //! deliberately does not look at: the reserved header bytes and an unknown error code (read
 //! as `Internal`). A compressed frame (byte 9 names a codec) may allocate what it claims
 //! uncompressed, at most `payload_max` and `DECOMPRESSED_MAX`, and must decode to what its
-//! uncompressed re-encoding and a `FrameCompressor`'s decode to.
+//! uncompressed re-encoding and a `FrameCompressor`'s decode to. Three kinds may also allocate
+//! what their decoded form takes beyond their bytes, bounded (`decoded_growth`).
 #![no_main]
 
 mod largest_alloc;
@@ -38,8 +39,9 @@ fn decode_whole(decoder: &Decoder, stream: &[u8]) -> Outcome {
         // A compressed frame may allocate its claimed uncompressed length, within the bounds.
         let claimed = proto::compressed_sizes(rest)
             .map_or(0, |(_, raw)| raw.min(decoder.payload_max).min(DECOMPRESSED_MAX));
+        let grown = decoded_growth(rest.get(8).copied(), held);
         assert!(
-            largest <= held.max(SLACK).max(claimed),
+            largest <= held.max(SLACK).max(claimed).max(grown),
             "allocated {largest} bytes decoding {} bytes (payload_max {})",
             rest.len(),
             decoder.payload_max
@@ -65,6 +67,29 @@ fn decode_whole(decoder: &Decoder, stream: &[u8]) -> Outcome {
             Ok(None) => return (messages, None),
             Err(error) => return (messages, Some(error)),
         }
+    }
+}
+
+/// What a frame of `kind` holding `held` bytes may allocate at once beyond them, by design:
+/// a trimmed write's room for its zero tail; a copy chunk's entries (two vectors each, 48
+/// bytes, for at least 8 bytes on the wire, at most `COPY_CHUNK_ENTRIES_MAX`); an incarnation
+/// history (72 bytes a record, for at least 43 on the wire, at most `HISTORY_MAX`) in a hello,
+/// a role answer or a copy's beginning.
+fn decoded_growth(kind: Option<u8>, held: usize) -> usize {
+    const TRIMMED_WRITE: u8 = 19;
+    const COPY_CHUNK: u8 = 15;
+    const HELLO: u8 = 1;
+    const ROLE_INFO: u8 = 12;
+    const COPY_BEGIN: u8 = 14;
+    match kind {
+        Some(TRIMMED_WRITE) => held + proto::ZERO_TAIL_MAX as usize,
+        Some(COPY_CHUNK) => {
+            (held / 8).min(proto::COPY_CHUNK_ENTRIES_MAX) * size_of::<(Vec<u8>, Vec<u8>)>()
+        }
+        Some(HELLO | ROLE_INFO | COPY_BEGIN) => {
+            (held / 43).min(proto::HISTORY_MAX) * size_of::<proto::IncarnationRecord>()
+        }
+        _ => 0,
     }
 }
 
