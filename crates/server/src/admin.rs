@@ -250,14 +250,10 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
         ),
     ];
     for (name, help, value) in counters {
-        if status.replication.destinations.is_empty() {
-            break;
-        }
-        text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
-        for destination in &status.replication.destinations {
-            let labels = format!("{{destination=\"{}\"}}", destination.name);
-            text.push_str(&format!("{name}{labels} {}\n", value(destination)));
-        }
+        let rows = status.replication.destinations.iter().map(|destination| {
+            (format!("{{destination=\"{}\"}}", destination.name), value(destination) as f64)
+        });
+        push_counter(&mut text, name, help, rows);
     }
     compression_metrics(&status, &mut text);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
@@ -266,11 +262,28 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
 /// Reads one counter of a destination's status as a metric value.
 type CounterOf = fn(&transport::DestinationStatus) -> u64;
 
-/// Redo compression's counters: per destination on a primary (compressing), and on a standby
-/// (decompressing).
 /// Reads one counter of `CompressionCounts` as a metric value.
 type CountOf = fn(&transport::CompressionCounts) -> f64;
 
+/// One counter family: its help and type, then a line per (labels, value); nothing without rows.
+fn push_counter(
+    text: &mut String,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (String, f64)>,
+) {
+    let mut rows = rows.into_iter().peekable();
+    if rows.peek().is_none() {
+        return;
+    }
+    text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
+    for (labels, value) in rows {
+        text.push_str(&format!("{name}{labels} {value}\n"));
+    }
+}
+
+/// Redo compression's counters: per destination on a primary (compressing), and on a standby
+/// (decompressing).
 fn compression_metrics(status: &crate::ServerStatus, text: &mut String) {
     let destinations: Vec<(String, transport::CompressionCounts)> = status
         .replication
@@ -293,9 +306,6 @@ fn compression_metrics(status: &crate::ServerStatus, text: &mut String) {
         ("redoguard_destination_compression", destinations),
         ("redoguard_standby_decompression", standby),
     ] {
-        if rows.is_empty() {
-            continue;
-        }
         let fields: [(&str, &str, CountOf); 4] = [
             ("frames_total", "Redo frames through the codec.", |c| c.frames as f64),
             ("uncompressed_bytes_total", "Their payload bytes uncompressed.", |c| {
@@ -305,11 +315,8 @@ fn compression_metrics(status: &crate::ServerStatus, text: &mut String) {
             ("cpu_seconds_total", "Thread CPU time spent in the codec.", |c| c.cpu_s),
         ];
         for (suffix, help, value) in fields {
-            let name = format!("{prefix}_{suffix}");
-            text.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
-            for (labels, counts) in &rows {
-                text.push_str(&format!("{name}{labels} {}\n", value(counts)));
-            }
+            let values = rows.iter().map(|(labels, counts)| (labels.clone(), value(counts)));
+            push_counter(text, &format!("{prefix}_{suffix}"), help, values);
         }
     }
 }
