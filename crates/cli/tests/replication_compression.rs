@@ -99,12 +99,17 @@ fn metric(text: &str, name: &str) -> f64 {
 }
 
 fn async_pair(destination_extra: &'static str) -> Pair {
+    async_pair_with(destination_extra, "")
+}
+
+fn async_pair_with(destination_extra: &'static str, standby_extra: &'static str) -> Pair {
     let pair = Pair::start(PairConfig {
         protection_mode: "maximum_performance",
         transport: "async",
         log_file_size: "1MiB",
         groups: 3,
         destination_extra,
+        standby_extra,
         ..PairConfig::default()
     });
     pair.wait_for_phase(Phase::Streaming, Duration::from_secs(30));
@@ -206,7 +211,13 @@ fn zstd_compresses_the_live_stream_and_the_standby_archives_the_same_bytes() {
 #[test]
 fn auto_compresses_only_while_the_link_is_the_bottleneck() {
     let _watchdog = Watchdog::new(Duration::from_secs(150), "the auto compression test");
-    let pair = async_pair("compression = \"auto\"\ncompression_for = \"all\"\n");
+    // Socket buffers of a fixed 256 KiB on both ends: left to the kernel, loopback's grow to
+    // tens of MiB (tcp_rmem), and a stopped standby's could take the whole load below
+    // without a send ever blocking. Sized, the link is full a few MiB into it.
+    let pair = async_pair_with(
+        "compression = \"auto\"\ncompression_for = \"all\"\nsend_buffer = \"256KiB\"\n",
+        "receive_buffer = \"256KiB\"\n",
+    );
     let auto = |pair: &Pair| {
         let status = pair.primary().status();
         destination(&status).compression.clone().and_then(|compression| compression.auto)

@@ -38,6 +38,8 @@ pub struct PairConfig {
     pub tls: Option<PathBuf>,
     /// More keys of the primary's destination (`compression = "lz4"\n`, say).
     pub destination_extra: &'static str,
+    /// More keys of the standby's `[replication.standby]` (`receive_buffer = "256KiB"\n`).
+    pub standby_extra: &'static str,
 }
 
 impl Default for PairConfig {
@@ -55,6 +57,7 @@ impl Default for PairConfig {
             checkpoint_interval: "1s",
             tls: None,
             destination_extra: "",
+            standby_extra: "",
         }
     }
 }
@@ -92,6 +95,7 @@ impl PairConfig {
             + &format!(
                 "[replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}\"\n"
             )
+            + self.standby_extra
             + &self.tls_text("standby1")
     }
 
