@@ -8,8 +8,9 @@ use crate::frame::{Reader, Writer};
 use crate::roles::{self, IncarnationRecord};
 
 /// The most entries one `CopyChunk` may carry: 48 MiB of them decoded (two vectors each). A
-/// sender's read of 1 MiB of pairs holds about as many at most (one per byte of key, when
-/// every key is one byte and every value empty); it sends them in chunks of at most this many.
+/// sender's read of 1 MiB of pairs holds far fewer (keys are distinct: at most about 370 000
+/// of them fit in 1 MiB, most three bytes long); it still sends whatever it reads in chunks of
+/// at most this many.
 pub const COPY_CHUNK_ENTRIES_MAX: usize = 1 << 20;
 
 /// The first frame of a connection that asks a primary for a copy of its data.

@@ -102,13 +102,9 @@ impl CopyServer {
             sent.keys += entries.len() as u64;
             sent.bytes +=
                 entries.iter().map(|(key, value)| (key.len() + value.len()) as u64).sum::<u64>();
-            while !entries.is_empty() {
-                // The standby refuses a chunk of more entries (their vectors take 48 bytes each
-                // however short the pairs).
-                let rest = entries.split_off(entries.len().min(COPY_CHUNK_ENTRIES_MAX));
-                conn.send(&Message::CopyChunk(CopyChunk { entries }), COPY_TIMEOUT)
+            while let Some(chunk) = next_chunk(&mut entries) {
+                conn.send(&Message::CopyChunk(CopyChunk { entries: chunk }), COPY_TIMEOUT)
                     .map_err(|error| format!("sending the copy: {error}"))?;
-                entries = rest;
             }
         }
         conn.send(&Message::CopyEnd(sent), COPY_TIMEOUT).map_err(|error| error.to_string())?;
@@ -125,6 +121,17 @@ impl CopyServer {
             Err(error) => Err(format!("waiting for the new standby to confirm the copy: {error}")),
         }
     }
+}
+
+/// The first `COPY_CHUNK_ENTRIES_MAX` of `entries` (all of them if fewer), in order, taken
+/// out; `None` once none are left. The standby refuses a chunk of more entries (decoded, their
+/// vectors take 48 bytes each however short the pairs).
+fn next_chunk(entries: &mut Entries) -> Option<Entries> {
+    if entries.is_empty() {
+        return None;
+    }
+    let rest = entries.split_off(entries.len().min(COPY_CHUNK_ENTRIES_MAX));
+    Some(std::mem::replace(entries, rest))
 }
 
 /// Progress of a copy being received.
@@ -207,5 +214,31 @@ pub fn fetch_copy(
             Ok(other) => return Err(format!("unexpected {:?} during the copy", other.kind())),
             Err(error) => return Err(format!("receiving the copy from {address}: {error}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_of_more_entries_than_a_chunk_takes_goes_in_several_chunks_in_order() {
+        let total = 2 * COPY_CHUNK_ENTRIES_MAX + 3;
+        let mut entries: Entries =
+            (0..total as u32).map(|n| (n.to_be_bytes().to_vec(), Vec::new())).collect();
+        let mut sizes = Vec::new();
+        let mut next = 0u32;
+        while let Some(chunk) = next_chunk(&mut entries) {
+            sizes.push(chunk.len());
+            for (key, _) in &chunk {
+                assert_eq!(key.as_slice(), next.to_be_bytes(), "out of order");
+                next += 1;
+            }
+        }
+        assert_eq!(sizes, [COPY_CHUNK_ENTRIES_MAX, COPY_CHUNK_ENTRIES_MAX, 3]);
+        assert!(entries.is_empty());
+        let mut few: Entries = vec![(b"k".to_vec(), b"v".to_vec())];
+        assert_eq!(next_chunk(&mut few).map(|chunk| chunk.len()), Some(1));
+        assert_eq!(next_chunk(&mut few), None);
     }
 }
