@@ -14,8 +14,8 @@ mod largest_alloc;
 
 use libfuzzer_sys::fuzz_target;
 use proto::{
-    Codec, DECOMPRESSED_MAX, Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT,
-    FrameCompressor, Message, ProtoError,
+    Codec, DECOMPRESSED_MAX, Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT, FrameCompressor,
+    Message, ProtoError,
 };
 
 const MAGIC: &[u8; 4] = b"RGWP";
@@ -76,20 +76,16 @@ fn decode_whole(decoder: &Decoder, stream: &[u8]) -> Outcome {
 /// history (72 bytes a record, for at least 43 on the wire, at most `HISTORY_MAX`) in a hello,
 /// a role answer or a copy's beginning.
 fn decoded_growth(kind: Option<u8>, held: usize) -> usize {
-    const TRIMMED_WRITE: u8 = 19;
-    const COPY_CHUNK: u8 = 15;
-    const HELLO: u8 = 1;
-    const ROLE_INFO: u8 = 12;
-    const COPY_BEGIN: u8 = 14;
-    match kind {
-        Some(TRIMMED_WRITE) => held + proto::ZERO_TAIL_MAX as usize,
-        Some(COPY_CHUNK) => {
-            (held / 8).min(proto::COPY_CHUNK_ENTRIES_MAX) * size_of::<(Vec<u8>, Vec<u8>)>()
-        }
-        Some(HELLO | ROLE_INFO | COPY_BEGIN) => {
-            (held / 43).min(proto::HISTORY_MAX) * size_of::<proto::IncarnationRecord>()
-        }
-        _ => 0,
+    use proto::Kind;
+    let is = |wanted: Kind| kind == Some(wanted as u8);
+    if is(Kind::TrimmedWrite) {
+        held + proto::ZERO_TAIL_MAX as usize
+    } else if is(Kind::CopyChunk) {
+        (held / 8).min(proto::COPY_CHUNK_ENTRIES_MAX) * size_of::<(Vec<u8>, Vec<u8>)>()
+    } else if is(Kind::Hello) || is(Kind::RoleInfo) || is(Kind::CopyBegin) {
+        (held / 43).min(proto::HISTORY_MAX) * size_of::<proto::IncarnationRecord>()
+    } else {
+        0
     }
 }
 
