@@ -24,6 +24,15 @@ pub struct ObserverSection {
     /// configuration as its members report it, and as this observer sees it. Default: none.
     #[serde(default)]
     pub http: Option<String>,
+    /// Where the observer keeps its record (`observer.record`: the primary it knows, a
+    /// failover it decided, the grants it gave), written durably before each act it allows,
+    /// and read back at start. Relative to where it starts. Default: `redoguard-observer`.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: std::path::PathBuf,
+}
+
+fn default_data_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from("redoguard-observer")
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -77,6 +86,9 @@ impl ObserverConfig {
                     .collect::<Vec<_>>()
                     .join(", ")
             );
+        }
+        if self.observer.data_dir.as_os_str().is_empty() {
+            anyhow::bail!("observer.data_dir: is empty");
         }
         let interval = self.observer.interval;
         if !interval.is_zero()

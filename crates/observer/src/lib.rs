@@ -7,8 +7,9 @@
 //! - `config`: the observer's file (the configuration's members, fast-start settings, the
 //!   observers, and which one this is);
 //! - `watch`: a connection to every member's redo listener, a ping every tick, the answers;
-//! - `decide`: what the observer does with what it sees (lease, grant, failover, fence,
-//!   reinstate): a state machine over the members' answers and the time;
+//! - `decide`: drives `roles::fast_start::Observer`, the state machine that decides (lease,
+//!   grant, failover, fence, reinstate) from the members' answers and the time, and keeps its
+//!   record on disk;
 //! - `sentinel`: the Redis Sentinel front for clients;
 //! - `web`: the observer's web page about the configuration (`[observer] http`).
 
@@ -41,7 +42,13 @@ pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
         token: config.observer.token.clone(),
         tls: admin_tls,
     });
-    let shared = Arc::new(decide::Shared::new(&config));
+    // One observer per data directory: two processes writing one record would each forget
+    // what the other decided.
+    let _lock =
+        server::lock::DataDirLock::acquire(&config.observer.data_dir).with_context(|| {
+            format!("the observer's data directory {}", config.observer.data_dir.display())
+        })?;
+    let shared = Arc::new(decide::Shared::new(&config, &config.observer.data_dir)?);
     let watchers = watch::start(&config, shared.clone(), tls);
     let decider = {
         let (config, shared) = (config.clone(), shared.clone());

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use proto::WireRole;
 use resp::{Connection, Frame, Limits, ProtocolVersion};
+use roles::fast_start::Time;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 
@@ -189,17 +190,18 @@ fn master_address(config: &ObserverConfig, shared: &Shared) -> Option<String> {
 
 fn master_state(config: &ObserverConfig, shared: &Shared) -> Option<Frame> {
     let state = shared.state.lock();
-    let primary = state.primary.clone()?;
+    let now = Time::now();
+    let primary = state.primary()?.to_string();
     let member = config.replication.member_named(&primary)?;
-    let view = state.views.get(&primary);
+    let view = state.views().get(&primary);
     let down = view
         .and_then(|view| view.answered_at)
-        .is_none_or(|at| at.elapsed() > config.replication.fast_start_failover.threshold);
+        .is_none_or(|at| now.since(at) > config.replication.fast_start_failover.threshold);
     let last_ok = view
         .and_then(|view| view.answered_at)
-        .map_or(u64::MAX / 2, |at| at.elapsed().as_millis() as u64);
+        .map_or(u64::MAX / 2, |at| now.since(at).as_millis() as u64);
     let standbys = state
-        .views
+        .views()
         .values()
         .filter(|view| view.pong.as_ref().is_some_and(|pong| pong.info.role == WireRole::Standby))
         .count();
@@ -220,7 +222,7 @@ fn master_state(config: &ObserverConfig, shared: &Shared) -> Option<Frame> {
         ("info-refresh", last_ok.to_string()),
         ("role-reported", "master".into()),
         ("role-reported-time", "0".into()),
-        ("config-epoch", state.incarnation.to_string()),
+        ("config-epoch", state.incarnation().to_string()),
         ("num-slaves", standbys.to_string()),
         ("num-other-sentinels", config.replication.observers.len().saturating_sub(1).to_string()),
         ("quorum", "1".into()),
@@ -231,12 +233,13 @@ fn master_state(config: &ObserverConfig, shared: &Shared) -> Option<Frame> {
 
 fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
     let state = shared.state.lock();
+    let now = Time::now();
     let threshold = config.replication.fast_start_failover.threshold;
-    let primary = state.primary.clone().and_then(|name| {
-        config.replication.member_named(&name).map(|member| host_port(&member.resp))
+    let primary = state.primary().and_then(|name| {
+        config.replication.member_named(name).map(|member| host_port(&member.resp))
     });
     state
-        .views
+        .views()
         .iter()
         .filter_map(|(name, view)| {
             let pong = view.pong.as_ref()?;
@@ -245,7 +248,7 @@ fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
             }
             let member = config.replication.member_named(name)?;
             let (host, port) = host_port(&member.resp);
-            let down = view.answered_at.is_none_or(|at| at.elapsed() > threshold);
+            let down = view.answered_at.is_none_or(|at| now.since(at) > threshold);
             let (master_host, master_port) = primary.clone().unwrap_or_default();
             Some(pairs(vec![
                 ("name", format!("{host}:{port}")),
@@ -266,9 +269,9 @@ fn replicas(config: &ObserverConfig, shared: &Shared) -> Vec<Frame> {
 fn info(config: &ObserverConfig, shared: &Shared) -> String {
     let address = master_address(config, shared).unwrap_or_default();
     let state = shared.state.lock();
-    let ready = shared.ready_targets(&state, &config.replication);
+    let ready = state.ready(Time::now());
     let standbys = state
-        .views
+        .views()
         .values()
         .filter(|view| view.pong.as_ref().is_some_and(|pong| pong.info.role == WireRole::Standby))
         .count();
@@ -280,8 +283,8 @@ fn info(config: &ObserverConfig, shared: &Shared) -> String {
         standbys,
         config.replication.observers.len(),
         config.observer.name,
-        state.active.clone().unwrap_or_default(),
-        state.failovers.len(),
+        state.active().unwrap_or_default(),
+        state.failovers().len(),
         ready.join(",")
     )
 }

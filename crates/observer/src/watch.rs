@@ -11,7 +11,9 @@ use proto::Message;
 use transport::conn::{Conn, ConnError};
 
 use crate::config::ObserverConfig;
-use crate::decide::{Outcome, Shared};
+use roles::fast_start::Outcome;
+
+use crate::decide::Shared;
 
 /// Largest frame the observer reads.
 const PAYLOAD_MAX: usize = 1 << 20;
@@ -73,6 +75,7 @@ fn watch(
         if let Some(open) = conn.as_mut() {
             let ping = shared.ping_for(name);
             failover_sent = ping.failover;
+            let ping_failover = ping.failover;
             let wait = if ping.failover { FAILOVER_WAIT } else { answer_wait };
             let answered = open
                 .send(&Message::ObserverPing(ping), answer_wait)
@@ -84,7 +87,10 @@ fn watch(
                     Err(error) => Err(error.to_string()),
                 });
             match answered {
-                Ok(pong) => shared.note(name, Outcome::Answered(Box::new(pong))),
+                Ok(pong) => shared.note(
+                    name,
+                    Outcome::Answered { pong: Box::new(pong), to_failover: ping_failover },
+                ),
                 Err(error) => {
                     shared.note(name, Outcome::Unreachable { refused: false, error });
                     conn = None;

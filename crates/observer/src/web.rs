@@ -14,6 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use broker::Configuration;
+use roles::fast_start::Time;
 use serde::Deserialize;
 
 use crate::ObserverConfig;
@@ -143,7 +144,7 @@ fn render(page: &Page, report: Result<&Configuration, &String>, threshold: Optio
             );
         }
     }
-    render_observer_view(&mut out, &page.config, &page.shared);
+    render_observer_view(&mut out, &page.shared);
     out.push_str("<footer>Read-only. The members' own pages, with charts, are at the root of each admin port.</footer></body></html>\n");
     out
 }
@@ -220,18 +221,19 @@ fn render_configuration(out: &mut String, report: &Configuration, threshold: Opt
 }
 
 /// The members as this observer's pings see them, and what it last did.
-fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shared) {
+fn render_observer_view(out: &mut String, shared: &Shared) {
     let state = shared.state.lock();
-    let ready = shared.ready_targets(&state, &config.replication);
+    let now = Time::now();
+    let ready = state.ready(now);
     let _ = writeln!(
         out,
         "<section id=\"observer\" class=\"panel\"><div class=\"panel-head\"><h2>As this observer sees it</h2>\
          <span class=\"badge\">primary {primary}</span><span class=\"badge\">active observer {active}</span>\
          <span class=\"badge\" id=\"failover-ready\">fails over to {ready}</span></div>\
          <table><thead><tr><th>member</th><th>last answer</th><th>error</th></tr></thead><tbody>",
-        primary = escape(state.primary.as_deref().unwrap_or("(none known)")),
-        active = escape(state.active.as_deref().unwrap_or("(none named)")),
-        ready = if state.active.as_deref() != Some(shared.me.as_str()) {
+        primary = escape(state.primary().unwrap_or("(none known)")),
+        active = escape(state.active().unwrap_or("(none named)")),
+        ready = if state.active() != Some(shared.me.as_str()) {
             "no one (not the active observer)".to_string()
         } else if ready.is_empty() {
             "no one (not armed)".to_string()
@@ -239,8 +241,8 @@ fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shar
             escape(&ready.join(", "))
         },
     );
-    for (name, view) in &state.views {
-        let answered = view.answered_at.map(|at| at.elapsed().as_secs_f64());
+    for (name, view) in state.views() {
+        let answered = view.answered_at.map(|at| now.since(at).as_secs_f64());
         let class = match answered {
             Some(seconds) if seconds < 2.0 && view.error.is_none() => "ok",
             Some(_) => "warn",
@@ -256,7 +258,7 @@ fn render_observer_view(out: &mut String, config: &ObserverConfig, shared: &Shar
         );
     }
     out.push_str("</tbody></table>");
-    if let Some(event) = &state.last_event {
+    if let Some(event) = state.last_event() {
         let _ = write!(out, "<p>last event: {}</p>", escape(event));
     }
     out.push_str("</section>\n");

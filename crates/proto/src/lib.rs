@@ -40,18 +40,21 @@ pub use message::{
     Ack, AckWanted, ArchiveAck, ArchiveChunk, Channel, GapRequest, Heartbeat, Hello, Kind, Message,
     Position, StandbyStatus, Welcome, Write, WriteKind, ZERO_TAIL_MAX, zero_tail,
 };
-pub use observer::{ObserverPing, ObserverPong};
+pub use observer::{FastStartMode, ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
 /// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed
 /// frames, which a primary sends only to a standby whose `Welcome` says version 3 or later, so
 /// a version 2 peer still works with this build, uncompressed. Version 4 added archive
 /// connections, version 5 `TrimmedWrite`: a primary opens the one and sends the other only to a
-/// standby whose `Welcome` says so.)
+/// standby whose `Welcome` says so. Version 6 changed the observer's ping and the members'
+/// answer (the failover request names what it fails over from, the ping carries the
+/// observer's settings, the answer says whether a refusal is final and whether fast-start
+/// failover runs): observers and members must be upgraded together.)
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;

@@ -121,7 +121,7 @@ pub struct Hello {
 }
 
 /// Where a standby is, as it tells its primary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Position {
     /// Every log up to this sequence is complete on the standby (archived), with no gap.
     pub complete_through_seq: u64,

@@ -11,10 +11,12 @@ use crate::frame::{Reader, Writer};
 use crate::roles::RoleInfo;
 
 /// The observer's ping.
-// Format: { observer: text | time_us: u64 | lease: u8 | grant_unsync: names | failover: u8
-// | newer_incarnation: u32 | new_primary: text | following: names }
+// Format (version 6): { observer: text | time_us: u64 | lease: u8 | grant_unsync: names
+// | failover: u8 | newer_incarnation: u32 | new_primary: text | following: names
+// | failover_from: text | failover_incarnation: u32 | threshold_ms: u64 | lag_limit_ms: u64
+// | protection: u8 }
 // (names: { count: u8 (at most 16) | count × text }; text: { len: u16 | UTF-8 })
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct ObserverPing {
     pub observer: String,
     pub time_us: u64,
@@ -26,7 +28,8 @@ pub struct ObserverPing {
     /// over to them until the primary calls them synchronized again). Only the active
     /// observer grants, and only targets the primary asked for (`ObserverPong::wants_unsync`).
     pub grant_unsync: Vec<String>,
-    /// To the target: become the primary (a failover).
+    /// To the target: become the primary (a failover) of the incarnation after
+    /// `failover_incarnation`, in place of `failover_from`.
     pub failover: bool,
     /// To an old primary: it has been failed over, in this incarnation, to `new_primary`
     /// (0: no such news).
@@ -37,13 +40,47 @@ pub struct ObserverPing {
     /// new observer only once every target it ever announced an observer to is here, so that
     /// no target still takes a failover from the old one.
     pub following: Vec<String>,
+    /// The primary and incarnation a failover request fails over from (a target that follows
+    /// another primary, or is of another incarnation, refuses it).
+    pub failover_from: String,
+    pub failover_incarnation: u32,
+    /// The observer's fast-start failover settings, which must be the member's own (a member
+    /// refuses a ping that disagrees, naming the field): `threshold`, `lag_limit` and the
+    /// protection mode (1: Maximum Availability, 2: Maximum Performance).
+    pub threshold_ms: u64,
+    pub lag_limit_ms: u64,
+    pub protection: u8,
+}
+
+/// Whether fast-start failover runs on a member now: its file enables it, and the run-time
+/// setting does not make it observe-only (planned maintenance).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[repr(u8)]
+pub enum FastStartMode {
+    /// Not enabled in this member's file.
+    #[default]
+    Disabled = 0,
+    Enabled = 1,
+    /// Watched and reported, but no failover: a target refuses one, and the observer asks none.
+    ObserveOnly = 2,
+}
+
+impl FastStartMode {
+    fn decode(r: &mut Reader<'_>) -> Result<FastStartMode, ProtoError> {
+        match r.u8()? {
+            0 => Ok(FastStartMode::Disabled),
+            1 => Ok(FastStartMode::Enabled),
+            2 => Ok(FastStartMode::ObserveOnly),
+            other => Err(r.bad(format!("{other} is not a fast-start failover mode"))),
+        }
+    }
 }
 
 /// A member's answer: who it is, and what fast-start failover needs to know.
 // Format: { info: RoleInfo | active_observer: text | synchronized: u8 | wants_unsync: names
 // | isolated: u8 | primary_silence_ms: u64 | transport_lag_ms: u64 | apply_lag_ms: u64
-// | refusal: text | targets_synchronized: names }
-#[derive(Debug, Clone, PartialEq, Eq)]
+// | refusal: text | targets_synchronized: names | refusal_final: u8 | mode: u8 }
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObserverPong {
     pub info: RoleInfo,
     /// The observer this member takes decisions from (a primary: the one whose lease and
@@ -68,6 +105,12 @@ pub struct ObserverPong {
     /// Maximum Availability the observer fails over only to a target that the primary's last
     /// answer listed here.
     pub targets_synchronized: Vec<String>,
+    /// The refusal is final: the member evaluated the request and will not act on it (it did
+    /// not take it up, and nothing of it goes on). A refusal that is not final (a role change
+    /// was under way, say) leaves the request undecided: the observer asks again.
+    pub refusal_final: bool,
+    /// Whether fast-start failover runs on this member now.
+    pub mode: FastStartMode,
 }
 
 impl ObserverPing {
@@ -80,6 +123,11 @@ impl ObserverPing {
         w.u32(self.newer_incarnation);
         w.text(&self.new_primary);
         w.names(&self.following);
+        w.text(&self.failover_from);
+        w.u32(self.failover_incarnation);
+        w.u64(self.threshold_ms);
+        w.u64(self.lag_limit_ms);
+        w.u8(self.protection);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<ObserverPing, ProtoError> {
@@ -92,6 +140,11 @@ impl ObserverPing {
             newer_incarnation: r.u32()?,
             new_primary: r.text()?,
             following: r.names()?,
+            failover_from: r.text()?,
+            failover_incarnation: r.u32()?,
+            threshold_ms: r.u64()?,
+            lag_limit_ms: r.u64()?,
+            protection: r.u8()?,
         })
     }
 }
@@ -111,6 +164,8 @@ impl ObserverPong {
             apply_lag_ms: 0,
             refusal: String::new(),
             targets_synchronized: Vec::new(),
+            refusal_final: false,
+            mode: FastStartMode::Disabled,
         }
     }
 
@@ -125,6 +180,8 @@ impl ObserverPong {
         w.u64(self.apply_lag_ms);
         w.text(&self.refusal);
         w.names(&self.targets_synchronized);
+        w.bool(self.refusal_final);
+        w.u8(self.mode as u8);
     }
 
     pub(crate) fn decode(r: &mut Reader<'_>) -> Result<ObserverPong, ProtoError> {
@@ -139,6 +196,8 @@ impl ObserverPong {
             apply_lag_ms: r.u64()?,
             refusal: r.text()?,
             targets_synchronized: r.names()?,
+            refusal_final: r.bool()?,
+            mode: FastStartMode::decode(r)?,
         })
     }
 }

@@ -14,7 +14,7 @@ pub const HISTORY_MAX: usize = 64;
 /// creation) has none.
 // Format: { incarnation: u32 | parent: u32 | first_seq: u64 | first_scn: u64
 // | prev_end_offset: u64 | prev_closed_here: u8 | created_us: u64 | member: text }
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct IncarnationRecord {
     pub incarnation: u32,
     /// The incarnation it branched from (always `incarnation - 1`).
@@ -34,7 +34,7 @@ pub struct IncarnationRecord {
 }
 
 /// A member's role, as it says on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum WireRole {
     Primary = 1,
@@ -51,7 +51,7 @@ pub struct Probe {
 }
 
 /// The answer to a `Probe`: who this member is, in which incarnation, and where its redo is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RoleInfo {
     pub member: String,
     pub role: WireRole,

@@ -161,14 +161,20 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                 observer,
             })
         ),
-        (text, any::<u64>(), (any::<bool>(), names(), any::<bool>(), names()), any::<u32>(), text)
+        (
+            text,
+            any::<u64>(),
+            (any::<bool>(), names(), any::<bool>(), names()),
+            (any::<u32>(), text, text, any::<u32>()),
+            (any::<u64>(), any::<u64>(), any::<u8>())
+        )
             .prop_map(
                 |(
                     observer,
                     time_us,
                     (lease, grant_unsync, failover, following),
-                    newer_incarnation,
-                    new_primary,
+                    (newer_incarnation, new_primary, failover_from, failover_incarnation),
+                    (threshold_ms, lag_limit_ms, protection),
                 )| {
                     Message::ObserverPing(ObserverPing {
                         observer,
@@ -179,6 +185,11 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                         newer_incarnation,
                         new_primary,
                         following,
+                        failover_from,
+                        failover_incarnation,
+                        threshold_ms,
+                        lag_limit_ms,
+                        protection,
                     })
                 }
             ),
@@ -187,7 +198,8 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
             (any::<bool>(), names(), any::<bool>(), names()),
             prop::array::uniform3(any::<u64>()),
             text,
-            position()
+            position(),
+            (any::<bool>(), 0u8..3)
         )
             .prop_map(
                 |(
@@ -196,6 +208,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     v,
                     refusal,
                     position,
+                    (refusal_final, mode),
                 )| {
                     Message::ObserverPong(ObserverPong {
                         info: RoleInfo {
@@ -219,6 +232,12 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                         apply_lag_ms: v[2],
                         refusal,
                         targets_synchronized,
+                        refusal_final,
+                        mode: match mode {
+                            0 => FastStartMode::Disabled,
+                            1 => FastStartMode::Enabled,
+                            _ => FastStartMode::ObserveOnly,
+                        },
                     })
                 }
             ),

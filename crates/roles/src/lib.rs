@@ -4,14 +4,19 @@
 //! - `history`: the incarnation history of a database (where each incarnation began), kept
 //!   durably beside its redo, as PostgreSQL keeps timeline history files;
 //! - `follow`: whether a standby may follow a primary of a given incarnation, must adopt a
-//!   newer one, has diverged from it, or knows the primary to be stale (fenced).
+//!   newer one, has diverged from it, or knows the primary to be stale (fenced);
+//! - `fast_start`: fast-start failover's decisions: the observer's, the primary's (lease,
+//!   grants, the active observer, whether a write may be acknowledged) and a target's (whether
+//!   it takes a failover), and what the observer and the primary keep on disk.
 //!
-//! See `docs/roles.md` for the protocol and the argument for why it is safe.
+//! See `docs/roles.md` and `docs/fast-start-failover.md` for the protocols and the argument
+//! for why they are safe; `tests/model.rs` model-checks fast-start failover with stateright.
 //!
-//! *Architecture Invariant*: this crate decides, it does not act: it does no network I/O
-//! and starts no thread. The server applies its decisions; redo transport carries the facts
+//! *Architecture Invariant*: this crate decides, it does not act: it does no network I/O,
+//! starts no thread and reads no clock (but `fast_start::Time::now`, for its callers). The server applies its decisions; redo transport carries the facts
 //! they are made from (a hello's incarnation history, a refusal naming a newer incarnation).
 
+pub mod fast_start;
 pub mod follow;
 pub mod history;
 

@@ -113,6 +113,11 @@ impl Settings {
         self.current.lock().0.clone()
     }
 
+    /// Whether fast-start failover is observe-only on this member now (planned maintenance).
+    pub fn fast_start_observe_only(&self) -> bool {
+        self.current.lock().0.fast_start_observe_only
+    }
+
     /// Keeps `runtime` durably, then makes it the settings in effect.
     fn set(&self, runtime: RuntimeSettings, effective: ReplicationConfig) -> anyhow::Result<()> {
         if runtime.is_empty() {

@@ -32,7 +32,7 @@ pub use config::{
     ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
-pub use fast_start::{FastStart, ObserverHooks};
+pub use fast_start::{FailoverRefusal, FastStart, ObserverHooks};
 pub use listener::{RedoListener, RedoPort, Refusals, probe};
 pub use primary::{
     DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryIdentity,

@@ -186,11 +186,19 @@ pub struct RuntimeSettings {
     /// By destination (member) name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub destinations: BTreeMap<String, DestinationEdit>,
+    /// Fast-start failover observe-only, for planned maintenance: the observers watch and
+    /// report, but no failover happens (a target refuses one; a primary goes on without its
+    /// targets as plain Maximum Availability would). `redoguard edit fast-start` sets it on the
+    /// targets before the primary, and clears it on the primary first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fast_start_observe_only: bool,
 }
 
 impl RuntimeSettings {
     pub fn is_empty(&self) -> bool {
-        self.protection_mode.is_none() && self.destinations.is_empty()
+        self.protection_mode.is_none()
+            && self.destinations.is_empty()
+            && !self.fast_start_observe_only
     }
 
     /// Reads the JSON a member keeps; the error says what is wrong with it.

@@ -251,15 +251,32 @@ fn a_destination_dropped_before_a_task_looks_is_not_waited_for_but_a_fast_start_
         let mut primary = Primary::open_on(Arc::new(disk.clone()));
         let mut config = destination(standby.address(), Transport::Sync);
         let mode = ProtectionMode::MaximumAvailability;
+        let records = tempfile::tempdir().unwrap();
         let gate = fast_start.then(|| {
+            let fast_start = transport::FastStartFailoverConfig {
+                enabled: true,
+                target: vec![config.name.clone()],
+                ..Default::default()
+            };
+            let settings = roles::fast_start::Settings {
+                threshold: fast_start.threshold,
+                lag_limit: fast_start.lag_limit,
+                protection: roles::fast_start::Protection::MaximumAvailability,
+                targets: vec![config.name.clone()],
+                observers: vec!["observer".into()],
+            };
+            let (file, record) = transport::fast_start::RecordFile::load(
+                Arc::new(redo::storage::OsStorage::default()),
+                records.path(),
+            )
+            .unwrap();
             transport::FastStart::new(
-                transport::FastStartFailoverConfig {
-                    enabled: true,
-                    target: vec![config.name.clone()],
-                    ..Default::default()
-                },
-                vec!["observer".into()],
-                vec![config.name.clone()],
+                fast_start,
+                settings,
+                "primary",
+                file,
+                record,
+                primary.db.redo().durable_addr(),
             )
         });
         let transport = PrimaryTransport::start_as(

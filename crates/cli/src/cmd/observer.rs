@@ -13,14 +13,21 @@ pub struct Args {
     /// Which of the configuration's observers this is (overrides `observer.name`).
     #[arg(long)]
     pub name: Option<String>,
+    /// Where the observer keeps its record of failovers and grants (overrides
+    /// `observer.data_dir`).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut config = observer::ObserverConfig::load(&args.config)?;
     if let Some(name) = args.name {
         config.observer.name = name;
-        config.validate()?;
     }
+    if let Some(dir) = args.data_dir {
+        config.observer.data_dir = dir;
+    }
+    config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -339,8 +339,17 @@ impl Roles {
         immediate: bool,
         force: bool,
     ) -> anyhow::Result<Promoted> {
-        self.require_members()?;
         let _transition = self.transition.lock().await;
+        self.failover_holding(immediate, force).await
+    }
+
+    /// `failover`, by a caller that holds the role-change lock (`transition`).
+    pub(crate) async fn failover_holding(
+        self: &Arc<Roles>,
+        immediate: bool,
+        force: bool,
+    ) -> anyhow::Result<Promoted> {
+        self.require_members()?;
         let started = Instant::now();
         let running = self.running()?;
         let control = running.db.redo().control();

@@ -1,23 +1,27 @@
-//! Fast-start failover, as this member answers the observer (`transport::fast_start` has the
-//! lease and grant; `docs/fast-start-failover.md` the protocol):
+//! Fast-start failover, as this member answers the observer (`transport::fast_start` drives
+//! the primary's lease and grants; `roles::fast_start` decides; `docs/fast-start-failover.md`
+//! has the protocol):
 //!
+//! - a ping whose settings (threshold, protection mode, lag limit) are not this member's is
+//!   refused, naming what differs;
 //! - every ping gets this member's role and state (a primary records the ping: its lease,
 //!   and a grant);
-//! - a failover request is taken only by a standby that is one of the targets, from the
-//!   observer its primary last named active (in its heartbeats), once it has itself lost the
-//!   primary for `threshold` (or finds the primary's redo port closed: the process is gone),
-//!   and that the primary called caught up;
+//! - a failover request is decided by `roles::fast_start::accept_failover` while this member
+//!   holds its role-change lock, so that a refusal is final (nothing of the request goes on);
+//!   a request that arrives while another role change is under way is not decided (the
+//!   observer asks again);
 //! - news of a newer incarnation fences an old primary.
 //!
 //! It also keeps the write gate of a primary that is isolated (neither target nor observer)
 //! closed while it is.
 
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use proto::{ObserverPing, ObserverPong};
+use proto::{FastStartMode, ObserverPing, ObserverPong};
 use redo::Role;
-use transport::ObserverHooks;
+use roles::fast_start::{Agreement, FailoverRequest, TargetView, Time};
+use transport::{FailoverRefusal, ObserverHooks};
 
 use super::Roles;
 use super::gate::GateState;
@@ -27,8 +31,8 @@ pub struct Hooks {
     pub runtime: tokio::runtime::Handle,
 }
 
-fn refused(reason: impl Into<String>) -> Result<(), String> {
-    Err(reason.into())
+fn not_now(reason: impl Into<String>) -> Result<(), FailoverRefusal> {
+    Err(FailoverRefusal::NotNow(reason.into()))
 }
 
 impl Hooks {
@@ -37,8 +41,30 @@ impl Hooks {
     }
 }
 
+/// Whether fast-start failover runs on this member now.
+pub(crate) fn mode(roles: &Roles) -> FastStartMode {
+    let replication = roles.settings.replication();
+    if !replication.fast_start_failover.enabled {
+        FastStartMode::Disabled
+    } else if roles.settings.fast_start_observe_only() {
+        FastStartMode::ObserveOnly
+    } else {
+        FastStartMode::Enabled
+    }
+}
+
 impl ObserverHooks for Hooks {
-    fn pong(&self, ping: &ObserverPing, lease_from: Option<Instant>) -> ObserverPong {
+    fn check_settings(&self, ping: &ObserverPing) -> Result<(), String> {
+        let Some(roles) = self.roles() else { return Ok(()) };
+        let replication = roles.settings.replication();
+        replication.fast_start_settings().check_agreement(&Agreement {
+            threshold_ms: ping.threshold_ms,
+            lag_limit_ms: ping.lag_limit_ms,
+            protection: ping.protection,
+        })
+    }
+
+    fn pong(&self, ping: &ObserverPing, lease_from: Option<Time>) -> ObserverPong {
         let Some(roles) = self.roles() else {
             return ObserverPong {
                 refusal: "the server is stopping".into(),
@@ -46,8 +72,9 @@ impl ObserverHooks for Hooks {
             };
         };
         let member = roles.member_name();
+        let mode = mode(&roles);
         let Some(running) = roles.current() else {
-            return ObserverPong::empty(super::placeholder_info(&member));
+            return ObserverPong { mode, ..ObserverPong::empty(super::placeholder_info(&member)) };
         };
         let info = (roles.role_info_source(&running.db))();
         if let Some(fast_start) = &running.fast_start {
@@ -59,6 +86,7 @@ impl ObserverHooks for Hooks {
                 wants_unsync: view.wants_unsync,
                 isolated: view.isolated,
                 targets_synchronized: view.synchronized,
+                mode,
                 ..ObserverPong::empty(info)
             };
         }
@@ -73,85 +101,77 @@ impl ObserverHooks for Hooks {
                         .map_or(u64::MAX, |seconds| (seconds * 1000.0) as u64),
                     transport_lag_ms: (status.transport_lag_s * 1000.0) as u64,
                     apply_lag_ms: (status.apply_lag_s * 1000.0) as u64,
+                    mode,
                     ..ObserverPong::empty(info)
                 }
             }
-            None => ObserverPong::empty(info),
+            None => ObserverPong { mode, ..ObserverPong::empty(info) },
         }
     }
 
-    fn failover(&self, ping: &ObserverPing) -> Result<(), String> {
-        let Some(roles) = self.roles() else { return refused("the server is stopping") };
+    fn failover(&self, ping: &ObserverPing) -> Result<(), FailoverRefusal> {
+        let Some(roles) = self.roles() else { return not_now("the server is stopping") };
+        // Decided under the role-change lock: a refusal is final, an acceptance runs to its
+        // end before any other change.
+        let Ok(transition) = roles.transition.try_lock() else {
+            return not_now("a role change is under way on this member");
+        };
+        let Some(running) = roles.current() else { return not_now("the database is not open") };
         let replication = roles.settings.replication();
-        let fast_start = &replication.fast_start_failover;
-        if !fast_start.enabled {
-            return refused("fast-start failover is not enabled in this member's configuration");
-        }
-        let member = roles.member_name();
-        if !replication.failover_targets().contains(&member) {
-            return refused(format!("'{member}' is not a fast-start failover target"));
-        }
-        let Some(running) = roles.current() else { return refused("the database is not open") };
-        if running.role() != Role::Standby || running.db.redo().control().fenced.is_some() {
-            return refused(format!("'{member}' is not a standby that can take over"));
-        }
-        let Some(receiver) = &running.receiver else { return refused("no receiver") };
-        let status = receiver.status();
-        if status.active_observer.as_deref() != Some(ping.observer.as_str()) {
-            return refused(format!(
-                "the primary named {} as its observer, not '{}'",
-                status
-                    .active_observer
-                    .as_deref()
-                    .map_or("none".to_string(), |name| format!("'{name}'")),
-                ping.observer
-            ));
-        }
-        let silence = Duration::from_secs_f64(status.last_heard_s.unwrap_or(f64::MAX).min(1e9));
-        // A closed redo port (the primary's process is gone) is reason enough not to wait out
-        // the threshold only under Maximum Availability, where the primary acknowledges
-        // nothing this standby lacks without the observer's grant. Under Maximum Performance
-        // the primary's lease must have run out first.
+        let control = running.db.redo().control();
+        let status = running.receiver.as_ref().map(|receiver| receiver.status());
         let maximum_availability =
             replication.protection_mode == transport::ProtectionMode::MaximumAvailability;
-        let gone = maximum_availability
+        // Whether nothing listens on the primary's redo port (the process is gone): asked only
+        // where it can shorten the wait.
+        let primary_port_refuses = maximum_availability
             && status
-                .primary_member
-                .as_deref()
+                .as_ref()
+                .and_then(|status| status.primary_member.as_deref())
                 .and_then(|name| replication.member_named(name))
-                .is_some_and(|primary| {
+                .and_then(|primary| primary.redo.parse().ok())
+                .is_some_and(|address| {
                     matches!(
-                        std::net::TcpStream::connect_timeout(
-                            &match primary.redo.parse() {
-                                Ok(address) => address,
-                                Err(_) => return false,
-                            },
-                            Duration::from_millis(300)
-                        ),
+                        std::net::TcpStream::connect_timeout(&address, Duration::from_millis(300)),
                         Err(ref error) if error.kind() == std::io::ErrorKind::ConnectionRefused
                     )
                 });
-        if silence < fast_start.threshold && !gone {
-            return refused(format!(
-                "this standby heard from its primary {:.1} s ago (threshold {:?}) and its redo port answers",
-                silence.as_secs_f64(),
-                fast_start.threshold
-            ));
-        }
-        if !status.caught_up && maximum_availability {
-            return refused(
-                "the primary did not call this standby synchronized at its last heartbeat",
-            );
-        }
-        let roles = roles.clone();
+        let view = TargetView {
+            member: roles.member_name(),
+            enabled: mode(&roles) == FastStartMode::Enabled,
+            open_standby: running.role() == Role::Standby
+                && control.fenced.is_none()
+                && running.receiver.is_some(),
+            incarnation: control.incarnation.0,
+            primary: status.as_ref().and_then(|status| status.primary_member.clone()),
+            observer: status.as_ref().and_then(|status| status.active_observer.clone()),
+            synchronized: status.as_ref().is_some_and(|status| status.caught_up),
+            silence: Duration::from_secs_f64(
+                status.as_ref().and_then(|status| status.last_heard_s).unwrap_or(f64::MAX).min(1e9),
+            ),
+            primary_port_refuses,
+        };
+        let request = FailoverRequest {
+            observer: ping.observer.clone(),
+            from: ping.failover_from.clone(),
+            incarnation: ping.failover_incarnation,
+        };
+        roles::fast_start::accept_failover(&replication.fast_start_settings(), &view, &request)
+            .map_err(FailoverRefusal::Final)?;
         drop(running);
         tracing::warn!(observer = %ping.observer, "fast-start failover: the observer asks this standby to take over");
+        let roles = roles.clone();
         self.runtime
-            .block_on(async move { roles.failover(false, true).await })
+            .block_on(async move {
+                let promoted = roles.failover_holding(false, true).await;
+                drop(transition);
+                promoted
+            })
             .map(|promoted| {
                 tracing::warn!(incarnation = promoted.incarnation, first_scn = %promoted.first_scn, "fast-start failover: this member is the primary");
             })
-            .map_err(|error| format!("{error:#}"))
+            // Its receiver may have stopped: not a refusal the observer may take as final.
+            .map_err(|error| FailoverRefusal::NotNow(format!("the failover did not complete: {error:#}")))
     }
 
     fn fence(&self, incarnation: u32, primary: &str) {
@@ -159,6 +179,13 @@ impl ObserverHooks for Hooks {
         let Some(running) = roles.current() else { return };
         if running.role() != Role::Primary
             || running.db.redo().control().incarnation.0 >= incarnation
+            || running
+                .db
+                .redo()
+                .control()
+                .fenced
+                .as_ref()
+                .is_some_and(|fence| fence.incarnation.0 >= incarnation)
         {
             return;
         }

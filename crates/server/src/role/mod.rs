@@ -268,22 +268,27 @@ impl Roles {
             Role::Primary => {
                 let fenced = control.fenced.clone();
                 let destinations = replication.destinations();
-                let fast_start = (replication.fast_start_failover.enabled && fenced.is_none())
-                    .then(|| {
-                        transport::FastStart::new(
-                            replication.fast_start_failover.clone(),
-                            replication
-                                .observers
-                                .iter()
-                                .map(|observer| observer.name.clone())
-                                .collect(),
-                            replication
-                                .failover_targets()
-                                .into_iter()
-                                .filter(|target| Some(target) != replication.member.as_ref())
-                                .collect(),
-                        )
-                    });
+                let fast_start = if replication.fast_start_failover.enabled && fenced.is_none() {
+                    // What it keeps of the observers (the active one, the targets told of
+                    // one), and where its redo is durable now: every target owes it that.
+                    let (file, record) = transport::fast_start::RecordFile::load(
+                        self.storage.clone(),
+                        &db.redo().config().dir,
+                    )
+                    .map_err(|reason| anyhow::anyhow!(reason))?;
+                    let fast_start = transport::FastStart::new(
+                        replication.fast_start_failover.clone(),
+                        replication.fast_start_settings(),
+                        &member,
+                        file,
+                        record,
+                        db.redo().durable_addr(),
+                    );
+                    fast_start.set_observe_only(self.settings.fast_start_observe_only());
+                    Some(fast_start)
+                } else {
+                    None
+                };
                 let transport = if fenced.is_none() && !destinations.is_empty() {
                     let events = self.events.clone();
                     let transport = PrimaryTransport::start_as(

@@ -69,6 +69,23 @@ pub struct ObserverEntry {
 }
 
 impl ReplicationConfig {
+    /// What fast-start failover's decisions run with (`roles::fast_start`).
+    pub fn fast_start_settings(&self) -> roles::fast_start::Settings {
+        let fast_start = &self.fast_start_failover;
+        roles::fast_start::Settings {
+            threshold: fast_start.threshold,
+            lag_limit: fast_start.lag_limit,
+            protection: match self.protection_mode {
+                ProtectionMode::MaximumAvailability => {
+                    roles::fast_start::Protection::MaximumAvailability
+                }
+                _ => roles::fast_start::Protection::MaximumPerformance,
+            },
+            targets: self.failover_targets(),
+            observers: self.observers.iter().map(|observer| observer.name.clone()).collect(),
+        }
+    }
+
     /// The fast-start failover section and the observers; also what an observer checks of the
     /// file it runs with.
     pub fn validate_fast_start(&self) -> Result<(), (String, String)> {

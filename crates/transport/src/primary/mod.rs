@@ -512,6 +512,19 @@ impl PrimaryTransport {
             })
             .collect();
         let protection = protection.into();
+        if let Some(fast_start) = &fast_start {
+            // How far each target has acknowledged: a target is synchronized only once it
+            // holds what the primary acknowledged without it.
+            let destinations = destinations.clone();
+            fast_start.attach(Arc::new(move |name: &str| {
+                destinations
+                    .iter()
+                    .find(|destination| destination.name == name)
+                    .map_or(roles::fast_start::Position::default(), |destination| {
+                        destination.state.lock().acknowledged.into()
+                    })
+            }));
+        }
         let inner = Arc::new(Inner {
             redo,
             identity,

@@ -100,7 +100,7 @@ impl ShipWait for ProtectionWait {
             // Every target holds it: `admit` returns at once (it notes that commits are
             // acknowledged again), never reaching `stop`.
             let stop = || true;
-            if let Err(error) = fast_start.admit(inner.mode(), &|| holding.clone(), &stop) {
+            if let Err(error) = fast_start.admit(end, &|| holding.clone(), &stop) {
                 return Ok(Err(RedoError::WriterFailed(error)));
             }
         }
@@ -140,7 +140,7 @@ impl ShipWait for ProtectionWait {
                 }
                 holding
             };
-            fast_start.admit(inner.mode(), &holding, &stop).map_err(RedoError::WriterFailed)?;
+            fast_start.admit(end, &holding, &stop).map_err(RedoError::WriterFailed)?;
             if waited.elapsed() > Duration::from_millis(1) {
                 inner.lease_wait.record_since(waited);
             }

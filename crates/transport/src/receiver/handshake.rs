@@ -153,6 +153,14 @@ impl Inner {
             if !hello.member.is_empty() {
                 heard.primary_member = Some(hello.member.clone());
             }
+            // A new session (a primary restarted, or another one after a switchover): what the
+            // last one said of this standby's observer and whether it is synchronized is not
+            // this one's word. Its heartbeats say it again. (Kept when a session ends without a
+            // new one: a failover needs the last primary's word.)
+            if hello.channel == proto::Channel::Control {
+                heard.observer = None;
+                heard.caught_up = false;
+            }
         }
         let result = self.receive(&mut conn, &hello);
         {

@@ -184,7 +184,14 @@ impl Inner {
             current_seq: durable.seq.0,
             current_offset: durable.offset,
             transport_lag_us: lag,
-            caught_up: matches!(phase, Phase::Synchronized | Phase::Streaming),
+            // A fast-start target shipped SYNC is told it is synchronized only once it holds
+            // what the primary acknowledged without it (`roles::fast_start::Primary`).
+            caught_up: matches!(phase, Phase::Synchronized | Phase::Streaming)
+                && self.fast_start.as_ref().is_none_or(|fast_start| {
+                    !destination.is_sync()
+                        || !fast_start.targets.contains(&destination.name)
+                        || fast_start.synchronized(&destination.name)
+                }),
             observer: self
                 .fast_start
                 .as_ref()
