@@ -196,8 +196,10 @@ impl Cluster {
                 .admin_token
                 .map(|token| format!("token = \"{token}\"\n"))
                 .unwrap_or_default();
+            // Each observer keeps its record in a directory of its own, in the cluster's.
             let text = format!(
-                "[observer]\nname = \"{observer}\"\n{token}[replication]\n{}{}",
+                "[observer]\nname = \"{observer}\"\ndata_dir = \"{}\"\n{token}[replication]\n{}{}",
+                cluster.data_dir(observer).display(),
                 cluster.shared_text(),
                 cluster.tls_text(observer)
             );

@@ -306,6 +306,21 @@ impl Observer {
         let mut events = Vec::new();
         let pending_to = self.record.failover.as_ref().map(|failover| failover.to.clone());
         let Some(view) = self.views.get_mut(name) else { return events };
+        let database = self.record.database_id;
+        let outcome = match outcome {
+            Outcome::Answered { pong, .. }
+                if database != 0 && pong.info.database_id != 0 && pong.info.database_id != database =>
+            {
+                Outcome::Unreachable {
+                    refused: false,
+                    error: format!(
+                        "'{name}' holds database {:016x}, but this observer's record is of database {database:016x} (if the configuration was rebuilt, remove the observer's record)",
+                        pong.info.database_id
+                    ),
+                }
+            }
+            outcome => outcome,
+        };
         match outcome {
             Outcome::Answered { pong, to_failover } => {
                 view.answered_at = Some(now);
@@ -461,6 +476,9 @@ impl Observer {
                 record.primary = Some(name.clone());
                 record.incarnation = incarnation;
                 record.ineligible.clear();
+                if record.database_id == 0 {
+                    record.database_id = pong.info.database_id;
+                }
             });
             if let Err(error) = recorded {
                 self.event(

@@ -25,6 +25,10 @@ pub const RECORD_BYTES_MAX: usize = 64 * 1024;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObserverRecord {
+    /// The database the configuration's members hold (0: none seen yet): a member of another
+    /// database (a configuration rebuilt under the same names) is not taken for one of these.
+    #[serde(default)]
+    pub database_id: u64,
     /// The primary it knows, and its incarnation (0: none yet).
     pub primary: Option<String>,
     pub incarnation: u32,
@@ -145,6 +149,7 @@ mod tests {
 
     fn record() -> ObserverRecord {
         ObserverRecord {
+            database_id: 7,
             primary: Some("west".into()),
             incarnation: 2,
             failover: Some(PendingFailover {

@@ -295,7 +295,8 @@ impl<'a> Pair<'a> {
 
     fn observer_config(&self) -> String {
         format!(
-            "# Written by `redoguard bench failover`.\n[observer]\nname = \"{OBSERVER}\"\n[replication]\n{}",
+            "# Written by `redoguard bench failover`.\n[observer]\nname = \"{OBSERVER}\"\ndata_dir = \"{}\"\n[replication]\n{}",
+            self.dir.path().join(OBSERVER).display(),
             self.shared_config()
         )
     }

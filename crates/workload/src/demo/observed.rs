@@ -226,7 +226,11 @@ pub async fn run(
     std::fs::create_dir_all(&observer_dir)?;
     std::fs::write(
         observer_dir.join("observer.toml"),
-        format!("[observer]\nname = \"{OBSERVER}\"\n\n{}\n[replication]\n{shared}", tls(OBSERVER)),
+        format!(
+            "[observer]\nname = \"{OBSERVER}\"\ndata_dir = \"{}\"\n\n{}\n[replication]\n{shared}",
+            observer_dir.join("data").display(),
+            tls(OBSERVER)
+        ),
     )?;
     let mut west_server = west.start(&config.binary)?;
     let mut east_server = east.start(&config.binary)?;

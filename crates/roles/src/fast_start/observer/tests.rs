@@ -350,3 +350,15 @@ fn of_two_primaries_in_one_incarnation_the_one_that_answered_last_is_the_primary
     assert_eq!(observer.primary(), Some("west"));
     assert_eq!(effects, [Effect::SwitchMaster { old: "east".into(), new: "west".into() }]);
 }
+
+#[test]
+fn a_member_of_another_database_is_not_taken_for_one_of_the_configuration() {
+    let (mut observer, mut disk, now) = armed();
+    assert_eq!(disk.record.as_ref().unwrap().database_id, 7);
+    let mut stranger = pong("west", WireRole::Primary, 5, &[]);
+    stranger.info.database_id = 8;
+    answer(&mut observer, &mut disk, stranger, now);
+    observer.step(now, &mut disk.persist());
+    assert_eq!(observer.primary(), Some("east"));
+    assert!(observer.views()["west"].error.as_deref().unwrap().contains("remove the observer's record"));
+}
