@@ -5,7 +5,8 @@
 //! it against the running configuration and applies it to its redo transport at once (if it
 //! refuses, nothing changed anywhere), then every other member, so that whichever becomes
 //! primary later ships the same way. A member that cannot be reached is named in the answer:
-//! run the command again once it is up.
+//! run the command again once it is up. Fast-start failover observe-only (planned maintenance)
+//! goes the other way round when it is turned on: the standbys first, the primary last.
 
 use serde::{Deserialize, Serialize};
 use server::settings::Edited;
@@ -42,6 +43,8 @@ pub enum EditRequest {
         name: String,
     },
     ProtectionMode(ProtectionMode),
+    /// Fast-start failover observe-only (planned maintenance) on or off.
+    FastStartObserveOnly(bool),
 }
 
 impl EditRequest {
@@ -60,6 +63,9 @@ impl EditRequest {
                     .and_then(|value| value.as_str().map(str::to_string))
                     .unwrap_or_default();
                 admin.post(&format!("/settings/protection_mode?mode={mode}"))
+            }
+            EditRequest::FastStartObserveOnly(observe_only) => {
+                admin.post(&format!("/settings/fast_start?observe_only={observe_only}"))
             }
         }
     }
@@ -84,6 +90,9 @@ pub fn edit(addr: &str, request: &EditRequest) -> anyhow::Result<EditReport> {
         });
     }
     let configuration = crate::gather(addr)?;
+    if let EditRequest::FastStartObserveOnly(true) = request {
+        return observe_only(&configuration, request);
+    }
     let primary = configuration.primary.clone();
     let mut members = Vec::new();
     if let Some(primary) = &primary {
@@ -121,6 +130,47 @@ pub fn edit(addr: &str, request: &EditRequest) -> anyhow::Result<EditReport> {
     Ok(EditReport { primary, members })
 }
 
+/// Fast-start failover observe-only on: every member but the primary first (each then
+/// refuses a failover), and the primary (which then needs no lease) only once they all did.
+/// A member that cannot be reached leaves the primary as it was: refused. (Off is the usual
+/// order: the primary first, which needs its lease again before any target takes a failover.)
+fn observe_only(
+    configuration: &crate::Configuration,
+    request: &EditRequest,
+) -> anyhow::Result<EditReport> {
+    let primary = configuration.primary.clone();
+    let mut members = Vec::new();
+    for member in &configuration.members {
+        if Some(&member.name) == primary.as_ref() {
+            continue;
+        }
+        let edited = request.send(&Admin::new(&member.admin)).map_err(|error| {
+            anyhow::anyhow!(
+                "'{}' did not take observe-only ({}): the primary is left as it was, so a failover can still happen; run the command again once '{}' is up",
+                member.name,
+                refusal(error),
+                member.name
+            )
+        })?;
+        members.push(MemberOutcome {
+            member: member.name.clone(),
+            edited: Some(edited),
+            error: None,
+        });
+    }
+    if let Some(primary) = &primary {
+        let admin = configuration.admin(primary).expect("the primary is a member");
+        let edited = request
+            .send(&admin)
+            .map_err(|error| anyhow::anyhow!("'{primary}' (the primary): {}", refusal(error)))?;
+        members.insert(
+            0,
+            MemberOutcome { member: primary.clone(), edited: Some(edited), error: None },
+        );
+    }
+    Ok(EditReport { primary, members })
+}
+
 fn refusal(error: CallError) -> anyhow::Error {
     match error {
         CallError::Refused(reason) => anyhow::anyhow!("refused, nothing changed: {reason}"),
@@ -154,7 +204,15 @@ pub fn render(report: &EditReport) -> String {
                         destination.compression.name(),
                         destination.max_connections
                     ),
-                    None => format!("protection mode {:?}", edited.protection_mode),
+                    None => format!(
+                        "protection mode {:?}{}",
+                        edited.protection_mode,
+                        if edited.fast_start_observe_only {
+                            ", fast-start failover observe-only"
+                        } else {
+                            ""
+                        }
+                    ),
                 };
                 let changes = if edited.changes.is_empty() {
                     String::new()

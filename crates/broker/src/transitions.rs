@@ -113,10 +113,19 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
 }
 
 fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Promoted, CallError> {
+    // The old primary's fast-start failover record goes to the new primary (names are
+    // configuration names: no character needs escaping in a query).
+    let fast_start = prepared.fast_start.as_ref().map_or(String::new(), |record| {
+        format!(
+            "&active={}&announced={}",
+            record.active.as_deref().unwrap_or_default(),
+            record.announced_to.iter().cloned().collect::<Vec<_>>().join(",")
+        )
+    });
     step(
         admin,
         &format!(
-            "/roles/switchover/complete?from={from}&end_seq={}&end_offset={}&last_scn={}",
+            "/roles/switchover/complete?from={from}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
             prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
         ),
     )
@@ -146,6 +155,9 @@ fn pending_switchover(
                 last_scn: status.database.applied_scn,
                 incarnation: redo.identity.incarnation.0,
                 elapsed_ms: 0,
+                // Not known here: the new primary takes the conservative record (every
+                // target counted as told of an observer).
+                fast_start: None,
             },
         ))
     })

@@ -143,6 +143,18 @@ pub async fn run(
         } else {
             None
         };
+        // A NOWAIT commit is answered before its redo is durable anywhere: under fast-start
+        // failover, only while this primary holds its observer's lease, which ends before any
+        // observer may fail over (docs/resp.md says what NOWAIT promises).
+        if _writer.is_some()
+            && session.commit_mode().wait == resp::CommitWait::NoWait
+            && let Some(fast_start) = &running.fast_start
+            && !fast_start.may_reply_before_durable()
+        {
+            return Outcome::Reply(Frame::error(
+                "TRYAGAIN this primary holds no fast-start failover lease now, so a COMMITMODE NOWAIT write is refused (nothing was changed): retry, or use COMMITMODE WAIT",
+            ));
+        }
         let db = running.db.clone();
         if _writer.is_some() {
             db.room_for_writes().await;

@@ -8,6 +8,9 @@
 //! - `POST /settings/destinations/NAME` (JSON `DestinationEdit`, or `{"reset": true}`): on
 //!   every member; a primary applies it to its redo transport at once.
 //! - `POST /settings/protection_mode?mode=MODE`: likewise.
+//! - `POST /settings/fast_start?observe_only=true|false`: fast-start failover observe-only for
+//!   planned maintenance (a target refuses failovers; a primary needs no lease); the broker
+//!   sets it on the targets before the primary, and clears it on the primary first.
 //!
 //! A change is checked first, as the file would be (a mode that needs a SYNC AFFIRM standby
 //! without one is refused, 409, and nothing changes); raising a running primary to Maximum
@@ -147,6 +150,8 @@ pub enum Request {
         reset: bool,
     },
     ProtectionMode(ProtectionMode),
+    /// Fast-start failover observe-only (planned maintenance) on or off.
+    FastStartObserveOnly(bool),
 }
 
 /// What a change did on this member.
@@ -162,6 +167,9 @@ pub struct Edited {
     pub destination: Option<DestinationConfig>,
     /// Where the change is kept.
     pub file: String,
+    /// Whether fast-start failover is observe-only on this member now.
+    #[serde(default)]
+    pub fast_start_observe_only: bool,
 }
 
 /// What `GET /settings` answers.
@@ -237,6 +245,14 @@ async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edite
             };
             (next, None)
         }
+        Request::FastStartObserveOnly(observe_only) => {
+            if !settings.file.fast_start_failover.enabled {
+                return refused(
+                    "fast-start failover is not enabled in this member's configuration",
+                );
+            }
+            (RuntimeSettings { fast_start_observe_only: *observe_only, ..current.clone() }, None)
+        }
     };
     let effective = next.apply(&settings.file);
     if let Err((field, reason)) = effective.validate() {
@@ -271,13 +287,20 @@ async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edite
     let applied = transport.is_some();
     let retry = match &request {
         Request::Destination { name, .. } => Some(name.clone()),
-        Request::ProtectionMode(_) => None,
+        Request::ProtectionMode(_) | Request::FastStartObserveOnly(_) => None,
     };
     let changes = {
         let (next, effective) = (next.clone(), effective.clone());
         let roles = roles.clone();
         tokio::task::spawn_blocking(move || -> anyhow::Result<Vec<(String, Change)>> {
-            roles.settings.set(next, effective.clone())?;
+            roles.settings.set(next.clone(), effective.clone())?;
+            // A primary takes observe-only on or off before this answers: the broker turns
+            // it off here before it turns it off on the targets.
+            if let Some(fast_start) =
+                running.as_ref().and_then(|running| running.fast_start.as_ref())
+            {
+                fast_start.set_observe_only(next.fast_start_observe_only);
+            }
             let Some(transport) = running.as_ref().and_then(|running| running.transport.as_ref())
             else {
                 return Ok(Vec::new());
@@ -318,6 +341,7 @@ async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edite
             all_destinations(&effective).into_iter().find(|destination| destination.name == name)
         }),
         file: settings.path.display().to_string(),
+        fast_start_observe_only: settings.fast_start_observe_only(),
     })
 }
 
@@ -326,6 +350,7 @@ pub fn routes() -> Router<Arc<ServerState>> {
         .route("/settings", get(view))
         .route("/settings/destinations/{name}", post(edit_destination))
         .route("/settings/protection_mode", post(edit_protection_mode))
+        .route("/settings/fast_start", post(edit_fast_start))
 }
 
 async fn view(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
@@ -394,4 +419,16 @@ async fn edit_protection_mode(
     Query(query): Query<Mode>,
 ) -> Response {
     answer(edit(&state.roles, Request::ProtectionMode(query.mode)).await)
+}
+
+#[derive(Deserialize)]
+struct FastStartEdit {
+    observe_only: bool,
+}
+
+async fn edit_fast_start(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<FastStartEdit>,
+) -> Response {
+    answer(edit(&state.roles, Request::FastStartObserveOnly(query.observe_only)).await)
 }

@@ -150,6 +150,11 @@ impl FastStart {
         self.changed.notify_all();
     }
 
+    /// What is on disk of it (the active observer, the targets named one to).
+    pub fn record(&self) -> PrimaryRecord {
+        self.state.lock().primary.record().clone()
+    }
+
     /// The observer this primary takes decisions from.
     pub fn active(&self) -> Option<String> {
         self.state.lock().primary.active().map(str::to_string)

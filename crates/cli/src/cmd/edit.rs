@@ -1,5 +1,6 @@
 //! `redoguard edit destination NAME key=value…` (or `--reset`) and `redoguard edit
-//! protection-mode MODE`: run-time changes, made on every member (`broker::edit`).
+//! protection-mode MODE`, `redoguard edit fast-start observe-only|enabled`: run-time changes,
+//! made on every member (`broker::edit`).
 
 use broker::edit::{DestinationEdit, ProtectionMode};
 
@@ -32,6 +33,16 @@ pub enum EditCommand {
         #[command(flatten)]
         target: Target,
     },
+    /// Fast-start failover for planned maintenance: `observe-only` (the observers watch and
+    /// report, but no failover happens: set on the standbys first, then the primary, which then
+    /// goes on without its targets as plain Maximum Availability does), or `enabled` (the
+    /// primary first). Kept across restarts.
+    FastStart {
+        #[arg(value_parser = ["observe-only", "enabled"])]
+        mode: String,
+        #[command(flatten)]
+        target: Target,
+    },
 }
 
 pub fn run(command: EditCommand) -> anyhow::Result<()> {
@@ -55,6 +66,9 @@ pub fn run(command: EditCommand) -> anyhow::Result<()> {
                 )
             })?;
             (broker::edit::EditRequest::ProtectionMode(mode), target)
+        }
+        EditCommand::FastStart { mode, target } => {
+            (broker::edit::EditRequest::FastStartObserveOnly(mode == "observe-only"), target)
         }
     };
     let report = broker::edit::edit(&target.addr, &request)?;

@@ -176,6 +176,13 @@ impl Observer {
         self.last_event.as_deref()
     }
 
+    /// Whether fast-start failover runs on the primary, as its last answer said (observe-only
+    /// for planned maintenance: no failover).
+    pub fn primary_mode(&self) -> Option<proto::FastStartMode> {
+        let primary = self.record.primary.as_deref()?;
+        self.views.get(primary)?.pong.as_ref().map(|pong| pong.mode)
+    }
+
     /// The target of a failover decided and not ended yet.
     pub fn failing_over_to(&self) -> Option<&str> {
         self.record.failover.as_ref().map(|failover| failover.to.as_str())
@@ -309,7 +316,9 @@ impl Observer {
         let database = self.record.database_id;
         let outcome = match outcome {
             Outcome::Answered { pong, .. }
-                if database != 0 && pong.info.database_id != 0 && pong.info.database_id != database =>
+                if database != 0
+                    && pong.info.database_id != 0
+                    && pong.info.database_id != database =>
             {
                 Outcome::Unreachable {
                     refused: false,
@@ -632,6 +641,9 @@ impl Observer {
     /// active one. What an operator checks to know that fast-start failover is armed.
     pub fn ready(&self, now: Time) -> Vec<String> {
         if !self.settings.enabled || self.active.as_deref() != Some(&self.settings.me) {
+            return Vec::new();
+        }
+        if self.primary_mode() != Some(proto::FastStartMode::Enabled) {
             return Vec::new();
         }
         self.ready_targets(now, self.settings.fast_start.lost_after())

@@ -60,6 +60,11 @@ pub struct SwitchoverPrepared {
     pub last_scn: Scn,
     pub incarnation: u32,
     pub elapsed_ms: u64,
+    /// The old primary's fast-start failover record (its active observer, the targets it named
+    /// one to), which the new primary takes over: a target still naming that observer must not
+    /// see another become active at once. None without fast-start failover.
+    #[serde(default)]
+    pub fast_start: Option<roles::fast_start::PrimaryRecord>,
 }
 
 /// The new primary's answer to a promotion (switchover or failover).

@@ -35,6 +35,9 @@ const SWITCHOVER_SHIP_WAIT: Duration = Duration::from_secs(30);
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
 /// How long a target waits to have received and applied the old primary's end.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(60);
+/// In the data directory: the member an old primary began a switchover to, until it follows
+/// it (or the switchover is aborted).
+const PENDING_SWITCHOVER: &str = "switchover.pending";
 
 /// A refusal: nothing was changed, and this says why.
 #[derive(Debug, thiserror::Error)]
@@ -216,7 +219,15 @@ impl Roles {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        // What the new primary takes over of fast-start failover: the observer this one takes
+        // decisions from, and the targets it named one to.
+        let fast_start = running.fast_start.as_ref().map(|fast_start| fast_start.record());
         drop(running);
+        // On disk before the role changes: a restart of this member in between must still
+        // know the switchover it began (`redoguard switchover --to` completes it, or abort).
+        if let Err(error) = self.write_pending_switchover(Some(to)) {
+            return undo(self, format!("recording the switchover: {error:#}"));
+        }
         self.notes.lock().switchover_to = Some(to.to_string());
         let target = to.to_string();
         self.reopen(&format!("switchover to '{to}'"), move |roles| {
@@ -237,6 +248,7 @@ impl Roles {
             last_scn,
             incarnation: control.incarnation.0,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            fast_start,
         })
     }
 
@@ -247,6 +259,7 @@ impl Roles {
         from: &str,
         end: RedoAddr,
         last_scn: Scn,
+        fast_start: Option<roles::fast_start::PrimaryRecord>,
     ) -> anyhow::Result<Promoted> {
         self.require_members()?;
         let _transition = self.transition.lock().await;
@@ -280,7 +293,21 @@ impl Roles {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(running);
-        self.reopen(&format!("switchover from '{from}'"), |roles| {
+        // The old primary's fast-start failover record is this primary's from now on (or, not
+        // handed over, every target counts as told of an observer: no other becomes active
+        // before they all follow it). On disk before the control file names the role.
+        let record = fast_start.unwrap_or_else(|| roles::fast_start::PrimaryRecord {
+            active: None,
+            announced_to: self
+                .config
+                .replication
+                .failover_targets()
+                .into_iter()
+                .filter(|target| *target != self.member_name())
+                .collect(),
+        });
+        self.reopen(&format!("switchover from '{from}'"), move |roles| {
+            roles.write_fast_start_record(&record)?;
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
@@ -320,6 +347,7 @@ impl Roles {
         }
         drop(running);
         self.reopen(&format!("switchover to '{target}' aborted"), |roles| {
+            roles.write_pending_switchover(None)?;
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
@@ -423,6 +451,8 @@ impl Roles {
         // is quicker than writing it to the data files first while no one can write.
         self.reopen_with("failover", false, move |roles| {
             let (redo_config, _) = roles.config.resolved();
+            // A new incarnation, a new reign: it has named no observer to anyone yet.
+            roles.write_fast_start_record(&roles::fast_start::PrimaryRecord::default())?;
             let mut updated = history.lock().clone();
             updated.push(branch).map_err(|reason| anyhow!(reason))?;
             // The history first, then the control file (the commit point): a crash between
@@ -678,6 +708,82 @@ impl Roles {
             rebuilt: !rewind,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// Replaces this member's fast-start failover record (it is read when the database opens
+    /// as a primary).
+    pub(crate) fn write_fast_start_record(
+        &self,
+        record: &roles::fast_start::PrimaryRecord,
+    ) -> anyhow::Result<()> {
+        let (redo_config, _) = self.config.resolved();
+        let path = redo_config.dir.join(transport::fast_start::RECORD_FILE);
+        redo::storage::replace_durably(self.storage.as_ref(), &path, &record.encode())
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    fn pending_switchover_path(&self) -> PathBuf {
+        self.config.server.data_dir.join(PENDING_SWITCHOVER)
+    }
+
+    /// Records (durably) the switchover this old primary began, or that there is none.
+    pub(crate) fn write_pending_switchover(&self, to: Option<&str>) -> anyhow::Result<()> {
+        let path = self.pending_switchover_path();
+        match to {
+            Some(to) => redo::storage::replace_durably(
+                self.storage.as_ref(),
+                &path,
+                format!("{to}\n").as_bytes(),
+            )
+            .with_context(|| format!("writing {}", path.display())),
+            None if self.storage.exists(&path) => {
+                self.storage
+                    .remove(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                let dir = path.parent().unwrap_or(std::path::Path::new("."));
+                self.storage.sync_dir(dir).with_context(|| format!("syncing {}", dir.display()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The switchover this member began as the old primary and has not seen completed, if any.
+    pub(crate) fn load_pending_switchover(&self) -> anyhow::Result<Option<String>> {
+        let path = self.pending_switchover_path();
+        if !self.storage.exists(&path) {
+            return Ok(None);
+        }
+        let bytes = redo::storage::read_all(self.storage.as_ref(), &path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let to = String::from_utf8_lossy(&bytes).trim().to_string();
+        if self.config.replication.member_named(&to).is_none() {
+            anyhow::bail!(
+                "{}: '{to}' is not a member of this configuration (it records the target of a switchover this member began; remove it if none is under way)",
+                path.display()
+            );
+        }
+        Ok(Some(to))
+    }
+
+    /// A standby that began a switchover to `to` follows `to` now: the switchover is complete.
+    pub(crate) fn note_switchover_complete(&self) {
+        let Some(to) = self.notes.lock().switchover_to.clone() else { return };
+        let Some(running) = self.current() else { return };
+        let follows = running
+            .receiver
+            .as_ref()
+            .is_some_and(|receiver| receiver.primary() == (true, Some(to.clone())));
+        if follows && running.role() == Role::Standby {
+            match self.write_pending_switchover(None) {
+                Ok(()) => {
+                    self.notes.lock().switchover_to = None;
+                    tracing::info!(primary = %to, "switchover complete: this standby follows its new primary");
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot record that the switchover is complete")
+                }
+            }
+        }
     }
 
     /// A new directory for what a reinstate sets aside.

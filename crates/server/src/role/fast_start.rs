@@ -93,14 +93,15 @@ impl ObserverHooks for Hooks {
         match &running.receiver {
             Some(receiver) => {
                 let status = receiver.status();
+                let (transport_lag_ms, apply_lag_ms) = receiver.failover_lags_ms();
                 ObserverPong {
                     active_observer: status.active_observer.unwrap_or_default(),
                     synchronized: status.caught_up,
                     primary_silence_ms: status
                         .last_heard_s
                         .map_or(u64::MAX, |seconds| (seconds * 1000.0) as u64),
-                    transport_lag_ms: (status.transport_lag_s * 1000.0) as u64,
-                    apply_lag_ms: (status.apply_lag_s * 1000.0) as u64,
+                    transport_lag_ms,
+                    apply_lag_ms,
                     mode,
                     ..ObserverPong::empty(info)
                 }
@@ -199,20 +200,18 @@ impl ObserverHooks for Hooks {
     }
 }
 
-/// Keeps the gate of an isolated primary closed while it is isolated.
-pub(crate) async fn watch_isolation(roles: Arc<Roles>) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let Some(running) = roles.current() else { continue };
-        let Some(fast_start) = &running.fast_start else { continue };
-        if fast_start.isolated() {
-            if roles.gate.replace(|state| *state == GateState::Open, GateState::Isolated) {
-                tracing::error!(
-                    "fast-start failover: ISOLATED: neither the SYNC target nor the observer answers; no commit is acknowledged until one does"
-                );
-            }
-        } else if roles.gate.replace(|state| *state == GateState::Isolated, GateState::Open) {
-            tracing::info!("fast-start failover: no longer isolated; writes are taken");
+/// Keeps the gate of an isolated primary closed while it is isolated (called every 100 ms).
+pub(crate) fn watch_isolation(roles: &Roles) {
+    let Some(running) = roles.current() else { return };
+    let Some(fast_start) = &running.fast_start else { return };
+    fast_start.set_observe_only(roles.settings.fast_start_observe_only());
+    if fast_start.isolated() {
+        if roles.gate.replace(|state| *state == GateState::Open, GateState::Isolated) {
+            tracing::error!(
+                "fast-start failover: ISOLATED: neither the SYNC target nor the observer answers; no commit is acknowledged until one does"
+            );
         }
+    } else if roles.gate.replace(|state| *state == GateState::Isolated, GateState::Open) {
+        tracing::info!("fast-start failover: no longer isolated; writes are taken");
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - `GET /configuration`: the members of the configuration, as this member's file names them.
 //! - `POST /roles/switchover/prepare?to=NAME`: on the primary.
-//! - `POST /roles/switchover/complete?from=NAME&end_seq=S&end_offset=O&last_scn=N`: on its target.
+//! - `POST /roles/switchover/complete?from=NAME&end_seq=S&end_offset=O&last_scn=N[&active=OBSERVER][&announced=A,B]`:
+//!   on its target (with the old primary's fast-start failover record, which it takes over).
 //! - `POST /roles/switchover/abort`: on the old primary, if the target refused.
 //! - `POST /roles/failover[?immediate=true][&force=true]`: on a standby.
 //! - `POST /roles/fence?incarnation=N&primary=NAME`: on a primary that has been failed over.
@@ -80,6 +81,12 @@ struct Complete {
     end_seq: u64,
     end_offset: u64,
     last_scn: u64,
+    /// The old primary's fast-start failover record, if it had one: its active observer and
+    /// the targets it named one to (comma-separated).
+    #[serde(default)]
+    active: Option<String>,
+    #[serde(default)]
+    announced: Option<String>,
 }
 
 async fn complete_switchover(
@@ -87,7 +94,19 @@ async fn complete_switchover(
     Query(query): Query<Complete>,
 ) -> Response {
     let end = RedoAddr { seq: LogSeq(query.end_seq), offset: query.end_offset };
-    answer(state.roles.complete_switchover(&query.from, end, Scn(query.last_scn)).await)
+    let handed = (query.active.is_some() || query.announced.is_some()).then(|| {
+        roles::fast_start::PrimaryRecord {
+            active: query.active.clone().filter(|name| !name.is_empty()),
+            announced_to: query
+                .announced
+                .iter()
+                .flat_map(|names| names.split(','))
+                .filter(|name| !name.is_empty())
+                .map(str::to_string)
+                .collect(),
+        }
+    });
+    answer(state.roles.complete_switchover(&query.from, end, Scn(query.last_scn), handed).await)
 }
 
 async fn abort_switchover(State(state): State<Arc<ServerState>>) -> Response {

@@ -172,18 +172,26 @@ impl Roles {
         ))
     }
 
-    /// Answers fast-start failover observers on the redo listener, and keeps an isolated
-    /// primary's gate closed.
+    /// Answers fast-start failover observers on the redo listener (if there are observers),
+    /// and watches the role: an isolated primary's gate closed while it is isolated, a
+    /// switchover this member began noted complete once it follows its new primary.
     pub fn serve_observers(self: &Arc<Roles>) -> Option<tokio::task::JoinHandle<()>> {
-        let listener = self.listener.as_ref()?;
-        if self.config.replication.observers.is_empty() {
-            return None;
+        if let Some(listener) = &self.listener
+            && !self.config.replication.observers.is_empty()
+        {
+            listener.set_observer_hooks(Arc::new(fast_start::Hooks {
+                roles: Arc::downgrade(self),
+                runtime: tokio::runtime::Handle::current(),
+            }));
         }
-        listener.set_observer_hooks(Arc::new(fast_start::Hooks {
-            roles: Arc::downgrade(self),
-            runtime: tokio::runtime::Handle::current(),
-        }));
-        Some(tokio::spawn(fast_start::watch_isolation(self.clone())))
+        let roles = self.clone();
+        Some(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                fast_start::watch_isolation(&roles);
+                roles.note_switchover_complete();
+            }
+        }))
     }
 
     /// The redo listener's address, if there is one.
@@ -218,6 +226,11 @@ impl Roles {
     /// Opens the database in its role (the configuration's `role` for a new one) and starts
     /// what the role runs.
     pub async fn open(self: &Arc<Roles>) -> anyhow::Result<()> {
+        // A switchover this member began as the old primary, before a restart.
+        if let Some(to) = self.load_pending_switchover()? {
+            tracing::warn!(to = %to, "a switchover this member began has not been seen complete: `redoguard switchover --to {to}` completes it");
+            self.notes.lock().switchover_to = Some(to);
+        }
         let roles = self.clone();
         let (running, gate) = tokio::task::spawn_blocking(move || roles.open_blocking()).await??;
         // (Peers refused while the database was opening are not its problem now.)

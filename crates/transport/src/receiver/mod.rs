@@ -107,6 +107,11 @@ struct Heard {
     observer: Option<String>,
     /// (last SCN, primary time) of redo received: when the primary generated which SCN.
     history: VecDeque<(Scn, u64)>,
+    /// (SCN, when it arrived, on this standby's `CLOCK_BOOTTIME`): the primary's current SCN
+    /// as its heartbeats announced it, ascending. The lags a failover is judged by come from
+    /// these: positions and this host's own clock, never the primary's wall clock (a clock
+    /// stepped back would show no lag).
+    announced: VecDeque<(Scn, roles::fast_start::Time)>,
     last_error: Option<String>,
 }
 
@@ -116,6 +121,25 @@ impl Heard {
             Some(at) => self.primary_time_us + at.elapsed().as_micros() as u64,
             None => now_unix_us(),
         }
+    }
+
+    /// The primary announced (in a heartbeat) that it has generated up to `scn`.
+    fn announce(&mut self, scn: Scn, now: roles::fast_start::Time) {
+        if scn.0 > 0 && self.announced.back().is_none_or(|&(last, _)| scn > last) {
+            if self.announced.len() >= HISTORY_MAX {
+                self.announced.pop_front();
+            }
+            self.announced.push_back((scn, now));
+        }
+    }
+
+    /// How long, on this standby's clock, it has been missing redo beyond `held` that its
+    /// primary announced: zero if it holds everything announced.
+    fn missing_since(&self, held: Scn, now: roles::fast_start::Time) -> std::time::Duration {
+        self.announced
+            .iter()
+            .find(|&&(scn, _)| scn > held)
+            .map_or(std::time::Duration::ZERO, |&(_, at)| now.since(at))
     }
 
     fn note(&mut self, scn: Scn, primary_time_us: u64) {
@@ -251,6 +275,24 @@ impl StandbyReceiver {
         }
     }
 
+    /// The lags a fast-start failover is judged by (Maximum Performance's `lag_limit`), in
+    /// milliseconds: how long, on this standby's own clock, it has been missing redo that its
+    /// primary announced as generated (transport) or has not applied it (apply), and at least
+    /// the primary's silence beyond a second (a silent primary may be generating).
+    pub fn failover_lags_ms(&self) -> (u64, u64) {
+        let inner = &self.inner;
+        let applied = (inner.applied)();
+        let now = roles::fast_start::Time::now();
+        let heard = inner.heard.lock();
+        let silence = heard.at.unwrap_or(inner.started).elapsed().saturating_sub(SILENCE_GRACE);
+        // What it holds: what it received since it started, or applied (after a restart, what
+        // it recovered).
+        let held = heard.received_scn.max(applied);
+        let transport = heard.missing_since(held, now).max(silence);
+        let apply = heard.missing_since(applied, now).max(transport);
+        (transport.as_millis() as u64, apply.as_millis() as u64)
+    }
+
     /// Whether a primary is connected, and which member it is.
     pub fn primary(&self) -> (bool, Option<String>) {
         let heard = self.inner.heard.lock();
@@ -361,6 +403,12 @@ impl Inner {
             let applied = (self.applied)();
             {
                 let mut heard = self.heard.lock();
+                // (The last one stays: it says what the primary had last.)
+                while heard.announced.len() > 1
+                    && heard.announced.front().is_some_and(|&(scn, _)| scn <= applied)
+                {
+                    heard.announced.pop_front();
+                }
                 while heard.history.len() > 1
                     && heard.history.get(1).is_some_and(|&(scn, _)| scn <= applied)
                 {

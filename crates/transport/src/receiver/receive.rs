@@ -233,6 +233,7 @@ impl Inner {
                         heard.caught_up = beat.caught_up;
                         heard.observer = (!beat.observer.is_empty()).then(|| beat.observer.clone());
                         heard.note(Scn(beat.current_scn), beat.primary_time_us);
+                        heard.announce(Scn(beat.current_scn), roles::fast_start::Time::now());
                     }
                     self.redo
                         .sync_received()

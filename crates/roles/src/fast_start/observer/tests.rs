@@ -360,5 +360,7 @@ fn a_member_of_another_database_is_not_taken_for_one_of_the_configuration() {
     answer(&mut observer, &mut disk, stranger, now);
     observer.step(now, &mut disk.persist());
     assert_eq!(observer.primary(), Some("east"));
-    assert!(observer.views()["west"].error.as_deref().unwrap().contains("remove the observer's record"));
+    assert!(
+        observer.views()["west"].error.as_deref().unwrap().contains("remove the observer's record")
+    );
 }
