@@ -63,7 +63,13 @@ pub struct FailoverArgs {
 #[derive(Debug, clap::Args)]
 pub struct ReinstateArgs {
     /// The failed-over primary (or diverged standby) to make a standby of the current primary.
-    pub name: String,
+    #[arg(required_unless_present = "show_divergent")]
+    pub name: Option<String>,
+    /// Instead: list the divergent transactions a reinstate set aside in DIR (the `dir` its
+    /// answer gave, `<data dir>/diverged/...`), byte for byte, values quoted as redis-cli does.
+    /// `redis-cli --pipe < DIR/divergent.resp` replays them.
+    #[arg(long, value_name = "DIR", conflicts_with = "name")]
+    pub show_divergent: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub target: Target,
 }
@@ -159,7 +165,12 @@ pub fn failover(args: FailoverArgs) -> anyhow::Result<()> {
 }
 
 pub fn reinstate(args: ReinstateArgs) -> anyhow::Result<()> {
-    let done = transitions::reinstate(&args.target.addr, &args.name)?;
+    if let Some(dir) = &args.show_divergent {
+        print!("{}", server::role::divergent::show(dir)?);
+        return Ok(());
+    }
+    let name = args.name.as_deref().expect("clap requires a name without --show-divergent");
+    let done = transitions::reinstate(&args.target.addr, name)?;
     if args.target.json {
         return print_json(&done);
     }
@@ -175,14 +186,18 @@ pub fn reinstate(args: ReinstateArgs) -> anyhow::Result<()> {
     let logs: Vec<u64> = aside.logs.iter().map(|seq| seq.0).collect();
     match (aside.first_scn, aside.last_scn) {
         (Some(first), Some(last)) => println!(
-            "Its redo past the failover point, SCN {first} to {last} ({} records, in logs {logs:?}), was set aside in {} (records.jsonl lists them); it was never applied on the new primary.",
-            aside.records, aside.dir
+            "Its redo past the failover point, SCN {first} to {last} ({} records, in logs {logs:?}), was set aside in {dir}; it was never applied on the new primary. `redoguard reinstate --show-divergent {dir}` lists them; `redis-cli --pipe < {dir}/divergent.resp` replays them.",
+            aside.records,
+            dir = aside.dir
         ),
         _ if logs.is_empty() => println!("It held no redo past the failover point."),
         _ => println!(
             "It held no record past the failover point; logs {logs:?}, which it had closed itself, were set aside in {} and are received again from the primary.",
             aside.dir
         ),
+    }
+    if let Some(unreadable) = &aside.unreadable {
+        println!("NOT ALL OF IT COULD BE READ: {unreadable}");
     }
     Ok(())
 }

@@ -94,13 +94,18 @@ pub struct Promoted {
 /// and the records among them that the new primary never had (its divergent tail).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SetAside {
-    /// Where it is kept: the logs as they were, and `records.jsonl` (one record a line).
+    /// Where it is kept: the logs as they were, and the divergent records (`divergent.redo`
+    /// byte for byte, `divergent.resp` as Redis commands; `role::divergent`).
     pub dir: String,
     pub logs: Vec<LogSeq>,
     /// The divergent records, if any: their SCN range and count.
     pub first_scn: Option<Scn>,
     pub last_scn: Option<Scn>,
     pub records: u64,
+    /// Why not all of the divergent redo could be read, if it could not (the count is then
+    /// of what could).
+    #[serde(default)]
+    pub unreadable: Option<String>,
 }
 
 /// The answer to `POST /roles/reinstate`.

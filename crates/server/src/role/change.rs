@@ -15,7 +15,6 @@
 //!   records, for the DBA), rewind to the branch (or rebuild from a copy when its data files
 //!   already hold changes past it), and become a standby of the new primary.
 
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -638,7 +637,10 @@ impl Roles {
         // them: a delayed apply's horizon does not hide any).
         running.db.redo().set_apply_horizon(Scn(u64::MAX));
         let tail_dir = aside.clone();
-        let diverged = blocking(move || write_divergent_tail(&db, first_scn, &tail_dir)).await?;
+        let diverged = blocking(move || super::divergent::write(&db, first_scn, &tail_dir)).await?;
+        if let Some(unreadable) = &diverged.unreadable {
+            tracing::error!(unreadable, dir = %aside.display(), "reinstate: not all of the divergent tail could be read");
+        }
         let rewind = branch.is_some() && checkpoint < first_scn;
         drop(running);
         let primary_name = primary.to_string();
@@ -701,9 +703,10 @@ impl Roles {
             set_aside: SetAside {
                 dir: aside.display().to_string(),
                 logs,
-                first_scn: diverged.map(|(first, _, _)| first),
-                last_scn: diverged.map(|(_, last, _)| last),
-                records: diverged.map_or(0, |(_, _, count)| count),
+                first_scn: diverged.range.map(|(first, _, _)| first),
+                last_scn: diverged.range.map(|(_, last, _)| last),
+                records: diverged.range.map_or(0, |(_, _, count)| count),
+                unreadable: diverged.unreadable,
             },
             rebuilt: !rewind,
             elapsed_ms: started.elapsed().as_millis() as u64,
@@ -822,51 +825,4 @@ fn branch_point(redo: &RedoLog) -> anyhow::Result<(LogSeq, Scn, u64, bool)> {
         last_scn = record.scn;
     }
     Ok((next.seq.next(), last_scn.next(), next.offset, true))
-}
-
-/// Writes the records from `first_scn` on into `dir/records.jsonl`: `(first, last, count)`,
-/// or `None` if there are none.
-fn write_divergent_tail(
-    db: &db::Database,
-    first_scn: Scn,
-    dir: &std::path::Path,
-) -> anyhow::Result<Option<(Scn, Scn, u64)>> {
-    if first_scn.0 == 0 {
-        return Ok(None);
-    }
-    let mut reader = match db.redo().read_from_scn(first_scn) {
-        Ok(reader) => reader,
-        Err(redo::RedoError::ScnNotAvailable { .. }) => return Ok(None),
-        Err(error) => return Err(error.into()),
-    };
-    let path = dir.join("records.jsonl");
-    let mut out = std::io::BufWriter::new(
-        std::fs::File::create(&path)
-            .with_context(|| format!("cannot create {}", path.display()))?,
-    );
-    let mut range: Option<(Scn, Scn, u64)> = None;
-    while let Some(record) = reader.next_record()? {
-        let changes = db::change::decode(&bytes::Bytes::from(record.payload))
-            .map_err(|error| anyhow!("record at SCN {}: {error}", record.scn))?;
-        let changes: Vec<serde_json::Value> = changes
-            .iter()
-            .map(|change| {
-                serde_json::json!({
-                    "key": String::from_utf8_lossy(change.key()),
-                    "value": change.value().map(|value| String::from_utf8_lossy(value).into_owned()),
-                })
-            })
-            .collect();
-        serde_json::to_writer(
-            &mut out,
-            &serde_json::json!({ "scn": record.scn.0, "changes": changes }),
-        )?;
-        out.write_all(b"\n")?;
-        range = Some(match range {
-            None => (record.scn, record.scn, 1),
-            Some((first, _, count)) => (first, record.scn, count + 1),
-        });
-    }
-    out.into_inner().map_err(|error| anyhow!("writing {}: {error}", path.display()))?.sync_all()?;
-    Ok(range)
 }

@@ -11,6 +11,7 @@
 pub mod api;
 mod change;
 mod copy;
+pub mod divergent;
 mod fast_start;
 pub mod gate;
 pub mod http;

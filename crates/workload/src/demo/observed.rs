@@ -185,13 +185,12 @@ fn follows(member: SocketAddr, primary: &str) -> bool {
     })
 }
 
-/// How many transactions a reinstate set aside in `dir` (`diverged/*/records.jsonl`).
+/// How many transactions a reinstate set aside in `dir` (`diverged/*/divergent.redo`).
 fn divergent_transactions(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir.join("diverged")) else { return 0 };
     entries
         .filter_map(Result::ok)
-        .filter_map(|entry| std::fs::read_to_string(entry.path().join("records.jsonl")).ok())
-        .map(|text| text.lines().count() as u64)
+        .filter_map(|entry| server::role::divergent::records(&entry.path()).ok())
         .sum()
 }
 
