@@ -127,7 +127,22 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
         .filter(|member| member.role.as_deref() == Some("primary") && member.fenced.is_none())
         .collect();
     let mut warnings = Vec::new();
-    let primary = match primaries.as_slice() {
+    // Of several that say so (a partition, or an old primary not told yet), the one of the
+    // newest incarnation is the primary; one of an older incarnation has been failed over
+    // (it takes no write, and is fenced once it hears of the newer one). Two in the newest
+    // incarnation are named, and neither is taken.
+    let newest = primaries.iter().filter_map(|member| member.incarnation).max();
+    let in_newest: Vec<&&MemberReport> =
+        primaries.iter().filter(|member| member.incarnation == newest).collect();
+    for stale in primaries.iter().filter(|member| member.incarnation < newest) {
+        warnings.push(format!(
+            "'{}' says it is an open primary in incarnation {}, older than {}: it has been failed over (it is fenced when it hears of the newer one)",
+            stale.name,
+            stale.incarnation.unwrap_or_default(),
+            newest.unwrap_or_default()
+        ));
+    }
+    let primary = match in_newest.as_slice() {
         [one] => Some(one.name.clone()),
         [] => {
             warnings.push("no member is an open primary".to_string());
@@ -135,8 +150,9 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
         }
         many => {
             warnings.push(format!(
-                "{} members say they are an open primary: {}",
+                "{} members say they are an open primary in incarnation {}: {}",
                 many.len(),
+                newest.unwrap_or_default(),
                 many.iter().map(|member| member.name.as_str()).collect::<Vec<_>>().join(", ")
             ));
             None
@@ -323,13 +339,16 @@ pub fn render(configuration: &Configuration) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Configuration - protection mode: {:?}", configuration.protection_mode);
     let _ = writeln!(out, "  Primary: {}", configuration.primary.as_deref().unwrap_or("(none)"));
+    let fast_start_of = |member: &MemberReport| {
+        member.status.as_ref().and_then(|status| status.roles.as_ref()?.fast_start.clone())
+    };
     let fast_start = configuration
         .primary
         .as_deref()
         .and_then(|name| configuration.member(name))
-        .and_then(|member| member.status.as_ref())
-        .and_then(|status| status.roles.as_ref())
-        .and_then(|roles| roles.fast_start.clone());
+        .and_then(fast_start_of);
+    // Without an open primary to report it, any member's configuration says whether it is on.
+    let enabled_elsewhere = configuration.members.iter().any(|member| fast_start_of(member).is_some());
     match fast_start {
         Some(fast_start) => {
             let _ = writeln!(
@@ -347,6 +366,12 @@ pub fn render(configuration: &Configuration) -> String {
                         "  waiting for the observer's consent to go on unsynchronized",
                     _ => "",
                 }
+            );
+        }
+        None if enabled_elsewhere => {
+            let _ = writeln!(
+                out,
+                "  Fast-start failover: ENABLED (no open primary reports its state; the observer's INFO says what it would do)"
             );
         }
         None => {

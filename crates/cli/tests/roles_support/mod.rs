@@ -53,6 +53,8 @@ pub struct ClusterConfig {
     /// in one more, linked to all), so that a test can cut any pair; `false`: all on
     /// loopback.
     pub mesh: bool,
+    /// Every link of the mesh: 1 ms of RTT unless given.
+    pub mesh_link: Option<linkemu::LinkConfig>,
     /// Mutual TLS on redo transport: a CA and a certificate for every member and observer in
     /// `certs/` of the cluster's directory.
     pub tls: bool,
@@ -85,6 +87,7 @@ impl ClusterConfig {
             threshold: "2s",
             auto_reinstate: true,
             mesh: false,
+            mesh_link: None,
             tls: false,
             admin_token: None,
             auth_extra: String::new(),
@@ -144,10 +147,11 @@ impl Cluster {
             if let Some(reason) = linkemu::unavailable_reason() {
                 panic!("this test needs linkemu, which cannot run here: {reason}");
             }
-            let mesh = linkemu::Mesh::up(
-                names.len() + 1,
-                linkemu::LinkConfig { rtt: Duration::from_millis(1), ..Default::default() },
-            )
+            let link = config.mesh_link.clone().unwrap_or(linkemu::LinkConfig {
+                rtt: Duration::from_millis(1),
+                ..Default::default()
+            });
+            let mesh = linkemu::Mesh::up(names.len() + 1, link)
             .unwrap_or_else(|error| panic!("bringing the mesh up: {error}"));
             let sites: BTreeMap<&'static str, usize> =
                 names.iter().enumerate().map(|(site, name)| (*name, site)).collect();
@@ -318,6 +322,11 @@ impl Cluster {
                 names.split(',').filter(|name| !name.is_empty()).map(String::from).collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Every member's name, in the configuration's order.
+    pub fn member_names(&self) -> Vec<&'static str> {
+        self.config.members.iter().map(|member| member.name).collect()
     }
 
     /// The member whose client port is `addr`.

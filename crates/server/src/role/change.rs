@@ -505,7 +505,14 @@ impl Roles {
         let _transition = self.transition.lock().await;
         let running = self.running()?;
         let control = running.db.redo().control();
-        if control.role != Role::Primary || Incarnation(incarnation) <= control.incarnation {
+        if control.role != Role::Primary {
+            // (The news reached it after it became a standby: a reinstate, a switchover.)
+            return refuse(format!(
+                "'{}' is a standby now: there is no primary to fence",
+                self.member_name()
+            ));
+        }
+        if Incarnation(incarnation) <= control.incarnation {
             return refuse(format!(
                 "incarnation {incarnation} is not newer than this database's {}",
                 control.incarnation

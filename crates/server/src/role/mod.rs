@@ -547,7 +547,16 @@ impl Roles {
                 }
             }
             TransportEvent::Fenced { incarnation, primary, reason } => {
-                if let Err(error) = self.fence(incarnation, &primary, &reason).await {
+                // News that arrives after this member stopped being a primary (a reinstate, a
+                // switchover, a fence already made) needs nothing.
+                let stale = self.current().is_none_or(|running| {
+                    let control = running.db.redo().control();
+                    control.role != Role::Primary
+                        || control.fenced.as_ref().is_some_and(|fence| fence.incarnation.0 >= incarnation)
+                });
+                if stale {
+                    tracing::debug!(incarnation, primary, "news of a newer incarnation after this member stopped being a primary");
+                } else if let Err(error) = self.fence(incarnation, &primary, &reason).await {
                     tracing::error!(%error, "cannot fence this primary");
                 }
             }
