@@ -348,7 +348,8 @@ pub fn render(configuration: &Configuration) -> String {
         .and_then(|name| configuration.member(name))
         .and_then(fast_start_of);
     // Without an open primary to report it, any member's configuration says whether it is on.
-    let enabled_elsewhere = configuration.members.iter().any(|member| fast_start_of(member).is_some());
+    let enabled_elsewhere =
+        configuration.members.iter().any(|member| fast_start_of(member).is_some());
     match fast_start {
         Some(fast_start) => {
             let _ = writeln!(

@@ -132,7 +132,10 @@ fn a_restarted_primary_lets_no_second_observer_act_while_a_standby_names_the_fir
     cluster.cut("east", &["obs1", "south"]);
     cluster.kill("east");
     cluster.start_member("east");
-    println!("east cut from obs1 and south, and restarted at {:.2} s", start.elapsed().as_secs_f64());
+    println!(
+        "east cut from obs1 and south, and restarted at {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
     // obs1 counts east lost after 3.6 s of silence.
     std::thread::sleep(Duration::from_secs(12));
     cluster.restore_all();
@@ -158,8 +161,14 @@ fn a_standby_is_synchronized_again_only_once_it_holds_what_was_acknowledged_with
     let _watchdog = Watchdog::new(Duration::from_secs(420), "synchronized once acknowledged");
     let mut cluster = Cluster::start(ClusterConfig {
         members: vec![
-            MemberSpec { extra: "send_buffer = \"384KiB\"\n", ..MemberSpec::new("east", "sync", "primary") },
-            MemberSpec { extra: "send_buffer = \"384KiB\"\n", ..MemberSpec::new("west", "sync", "standby") },
+            MemberSpec {
+                extra: "send_buffer = \"384KiB\"\n",
+                ..MemberSpec::new("east", "sync", "primary")
+            },
+            MemberSpec {
+                extra: "send_buffer = \"384KiB\"\n",
+                ..MemberSpec::new("west", "sync", "standby")
+            },
         ],
         replication_extra: "standby = { receive_buffer = \"384KiB\" }\n".into(),
         observers: vec!["obs1"],
@@ -305,9 +314,8 @@ fn observe_only_lets_the_primary_restart_without_a_failover() {
     let mut cluster = Cluster::start(ClusterConfig::pair_with_observer());
     armed(&cluster, "east", "west");
     println!("{}", cluster.must(&["edit", "fast-start", "observe-only"]).trim());
-    let quiet = common::poll_until(Duration::from_secs(10), || {
-        cluster.failover_ready("obs1").is_empty()
-    });
+    let quiet =
+        common::poll_until(Duration::from_secs(10), || cluster.failover_ready("obs1").is_empty());
     assert!(quiet, "the observer still reports a target in observe-only\n{}", cluster.logs());
     cluster.kill("east");
     std::thread::sleep(Duration::from_secs(6));
@@ -377,8 +385,9 @@ fn an_observer_with_other_settings_is_refused_by_name() {
     std::fs::write(&path, other).unwrap();
     cluster.start_observer("obs1");
     let refused = common::poll_until(Duration::from_secs(20), || {
-        std::fs::read_to_string(cluster.log_path("east"))
-            .is_ok_and(|log| log.contains("threshold: the observer has 3000 ms, this member 2000 ms"))
+        std::fs::read_to_string(cluster.log_path("east")).is_ok_and(|log| {
+            log.contains("threshold: the observer has 3000 ms, this member 2000 ms")
+        })
     });
     assert!(refused, "east did not refuse the observer by name\n{}", cluster.logs());
     assert_eq!(named_primary(&cluster, Duration::from_secs(2)), None, "{}", cluster.logs());
@@ -412,6 +421,10 @@ fn a_nowait_write_is_refused_without_the_observers_lease() {
     let leased = common::poll_until(Duration::from_secs(10), || {
         nowait(&mut east, "nowait with the lease again").is_ok()
     });
-    assert!(leased, "NOWAIT still refused with the observer back
-{}", cluster.logs());
+    assert!(
+        leased,
+        "NOWAIT still refused with the observer back
+{}",
+        cluster.logs()
+    );
 }

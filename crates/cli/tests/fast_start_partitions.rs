@@ -24,7 +24,9 @@ mod roles_support;
 use std::time::{Duration, Instant};
 
 use common::Watchdog;
-use partition_support::{SERIAL, Writers, armed, check_nothing_lost, check_reigns, named_primary, settled};
+use partition_support::{
+    SERIAL, Writers, armed, check_nothing_lost, check_reigns, named_primary, settled,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use roles_support::{Cluster, ClusterConfig};

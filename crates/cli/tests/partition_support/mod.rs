@@ -212,14 +212,15 @@ pub fn settled(cluster: &Cluster, reinstate: bool) -> &'static str {
                     .as_ref()
                     .is_none_or(|fast_start| fast_start.isolated != Some(true))
         }) && status.database.redo.durable_scn.0 + 1 >= status.database.redo.next_scn.0;
-        let others_follow = cluster.member_names().into_iter().filter(|name| *name != named).all(|name| {
-            let status = cluster.server(name).status();
-            status.replication.standby.as_ref().is_some_and(|standby| {
-                standby.primary_member.as_deref() == Some(named)
-                    && standby.connected
-                    && standby.caught_up
-            }) && status.roles.as_ref().is_some_and(|roles| roles.fenced.is_none())
-        });
+        let others_follow =
+            cluster.member_names().into_iter().filter(|name| *name != named).all(|name| {
+                let status = cluster.server(name).status();
+                status.replication.standby.as_ref().is_some_and(|standby| {
+                    standby.primary_member.as_deref() == Some(named)
+                        && standby.connected
+                        && standby.caught_up
+                }) && status.roles.as_ref().is_some_and(|roles| roles.fenced.is_none())
+            });
         primary = Some(named);
         open && others_follow
     });

@@ -152,7 +152,7 @@ impl Cluster {
                 ..Default::default()
             });
             let mesh = linkemu::Mesh::up(names.len() + 1, link)
-            .unwrap_or_else(|error| panic!("bringing the mesh up: {error}"));
+                .unwrap_or_else(|error| panic!("bringing the mesh up: {error}"));
             let sites: BTreeMap<&'static str, usize> =
                 names.iter().enumerate().map(|(site, name)| (*name, site)).collect();
             let inside = linkemu::namespace::enter(mesh.namespace(names.len()))

@@ -183,6 +183,18 @@ impl Observer {
         self.views.get(primary)?.pong.as_ref().map(|pong| pong.mode)
     }
 
+    /// What the observer's next decisions depend on, for a model checker to tell two states
+    /// apart (everything but the log of failovers made and the last event's text).
+    pub fn decision_state(&self) -> impl std::hash::Hash + '_ {
+        (
+            &self.record,
+            &self.views,
+            &self.active,
+            self.request.as_ref().map(|request| (request.outstanding, request.last_sent)),
+            self.reinstating,
+        )
+    }
+
     /// The target of a failover decided and not ended yet.
     pub fn failing_over_to(&self) -> Option<&str> {
         self.record.failover.as_ref().map(|failover| failover.to.as_str())

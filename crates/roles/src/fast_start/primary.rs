@@ -293,7 +293,7 @@ impl Primary {
         let lease = self.lease_valid(now);
         let granted = self.settings.protection != Protection::MaximumAvailability
             || missing.iter().all(|target| self.granted.contains(target));
-        if !(lease && granted) && !self.observe_only {
+        if !(self.observe_only || lease && granted) {
             return Admission::Wait { missing, lease };
         }
         for target in &missing {

@@ -552,10 +552,17 @@ impl Roles {
                 let stale = self.current().is_none_or(|running| {
                     let control = running.db.redo().control();
                     control.role != Role::Primary
-                        || control.fenced.as_ref().is_some_and(|fence| fence.incarnation.0 >= incarnation)
+                        || control
+                            .fenced
+                            .as_ref()
+                            .is_some_and(|fence| fence.incarnation.0 >= incarnation)
                 });
                 if stale {
-                    tracing::debug!(incarnation, primary, "news of a newer incarnation after this member stopped being a primary");
+                    tracing::debug!(
+                        incarnation,
+                        primary,
+                        "news of a newer incarnation after this member stopped being a primary"
+                    );
                 } else if let Err(error) = self.fence(incarnation, &primary, &reason).await {
                     tracing::error!(%error, "cannot fence this primary");
                 }
