@@ -274,6 +274,14 @@ impl Cluster {
         }
     }
 
+    /// Restores the links between `a` and each of `others` (a mesh cluster).
+    pub fn restore(&self, a: &str, others: &[&str]) {
+        let mesh = self.mesh.as_ref().expect("a mesh cluster");
+        for other in others {
+            mesh.restore(self.sites[a], self.sites[other]);
+        }
+    }
+
     /// Restores every cut link (a mesh cluster).
     pub fn restore_all(&self) {
         self.mesh.as_ref().expect("a mesh cluster").restore_all();
