@@ -235,7 +235,12 @@ fn a_standby_is_synchronized_again_only_once_it_holds_what_was_acknowledged_with
         let failed_over = common::poll_until(Duration::from_secs(15), || {
             named_primary(&cluster, Duration::from_secs(1)) == Some(standby)
         });
-        assert!(failed_over, "no failover to {standby}\n{}", cluster.logs());
+        assert!(
+            failed_over,
+            "no failover to {standby} (it holds {:?})\n{}",
+            cluster.server(standby).status().replication.standby.map(|standby| standby.received),
+            cluster.logs()
+        );
         println!("  failed over to {standby} {:.2} s later", lost_at.elapsed().as_secs_f64());
         check_nothing_lost(&acks, &cluster, standby);
         Bulk::check(&bulk, &cluster, standby);
@@ -435,4 +440,31 @@ fn a_nowait_write_is_refused_without_the_observers_lease() {
 {}",
         cluster.logs()
     );
+}
+
+/// Issue 29, item 8: SIGTERM stops a member cleanly within a bound, even cut off from every peer
+/// with clients writing (the primary's commits waiting for its standby and the observer), and a
+/// standby cut off from its primary.
+#[test]
+fn sigterm_stops_a_cut_off_member_cleanly_and_soon() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "SIGTERM while cut off");
+    let mut cluster = Cluster::start(ClusterConfig {
+        mesh: true,
+        net_timeout: "10s",
+        ..ClusterConfig::pair_with_observer()
+    });
+    armed(&cluster, "east", "west");
+    let writers = Writers::start(&cluster, &["east"]);
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.cut("east", &["west", "obs1"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let east = cluster.stop("east");
+    let west = cluster.stop("west");
+    let _ = writers.stop();
+    println!("SIGTERM: east stopped in {east:?}, west in {west:?}");
+    for (name, took) in [("east", east), ("west", west)] {
+        assert!(took < Duration::from_secs(10), "{name} took {took:?} to stop\n{}", cluster.logs());
+    }
+    cluster.restore_all();
 }

@@ -341,3 +341,60 @@ fn a_cursor_following_the_writer_through_log_switches_never_finds_a_log_missing(
     assert!(switches > 50, "only {switches} log switches ({shipped} bytes shipped)");
     primary.shutdown().unwrap();
 }
+
+/// A connection of an earlier session may deliver, after a partition heals, a write the
+/// standby already has: the open header of its current log, say. The standby's position (what
+/// it reports it holds, and writes after it) never goes back.
+#[test]
+fn a_resent_open_header_does_not_move_the_standby_back() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "a resent open header");
+    let primary_disk = CrashDisk::new();
+    let standby_disk = CrashDisk::new();
+    let primary = open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    let standby = Arc::new(
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap(),
+    );
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    // Every write, recorded as the primary shipped it.
+    struct Record {
+        standby: Arc<RedoLog>,
+        writes: std::sync::Mutex<Vec<Arc<ship::LogWrite>>>,
+    }
+    impl ship::Shipper for Record {
+        fn ship(&self, write: &Arc<ship::LogWrite>) -> Option<Box<dyn ship::ShipWait>> {
+            self.standby.receive(write.seq, write.offset, write.kind, &write.bytes).unwrap();
+            self.standby.sync_received().unwrap();
+            self.writes.lock().unwrap().push(write.clone());
+            None
+        }
+    }
+    let record = Arc::new(Record { standby: standby.clone(), writes: Default::default() });
+    primary.set_shipper(Some(record.clone()));
+    for n in 0..20u64 {
+        primary.commit(&payload_for(n, 300), IMMEDIATE_WAIT).unwrap();
+    }
+    let before = standby.standby_position();
+    let received = standby.received_position();
+    let header = record
+        .writes
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|write| write.kind == ship::WriteKind::OpenHeader)
+        .cloned()
+        .expect("an open header was shipped");
+    let resent = standby.receive(header.seq, header.offset, header.kind, &header.bytes).unwrap();
+    assert_eq!(resent.end_offset, received.offset, "the resend reports where the standby is");
+    standby.sync_received().unwrap();
+    assert_eq!(standby.standby_position(), before);
+    assert_eq!(standby.received_position(), received);
+    // And the primary's next writes are taken where they follow.
+    for n in 20..25u64 {
+        primary.commit(&payload_for(n, 300), IMMEDIATE_WAIT).unwrap();
+    }
+    assert!(standby.standby_position().next > before.next);
+    primary.shutdown().unwrap();
+    standby.shutdown().unwrap();
+}

@@ -462,6 +462,18 @@ impl Cluster {
         server.kill();
     }
 
+    /// SIGTERM: the member must stop cleanly (exit status 0); how long it took.
+    pub fn stop(&mut self, name: &str) -> Duration {
+        let server = self
+            .servers
+            .get_mut(name)
+            .and_then(Option::take)
+            .unwrap_or_else(|| panic!("{name} is not running"));
+        let started = std::time::Instant::now();
+        server.stop();
+        started.elapsed()
+    }
+
     /// A running member's admin address, for `--addr`.
     pub fn addr_of(&self, name: &str) -> String {
         format!("{}:{}", self.host(name), self.ports[name].admin)

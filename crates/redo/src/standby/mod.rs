@@ -214,7 +214,15 @@ impl RedoLog {
                                     "log {seq} was begun here with another header"
                                 )));
                             }
-                            group
+                            // A resend of a header already here (a connection of an earlier
+                            // session retransmitting after a partition healed, say): what was
+                            // received after it stays, and the position never goes back.
+                            return Ok(Received {
+                                end_offset: receiving
+                                    .written_end
+                                    .max(format::first_unit_offset(shared.config.block_size)),
+                                closed: None,
+                            });
                         }
                         None => {
                             let newest = table

@@ -600,28 +600,36 @@ impl Observer {
             return;
         }
         let primary_end = position_of(primary_pong);
-        let target = self.ready_targets(now, silent).into_iter().find(|target| {
-            // Under Maximum Availability it must also show it holds the primary's durable end
-            // as of the primary's last answer (its own answers come every ping).
+        let ready = self.ready_targets(now, silent);
+        // Under Maximum Availability it must also show it holds the primary's durable end as of
+        // the primary's last answer (its own answers come every ping).
+        let holds_end = |target: &String| {
             !maximum_availability
                 || self.views[target]
                     .pong
                     .as_ref()
                     .is_some_and(|pong| position_of(pong) >= primary_end)
-        });
+        };
+        let target = ready.iter().find(|target| holds_end(target)).cloned();
         let Some(target) = target else {
-            if self
-                .last_event
-                .as_deref()
-                .is_none_or(|event| !event.starts_with("the primary is lost"))
-            {
-                self.event(
-                    format!(
-                        "the primary is lost ('{primary}' silent {:.1} s), but no target is ready (synchronized, holding its end, reachable): no failover",
-                        silent.as_secs_f64().min(1e6)
-                    ),
-                    events,
-                );
+            let behind: Vec<String> = ready
+                .iter()
+                .filter(|target| !holds_end(target))
+                .map(|target| {
+                    let held =
+                        self.views[target].pong.as_ref().map(position_of).unwrap_or_default();
+                    format!("'{target}' holds {held}, the primary's durable end was {primary_end}")
+                })
+                .collect();
+            let event = format!(
+                "the primary is lost ('{primary}'), but no target is ready (synchronized, holding its end, reachable){}: no failover",
+                if behind.is_empty() { String::new() } else { format!(": {}", behind.join("; ")) }
+            );
+            let said = self.last_event.as_deref().is_some_and(|last| {
+                last.starts_with("the primary is lost") && (behind.is_empty() || last == event)
+            });
+            if !said {
+                self.event(event, events);
             }
             return;
         };
