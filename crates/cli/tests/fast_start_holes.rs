@@ -464,7 +464,7 @@ fn sigterm_stops_a_cut_off_member_cleanly_and_soon() {
     let _ = writers.stop();
     println!("SIGTERM: east stopped in {east:?}, west in {west:?}");
     for (name, took) in [("east", east), ("west", west)] {
-        assert!(took < Duration::from_secs(10), "{name} took {took:?} to stop\n{}", cluster.logs());
+        assert!(took < Duration::from_secs(8), "{name} took {took:?} to stop\n{}", cluster.logs());
     }
     cluster.restore_all();
 }

@@ -30,6 +30,8 @@ use crate::conn::{Conn, ConnError};
 
 /// How long an observer's connection may stay silent before the member closes it.
 const OBSERVER_IDLE: Duration = Duration::from_secs(10);
+/// How long one wait for the observer's next ping lasts before a stop is looked for.
+const OBSERVER_RECV_SLICE: Duration = Duration::from_millis(500);
 /// The record's file name, in the redo directory.
 pub const RECORD_FILE: &str = "fast-start.record";
 
@@ -292,11 +294,21 @@ pub trait ObserverHooks: Send + Sync {
     fn fence(&self, incarnation: u32, primary: &str);
 }
 
-/// Serves an observer's connection: a pong for every ping, until it goes quiet or away.
-pub fn serve_observer(mut conn: Conn, first: ObserverPing, hooks: &dyn ObserverHooks) {
+/// Serves an observer's connection: a pong for every ping, until it goes quiet or away, or
+/// `stopping` says the member stops.
+pub fn serve_observer(
+    mut conn: Conn,
+    first: ObserverPing,
+    hooks: &dyn ObserverHooks,
+    stopping: &dyn Fn() -> bool,
+) {
     let mut ping = first;
     let mut previous_answer: Option<Time> = None;
     loop {
+        if stopping() {
+            conn.refuse(ErrorMessage::new(ErrorCode::ShuttingDown, "this member is stopping"));
+            return;
+        }
         if let Err(reason) = hooks.check_settings(&ping) {
             tracing::error!(observer = %ping.observer, reason, "fast-start failover: an observer's settings disagree with this member's; its pings are refused");
             conn.refuse(ErrorMessage::new(ErrorCode::Malformed, reason));
@@ -320,7 +332,19 @@ pub fn serve_observer(mut conn: Conn, first: ObserverPing, hooks: &dyn ObserverH
         if conn.send(&Message::ObserverPong(pong), Duration::from_secs(5)).is_err() {
             return;
         }
-        ping = match conn.recv(Some(OBSERVER_IDLE)) {
+        // (In slices: a stop is noticed within one.)
+        let idle_since = std::time::Instant::now();
+        let next = loop {
+            match conn.recv(Some(OBSERVER_RECV_SLICE)) {
+                Err(ConnError::TimedOut(_))
+                    if idle_since.elapsed() < OBSERVER_IDLE && !stopping() =>
+                {
+                    continue;
+                }
+                other => break other,
+            }
+        };
+        ping = match next {
             Ok(Message::ObserverPing(next)) => next,
             Ok(other) => {
                 conn.refuse(ErrorMessage::new(

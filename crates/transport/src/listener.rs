@@ -344,7 +344,9 @@ impl Inner {
             }
             Message::CopyRequest(request) => port.copy(conn, request),
             Message::ObserverPing(ping) => match self.observer.read().clone() {
-                Some(hooks) => crate::fast_start::serve_observer(conn, ping, hooks.as_ref()),
+                Some(hooks) => crate::fast_start::serve_observer(conn, ping, hooks.as_ref(), &|| {
+                    self.shutdown.load(Ordering::Acquire)
+                }),
                 None => self.refusals.refuse(
                     &mut conn,
                     ErrorMessage::new(ErrorCode::NotAStandby, "this member takes no observer (fast-start failover is not configured here)"),

@@ -470,7 +470,10 @@ impl Cluster {
             .and_then(Option::take)
             .unwrap_or_else(|| panic!("{name} is not running"));
         let started = std::time::Instant::now();
-        server.stop();
+        let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.stop()));
+        if stopped.is_err() {
+            panic!("{name} did not stop cleanly on SIGTERM\n{}", self.logs());
+        }
         started.elapsed()
     }
 

@@ -36,6 +36,10 @@ use gate::{Gate, GateState};
 
 use crate::config::ServerConfig;
 
+/// How long a stopping primary waits for its standbys (and its observer's lease) to take its
+/// last redo before it stops without them.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
 /// What runs for the database's current role.
 pub struct Running {
     pub db: Arc<Database>,
@@ -64,12 +68,26 @@ impl Running {
         if let Some(receiver) = &self.receiver {
             receiver.stop(Duration::from_secs(5));
         }
+        // A primary ships its last redo as it stops, but waits at most STOP_GRACE for its
+        // standbys (or its observer's lease): cut off from all of them, it stops all the same.
+        if let Some(transport) = &self.transport {
+            transport.give_up_waiting_after(STOP_GRACE);
+        }
         let stopped =
             if checkpoint { self.db.shutdown() } else { self.db.shutdown_without_checkpoint() };
+        let gave_up = self.transport.as_ref().is_some_and(PrimaryTransport::gave_up);
         if let Some(transport) = &self.transport {
             transport.stop();
         }
-        stopped.context("stopping the database")
+        match stopped {
+            // What it wrote last and no standby confirmed is in its redo (replayed at the next
+            // start) and was never acknowledged: the stop itself went well.
+            Err(error) if gave_up => {
+                tracing::warn!(%error, "stopped without its standbys' acknowledgement of the last redo (it is in the redo here, and was never acknowledged)");
+                Ok(())
+            }
+            stopped => stopped.context("stopping the database"),
+        }
     }
 }
 

@@ -412,6 +412,9 @@ struct Inner {
     sync_latency: Duration,
     destinations: Vec<Arc<Destination>>,
     shutdown: AtomicBool,
+    /// Set when the server stops: past it, a write still waiting for its standbys (or the
+    /// fast-start observer) is not acknowledged, so that a stop takes bounded time.
+    give_up_at: Mutex<Option<Instant>>,
     /// Signalled when any destination's acknowledged position moves (Maximum Protection).
     progress: Mutex<()>,
     progressed: Condvar,
@@ -535,6 +538,7 @@ impl PrimaryTransport {
             sync_latency: protection.sync_latency,
             destinations,
             shutdown: AtomicBool::new(false),
+            give_up_at: Mutex::new(None),
             progress: Mutex::new(()),
             progressed: Condvar::new(),
             next_write_id: AtomicU64::new(1),
@@ -694,6 +698,26 @@ impl PrimaryTransport {
     }
 
     /// Stops every sender (the redo log must no longer use the shipper).
+    /// The server is stopping: writes still waiting for their standbys (or the observer's
+    /// lease) after `grace` are not acknowledged (their commits get an error saying they may or
+    /// may not be durable), so that the final flush, and the stop, take bounded time even with
+    /// every standby unreachable. Until then they are shipped as usual.
+    pub fn give_up_waiting_after(&self, grace: Duration) {
+        *self.inner.give_up_at.lock() = Some(Instant::now() + grace);
+        {
+            let _progress = self.inner.progress.lock();
+            self.inner.progressed.notify_all();
+        }
+        if let Some(fast_start) = &self.inner.fast_start {
+            fast_start.wake();
+        }
+    }
+
+    /// Whether it gave up waiting (`give_up_waiting_after`).
+    pub fn gave_up(&self) -> bool {
+        self.inner.given_up()
+    }
+
     pub fn stop(&self) {
         self.inner.shutdown.store(true, Ordering::Release);
         for destination in &self.inner.destinations {
@@ -734,6 +758,18 @@ impl Shipper for ShipperHandle {
                     send.as_ref().is_some_and(|(_, conn)| !conn.has_send_room(bytes))
                 })
         })
+    }
+}
+
+impl Inner {
+    /// Past the stop's grace: waits give up.
+    pub(crate) fn given_up(&self) -> bool {
+        self.give_up_at.lock().is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// When waits give up, if the server is stopping.
+    pub(crate) fn give_up_at(&self) -> Option<Instant> {
+        *self.give_up_at.lock()
     }
 }
 

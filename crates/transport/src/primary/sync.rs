@@ -114,8 +114,14 @@ impl ShipWait for ProtectionWait {
     fn wait(self: Box<Self>) -> Result<(), RedoError> {
         let started = Instant::now();
         let end = after(&self.write);
-        // The fast-start targets that acknowledged this write.
-        let acknowledged_by = self.inner.await_quorum(&self.sent, end);
+        // The fast-start targets that acknowledged this write (none: the server is stopping,
+        // and the wait gave up).
+        let Some(acknowledged_by) = self.inner.await_quorum(&self.sent, end) else {
+            return Err(RedoError::WriterFailed(
+                "the server is stopping, and its standbys did not acknowledge this write in time"
+                    .into(),
+            ));
+        };
         if !self.sent.is_empty() {
             self.inner.sync_remote_write.record_since(started);
         }
@@ -127,7 +133,11 @@ impl ShipWait for ProtectionWait {
         // exactly those targets).
         if let Some(fast_start) = &self.inner.fast_start {
             let inner = &self.inner;
-            let stop = || inner.shutdown.load(Ordering::Acquire) || inner.redo.is_shut_down();
+            let stop = || {
+                inner.shutdown.load(Ordering::Acquire)
+                    || inner.redo.is_shut_down()
+                    || inner.given_up()
+            };
             let waited = Instant::now();
             // The targets that hold this write durably: by their SYNC acknowledgement, or, for
             // one catching up meanwhile, by what its catch-up has been acknowledged up to.
@@ -256,7 +266,7 @@ impl Inner {
     /// everything before `end`, or until those that do not have been dropped from the
     /// synchronized set (late past `net_timeout`, or past `sync_latency` behind the others,
     /// or failed). Returns the names of those that acknowledged.
-    fn await_quorum(&self, sent: &[SentTo], end: RedoAddr) -> BTreeSet<String> {
+    fn await_quorum(&self, sent: &[SentTo], end: RedoAddr) -> Option<BTreeSet<String>> {
         let needed = self.quorum.needed(sent.len());
         let mut acknowledged = vec![false; sent.len()];
         let mut dropped = vec![false; sent.len()];
@@ -280,6 +290,9 @@ impl Inner {
                 (0..sent.len()).filter(|&index| !acknowledged[index] && !dropped[index]).collect();
             if count >= needed || waiting.is_empty() {
                 break;
+            }
+            if self.given_up() {
+                return None;
             }
             // Deadlines: net_timeout from the send, and sync_latency from the first answer.
             let mut next_deadline = None::<Instant>;
@@ -307,14 +320,21 @@ impl Inner {
                 true
             });
             let Some(deadline) = next_deadline else { continue };
+            // (Looked at again at least every quarter second: a stop may begin meanwhile.)
+            let deadline = self
+                .give_up_at()
+                .map_or(deadline, |at| deadline.min(at))
+                .min(Instant::now() + Duration::from_millis(250));
             let waiting: Vec<&SentTo> = waiting.iter().map(|&index| &sent[index]).collect();
             self.read_acknowledgements(&waiting, deadline);
         }
-        sent.iter()
-            .zip(&acknowledged)
-            .filter(|(_, acknowledged)| **acknowledged)
-            .map(|(to, _)| to.destination.name.clone())
-            .collect()
+        Some(
+            sent.iter()
+                .zip(&acknowledged)
+                .filter(|(_, acknowledged)| **acknowledged)
+                .map(|(to, _)| to.destination.name.clone())
+                .collect(),
+        )
     }
 
     /// Reads what the SYNC connections of `waiting` have to say, until something came or
@@ -513,7 +533,8 @@ impl Inner {
                 }
                 return Ok(());
             }
-            if self.shutdown.load(Ordering::Acquire) || self.redo.is_shut_down() {
+            if self.shutdown.load(Ordering::Acquire) || self.redo.is_shut_down() || self.given_up()
+            {
                 return Err(RedoError::Shutdown);
             }
             if self.mode() != ProtectionMode::MaximumProtection {

@@ -8,8 +8,11 @@ use proto::{Channel, FrameCompressor, Hello, Message};
 use redo::types::now_unix_us;
 
 use crate::config::BufferSize;
-use crate::conn::Conn;
+use crate::conn::{Conn, ConnError};
 use crate::primary::{COMPRESSION_VERSION_MIN, Destination, Inner, PAYLOAD_MAX, TransportEvent};
+
+/// The longest single connection attempt (a standby's SYN-ACK takes one round trip).
+const CONNECT_SLICE: Duration = Duration::from_secs(2);
 
 impl Inner {
     pub(super) fn hello(&self, channel: Channel, destination: &Destination) -> Message {
@@ -48,16 +51,32 @@ impl Inner {
             BufferSize::Bytes(bytes) if sized => Some(bytes),
             _ => None,
         };
-        let started = Instant::now();
-        let conn = Conn::connect_with(
-            &config.address,
-            config.net_timeout,
-            fixed,
-            config.tcp_congestion.as_deref(),
-            PAYLOAD_MAX,
-        )
-        .map_err(|error| format!("connecting to {}: {error}", config.address))?;
-        let rtt = started.elapsed();
+        // Attempts of at most CONNECT_SLICE each, within net_timeout in all: a stop (or a role
+        // change) does not wait out a long net_timeout behind an unreachable standby.
+        let deadline = Instant::now() + config.net_timeout;
+        let (conn, rtt) = loop {
+            let started = Instant::now();
+            let slice = deadline.saturating_duration_since(started).min(CONNECT_SLICE);
+            match Conn::connect_with(
+                &config.address,
+                slice.max(Duration::from_millis(1)),
+                fixed,
+                config.tcp_congestion.as_deref(),
+                PAYLOAD_MAX,
+            ) {
+                Ok(conn) => break (conn, started.elapsed()),
+                Err(ConnError::Io(error))
+                    if error.kind() == std::io::ErrorKind::TimedOut
+                        && Instant::now() < deadline
+                        && !self.shutdown.load(std::sync::atomic::Ordering::Acquire) =>
+                {
+                    continue;
+                }
+                Err(error) => {
+                    return Err(format!("connecting to {}: {error}", config.address));
+                }
+            }
+        };
         let mut send_buffer = fixed;
         if sized
             && config.send_buffer == BufferSize::Auto
