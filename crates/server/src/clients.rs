@@ -134,6 +134,20 @@ impl Drop for Unauthenticated<'_> {
     }
 }
 
+/// Forgets a connection's watched keys when it ends.
+struct Unwatch<'a> {
+    state: &'a ServerState,
+    id: u64,
+}
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        if let Some(running) = self.state.roles.current() {
+            running.db.unwatch(self.id);
+        }
+    }
+}
+
 async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     state: &ServerState,
     stream: S,
@@ -149,6 +163,8 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     .with_budget(state.request_budget.clone());
     let mut session =
         if required { Session::requiring_auth(id, limits) } else { Session::new(id, limits) };
+    // However the connection ends, its watched keys are forgotten.
+    let _unwatch = Unwatch { state, id };
     let evicted = Arc::new(Notify::new());
     let mut unauthenticated = if required {
         Unauthenticated::enter(state, id, evicted.clone())
@@ -255,10 +271,16 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 execute::Outcome::Reply(reply)
             }
             resp::Action::Execute(command) => {
-                execute::run(state, &session, vec![command], false).await
+                execute::run(state, &mut session, vec![command], false).await
             }
             resp::Action::ExecuteTransaction(commands) => {
-                execute::run(state, &session, commands, true).await
+                execute::run(state, &mut session, commands, true).await
+            }
+            resp::Action::UnwatchAndReply(frame) => {
+                if let Some(running) = state.roles.current() {
+                    running.db.unwatch(id);
+                }
+                execute::Outcome::Reply(frame)
             }
         };
         match outcome {

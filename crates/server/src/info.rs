@@ -103,6 +103,7 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                 field(out, "total_connections_received", state.total_connections.get());
                 field(out, "total_commands_processed", state.commands_processed.get());
                 field(out, "user_commits", metrics.stat("user commits"));
+                field(out, "expired_keys", running.db.expired_keys());
             }
             "replication" => replication_section(state, running, out),
             "redo" => {

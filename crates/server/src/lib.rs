@@ -9,9 +9,11 @@
 
 mod admin;
 pub mod auth;
+mod blocked;
 mod clients;
 pub mod config;
 mod execute;
+mod expiry;
 mod info;
 pub mod lock;
 pub mod retention;
@@ -315,6 +317,8 @@ impl Server {
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener, admin_tls));
         let retention = tokio::spawn(retention::run(state.clone()));
         let history = tokio::spawn(web::history::run(state.clone()));
+        // Ends by itself at shutdown.
+        tokio::spawn(expiry::run(state.clone()));
         let observers = state.roles.serve_observers();
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
         Ok(Server {

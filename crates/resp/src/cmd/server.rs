@@ -120,7 +120,7 @@ pub(super) fn parse(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comm
         }),
         "shutdown" => parse_shutdown(&args[1..]),
         "role" => Ok(Command::Role),
-        "config" | "command" => parse_container(spec, args),
+        "config" | "command" | "function" => parse_container(spec, args),
         other => unreachable!("{other} is not a server command"),
     }
 }
@@ -149,14 +149,16 @@ fn parse_shutdown(options: &[Bytes]) -> Result<Command, CommandError> {
 }
 
 fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, CommandError> {
-    let container = if spec.name == "config" { "CONFIG" } else { "COMMAND" };
+    let container = match spec.name {
+        "config" => "CONFIG",
+        "function" => "FUNCTION",
+        _ => "COMMAND",
+    };
     let Some(name) = args.get(1) else {
         return Ok(Command::Introspect(CommandQuery::All));
     };
     let Some(sub) = find_subcommand(spec, name) else {
-        if container == "CONFIG"
-            && ["SET", "RESETSTAT", "REWRITE"].iter().any(|word| is(name, word))
-        {
+        if container == "CONFIG" && ["RESETSTAT", "REWRITE"].iter().any(|word| is(name, word)) {
             return Err(CommandError::Unsupported {
                 what: format!("CONFIG {}", upper(name)),
                 why: "the configuration comes from the server's TOML file and is fixed at start",
@@ -173,6 +175,20 @@ fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comma
     let rest = || args[2..].to_vec();
     match sub.name {
         "config|get" => Ok(Command::ConfigGet { parameters: rest() }),
+        "config|set" => {
+            let rest = rest();
+            if !rest.len().is_multiple_of(2) {
+                return Err(CommandError::WrongArity("config|set"));
+            }
+            Ok(Command::ConfigSet {
+                pairs: rest.chunks(2).map(|pair| (pair[0].clone(), pair[1].clone())).collect(),
+            })
+        }
+        "function|flush" => match &args[2..] {
+            [] => Ok(Command::FunctionFlush),
+            [mode] if is(mode, "ASYNC") || is(mode, "SYNC") => Ok(Command::FunctionFlush),
+            _ => Err(CommandError::Syntax),
+        },
         "config|help" | "command|help" => Ok(Command::Help { command: container }),
         "command|count" => Ok(Command::Introspect(CommandQuery::Count)),
         "command|info" => Ok(Command::Introspect(CommandQuery::Info(rest()))),

@@ -709,6 +709,31 @@ fn branch_point(redo: &RedoLog) -> anyhow::Result<(LogSeq, Scn, u64, bool)> {
     Ok((next.seq.next(), last_scn.next(), next.offset, true))
 }
 
+/// A change as a line of `records.jsonl` shows it: its operation, its key, the value it set
+/// (if any), and the whole change.
+fn describe_change(change: &db::change::Change) -> serde_json::Value {
+    use db::change::Change;
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    let value = match change {
+        Change::String { row, .. } => match db::layout::KeyRow::decode(row).map(|row| row.body) {
+            Ok(db::layout::Body::String(value)) => Some(text(&value)),
+            _ => None,
+        },
+        Change::HashSet { value, .. }
+        | Change::ListPush { value, .. }
+        | Change::ListSet { value, .. }
+        | Change::ListInsert { value, .. } => Some(text(value)),
+        Change::SetAdd { member, .. } | Change::ZAdd { member, .. } => Some(text(member)),
+        _ => None,
+    };
+    serde_json::json!({
+        "op": change.name(),
+        "key": change.key().map(|key| text(key)),
+        "value": value,
+        "change": format!("{change:?}"),
+    })
+}
+
 /// Writes the records from `first_scn` on into `dir/records.jsonl`: `(first, last, count)`,
 /// or `None` if there are none.
 fn write_divergent_tail(
@@ -733,15 +758,7 @@ fn write_divergent_tail(
     while let Some(record) = reader.next_record()? {
         let changes = db::change::decode(&bytes::Bytes::from(record.payload))
             .map_err(|error| anyhow!("record at SCN {}: {error}", record.scn))?;
-        let changes: Vec<serde_json::Value> = changes
-            .iter()
-            .map(|change| {
-                serde_json::json!({
-                    "key": String::from_utf8_lossy(change.key()),
-                    "value": change.value().map(|value| String::from_utf8_lossy(value).into_owned()),
-                })
-            })
-            .collect();
+        let changes: Vec<serde_json::Value> = changes.iter().map(describe_change).collect();
         serde_json::to_writer(
             &mut out,
             &serde_json::json!({ "scn": record.scn.0, "changes": changes }),
