@@ -464,3 +464,5 @@ impl Drop for Database {
 mod tests;
 #[cfg(test)]
 mod tests_key_count;
+#[cfg(test)]
+mod tests_types;

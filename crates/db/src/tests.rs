@@ -591,8 +591,8 @@ proptest! {
 }
 
 /// Hands every primary log write to an in-process standby, as a SYNC AFFIRM destination.
-struct Forward {
-    standby: Arc<Database>,
+pub(crate) struct Forward {
+    pub(crate) standby: Arc<Database>,
 }
 
 impl redo::ship::Shipper for Forward {
@@ -605,7 +605,7 @@ impl redo::ship::Shipper for Forward {
     }
 }
 
-fn open_standby(disk: &CrashDisk) -> Result<Database> {
+pub(crate) fn open_standby(disk: &CrashDisk) -> Result<Database> {
     let (db, redo) = configs(Path::new("/standby"));
     Database::open_standby(
         db,

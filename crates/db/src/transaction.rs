@@ -35,10 +35,11 @@ impl Inner {
     pub(crate) fn read_ops(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
         debug_assert!(!ops.iter().any(Op::is_write));
         let now = self.now_ms();
+        // (`random` before `cache`: the lock order.)
+        let mut random = self.random.lock();
         let cache = self.cache.read();
         let base = Fixed { cache: &cache, store: &self.store };
         let mut view = View::transaction(&base, &self.next_collection_id, now, false);
-        let mut random = self.random.lock();
         let mut cx =
             Context { limits: self.config.limits, random: &mut random, cursors: &self.cursors };
         ops.iter().map(|op| ops::run(&mut view, op, &mut cx)).collect()
