@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use keyspace::{End, ExpireCondition, KeyType, SetExpiry, Time, TimeUnit, ZAddOptions, ZRange, ZRangeBy};
+use keyspace::{
+    End, ExpireCondition, KeyType, SetExpiry, Time, TimeUnit, ZAddOptions, ZRange, ZRangeBy,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redo::crashdisk::{CrashDisk, Tear, Watchdog};
@@ -50,14 +52,22 @@ fn random_op(rng: &mut StdRng) -> Op {
             key,
             value: item,
             condition: SetCondition::Always,
-            expiry: SetExpiry::At(Time { amount: rng.random_range(1..60), unit: TimeUnit::Milliseconds, absolute: false }),
+            expiry: SetExpiry::At(Time {
+                amount: rng.random_range(1..60),
+                unit: TimeUnit::Milliseconds,
+                absolute: false,
+            }),
             get: false,
             command: "set",
         },
         2 => Op::Del { keys: vec![key] },
         3 => Op::Expire {
             key,
-            at: Time { amount: rng.random_range(1..80), unit: TimeUnit::Milliseconds, absolute: false },
+            at: Time {
+                amount: rng.random_range(1..80),
+                unit: TimeUnit::Milliseconds,
+                absolute: false,
+            },
             condition: ExpireCondition::Always,
             command: "pexpire",
         },
@@ -70,13 +80,23 @@ fn random_op(rng: &mut StdRng) -> Op {
             values: vec![item],
             only_if_exists: false,
         },
-        9 => Op::Pop { key, end: if rng.random_bool(0.5) { End::Left } else { End::Right }, count: None },
+        9 => Op::Pop {
+            key,
+            end: if rng.random_bool(0.5) { End::Left } else { End::Right },
+            count: None,
+        },
         10 => Op::LSet { key, index: rng.random_range(-3..3), value: item },
-        11 => Op::LInsert { key, before: rng.random_bool(0.5), pivot: pick(rng, ITEMS), value: item },
+        11 => {
+            Op::LInsert { key, before: rng.random_bool(0.5), pivot: pick(rng, ITEMS), value: item }
+        }
         12 => Op::LRem { key, count: rng.random_range(-2..3), value: item },
         13 => Op::SAdd { key, members: vec![item] },
         14 => Op::SRem { key, members: vec![item] },
-        15 | 16 => Op::ZAdd { key, options: ZAddOptions::default(), pairs: vec![(rng.random_range(-3..4) as f64, item)] },
+        15 | 16 => Op::ZAdd {
+            key,
+            options: ZAddOptions::default(),
+            pairs: vec![(rng.random_range(-3..4) as f64, item)],
+        },
         17 => Op::ZRem { key, members: vec![item] },
         18 => Op::Rename { from: key, to: pick(rng, KEYS), if_absent: false },
         19 => Op::Copy { from: key, to: pick(rng, KEYS), replace: rng.random_bool(0.5) },
@@ -163,7 +183,11 @@ fn model_apply(model: &mut Model, op: &Op, now: u64) {
         Op::HSet { key, pairs, .. } => match live(model, key, now) {
             None | Some(Value::Hash(_)) => {
                 let at = deadline(model, key);
-                let Some(Value::Hash(mut map)) = live(model, key, now).or(Some(Value::Hash(BTreeMap::new()))) else { unreachable!() };
+                let Some(Value::Hash(mut map)) =
+                    live(model, key, now).or(Some(Value::Hash(BTreeMap::new())))
+                else {
+                    unreachable!()
+                };
                 for (field, value) in pairs {
                     map.insert(field.clone(), value.clone());
                 }
@@ -251,9 +275,14 @@ fn model_apply(model: &mut Model, op: &Op, now: u64) {
         }
         Op::LTrim { key, start, stop } => {
             if let Some(Value::List(list)) = live(model, key, now) {
-                let kept: VecDeque<Bytes> = match ops::index_range(*start, *stop, list.len() as u64) {
+                let kept: VecDeque<Bytes> = match ops::index_range(*start, *stop, list.len() as u64)
+                {
                     None => VecDeque::new(),
-                    Some((first, last)) => list.into_iter().skip(first as usize).take((last - first + 1) as usize).collect(),
+                    Some((first, last)) => list
+                        .into_iter()
+                        .skip(first as usize)
+                        .take((last - first + 1) as usize)
+                        .collect(),
                 };
                 let at = deadline(model, key);
                 put(model, key, Value::List(kept), at);
@@ -345,38 +374,56 @@ fn dump(db: &Database) -> Model {
             KeyType::Set => Op::SMembers { key: key.clone() },
             KeyType::ZSet => Op::ZRange {
                 key: key.clone(),
-                range: ZRange { by: ZRangeBy::Rank { start: 0, stop: -1 }, reverse: false, limit: None, with_scores: true },
+                range: ZRange {
+                    by: ZRangeBy::Rank { start: 0, stop: -1 },
+                    reverse: false,
+                    limit: None,
+                    with_scores: true,
+                },
                 store: None,
             },
         };
-        let value = match db.read(&[read]).unwrap().pop().unwrap() {
-            OpResult::Value(value) => Value::String(value),
-            OpResult::Map(pairs) => Value::Hash(
-                pairs
-                    .into_iter()
-                    .map(|pair| match pair {
-                        (OpResult::Value(field), OpResult::Value(value)) => (field, value),
-                        other => panic!("{other:?}"),
-                    })
-                    .collect(),
-            ),
-            OpResult::Array(items) => Value::List(
-                items.into_iter().map(|item| if let OpResult::Value(item) = item { item } else { panic!("{item:?}") }).collect(),
-            ),
-            OpResult::Set(items) => Value::Set(
-                items.into_iter().map(|item| if let OpResult::Value(item) = item { item } else { panic!("{item:?}") }).collect(),
-            ),
-            OpResult::Pairs(pairs) => Value::ZSet(
-                pairs
-                    .into_iter()
-                    .map(|pair| match pair {
-                        (OpResult::Value(member), OpResult::Score(score)) => (member, score as i64),
-                        other => panic!("{other:?}"),
-                    })
-                    .collect(),
-            ),
-            other => panic!("{key:?}: {other:?}"),
-        };
+        let value =
+            match db.read(&[read]).unwrap().pop().unwrap() {
+                OpResult::Value(value) => Value::String(value),
+                OpResult::Map(pairs) => Value::Hash(
+                    pairs
+                        .into_iter()
+                        .map(|pair| match pair {
+                            (OpResult::Value(field), OpResult::Value(value)) => (field, value),
+                            other => panic!("{other:?}"),
+                        })
+                        .collect(),
+                ),
+                OpResult::Array(items) => Value::List(
+                    items
+                        .into_iter()
+                        .map(|item| {
+                            if let OpResult::Value(item) = item { item } else { panic!("{item:?}") }
+                        })
+                        .collect(),
+                ),
+                OpResult::Set(items) => Value::Set(
+                    items
+                        .into_iter()
+                        .map(|item| {
+                            if let OpResult::Value(item) = item { item } else { panic!("{item:?}") }
+                        })
+                        .collect(),
+                ),
+                OpResult::Pairs(pairs) => Value::ZSet(
+                    pairs
+                        .into_iter()
+                        .map(|pair| match pair {
+                            (OpResult::Value(member), OpResult::Score(score)) => {
+                                (member, score as i64)
+                            }
+                            other => panic!("{other:?}"),
+                        })
+                        .collect(),
+                ),
+                other => panic!("{key:?}: {other:?}"),
+            };
         state.insert(key, (value, deadline));
     }
     state
@@ -384,7 +431,11 @@ fn dump(db: &Database) -> Model {
 
 /// The model's live keys at `now`.
 fn live_model(model: &Model, now: u64) -> Model {
-    model.iter().filter(|(_, (_, at))| *at == 0 || *at > now).map(|(key, entry)| (key.clone(), entry.clone())).collect()
+    model
+        .iter()
+        .filter(|(_, (_, at))| *at == 0 || *at > now)
+        .map(|(key, entry)| (key.clone(), entry.clone()))
+        .collect()
 }
 
 fn run_seed(seed: u64) {
@@ -402,7 +453,9 @@ fn run_seed(seed: u64) {
     for n in 0..300 {
         let ops: Vec<Op> = (0..rng.random_range(1..4)).map(|_| random_op(&mut rng)).collect();
         let now = clock.now_ms();
-        let executed = primary.transact(&ops, WAIT).unwrap_or_else(|error| panic!("seed {seed}: {ops:?}: {error}"));
+        let executed = primary
+            .transact(&ops, WAIT)
+            .unwrap_or_else(|error| panic!("seed {seed}: {ops:?}: {error}"));
         for (op, result) in ops.iter().zip(&executed.results) {
             if !matches!(result, OpResult::Error(_)) {
                 model_apply(&mut model, op, now);
@@ -422,7 +475,11 @@ fn run_seed(seed: u64) {
         }
         if n % 25 == 0 {
             let now = clock.now_ms();
-            assert_eq!(dump(&primary), live_model(&model, now), "seed {seed}, after transaction {n}: {ops:?}");
+            assert_eq!(
+                dump(&primary),
+                live_model(&model, now),
+                "seed {seed}, after transaction {n}: {ops:?}"
+            );
         }
     }
     let now = clock.now_ms();
@@ -431,7 +488,10 @@ fn run_seed(seed: u64) {
     let last = primary.redo().durable_scn();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while standby.applied_scn() < last {
-        assert!(std::time::Instant::now() < deadline, "seed {seed}: the standby applies everything");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "seed {seed}: the standby applies everything"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     assert_eq!(dump(&standby), expected, "seed {seed}: the standby");
@@ -442,7 +502,11 @@ fn run_seed(seed: u64) {
     let recovered = open(&image).unwrap();
     recovered.set_clock(clock.clone());
     assert_eq!(dump(&recovered), expected, "seed {seed}: the primary recovered from a power cut");
-    assert_eq!(recovered.dbsize().unwrap(), primary.dbsize().unwrap(), "seed {seed}: the recovered key count");
+    assert_eq!(
+        recovered.dbsize().unwrap(),
+        primary.dbsize().unwrap(),
+        "seed {seed}: the recovered key count"
+    );
     // And after a checkpoint of what recovery replayed (the data files' layout per type).
     recovered.checkpoint().unwrap();
     recovered.shutdown().unwrap();
@@ -471,16 +535,27 @@ fn a_zadd_to_a_million_member_set_is_a_row_change_not_a_rewrite() {
     let key = b("big");
     // In transactions of a thousand (a record must fit in a strand of the test's log buffer).
     for chunk in 0..1000u32 {
-        let pairs = (0..1000u32).map(|n| (f64::from(chunk * 1000 + n), Bytes::from(format!("m{chunk}:{n}")))).collect();
-        db.transact(&[Op::ZAdd { key: key.clone(), options: ZAddOptions::default(), pairs }], WAIT).unwrap();
+        let pairs = (0..1000u32)
+            .map(|n| (f64::from(chunk * 1000 + n), Bytes::from(format!("m{chunk}:{n}"))))
+            .collect();
+        db.transact(&[Op::ZAdd { key: key.clone(), options: ZAddOptions::default(), pairs }], WAIT)
+            .unwrap();
         if chunk % 100 == 99 {
             db.checkpoint().unwrap();
         }
     }
     db.checkpoint().unwrap();
     let started = std::time::Instant::now();
-    let executed =
-        db.transact(&[Op::ZAdd { key: key.clone(), options: ZAddOptions::default(), pairs: vec![(0.5, b("new"))] }], WAIT).unwrap();
+    let executed = db
+        .transact(
+            &[Op::ZAdd {
+                key: key.clone(),
+                options: ZAddOptions::default(),
+                pairs: vec![(0.5, b("new"))],
+            }],
+            WAIT,
+        )
+        .unwrap();
     let elapsed = started.elapsed();
     assert_eq!(executed.results, vec![OpResult::Integer(1)]);
     // The redo of that ZADD: a few dozen bytes, whatever the size of the set.
@@ -494,20 +569,32 @@ fn a_zadd_to_a_million_member_set_is_a_row_change_not_a_rewrite() {
             Op::ZScore { key: key.clone(), member: b("new") },
             Op::ZRange {
                 key: key.clone(),
-                range: ZRange { by: ZRangeBy::Rank { start: 0, stop: 1 }, reverse: false, limit: None, with_scores: false },
+                range: ZRange {
+                    by: ZRangeBy::Rank { start: 0, stop: 1 },
+                    reverse: false,
+                    limit: None,
+                    with_scores: false,
+                },
                 store: None,
             },
         ])
         .unwrap();
     assert_eq!(read[0], OpResult::Integer(1_000_001));
     assert_eq!(read[1], OpResult::Score(0.5));
-    assert_eq!(read[2], OpResult::Array(vec![OpResult::Value(b("m0:0")), OpResult::Value(b("new"))]));
+    assert_eq!(
+        read[2],
+        OpResult::Array(vec![OpResult::Value(b("m0:0")), OpResult::Value(b("new"))])
+    );
     // Far below what rewriting a million members would take (tens of milliseconds at least),
     // even on a slow, shared machine: the commit's fdatasync dominates.
     assert!(elapsed < Duration::from_millis(200), "a ZADD to a set of a million took {elapsed:?}");
     // The checkpoint writes the few rows that changed.
     let started = std::time::Instant::now();
     db.checkpoint().unwrap();
-    assert!(started.elapsed() < Duration::from_millis(500), "its checkpoint took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "its checkpoint took {:?}",
+        started.elapsed()
+    );
     db.shutdown().unwrap();
 }

@@ -268,6 +268,15 @@ pub enum Op {
         second: Bytes,
         options: LcsOptions,
     },
+    SetBit {
+        key: Bytes,
+        offset: u64,
+        bit: bool,
+    },
+    GetBit {
+        key: Bytes,
+        offset: u64,
+    },
 
     // Keys.
     Del {
@@ -290,6 +299,12 @@ pub enum Op {
         replace: bool,
     },
     RandomKey,
+    /// MEMORY USAGE: bytes the key takes in the rows (its elements estimated from `samples`
+    /// of them, 0: all).
+    MemoryUsage {
+        key: Bytes,
+        samples: u64,
+    },
     /// FLUSHDB and FLUSHALL (one database).
     FlushAll,
     Expire {
@@ -590,6 +605,7 @@ impl Op {
             | Op::SetNx { .. }
             | Op::Append { .. }
             | Op::SetRange { .. }
+            | Op::SetBit { .. }
             | Op::IncrBy { .. }
             | Op::IncrByFloat { .. }
             | Op::Del { .. }
@@ -659,6 +675,9 @@ impl Op {
             | Op::StrLen { key }
             | Op::GetRange { key, .. }
             | Op::SetRange { key, .. }
+            | Op::SetBit { key, .. }
+            | Op::GetBit { key, .. }
+            | Op::MemoryUsage { key, .. }
             | Op::IncrBy { key, .. }
             | Op::IncrByFloat { key, .. }
             | Op::Type { key }

@@ -27,7 +27,7 @@ pub fn parse_integer(text: &[u8]) -> Option<i64> {
 /// Parses a double as Redis does (`strtod` over the whole text): no leading or trailing
 /// blanks, not NaN; `inf`, `+inf`, `-inf` and exponents are accepted.
 pub fn parse_double(text: &[u8]) -> Option<f64> {
-    if text.is_empty() || text.len() > 256 {
+    if text.is_empty() {
         return None;
     }
     let text = std::str::from_utf8(text).ok()?;

@@ -65,9 +65,10 @@ impl Command {
             | Command::Info { .. }
             | Command::Role => Some(Permission::Read),
             Command::FunctionFlush => Some(Permission::Write),
-            Command::Shutdown { .. } | Command::ConfigGet { .. } | Command::ConfigSet { .. } => {
-                Some(Permission::Admin)
-            }
+            Command::Shutdown { .. }
+            | Command::ConfigGet { .. }
+            | Command::ConfigSet { .. }
+            | Command::Save => Some(Permission::Admin),
             _ => None,
         }
     }

@@ -467,6 +467,7 @@ impl Session {
             Command::Select => Frame::ok(),
             Command::ConfigGet { parameters } => facts.config_get(&parameters),
             Command::ConfigSet { pairs } => facts.config_set(&pairs),
+            Command::Time | Command::Save => return Action::Execute(command),
             Command::FunctionFlush => Frame::ok(),
             Command::Watch { keys } => {
                 self.watching = true;

@@ -25,6 +25,7 @@ pub(crate) async fn pop(
     let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::now() + timeout);
     let transaction = Transaction { ops: vec![op], exec: false, watched: false };
     let mut shutdown = state.shutdown.subscribe();
+    let mut woken = false;
     loop {
         let Some(running) = state.roles.current_or_wait().await else {
             return Frame::error("TRYAGAIN the database's role is changing: retry");
@@ -39,8 +40,21 @@ pub(crate) async fn pop(
         let empty = match result {
             OpResult::Nil => Frame::Null,
             OpResult::NilArray => Frame::NullArray,
+            // A key that became another type while the pop waited does not wake it (as in
+            // Redis, which serves a blocked client only from a list or sorted set); at the
+            // first try it is the error.
+            OpResult::Error(error) if woken && error.starts_with("WRONGTYPE") => {
+                if matches!(transaction.ops[0], Op::LMove { .. }) {
+                    Frame::Null
+                } else {
+                    Frame::NullArray
+                }
+            }
             result => return shape(frame_of(result, session.protocol()), Some(reply)),
         };
+        woken = true;
+        // Counted as blocked while it waits (INFO's `blocked_clients`).
+        let _blocked = Blocked::enter(&state.blocked);
         tokio::select! {
             changed = changes.changed() => {
                 if changed.is_err() {
@@ -58,6 +72,22 @@ pub(crate) async fn pop(
                 return error_frame(&db::DbError::Shutdown);
             }
         }
+    }
+}
+
+/// One client counted as blocked while this lives.
+struct Blocked<'a>(&'a std::sync::atomic::AtomicU64);
+
+impl Blocked<'_> {
+    fn enter(count: &std::sync::atomic::AtomicU64) -> Blocked<'_> {
+        count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Blocked(count)
+    }
+}
+
+impl Drop for Blocked<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

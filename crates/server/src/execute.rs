@@ -289,6 +289,21 @@ fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
             }
         }
         Command::Role => crate::info::role_reply(state, running),
+        Command::ConfigSet { pairs } => state.facts.config_set(&pairs),
+        Command::Time => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Frame::Array(vec![
+                Frame::Bulk(Bytes::from(now.as_secs().to_string())),
+                Frame::Bulk(Bytes::from(now.subsec_micros().to_string())),
+            ])
+        }
+        // SAVE is a checkpoint: the data files made durable up to the last commit.
+        Command::Save => match running.db.checkpoint() {
+            Ok(_) => Frame::ok(),
+            Err(error) => error_frame(&error),
+        },
         Command::Info { sections } => {
             Frame::Bulk(Bytes::from(crate::info::render(state, running, &sections)))
         }

@@ -72,6 +72,11 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                     state.connected.load(std::sync::atomic::Ordering::Relaxed),
                 );
                 field(out, "maxclients", state.config.server.max_connections);
+                field(
+                    out,
+                    "blocked_clients",
+                    state.blocked.load(std::sync::atomic::Ordering::Relaxed),
+                );
                 field(out, "rejected_connections", state.rejected.get());
             }
             "persistence" => {

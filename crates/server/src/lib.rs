@@ -49,6 +49,8 @@ pub struct ServerState {
     pub resp_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub connected: AtomicU64,
+    /// Clients waiting in a blocking pop (INFO's `blocked_clients`).
+    pub blocked: AtomicU64,
     pub total_connections: Arc<Statistic>,
     pub rejected: Arc<Statistic>,
     pub commands_processed: Arc<Statistic>,
@@ -287,6 +289,7 @@ impl Server {
             rejected: metrics.stat("rejected connections"),
             commands_processed: metrics.stat("total commands processed"),
             connected: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             shutdown,

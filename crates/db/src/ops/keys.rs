@@ -150,6 +150,31 @@ pub(super) fn run(view: &mut View, op: &Op, cx: &mut Context) -> Result<Option<O
                 })
             }
         },
+        Op::MemoryUsage { key, samples } => match view.key(key)? {
+            None => OpResult::Nil,
+            Some(row) => {
+                let mut bytes = (key.len() + row.encode().len()) as u64;
+                if let Some(info) = row.collection_info() {
+                    let sample = if *samples == 0 { usize::MAX } else { *samples as usize };
+                    let (lower, upper) = crate::layout::id_range(info.id);
+                    let rows = view.range(
+                        Namespace::Elements,
+                        Bound::Included(lower),
+                        Bound::Excluded(upper),
+                        false,
+                        sample,
+                    )?;
+                    if !rows.is_empty() {
+                        let sampled: u64 =
+                            rows.iter().map(|(row, value)| (row.len() + value.len()) as u64).sum();
+                        // A sorted set's member has two rows; the sample sees both kinds in turn.
+                        bytes += sampled * info.count / rows.len() as u64
+                            * if row.kind == keyspace::KeyType::ZSet { 2 } else { 1 };
+                    }
+                }
+                OpResult::Integer(bytes as i64)
+            }
+        },
         Op::Persist { key } => match view.key(key)? {
             Some(row) if row.expires_at != 0 => {
                 view.record(Change::Expire { key: key.clone(), at: 0 })?;

@@ -1,5 +1,6 @@
 //! String commands: GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), SETNX, GETEX, GETDEL,
-//! MGET, MSET, MSETNX, APPEND, STRLEN, GETRANGE, SETRANGE, INCRBY, INCRBYFLOAT, LCS.
+//! MGET, MSET, MSETNX, APPEND, STRLEN, GETRANGE, SETRANGE, INCRBY, INCRBYFLOAT, LCS, SETBIT,
+//! GETBIT.
 
 use bytes::Bytes;
 use keyspace::number::{format_human, parse_double, parse_integer};
@@ -249,6 +250,29 @@ pub(super) fn run(view: &mut View, op: &Op, _cx: &mut Context) -> Result<Option<
             let text = format_human(new);
             set_string(view, key, text.as_bytes(), old.map_or(0, |(_, at)| at))?;
             OpResult::Value(Bytes::from(text))
+        }
+        Op::GetBit { key, offset } => {
+            let value = string_or_reply!(view, key).map(|(value, _)| value).unwrap_or_default();
+            let byte = value.get((offset / 8) as usize).copied().unwrap_or(0);
+            OpResult::Integer(i64::from(byte >> (7 - offset % 8) & 1))
+        }
+        Op::SetBit { key, offset, bit } => {
+            let old = string_or_reply!(view, key);
+            let (old, expires_at) = old.unwrap_or_default();
+            let index = (offset / 8) as usize;
+            let mut new = old.to_vec();
+            if new.len() <= index {
+                new.resize(index + 1, 0);
+            }
+            let mask = 1u8 << (7 - offset % 8);
+            let was = new[index] & mask != 0;
+            if *bit {
+                new[index] |= mask;
+            } else {
+                new[index] &= !mask;
+            }
+            set_string(view, key, &new, expires_at)?;
+            OpResult::Integer(i64::from(was))
         }
         Op::Lcs { first, second, options } => {
             let a = string_or_reply!(view, first).map(|(value, _)| value).unwrap_or_default();

@@ -60,7 +60,7 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
                     Op::HRandField { key, count: Some(count_argument(count)?), with_values: false }
                 }
                 [count, option] if super::is(option, "WITHVALUES") => {
-                    Op::HRandField { key, count: Some(count_argument(count)?), with_values: true }
+                    Op::HRandField { key, count: Some(paired_count(count)?), with_values: true }
                 }
                 _ => return Err(CommandError::Syntax),
             }
@@ -75,6 +75,15 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
 pub(super) fn count_argument(count: &[u8]) -> Result<i64, CommandError> {
     let count = parse_integer(count).ok_or(CommandError::NotInteger)?;
     if count == i64::MIN {
+        return Err(CommandError::Text("ERR value is out of range".into()));
+    }
+    Ok(count)
+}
+
+/// A count of pairs to reply (WITHVALUES, WITHSCORES): twice as many elements must fit.
+pub(super) fn paired_count(count: &[u8]) -> Result<i64, CommandError> {
+    let count = count_argument(count)?;
+    if count.unsigned_abs() > (i64::MAX / 2) as u64 {
         return Err(CommandError::Text("ERR value is out of range".into()));
     }
     Ok(count)

@@ -34,7 +34,7 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
                 } else if is(&option, "DB") {
                     let Some(index) = args.next() else { return Err(CommandError::Syntax) };
                     match parse_integer(&index) {
-                        None => return Err(CommandError::InvalidDbIndex),
+                        None => return Err(CommandError::NotInteger),
                         Some(0) => {}
                         Some(_) => return Err(CommandError::DbIndexOutOfRange),
                     }

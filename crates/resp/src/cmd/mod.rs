@@ -69,6 +69,10 @@ pub enum Command {
     ConfigSet { pairs: Vec<(Bytes, Bytes)> },
     /// `FUNCTION FLUSH [ASYNC|SYNC]`: there are no functions to flush.
     FunctionFlush,
+    /// `TIME`: the server's clock.
+    Time,
+    /// `SAVE`: a checkpoint now (the data files made durable up to the last commit).
+    Save,
     /// `DBSIZE`
     DbSize,
     /// `KEYS pattern` (see [`glob`](crate::glob))
@@ -169,6 +173,8 @@ impl Command {
             Command::Unwatch => "unwatch",
             Command::ConfigSet { .. } => "config|set",
             Command::FunctionFlush => "function|flush",
+            Command::Time => "time",
+            Command::Save => "save",
             Command::DbSize => "dbsize",
             Command::Keys { .. } => "keys",
             Command::Scan { .. } => "scan",
@@ -213,6 +219,8 @@ impl Command {
             self,
             Command::Data { .. }
                 | Command::Block { .. }
+                | Command::ConfigSet { .. }
+                | Command::Time
                 | Command::DbSize
                 | Command::Keys { .. }
                 | Command::Scan { .. }

@@ -120,7 +120,9 @@ pub(super) fn parse(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comm
         }),
         "shutdown" => parse_shutdown(&args[1..]),
         "role" => Ok(Command::Role),
-        "config" | "command" | "function" => parse_container(spec, args),
+        "config" | "command" | "function" | "memory" => parse_container(spec, args),
+        "time" => Ok(Command::Time),
+        "save" => Ok(Command::Save),
         other => unreachable!("{other} is not a server command"),
     }
 }
@@ -152,6 +154,7 @@ fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comma
     let container = match spec.name {
         "config" => "CONFIG",
         "function" => "FUNCTION",
+        "memory" => "MEMORY",
         _ => "COMMAND",
     };
     let Some(name) = args.get(1) else {
@@ -183,6 +186,18 @@ fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comma
             Ok(Command::ConfigSet {
                 pairs: rest.chunks(2).map(|pair| (pair[0].clone(), pair[1].clone())).collect(),
             })
+        }
+        "memory|usage" => {
+            let key = args[2].clone();
+            let samples = match &args[3..] {
+                [] => 5,
+                [word, count] if is(word, "SAMPLES") => match super::parse_integer(count) {
+                    Some(count) if count >= 0 => count as u64,
+                    _ => return Err(CommandError::NotInteger),
+                },
+                _ => return Err(CommandError::Syntax),
+            };
+            Ok(Command::data(keyspace::Op::MemoryUsage { key, samples }))
         }
         "function|flush" => match &args[2..] {
             [] => Ok(Command::FunctionFlush),

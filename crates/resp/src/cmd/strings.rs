@@ -1,6 +1,6 @@
 //! String commands: GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), SETNX, SETEX, PSETEX,
 //! GETSET, GETEX, GETDEL, MGET, MSET, MSETNX, APPEND, STRLEN, GETRANGE (SUBSTR), SETRANGE, INCR,
-//! DECR, INCRBY, DECRBY, INCRBYFLOAT, LCS.
+//! DECR, INCRBY, DECRBY, INCRBYFLOAT, LCS, SETBIT, GETBIT.
 
 use bytes::Bytes;
 pub use keyspace::SetCondition;
@@ -117,6 +117,28 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
                 pairs.push((key, value));
             }
             if name == "mset" { Op::MSet { pairs } } else { Op::MSetNx { pairs } }
+        }
+        "setbit" | "getbit" => {
+            let key = next();
+            let offset = parse_integer(&next())
+                .filter(|offset| (0..1i64 << 32).contains(offset))
+                .ok_or_else(|| {
+                    CommandError::Text("ERR bit offset is not an integer or out of range".into())
+                })? as u64;
+            if name == "getbit" {
+                Op::GetBit { key, offset }
+            } else {
+                let bit = match next().as_ref() {
+                    b"0" => false,
+                    b"1" => true,
+                    _ => {
+                        return Err(CommandError::Text(
+                            "ERR bit is not an integer or out of range".into(),
+                        ));
+                    }
+                };
+                Op::SetBit { key, offset, bit }
+            }
         }
         "lcs" => {
             let first = next();

@@ -90,6 +90,8 @@ const CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     spec("config|set", -4, &["admin", "noscript", "loading", "stale"], NO_KEYS),
 ];
 
+const MEMORY_SUBCOMMANDS: &[CommandSpec] = &[spec("memory|usage", -3, &["readonly"], (2, 2, 1))];
+
 const FUNCTION_SUBCOMMANDS: &[CommandSpec] =
     &[spec("function|flush", -2, &["write", "noscript"], NO_KEYS)];
 
@@ -128,6 +130,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("flushdb", -1, &["write"], (0, 0, 0)),
     CommandSpec { subcommands: FUNCTION_SUBCOMMANDS, ..spec("function", -2, &[], NO_KEYS) },
     spec("get", 2, &["readonly", "fast"], ONE_KEY),
+    spec("getbit", 3, &["readonly", "fast"], ONE_KEY),
     spec("getdel", 2, &["write", "fast"], (1, 1, 1)),
     spec("getex", -2, &["write", "fast"], (1, 1, 1)),
     spec("getrange", 4, &["readonly"], (1, 1, 1)),
@@ -168,6 +171,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("lrem", 4, &["write"], (1, 1, 1)),
     spec("lset", 4, &["write", "denyoom"], (1, 1, 1)),
     spec("ltrim", 4, &["write"], (1, 1, 1)),
+    CommandSpec { subcommands: MEMORY_SUBCOMMANDS, ..spec("memory", -2, &[], NO_KEYS) },
     spec("mget", -2, &["readonly", "fast"], ALL_KEYS),
     spec("mset", -3, &["write", "denyoom"], (1, -1, 2)),
     spec("msetnx", -3, &["write", "denyoom"], (1, -1, 2)),
@@ -194,7 +198,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("sdiff", -2, &["readonly"], (1, -1, 1)),
     spec("sdiffstore", -3, &["write", "denyoom"], (1, -1, 1)),
     spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
+    spec("save", 1, &["admin", "noscript", "no_multi"], NO_KEYS),
     spec("set", -3, &["write", "denyoom"], ONE_KEY),
+    spec("setbit", 4, &["write", "denyoom"], ONE_KEY),
     spec("setex", 4, &["write", "denyoom"], (1, 1, 1)),
     spec("setnx", 3, &["write", "denyoom", "fast"], (1, 1, 1)),
     spec("setrange", 4, &["write", "denyoom"], (1, 1, 1)),
@@ -219,6 +225,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     spec("substr", 4, &["readonly"], (1, 1, 1)),
     spec("sunion", -2, &["readonly"], (1, -1, 1)),
     spec("sunionstore", -3, &["write", "denyoom"], (1, -1, 1)),
+    spec("time", 1, &["loading", "stale", "fast"], NO_KEYS),
     spec("touch", -2, &["readonly", "fast"], (1, -1, 1)),
     spec("ttl", 2, &["readonly", "fast"], (1, 1, 1)),
     spec("type", 2, &["readonly", "fast"], (1, 1, 1)),
@@ -327,7 +334,8 @@ pub fn group(name: &str) -> Group {
     ];
     match name {
         "ping" | "echo" | "quit" | "hello" | "client" | "auth" => Group::Connection,
-        "info" | "shutdown" | "config" | "command" | "role" | "function" => Group::Server,
+        "info" | "shutdown" | "config" | "command" | "role" | "function" | "memory" | "time"
+        | "save" => Group::Server,
         "commitmode" | "multi" | "exec" | "discard" | "watch" | "unwatch" => Group::Transaction,
         _ if STRINGS.contains(&name) => Group::Strings,
         _ if KEYSPACE.contains(&name) => Group::Keyspace,

@@ -10,7 +10,7 @@ use keyspace::{
     ZRangeBy,
 };
 
-use super::hash::count_argument;
+use super::hash::{count_argument, paired_count};
 use super::list::{positive_count, timeout};
 use super::set::parse_limit;
 use super::table::CommandSpec;
@@ -354,7 +354,7 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
             },
             [key, count, option] if is(option, "WITHSCORES") => Op::ZRandMember {
                 key: key.clone(),
-                count: Some(count_argument(count)?),
+                count: Some(paired_count(count)?),
                 with_scores: true,
             },
             _ => return Err(CommandError::Syntax),
@@ -372,7 +372,10 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
         "zintercard" => {
             let count = match parse_integer(&args[0]) {
                 Some(count) if count > 0 => count as usize,
-                _ => return Err(text("ERR numkeys should be greater than 0")),
+                Some(_) => {
+                    return Err(text("ERR at least 1 input key is needed for 'zintercard' command"));
+                }
+                None => return Err(CommandError::NotInteger),
             };
             if count > args.len() - 1 {
                 return Err(text("ERR Number of keys can't be greater than number of args"));

@@ -473,7 +473,9 @@ pub async fn verify(
         let sku = connection.ok(&[b"HGET", items.as_bytes(), b"sku"]).await?;
         let score = connection.ok(&[b"ZSCORE", b"leaderboard", player.as_bytes()]).await?;
         if !events.contains_key(client) {
-            let list = connection.ok(&[b"LRANGE", format!("events:{client}").as_bytes(), b"0", b"-1"]).await?;
+            let list = connection
+                .ok(&[b"LRANGE", format!("events:{client}").as_bytes(), b"0", b"-1"])
+                .await?;
             let Frame::Array(elements) = list else { anyhow::bail!("LRANGE answered {list:?}") };
             let elements = elements
                 .into_iter()
@@ -506,6 +508,9 @@ pub async fn verify(
         typed_missing,
         // While sessions still write (not `exact`), the balances are read between transfers
         // that go on committing: their sum is checked once every session stopped.
-        passed: counters_exact && (balances_sum == 0 || !exact) && missing == 0 && typed_missing == 0,
+        passed: counters_exact
+            && (balances_sum == 0 || !exact)
+            && missing == 0
+            && typed_missing == 0,
     })
 }
