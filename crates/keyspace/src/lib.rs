@@ -299,6 +299,15 @@ pub enum Op {
         replace: bool,
     },
     RandomKey,
+    /// SORT (without BY or GET patterns): a list's, set's or sorted set's elements in order,
+    /// perhaps stored as a list.
+    Sort {
+        key: Bytes,
+        limit: Option<(i64, i64)>,
+        descending: bool,
+        alpha: bool,
+        store: Option<Bytes>,
+    },
     /// MEMORY USAGE: bytes the key takes in the rows (its elements estimated from `samples`
     /// of them, 0: all).
     MemoryUsage {
@@ -637,9 +646,10 @@ impl Op {
             | Op::ZRemRange { .. }
             | Op::ZPop { .. }
             | Op::ZMPop { .. } => true,
-            Op::SCombine { store, .. } | Op::ZCombine { store, .. } | Op::ZRange { store, .. } => {
-                store.is_some()
-            }
+            Op::SCombine { store, .. }
+            | Op::ZCombine { store, .. }
+            | Op::ZRange { store, .. }
+            | Op::Sort { store, .. } => store.is_some(),
             _ => false,
         }
     }
@@ -664,7 +674,9 @@ impl Op {
             Op::SCombine { keys, store, .. } | Op::ZCombine { keys, store, .. } => {
                 keys.iter().chain(store.iter()).collect()
             }
-            Op::ZRange { key, store, .. } => std::iter::once(key).chain(store.iter()).collect(),
+            Op::ZRange { key, store, .. } | Op::Sort { key, store, .. } => {
+                std::iter::once(key).chain(store.iter()).collect()
+            }
             Op::RandomKey | Op::FlushAll => Vec::new(),
             Op::Get { key }
             | Op::Set { key, .. }

@@ -43,7 +43,11 @@ pub(crate) async fn pop(
             // A key that became another type while the pop waited does not wake it (as in
             // Redis, which serves a blocked client only from a list or sorted set); at the
             // first try it is the error.
-            OpResult::Error(error) if woken && error.starts_with("WRONGTYPE") => {
+            OpResult::Error(error)
+                if woken
+                    && error.starts_with("WRONGTYPE")
+                    && source_of_another_type(&running, &transaction.ops[0]) =>
+            {
                 if matches!(transaction.ops[0], Op::LMove { .. }) {
                     Frame::Null
                 } else {
@@ -72,6 +76,24 @@ pub(crate) async fn pop(
                 return error_frame(&db::DbError::Shutdown);
             }
         }
+    }
+}
+
+/// Whether a key the pop takes from holds another type (not where it pushes to: a BLMOVE
+/// whose destination is of another type gets the error once its source has an element).
+fn source_of_another_type(running: &crate::Running, op: &Op) -> bool {
+    let (keys, kind): (Vec<&bytes::Bytes>, &str) = match op {
+        Op::LMove { from, .. } => (vec![from], "list"),
+        Op::LMPop { keys, .. } => (keys.iter().collect(), "list"),
+        Op::ZMPop { keys, .. } => (keys.iter().collect(), "zset"),
+        _ => return false,
+    };
+    let reads: Vec<Op> = keys.into_iter().map(|key| Op::Type { key: key.clone() }).collect();
+    match running.db.read(&reads) {
+        Ok(types) => types.iter().any(
+            |found| matches!(found, OpResult::Status(name) if *name != "none" && *name != kind),
+        ),
+        Err(_) => false,
     }
 }
 

@@ -190,6 +190,9 @@ pub(super) fn run(view: &mut View, op: &Op, cx: &mut Context) -> Result<Option<O
                     None => return Ok(Some(error("ERR hash value is not a float"))),
                 },
             };
+            if !increment.is_finite() {
+                return Ok(Some(error("ERR value is NaN or Infinity")));
+            }
             let new = current + increment;
             if !new.is_finite() {
                 return Ok(Some(error("ERR increment would produce NaN or Infinity")));
@@ -238,7 +241,7 @@ pub(super) fn run(view: &mut View, op: &Op, cx: &mut Context) -> Result<Option<O
                     .into_iter()
                     .next()
                     .map_or(OpResult::Nil, |(field, _)| OpResult::Value(field)),
-                Some(_) if *with_values => OpResult::Map(
+                Some(_) if *with_values => OpResult::Pairs(
                     picked
                         .into_iter()
                         .map(|(field, value)| (OpResult::Value(field), OpResult::Value(value)))

@@ -150,6 +150,67 @@ pub(super) fn run(view: &mut View, op: &Op, cx: &mut Context) -> Result<Option<O
                 })
             }
         },
+        Op::Sort { key, limit, descending, alpha, store } => {
+            let Some(row) = view.key(key)? else {
+                return Ok(Some(match store {
+                    Some(destination) => {
+                        OpResult::Integer(super::set::store_list(view, destination, Vec::new())?)
+                    }
+                    None => OpResult::Array(Vec::new()),
+                }));
+            };
+            let Some(info) = row.collection_info() else {
+                return Ok(Some(error(super::WRONGTYPE)));
+            };
+            if let Some(reply) = super::over_command_limit(cx, info.count) {
+                return Ok(Some(reply));
+            }
+            let (lower, upper): (Bound<&[u8]>, Bound<&[u8]>) = match row.kind {
+                keyspace::KeyType::ZSet => (
+                    Bound::Included(&[crate::layout::ZSET_BY_MEMBER]),
+                    Bound::Excluded(&[crate::layout::ZSET_BY_SCORE]),
+                ),
+                _ => (Bound::Unbounded, Bound::Unbounded),
+            };
+            let rows = super::elements(view, info.id, lower, upper, false, usize::MAX)?;
+            let mut elements: Vec<Bytes> = rows
+                .into_iter()
+                .map(|(sub, value)| match row.kind {
+                    keyspace::KeyType::List => value,
+                    keyspace::KeyType::ZSet => sub.slice(1..),
+                    _ => sub,
+                })
+                .collect();
+            if *alpha {
+                elements.sort();
+            } else {
+                let mut numbers = Vec::with_capacity(elements.len());
+                for element in elements {
+                    let Some(number) = keyspace::number::parse_double(&element) else {
+                        return Ok(Some(error(
+                            "ERR One or more scores can't be converted into double",
+                        )));
+                    };
+                    numbers.push((number, element));
+                }
+                numbers.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+                elements = numbers.into_iter().map(|(_, element)| element).collect();
+            }
+            if *descending {
+                elements.reverse();
+            }
+            if let Some((offset, count)) = limit {
+                let offset = (*offset).max(0) as usize;
+                let count = if *count < 0 { usize::MAX } else { *count as usize };
+                elements = elements.into_iter().skip(offset).take(count).collect();
+            }
+            match store {
+                Some(destination) => {
+                    OpResult::Integer(super::set::store_list(view, destination, elements)?)
+                }
+                None => OpResult::Array(elements.into_iter().map(OpResult::Value).collect()),
+            }
+        }
         Op::MemoryUsage { key, samples } => match view.key(key)? {
             None => OpResult::Nil,
             Some(row) => {

@@ -45,6 +45,22 @@ pub(super) fn store_set(view: &mut View, key: &Bytes, members: &BTreeSet<Bytes>)
     Ok(members.len() as i64)
 }
 
+/// Replaces whatever `key` holds by a list of `elements` (none: the key goes). Returns its
+/// length.
+pub(super) fn store_list(view: &mut View, key: &Bytes, elements: Vec<Bytes>) -> Result<i64> {
+    if view.key(key)?.is_some() {
+        view.record(Change::Delete { key: key.clone() })?;
+    }
+    let len = elements.len() as i64;
+    if !elements.is_empty() {
+        create(view, key, KeyType::List, None)?;
+        for value in elements {
+            view.record(Change::ListPush { key: key.clone(), end: keyspace::End::Right, value })?;
+        }
+    }
+    Ok(len)
+}
+
 pub(super) fn run(view: &mut View, op: &Op, cx: &mut Context) -> Result<Option<OpResult>> {
     Ok(Some(match op {
         Op::SAdd { key, members } => {

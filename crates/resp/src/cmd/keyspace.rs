@@ -1,6 +1,7 @@
 //! Keyspace commands: DEL, UNLINK, EXISTS, TOUCH, TYPE, RENAME, RENAMENX, COPY, RANDOMKEY,
 //! FLUSHDB, FLUSHALL, DBSIZE, KEYS, SCAN, SELECT; and expiry: EXPIRE, PEXPIRE, EXPIREAT,
-//! PEXPIREAT (NX, XX, GT, LT), TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST.
+//! PEXPIREAT (NX, XX, GT, LT), TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST; SORT (without BY
+//! and GET).
 
 use bytes::Bytes;
 use keyspace::{ExpireCondition, Op, Time, TimeUnit};
@@ -84,6 +85,40 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
             data(Op::Ttl { key, unit, absolute: name.ends_with("time") })
         }
         "persist" => data(Op::Persist { key: args.next().expect("arity checked") }),
+        "sort" | "sort_ro" => {
+            let key = args.next().expect("arity checked");
+            let options: Vec<Bytes> = args.collect();
+            let (mut limit, mut descending, mut alpha, mut store) = (None, false, false, None);
+            let mut at = 0;
+            while at < options.len() {
+                let option = &options[at];
+                let left = options.len() - at - 1;
+                if is(option, "ASC") {
+                    descending = false;
+                } else if is(option, "DESC") {
+                    descending = true;
+                } else if is(option, "ALPHA") {
+                    alpha = true;
+                } else if is(option, "LIMIT") && left >= 2 {
+                    let offset = parse_integer(&options[at + 1]).ok_or(CommandError::NotInteger)?;
+                    let count = parse_integer(&options[at + 2]).ok_or(CommandError::NotInteger)?;
+                    limit = Some((offset, count));
+                    at += 2;
+                } else if is(option, "STORE") && left >= 1 && name == "sort" {
+                    store = Some(options[at + 1].clone());
+                    at += 1;
+                } else if (is(option, "BY") || is(option, "GET")) && left >= 1 {
+                    return Err(CommandError::Unsupported {
+                        what: format!("SORT option '{}'", super::upper(option)),
+                        why: "sort the elements themselves, and read other keys with MGET or HMGET",
+                    });
+                } else {
+                    return Err(CommandError::Syntax);
+                }
+                at += 1;
+            }
+            data(Op::Sort { key, limit, descending, alpha, store })
+        }
         "dbsize" => Ok(Command::DbSize),
         "keys" => Ok(Command::Keys { pattern: args.next().expect("arity checked") }),
         "select" => {

@@ -373,7 +373,9 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
             let count = match parse_integer(&args[0]) {
                 Some(count) if count > 0 => count as usize,
                 Some(_) => {
-                    return Err(text("ERR at least 1 input key is needed for 'zintercard' command"));
+                    return Err(text(
+                        "ERR at least 1 input key is needed for 'zintercard' command",
+                    ));
                 }
                 None => return Err(CommandError::NotInteger),
             };
