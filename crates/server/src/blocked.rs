@@ -1,10 +1,10 @@
 //! Blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX, BZMPOP): the pop
 //! is tried as an ordinary write; while there is nothing to pop, the session waits for the
 //! database's next change (or its timeout) and tries again. Waiting holds no lock and no
-//! thread; a change to any key wakes every waiting pop, which tries again and waits again if
-//! it still finds nothing (as Redis, a client that was not served first may find the list
-//! empty again).
+//! thread. A change wakes every waiting pop, and they try again in the order they blocked
+//! (`BlockedQueue`), so that, as in Redis, the client that waited longest is served first.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use db::{Op, OpResult};
@@ -12,6 +12,68 @@ use resp::{BlockedReply, Frame, Session};
 
 use crate::ServerState;
 use crate::execute::{Transaction, error_frame, frame_of, transact};
+
+/// The blocked pops in the order they blocked, each with the last change (the database's
+/// change counter) it tried after: a pop tries again after a change only once every pop that
+/// blocked before it has.
+#[derive(Debug, Default)]
+pub(crate) struct BlockedQueue {
+    state: std::sync::Mutex<QueueState>,
+    turn: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    next_ticket: u64,
+    /// Ticket → the change it last tried after.
+    waiting: BTreeMap<u64, u64>,
+}
+
+impl BlockedQueue {
+    fn state(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Joins the queue, having tried after change `generation`.
+    fn join(&self, generation: u64) -> Ticket<'_> {
+        let mut state = self.state();
+        let ticket = state.next_ticket;
+        state.next_ticket += 1;
+        state.waiting.insert(ticket, generation);
+        Ticket { queue: self, ticket }
+    }
+
+    /// Waits until every pop ahead of `ticket` has tried after change `generation`.
+    async fn turn(&self, ticket: u64, generation: u64) {
+        loop {
+            let notified = self.turn.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            if self.state().waiting.range(..ticket).all(|(_, tried)| *tried >= generation) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn tried(&self, ticket: u64, generation: u64) {
+        self.state().waiting.insert(ticket, generation);
+        self.turn.notify_waiters();
+    }
+}
+
+/// A place in the queue, left when dropped (served, timed out, or the connection gone).
+struct Ticket<'a> {
+    queue: &'a BlockedQueue,
+    ticket: u64,
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.queue.state().waiting.remove(&self.ticket);
+        self.queue.turn.notify_waiters();
+    }
+}
 
 /// Runs a blocking pop: its reply once something was popped, or its empty reply at the timeout
 /// (zero: none).
@@ -25,18 +87,29 @@ pub(crate) async fn pop(
     let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::now() + timeout);
     let transaction = Transaction { ops: vec![op], exec: false, watched: false };
     let mut shutdown = state.shutdown.subscribe();
-    let mut woken = false;
+    let mut ticket: Option<Ticket> = None;
     loop {
         let Some(running) = state.roles.current_or_wait().await else {
             return Frame::error("TRYAGAIN the database's role is changing: retry");
         };
         // Subscribed before the try: a change after it is never missed.
         let mut changes = running.db.changes();
+        let generation = *changes.borrow_and_update();
+        if let Some(ticket) = &ticket {
+            // The pops that blocked before this one try first.
+            tokio::select! {
+                () = state.blocked_queue.turn(ticket.ticket, generation) => {}
+                () = crate::stopped(&mut shutdown) => return error_frame(&db::DbError::Shutdown),
+            }
+        }
         let result = match transact(&running, session, &transaction, state).await {
             Ok(Some(mut results)) => results.pop().expect("one result"),
             Ok(None) => unreachable!("a blocking pop watches nothing"),
             Err(frame) => return frame,
         };
+        if let Some(ticket) = &ticket {
+            state.blocked_queue.tried(ticket.ticket, generation);
+        }
         let empty = match result {
             OpResult::Nil => Frame::Null,
             OpResult::NilArray => Frame::NullArray,
@@ -44,7 +117,7 @@ pub(crate) async fn pop(
             // Redis, which serves a blocked client only from a list or sorted set); at the
             // first try it is the error.
             OpResult::Error(error)
-                if woken
+                if ticket.is_some()
                     && error.starts_with("WRONGTYPE")
                     && source_of_another_type(&running, &transaction.ops[0]) =>
             {
@@ -56,7 +129,7 @@ pub(crate) async fn pop(
             }
             result => return shape(frame_of(result, session.protocol()), Some(reply)),
         };
-        woken = true;
+        ticket.get_or_insert_with(|| state.blocked_queue.join(generation));
         // Counted as blocked while it waits (INFO's `blocked_clients`).
         let _blocked = Blocked::enter(&state.blocked);
         tokio::select! {

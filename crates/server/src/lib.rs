@@ -51,6 +51,8 @@ pub struct ServerState {
     pub connected: AtomicU64,
     /// Clients waiting in a blocking pop (INFO's `blocked_clients`).
     pub blocked: AtomicU64,
+    /// The blocked pops, in the order they blocked.
+    pub(crate) blocked_queue: blocked::BlockedQueue,
     pub total_connections: Arc<Statistic>,
     pub rejected: Arc<Statistic>,
     pub commands_processed: Arc<Statistic>,
@@ -290,6 +292,7 @@ impl Server {
             commands_processed: metrics.stat("total commands processed"),
             connected: AtomicU64::new(0),
             blocked: AtomicU64::new(0),
+            blocked_queue: blocked::BlockedQueue::default(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             shutdown,
