@@ -145,13 +145,13 @@ impl ServerFacts {
             let refusal = match fixed {
                 Some((_, current)) if current.as_bytes() == value.as_ref() => continue,
                 Some((_, current)) => format!(
-                    "ERR CONFIG SET '{name_text}' is not supported: it is '{current}' in redoguard and comes from the server's TOML file"
+                    "ERR CONFIG SET failed (possibly related to argument '{name_text}') - not supported: it is '{current}' in redoguard and comes from the server's TOML file"
                 ),
                 None => {
                     match self.encoding_hints.get().iter().any(|(hint, _)| *hint == name_text) {
                         true => continue,
                         false => format!(
-                            "ERR CONFIG SET '{name_text}' is not supported: the configuration comes from the server's TOML file and is fixed at start"
+                            "ERR CONFIG SET failed (possibly related to argument '{name_text}') - not supported: the configuration comes from the server's TOML file and is fixed at start"
                         ),
                     }
                 }

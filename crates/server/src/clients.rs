@@ -190,9 +190,14 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let mut timer = std::pin::pin!(timer);
     let mut evicted = std::pin::pin!(evicted.notified());
     let mut stop = std::pin::pin!(stopped(&mut shutdown));
+    // A request read while a blocking pop waited, to run once it is done.
+    let mut stashed = None;
     loop {
         let read = tokio::select! {
-            read = connection.read_command() => Ok(read),
+            read = async { match stashed.take() {
+                Some(parsed) => Ok(Some(parsed)),
+                None => connection.read_command().await,
+            } } => Ok(read),
             () = &mut timer => {
                 match deadline(&session, last_request) {
                     Some(due) if due <= tokio::time::Instant::now() => Err(()),
@@ -269,6 +274,25 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     connection.set_limits(limits.clone());
                 }
                 execute::Outcome::Reply(reply)
+            }
+            resp::Action::Execute(command @ resp::Command::Block { .. }) => {
+                // While it waits, a client that goes away ends the wait (and a request it sends
+                // meanwhile waits for the reply, as in Redis).
+                let pop = execute::run(state, &mut session, vec![command], false);
+                let mut pop = std::pin::pin!(pop);
+                tokio::select! {
+                    outcome = &mut pop => outcome,
+                    read = connection.read_command() => match read {
+                        Ok(Some(parsed)) => {
+                            stashed = Some(parsed);
+                            pop.await
+                        }
+                        _ => {
+                            tracing::debug!(client = id, %peer, "a blocked client went away");
+                            return;
+                        }
+                    },
+                }
             }
             resp::Action::Execute(command) => {
                 execute::run(state, &mut session, vec![command], false).await

@@ -287,14 +287,12 @@ fn config_set_accepts_encoding_hints_and_the_values_in_force_only() {
         f.reply(&["CONFIG", "GET", "zset-max-ziplist-entries"]),
         "*2\r\n$24\r\nzset-max-ziplist-entries\r\n$1\r\n0\r\n"
     );
-    assert!(
-        f.reply(&["CONFIG", "SET", "save", "900 1"])
-            .starts_with("-ERR CONFIG SET 'save' is not supported")
-    );
-    assert!(
-        f.reply(&["CONFIG", "SET", "maxmemory", "1"])
-            .starts_with("-ERR CONFIG SET 'maxmemory' is not supported")
-    );
+    assert!(f.reply(&["CONFIG", "SET", "save", "900 1"]).starts_with(
+        "-ERR CONFIG SET failed (possibly related to argument 'save') - not supported"
+    ));
+    assert!(f.reply(&["CONFIG", "SET", "maxmemory", "1"]).starts_with(
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - not supported"
+    ));
     assert!(
         f.reply(&["CONFIG", "SET", "set-max-intset-entries", "x"])
             .starts_with("-ERR CONFIG SET failed")
