@@ -598,3 +598,57 @@ fn a_zadd_to_a_million_member_set_is_a_row_change_not_a_rewrite() {
     );
     db.shutdown().unwrap();
 }
+
+/// A plain SET does not read the key it replaces; the checkpoint that writes it learns what it
+/// replaced: the old deadline's expires row goes, and a replaced collection's elements become
+/// garbage and leave the data files.
+#[test]
+fn the_checkpoint_cleans_up_after_a_blind_set() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "the blind SET test");
+    let disk = CrashDisk::new();
+    let db = open(&disk).unwrap();
+    let store = &db.inner.store;
+    let rows = |namespace: layout::Namespace| {
+        store
+            .range(namespace, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false, 100)
+            .unwrap()
+            .len()
+    };
+    let fields = (0..3).map(|n| (Bytes::from(format!("f{n}")), b("v"))).collect();
+    db.transact(&[Op::HSet { key: b("h"), pairs: fields, reply_ok: false }], WAIT).unwrap();
+    let in_a_day = Time { amount: 86_400, unit: TimeUnit::Seconds, absolute: false };
+    let expiring = Op::Set {
+        key: b("t"),
+        value: b("v"),
+        condition: SetCondition::Always,
+        expiry: SetExpiry::At(in_a_day),
+        get: false,
+        command: "set",
+    };
+    db.transact(&[expiring], WAIT).unwrap();
+    db.checkpoint().unwrap();
+    assert_eq!(rows(layout::Namespace::Elements), 3);
+    assert_eq!(rows(layout::Namespace::Expires), 1);
+    // Reopened, nothing of `h` or `t` is in the cache: the SETs below cannot know them.
+    db.shutdown().unwrap();
+    drop(db);
+    let db = open(&disk).unwrap();
+    let store = &db.inner.store;
+    let rows = |namespace: layout::Namespace| {
+        store
+            .range(namespace, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, false, 100)
+            .unwrap()
+            .len()
+    };
+    db.transact(&[Op::set(b("h"), b("string now"), SetCondition::Always)], WAIT).unwrap();
+    db.transact(&[Op::set(b("t"), b("no deadline"), SetCondition::Always)], WAIT).unwrap();
+    db.checkpoint().unwrap();
+    assert_eq!(rows(layout::Namespace::Elements), 0, "the hash's elements are gone");
+    assert_eq!(rows(layout::Namespace::Garbage), 0, "and so is its id");
+    assert_eq!(rows(layout::Namespace::Expires), 0, "the old deadline's row is gone");
+    assert_eq!(db.dbsize().unwrap(), 2);
+    let ttl =
+        db.read(&[Op::Ttl { key: b("t"), unit: TimeUnit::Seconds, absolute: false }]).unwrap();
+    assert_eq!(ttl, vec![OpResult::Integer(-1)]);
+    db.shutdown().unwrap();
+}
