@@ -314,27 +314,15 @@ impl Store {
         }
         self.with_tables("scan", |tables| {
             let range = tables[namespace.index()].range::<&[u8]>((lower, upper))?;
+            let entries: Box<dyn Iterator<Item = _>> =
+                if reverse { Box::new(range.rev()) } else { Box::new(range) };
             let mut out = Vec::new();
-            let mut push = |entry: Result<
-                (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>),
-                redb::StorageError,
-            >|
-             -> Result<(), redb::StorageError> {
+            for entry in entries.take(limit) {
                 let (key, value) = entry?;
                 out.push((
                     Bytes::copy_from_slice(key.value()),
                     Bytes::copy_from_slice(value.value()),
                 ));
-                Ok(())
-            };
-            if reverse {
-                for entry in range.rev().take(limit) {
-                    push(entry)?;
-                }
-            } else {
-                for entry in range.take(limit) {
-                    push(entry)?;
-                }
             }
             Ok(out)
         })

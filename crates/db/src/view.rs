@@ -247,10 +247,7 @@ impl<'a> View<'a> {
         old: Option<Option<&KeyRow>>,
     ) -> Result<()> {
         if !self.existed.contains_key(key) {
-            let existed = match old {
-                Some(old) => Some(old.is_some()),
-                None => None,
-            };
+            let existed = old.map(|old| old.is_some());
             self.existed.insert(key.clone(), existed);
         }
         if new.is_none() && self.existed.get(key) == Some(&None) {

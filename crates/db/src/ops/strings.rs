@@ -297,6 +297,9 @@ fn get_range(value: &Bytes, start: i64, end: i64) -> Bytes {
     value.slice(start as usize..=end as usize)
 }
 
+/// A run of common bytes: its range in `a`, its range in `b` (inclusive).
+type Run = ((usize, usize), (usize, usize));
+
 /// The longest common subsequence of `a` and `b`, as Redis's LCS answers it.
 fn lcs(a: &[u8], b: &[u8], options: &LcsOptions) -> OpResult {
     // (|a| + 1) × (|b| + 1) lengths of 4 bytes: refused past 512 MiB, as Redis refuses.
@@ -321,14 +324,14 @@ fn lcs(a: &[u8], b: &[u8], options: &LcsOptions) -> OpResult {
     // Walk back from the end, collecting the common bytes and the ranges they form.
     let mut common = vec![0u8; length];
     let mut index = length;
-    let mut matches: Vec<((usize, usize), (usize, usize), usize)> = Vec::new();
-    let mut current: Option<((usize, usize), (usize, usize))> = None;
+    let mut matches: Vec<(Run, usize)> = Vec::new();
+    let mut current: Option<Run> = None;
     let (mut i, mut j) = (a.len(), b.len());
-    let flush = |current: &mut Option<((usize, usize), (usize, usize))>, matches: &mut Vec<_>| {
+    let flush = |current: &mut Option<Run>, matches: &mut Vec<(Run, usize)>| {
         if let Some((range_a, range_b)) = current.take() {
             let len = range_a.1 - range_a.0 + 1;
             if len as i64 >= options.min_match_len {
-                matches.push((range_a, range_b, len));
+                matches.push(((range_a, range_b), len));
             }
         }
     };
@@ -362,7 +365,7 @@ fn lcs(a: &[u8], b: &[u8], options: &LcsOptions) -> OpResult {
         };
         let entries = matches
             .into_iter()
-            .map(|(range_a, range_b, len)| {
+            .map(|((range_a, range_b), len)| {
                 let mut entry = vec![range(range_a), range(range_b)];
                 if options.with_match_len {
                     entry.push(OpResult::Integer(len as i64));

@@ -43,7 +43,7 @@ fn from_order(sub: &Bytes) -> Result<(Bytes, f64)> {
 }
 
 /// The order rows' bounds for a score range.
-fn score_bounds(min: ScoreBound, max: ScoreBound) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+fn score_bounds(min: ScoreBound, max: ScoreBound) -> Bounds {
     let key = |score: f64, bump: bool| -> Vec<u8> {
         let mut sub = vec![ZSET_BY_SCORE];
         let ordered = u64::from_be_bytes(layout::score_key(score));
@@ -58,8 +58,11 @@ fn score_bounds(min: ScoreBound, max: ScoreBound) -> (Bound<Vec<u8>>, Bound<Vec<
     (lower, upper)
 }
 
+/// Bounds of a range of rows, owned.
+type Bounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// The member rows' bounds for a lexicographic range (`None`: empty).
-fn lex_bounds(min: &LexBound, max: &LexBound) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+fn lex_bounds(min: &LexBound, max: &LexBound) -> Option<Bounds> {
     let with = |member: &Bytes| layout::zset_member_sub(member);
     let lower = match min {
         LexBound::Min => Bound::Included(vec![ZSET_BY_MEMBER]),

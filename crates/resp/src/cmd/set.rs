@@ -57,11 +57,7 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
             Op::SInterCard { keys, limit }
         }
         "sscan" => {
-            return parse_collection_scan(
-                args[0].clone(),
-                KeyType::Set,
-                args[1..].to_vec().into_iter(),
-            );
+            return parse_collection_scan(args[0].clone(), KeyType::Set, args[1..].iter().cloned());
         }
         other => unreachable!("{other} is not a set command"),
     };

@@ -156,7 +156,7 @@ fn parse_zadd(key: Bytes, args: &[Bytes]) -> Result<Op, CommandError> {
     if nx && xx {
         return Err(text("ERR XX and NX options at the same time are not compatible"));
     }
-    if (gt && nx) || (lt && nx) || (gt && lt) {
+    if (nx && (gt || lt)) || (gt && lt) {
         return Err(text("ERR GT, LT, and/or NX options at the same time are not compatible"));
     }
     if options.increment && pairs.len() > 2 {
@@ -388,7 +388,7 @@ pub(super) fn parse(spec: &CommandSpec, args: Vec<Bytes>) -> Result<Command, Com
             }
         }
         "zscan" => {
-            return parse_collection_scan(key(), KeyType::ZSet, args[1..].to_vec().into_iter());
+            return parse_collection_scan(key(), KeyType::ZSet, args[1..].iter().cloned());
         }
         other => unreachable!("{other} is not a sorted-set command"),
     };
