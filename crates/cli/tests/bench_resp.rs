@@ -38,6 +38,9 @@ fn processes() -> Vec<(String, String, String, String)> {
     found
 }
 
+/// SET and GET at -c 1 and -c 50, and HSET, LPUSH, SADD, ZADD and SET EX at -c 50.
+const TESTS: usize = 9;
+
 #[test]
 fn a_tiny_run_places_the_client_on_a_cpu_of_its_own_and_measures_the_shared_case_too() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,15 +123,26 @@ fn a_tiny_run_places_the_client_on_a_cpu_of_its_own_and_measures_the_shared_case
     let allowed = workload::placement::Cpus::allowed().unwrap();
     let Some((client, rest)) = allowed.split() else {
         // One CPU: nothing to place; every test once, shared.
-        assert_eq!(results.len(), 4 * servers, "{report}");
+        assert_eq!(results.len(), TESTS * servers, "{report}");
         assert!(results.iter().all(|result| result["client_cpu"] == "shared"), "{report}");
         return;
     };
-    // Four tests with the client on its own CPU, and the durable SET at -c 50 shared too.
+    // Every test with the client on its own CPU, and the durable SET at -c 50 shared too.
     let placed = |client_cpu: &str| {
         results.iter().filter(|result| result["client_cpu"] == client_cpu).count()
     };
-    assert_eq!((placed("own"), placed("shared")), (4 * servers, servers), "{report}");
+    assert_eq!((placed("own"), placed("shared")), (TESTS * servers, servers), "{report}");
+    // The writes of the other types each have their target beside Redis.
+    if servers == 2 {
+        for test in ["HSET", "LPUSH", "SADD", "ZADD", "SET EX"] {
+            let name = format!("redoguard / Redis durable {test} ops/s at -c 50");
+            let targets = report["targets"].as_array().unwrap();
+            assert!(
+                targets.iter().any(|target| target["name"].as_str().unwrap().starts_with(&name)),
+                "no target {name:?}: {report}"
+            );
+        }
+    }
     let shared = results.iter().find(|result| result["client_cpu"] == "shared").unwrap();
     assert_eq!((shared["test"].as_str(), shared["clients"].as_u64()), (Some("SET"), Some(50)));
     assert_eq!(report["client_cpus"].as_str(), Some(client.list().as_str()), "{report}");

@@ -1,17 +1,15 @@
 //! Applying redo to the key space: decoding a record's changes (shared with crash
 //! recovery), and a standby's real-time apply, which drops again what its primary lost.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use redo::Scn;
 
-use crate::cache::{Cache, Lookup};
 use crate::change::{self, Change};
-use crate::store::Store;
+use crate::view::{Base, Live, Outcome, View};
 use crate::{DbError, Inner, Result};
 
 /// Decodes a redo record's change vectors.
@@ -20,23 +18,22 @@ pub(crate) fn decode_record(scn: Scn, payload: Vec<u8>) -> Result<Vec<Change>> {
         .map_err(|error| DbError::Corrupt { scn, reason: error.to_string() })
 }
 
-/// How applying `changes` changes the number of keys.
-pub(crate) fn key_delta(cache: &Cache, store: &Store, changes: &[Change]) -> Result<i64> {
-    let mut delta = 0i64;
-    let mut seen: BTreeMap<&Bytes, bool> = BTreeMap::new();
+/// The rows a record's changes change, exactly (reading the data files where the cache does
+/// not know a row), as crash recovery and a standby's apply need them.
+pub(crate) fn replay(
+    base: &dyn Base,
+    ids: &AtomicU64,
+    scn: Scn,
+    changes: &[Change],
+) -> Result<Outcome> {
+    let mut view = View::new(base, ids, true);
     for change in changes {
-        let existed = match seen.get(change.key()) {
-            Some(exists) => *exists,
-            None => match cache.lookup_bytes(change.key()) {
-                Lookup::Known(value) => value.is_some(),
-                Lookup::Store => store.get(change.key())?.is_some(),
-            },
-        };
-        let exists = change.value().is_some();
-        delta += i64::from(exists) - i64::from(existed);
-        seen.insert(change.key(), exists);
+        view.replay(change).map_err(|error| match error {
+            DbError::Mismatch(reason) => DbError::Corrupt { scn, reason },
+            other => other,
+        })?;
     }
-    Ok(delta)
+    Ok(view.finish())
 }
 
 impl Inner {
@@ -91,12 +88,16 @@ impl Inner {
     fn apply_record(&self, scn: Scn, payload: Vec<u8>) -> Result<()> {
         let changes = decode_record(scn, payload)?;
         let write = self.write.lock();
-        let delta = {
-            let cache = self.cache.read();
-            key_delta(&cache, &self.store, &changes)?
-        };
-        self.cache.write().add_pending(scn, changes, delta);
-        self.key_count.lock().add(delta);
+        let base = Live { cache: &self.cache, store: &self.store };
+        let outcome = replay(&base, &self.next_collection_id, scn, &changes)?;
+        let flushed = outcome.touched.is_none();
+        let existed_before_flush = Vec::new();
+        self.note_touched(&outcome.rows, outcome.touched.as_deref(), &existed_before_flush);
+        if flushed {
+            tracing::info!(%scn, "apply: FLUSHALL");
+        }
+        self.cache.write().add_pending(scn, outcome.rows, outcome.key_delta);
+        self.key_count.lock().add(outcome.key_delta);
         drop(write);
         self.applied_scn.store(scn.0, Ordering::Release);
         self.stats.applied_records.incr();

@@ -13,12 +13,13 @@
 //! be waiting for that checkpoint to free a log group.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use redo::Scn;
 
-use crate::change::Change;
+use crate::layout::Namespace;
 use crate::store::Changed;
 
 /// Memory charged per entry beyond its key and value (tree node, `Bytes` headers).
@@ -95,51 +96,86 @@ impl Ord for Key {
     }
 }
 
-/// A durable layer: changes by key, in key order (for SCAN and the checkpoint's writes).
+/// One changed row: its namespace, its key, and its new value (`None`: deleted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowChange {
+    pub namespace: Namespace,
+    pub row: Bytes,
+    pub value: Option<Bytes>,
+}
+
+impl RowChange {
+    pub fn new(namespace: Namespace, row: Bytes, value: Option<Bytes>) -> RowChange {
+        RowChange { namespace, row, value }
+    }
+}
+
+/// A durable layer: changed rows of each namespace, in key order (for SCAN, ranges and the
+/// checkpoint's writes).
 #[derive(Debug, Default, Clone)]
 pub struct Layer {
-    changes: Changed,
+    rows: [Changed; Namespace::COUNT],
 }
 
 impl Layer {
-    pub fn get(&self, key: &Key) -> Option<&Option<Bytes>> {
-        self.changes.get(key)
+    pub fn get(&self, namespace: Namespace, key: &Key) -> Option<&Option<Bytes>> {
+        self.rows[namespace.index()].get(key)
     }
 
-    fn insert(&mut self, key: Bytes, value: Option<Bytes>) -> Option<Option<Bytes>> {
-        self.changes.insert(Key::new(key), value)
+    fn insert(
+        &mut self,
+        namespace: Namespace,
+        key: Bytes,
+        value: Option<Bytes>,
+    ) -> Option<Option<Bytes>> {
+        self.rows[namespace.index()].insert(Key::new(key), value)
     }
 
-    /// The changes in key order (what a checkpoint writes).
-    pub fn changes(&self) -> &Changed {
-        &self.changes
+    /// The changed rows of one namespace in key order (what a checkpoint writes).
+    pub fn rows(&self, namespace: Namespace) -> &Changed {
+        &self.rows[namespace.index()]
     }
 
+    /// Changed rows, all namespaces.
     pub fn len(&self) -> usize {
-        self.changes.len()
+        self.rows.iter().map(Changed::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty()
+        self.rows.iter().all(Changed::is_empty)
+    }
+
+    /// A layer of changed keys only (a copy's chunk, a migration).
+    pub fn from_keys(keys: Changed) -> Layer {
+        let mut layer = Layer::default();
+        layer.rows[Namespace::Keys.index()] = keys;
+        layer
+    }
+
+    /// A layer of changed rows of every namespace.
+    pub fn from_rows(rows: [Changed; Namespace::COUNT]) -> Layer {
+        Layer { rows }
     }
 }
 
-/// What the in-memory layers know of a key.
+/// What the in-memory layers know of a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup {
-    /// The key's value (or `None`: deleted) is known here.
+    /// The row's value (or `None`: deleted) is known here.
     Known(Option<Bytes>),
     /// Not changed since the last checkpoint: ask the data files.
     Store,
 }
 
+type PendingIndex = BTreeMap<Bytes, (Option<Bytes>, usize)>;
+
 #[derive(Debug, Default)]
 pub struct Cache {
     /// Not yet durable (or on a standby, not yet confirmed by the primary), in SCN order,
     /// with how each changed the number of keys.
-    pending: VecDeque<(Scn, Vec<Change>, i64)>,
-    /// Latest pending value per key, and how many pending changes touch it.
-    pending_index: BTreeMap<Bytes, (Option<Bytes>, usize)>,
+    pending: VecDeque<(Scn, Vec<RowChange>, i64)>,
+    /// Latest pending value per row, and how many pending changes touch it.
+    pending_index: [PendingIndex; Namespace::COUNT],
     pending_bytes: usize,
     /// Durable, not yet checkpointed.
     dirty: Layer,
@@ -156,42 +192,57 @@ impl Cache {
         Cache { promoted_scn, ..Cache::default() }
     }
 
-    pub fn lookup(&self, key: &[u8]) -> Lookup {
-        self.lookup_with(key, || Bytes::copy_from_slice(key))
+    pub fn lookup(&self, namespace: Namespace, key: &[u8]) -> Lookup {
+        self.lookup_with(namespace, key, || Bytes::copy_from_slice(key))
     }
 
-    /// `lookup` of a key the caller holds as `Bytes` (no copy of it is made).
-    pub fn lookup_bytes(&self, key: &Bytes) -> Lookup {
-        self.lookup_with(key, || key.clone())
+    /// `lookup` of a row the caller holds as `Bytes` (no copy of it is made).
+    pub fn lookup_bytes(&self, namespace: Namespace, key: &Bytes) -> Lookup {
+        self.lookup_with(namespace, key, || key.clone())
     }
 
-    fn lookup_with(&self, key: &[u8], owned: impl FnOnce() -> Bytes) -> Lookup {
-        if let Some((value, _)) = self.pending_index.get(key) {
+    fn lookup_with(
+        &self,
+        namespace: Namespace,
+        key: &[u8],
+        owned: impl FnOnce() -> Bytes,
+    ) -> Lookup {
+        if let Some((value, _)) = self.pending_index[namespace.index()].get(key) {
             return Lookup::Known(value.clone());
         }
-        if self.dirty.is_empty() && self.flushing.is_none() {
+        let in_dirty = !self.dirty.rows(namespace).is_empty();
+        let in_flushing =
+            self.flushing.as_ref().is_some_and(|layer| !layer.rows(namespace).is_empty());
+        if !in_dirty && !in_flushing {
             return Lookup::Store;
         }
         let key = Key::new(owned());
-        if let Some(value) = self.dirty.get(&key) {
+        if let Some(value) = self.dirty.get(namespace, &key) {
             return Lookup::Known(value.clone());
         }
-        if let Some(value) = self.flushing.as_ref().and_then(|flushing| flushing.get(&key)) {
+        if let Some(value) =
+            self.flushing.as_ref().and_then(|flushing| flushing.get(namespace, &key))
+        {
             return Lookup::Known(value.clone());
         }
         Lookup::Store
     }
 
-    /// Adds the changes of a transaction whose redo got `scn` and is not yet durable.
-    pub fn add_pending(&mut self, scn: Scn, changes: Vec<Change>, key_delta: i64) {
-        debug_assert!(self.pending.back().is_none_or(|(last, _, _)| *last < scn));
-        for change in &changes {
-            let value = change.value().cloned();
-            self.pending_bytes += entry_bytes(change.key(), &value);
-            let entry = self.pending_index.entry(change.key().clone()).or_insert((None, 0));
-            entry.0 = value;
+    fn index_pending(&mut self, changes: &[RowChange]) {
+        for change in changes {
+            self.pending_bytes += entry_bytes(&change.row, &change.value);
+            let entry = self.pending_index[change.namespace.index()]
+                .entry(change.row.clone())
+                .or_insert((None, 0));
+            entry.0 = change.value.clone();
             entry.1 += 1;
         }
+    }
+
+    /// Adds the changes of a transaction whose redo got `scn` and is not yet durable.
+    pub fn add_pending(&mut self, scn: Scn, changes: Vec<RowChange>, key_delta: i64) {
+        debug_assert!(self.pending.back().is_none_or(|(last, _, _)| *last < scn));
+        self.index_pending(&changes);
         self.pending.push_back((scn, changes, key_delta));
     }
 
@@ -208,16 +259,15 @@ impl Cache {
             }
             let (scn, changes, _) = self.pending.pop_front().expect("front exists");
             for change in changes {
-                let key = change.key().clone();
-                let value = change.value().cloned();
-                self.pending_bytes -= entry_bytes(&key, &value);
-                if let Some(entry) = self.pending_index.get_mut(&key) {
+                self.pending_bytes -= entry_bytes(&change.row, &change.value);
+                let index = &mut self.pending_index[change.namespace.index()];
+                if let Some(entry) = index.get_mut(&change.row) {
                     entry.1 -= 1;
                     if entry.1 == 0 {
-                        self.pending_index.remove(&key);
+                        index.remove(&change.row);
                     }
                 }
-                self.put_dirty(key, value);
+                self.put_dirty(change.namespace, change.row, change.value);
             }
             // Never beyond the last transaction actually promoted: the next one may have its
             // SCN (even a durable one) and not be in `pending` yet.
@@ -234,36 +284,31 @@ impl Cache {
             delta += key_delta;
         }
         // Rebuild the index from what remains.
-        self.pending_index.clear();
+        self.pending_index = Default::default();
         self.pending_bytes = 0;
-        for (_, changes, _) in &self.pending {
-            for change in changes {
-                let value = change.value().cloned();
-                self.pending_bytes += entry_bytes(change.key(), &value);
-                let entry = self.pending_index.entry(change.key().clone()).or_insert((None, 0));
-                entry.0 = value;
-                entry.1 += 1;
-            }
+        let pending = std::mem::take(&mut self.pending);
+        for (_, changes, _) in &pending {
+            self.index_pending(changes);
         }
+        self.pending = pending;
         delta
     }
 
     /// Applies durable changes directly (recovery).
-    pub fn apply_durable(&mut self, scn: Scn, changes: Vec<Change>) {
+    pub fn apply_durable(&mut self, scn: Scn, changes: Vec<RowChange>) {
         debug_assert!(
             self.pending.is_empty(),
             "durable changes are applied only when nothing is pending"
         );
         for change in changes {
-            let value = change.value().cloned();
-            self.put_dirty(change.key().clone(), value);
+            self.put_dirty(change.namespace, change.row, change.value);
         }
         self.promoted_scn = self.promoted_scn.max(scn);
     }
 
-    fn put_dirty(&mut self, key: Bytes, value: Option<Bytes>) {
+    fn put_dirty(&mut self, namespace: Namespace, key: Bytes, value: Option<Bytes>) {
         self.dirty_bytes += durable_entry_bytes(&key, &value);
-        if let Some(old) = self.dirty.insert(key.clone(), value) {
+        if let Some(old) = self.dirty.insert(namespace, key.clone(), value) {
             self.dirty_bytes -= durable_entry_bytes(&key, &old);
         }
     }
@@ -283,7 +328,7 @@ impl Cache {
     }
 
     pub fn dirty_keys(&self) -> usize {
-        self.dirty.len()
+        self.dirty.rows(Namespace::Keys).len()
     }
 
     /// Starts a checkpoint: *dirty* becomes *flushing* (merged into what a failed checkpoint
@@ -292,16 +337,19 @@ impl Cache {
         let dirty = std::mem::take(&mut self.dirty);
         let flushing = match self.flushing.take() {
             // What a failed checkpoint left, with the newer changes over it: counted again,
-            // as a key in both is charged once.
+            // as a row in both is charged once.
             Some(previous) => {
                 let mut flushing =
                     Arc::try_unwrap(previous).unwrap_or_else(|shared| (*shared).clone());
-                for (key, value) in dirty.changes {
-                    flushing.changes.insert(key, value);
+                for (namespace, rows) in dirty.rows.into_iter().enumerate() {
+                    for (key, value) in rows {
+                        flushing.rows[namespace].insert(key, value);
+                    }
                 }
                 self.flushing_bytes = flushing
-                    .changes
+                    .rows
                     .iter()
+                    .flat_map(|rows| rows.iter())
                     .map(|(key, value)| durable_entry_bytes(key.bytes(), value))
                     .sum();
                 flushing
@@ -326,39 +374,65 @@ impl Cache {
         }
     }
 
-    /// Key/value entries of every in-memory layer after `after` (exclusive), newest layer
-    /// first, each in key order: the caller merges them with the data files.
-    pub fn layers_after(
+    /// Rows of `namespace` within `(lower, upper)` of every in-memory layer, at most `limit`
+    /// of each, newest layer first, each in key order (descending if `reverse`): the caller
+    /// merges them with the data files.
+    pub fn layers_range(
         &self,
-        after: Option<&[u8]>,
+        namespace: Namespace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
         limit: usize,
     ) -> Vec<Vec<(Bytes, Option<Bytes>)>> {
-        use std::ops::Bound;
-        let lower: Bound<&[u8]> = match after {
-            Some(key) => Bound::Excluded(key),
-            None => Bound::Unbounded,
+        let key_bound = |bound: Bound<&[u8]>| -> Bound<Key> {
+            match bound {
+                Bound::Included(key) => Bound::Included(Key::new(Bytes::copy_from_slice(key))),
+                Bound::Excluded(key) => Bound::Excluded(Key::new(Bytes::copy_from_slice(key))),
+                Bound::Unbounded => Bound::Unbounded,
+            }
         };
-        let lower_key: Bound<Key> = match after {
-            Some(key) => Bound::Excluded(Key::new(Bytes::copy_from_slice(key))),
-            None => Bound::Unbounded,
-        };
+        let (lower_key, upper_key) = (key_bound(lower), key_bound(upper));
         let range = |map: &Changed| -> Vec<(Bytes, Option<Bytes>)> {
-            map.range((lower_key.as_ref(), Bound::Unbounded))
-                .take(limit)
-                .map(|(key, value)| (key.bytes().clone(), value.clone()))
-                .collect()
+            if !bounds_ordered(lower, upper) {
+                return Vec::new();
+            }
+            let entries = map.range((lower_key.as_ref(), upper_key.as_ref()));
+            let pick = |(key, value): (&Key, &Option<Bytes>)| (key.bytes().clone(), value.clone());
+            if reverse {
+                entries.rev().take(limit).map(pick).collect()
+            } else {
+                entries.take(limit).map(pick).collect()
+            }
         };
-        let pending = self
-            .pending_index
-            .range::<[u8], _>((lower, Bound::Unbounded))
-            .take(limit)
-            .map(|(key, (value, _))| (key.clone(), value.clone()))
-            .collect();
-        let mut layers = vec![pending, range(&self.dirty.changes)];
+        let pending = if bounds_ordered(lower, upper) {
+            let entries = self.pending_index[namespace.index()].range::<[u8], _>((lower, upper));
+            let pick =
+                |(key, (value, _)): (&Bytes, &(Option<Bytes>, usize))| (key.clone(), value.clone());
+            if reverse {
+                entries.rev().take(limit).map(pick).collect()
+            } else {
+                entries.take(limit).map(pick).collect()
+            }
+        } else {
+            Vec::new()
+        };
+        let mut layers = vec![pending, range(self.dirty.rows(namespace))];
         if let Some(flushing) = &self.flushing {
-            layers.push(range(&flushing.changes));
+            layers.push(range(flushing.rows(namespace)));
         }
         layers
+    }
+}
+
+/// Whether a range is not empty by its bounds alone (a BTreeMap panics on inverted ones).
+pub fn bounds_ordered(lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(low), Bound::Included(high)) => low <= high,
+        (Bound::Included(low), Bound::Excluded(high))
+        | (Bound::Excluded(low), Bound::Included(high)) => low < high,
+        (Bound::Excluded(low), Bound::Excluded(high)) => low < high,
+        _ => true,
     }
 }
 
@@ -366,11 +440,12 @@ impl Cache {
 mod tests {
     use super::*;
 
-    fn put(key: &str, value: &str) -> Change {
-        Change::Put {
-            key: Bytes::copy_from_slice(key.as_bytes()),
-            value: Bytes::copy_from_slice(value.as_bytes()),
-        }
+    fn put(key: &str, value: &str) -> RowChange {
+        RowChange::new(
+            Namespace::Keys,
+            Bytes::copy_from_slice(key.as_bytes()),
+            Some(Bytes::copy_from_slice(value.as_bytes())),
+        )
     }
 
     fn key(key: &str) -> Key {
@@ -424,37 +499,40 @@ mod tests {
         Lookup::Known(Some(Bytes::copy_from_slice(value.as_bytes())))
     }
 
+    const K: Namespace = Namespace::Keys;
+
     #[test]
     fn layers_shadow_in_order_and_promotion_keeps_scn_order() {
         let mut cache = Cache::new(Scn(0));
         cache.add_pending(Scn(1), vec![put("a", "1")], 0);
         cache.add_pending(Scn(2), vec![put("a", "2"), put("b", "1")], 0);
-        cache.add_pending(Scn(3), vec![Change::Delete { key: Bytes::from_static(b"b") }], 0);
-        assert_eq!(cache.lookup(b"a"), known("2"));
-        assert_eq!(cache.lookup(b"b"), Lookup::Known(None));
-        assert_eq!(cache.lookup(b"c"), Lookup::Store);
+        cache.add_pending(Scn(3), vec![RowChange::new(K, Bytes::from_static(b"b"), None)], 0);
+        assert_eq!(cache.lookup(K, b"a"), known("2"));
+        assert_eq!(cache.lookup(K, b"b"), Lookup::Known(None));
+        assert_eq!(cache.lookup(K, b"c"), Lookup::Store);
+        assert_eq!(cache.lookup(Namespace::Elements, b"a"), Lookup::Store);
         cache.promote(Scn(1));
         assert_eq!(cache.promoted_scn(), Scn(1));
         // a's latest value is still the pending one.
-        assert_eq!(cache.lookup(b"a"), known("2"));
+        assert_eq!(cache.lookup(K, b"a"), known("2"));
         let (flushing, scn) = cache.begin_checkpoint();
         assert_eq!(scn, Scn(1));
         assert_eq!(
-            flushing.get(&key("a")),
+            flushing.get(K, &key("a")),
             Some(&Some(Bytes::from_static(b"1"))),
             "only durable changes are checkpointed"
         );
         assert_eq!(flushing.len(), 1);
         cache.promote(Scn(3));
-        assert_eq!(cache.lookup(b"b"), Lookup::Known(None));
-        assert_eq!(cache.lookup(b"a"), known("2"));
+        assert_eq!(cache.lookup(K, b"b"), Lookup::Known(None));
+        assert_eq!(cache.lookup(K, b"a"), known("2"));
         cache.end_checkpoint(&flushing);
-        assert_eq!(cache.lookup(b"a"), known("2"));
+        assert_eq!(cache.lookup(K, b"a"), known("2"));
         let (second, scn) = cache.begin_checkpoint();
         assert_eq!(scn, Scn(3));
         assert_eq!(second.len(), 2);
         cache.end_checkpoint(&second);
-        assert_eq!(cache.lookup(b"a"), Lookup::Store);
+        assert_eq!(cache.lookup(K, b"a"), Lookup::Store);
         assert_eq!(cache.unwritten_bytes(), 0);
     }
 
@@ -468,7 +546,24 @@ mod tests {
         cache.promote(Scn(2));
         let (retry, scn) = cache.begin_checkpoint();
         assert_eq!(scn, Scn(2));
-        assert_eq!(retry.get(&key("a")), Some(&Some(Bytes::from_static(b"2"))));
-        assert_eq!(retry.get(&key("b")), Some(&Some(Bytes::from_static(b"1"))));
+        assert_eq!(retry.get(K, &key("a")), Some(&Some(Bytes::from_static(b"2"))));
+        assert_eq!(retry.get(K, &key("b")), Some(&Some(Bytes::from_static(b"1"))));
+    }
+
+    #[test]
+    fn ranges_go_either_way_and_never_panic_on_inverted_bounds() {
+        let mut cache = Cache::new(Scn(0));
+        cache.add_pending(Scn(1), vec![put("a", "1"), put("b", "2"), put("c", "3")], 0);
+        let keys = |layers: Vec<Vec<(Bytes, Option<Bytes>)>>| -> Vec<Bytes> {
+            layers[0].iter().map(|(key, _)| key.clone()).collect()
+        };
+        let forward =
+            cache.layers_range(K, Bound::Included(b"a"), Bound::Excluded(b"c"), false, 10);
+        assert_eq!(keys(forward), vec![Bytes::from("a"), Bytes::from("b")]);
+        let backward = cache.layers_range(K, Bound::Unbounded, Bound::Unbounded, true, 2);
+        assert_eq!(keys(backward), vec![Bytes::from("c"), Bytes::from("b")]);
+        let inverted =
+            cache.layers_range(K, Bound::Included(b"c"), Bound::Excluded(b"a"), false, 10);
+        assert!(inverted.iter().all(Vec::is_empty));
     }
 }

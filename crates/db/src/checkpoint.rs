@@ -143,7 +143,7 @@ impl Inner {
         };
         let started = Instant::now();
         let written = self.store.checkpoint(
-            changed.changes(),
+            &changed,
             scn,
             self.redo.identity().database_id,
             &lookups,

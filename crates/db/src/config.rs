@@ -38,6 +38,29 @@ pub struct DbConfig {
     /// Default: 1s.
     #[serde(with = "units::serde_human::duration")]
     pub checkpoint_retry_interval: Duration,
+
+    /// The limits on collections and commands. Not part of `[db]`: the server sets them from
+    /// `[limits]` (`collection_elements_max`, `command_elements_max`).
+    #[serde(skip)]
+    pub limits: DataLimits,
+}
+
+/// How large a collection may grow, and how many elements one command may read, return or
+/// change. A command that would pass one gets an error naming it, and changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataLimits {
+    /// Elements of one hash, list, set or sorted set. Bounds: 1..=2^32−1. Default: 2^32−1
+    /// (Redis's own ceiling for a list or set).
+    pub collection_elements_max: u64,
+    /// Elements one command may read, return or change (an LRANGE's reply, a SUNION's
+    /// inputs, the walk of a ZRANK). Bounds: 1..=2^32−1. Default: 16 777 216.
+    pub command_elements_max: u64,
+}
+
+impl Default for DataLimits {
+    fn default() -> DataLimits {
+        DataLimits { collection_elements_max: u32::MAX as u64, command_elements_max: 1 << 24 }
+    }
 }
 
 impl Default for DbConfig {
@@ -49,6 +72,7 @@ impl Default for DbConfig {
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
             checkpoint_retry_interval: Duration::from_secs(1),
+            limits: DataLimits::default(),
         }
     }
 }
@@ -98,6 +122,14 @@ impl DbConfig {
                 "checkpoint_retry_interval",
                 format!("{:?} is outside 10ms..=1min", self.checkpoint_retry_interval),
             );
+        }
+        for (field, value) in [
+            ("limits.collection_elements_max", self.limits.collection_elements_max),
+            ("limits.command_elements_max", self.limits.command_elements_max),
+        ] {
+            if !(1..=u32::MAX as u64).contains(&value) {
+                return invalid(field, format!("{value} is outside 1..=4294967295"));
+            }
         }
         Ok(())
     }

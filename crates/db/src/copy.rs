@@ -9,13 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use redo::storage::Storage;
 use redo::{DatabaseId, Scn};
 
+use crate::cache::Layer;
 use crate::config::DbConfig;
 use crate::error::DbError;
-use crate::store::{Changed, Store};
+use crate::store::{self, Store};
 
 /// The marker of a copy under way, in the data directory.
 pub fn copy_marker(config: &DbConfig) -> PathBuf {
@@ -53,23 +53,22 @@ impl CopyWriter {
         Ok(CopyWriter { store, marker, storage: storage.clone() })
     }
 
-    /// Commits a chunk of pairs (durably; not yet a database).
+    /// Commits a chunk of pairs (durably; not yet a database): rows as a snapshot reads them,
+    /// each key led by its table's byte (`store::StoreSnapshot::next_entries`).
     pub fn write(
         &self,
         entries: Vec<(Vec<u8>, Vec<u8>)>,
         database_id: DatabaseId,
     ) -> Result<(), DbError> {
-        let changed: Changed = entries
-            .into_iter()
-            .map(|(key, value)| (Bytes::from(key).into(), Some(Bytes::from(value))))
-            .collect();
-        self.store.checkpoint(&changed, Scn::ZERO, database_id, &[], &mut |_| {})
+        let rows = store::untag(entries)
+            .map_err(|reason| DbError::Store { path: self.store.path().to_path_buf(), reason })?;
+        self.store.checkpoint(&Layer::from_rows(rows), Scn::ZERO, database_id, &[], &mut |_| {})
     }
 
     /// Records the copy's checkpoint SCN, then removes the marker: the data files are the
     /// database at `checkpoint_scn` from now on. Returns the number of keys.
     pub fn finish(self, checkpoint_scn: Scn, database_id: DatabaseId) -> Result<u64, DbError> {
-        self.store.checkpoint(&Changed::new(), checkpoint_scn, database_id, &[], &mut |_| {})?;
+        self.store.checkpoint(&Layer::default(), checkpoint_scn, database_id, &[], &mut |_| {})?;
         let keys = self.store.key_count()?;
         drop(self.store);
         let fail = |error: std::io::Error| DbError::Store {

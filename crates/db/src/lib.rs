@@ -8,6 +8,11 @@
 //! and replays the redo after it. See `cache` for the layers between a session and the data
 //! files, and why a checkpoint never waits for the log writer.
 //!
+//! The key space is Redis's: strings, hashes, lists, sets and sorted sets, keys with
+//! deadlines. Its layout in rows (`layout`) gives every element of a collection a row of its
+//! own, so that a change to one element is a change to one row in the redo, the cache and the
+//! data files, whatever the collection's size.
+//!
 //! *Architecture Invariant*: the database never sees a socket or a protocol; the server maps
 //! commands to `Op`s and `OpResult`s to replies.
 
@@ -15,15 +20,21 @@ mod apply;
 pub mod cache;
 pub mod change;
 mod checkpoint;
+pub mod clock;
 pub mod config;
 pub mod copy;
+mod effects;
 pub mod error;
+mod expire;
 mod key_count;
+pub mod layout;
 mod open;
 pub mod ops;
 mod scan;
 pub mod store;
 mod transaction;
+mod view;
+pub mod watch;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,22 +50,27 @@ use stats::{Metrics, Statistic, WaitEvent};
 
 use cache::Cache;
 use checkpoint::CheckpointState;
-pub use config::DbConfig;
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{DataLimits, DbConfig};
 pub use error::DbError;
+pub use expire::ExpireCycle;
 use key_count::KeyCount;
-pub use ops::{Op, OpResult, SetCondition};
+pub use keyspace::{KeyType, Op, OpResult, SetCondition};
 use scan::Cursors;
 use store::Store;
+pub use watch::WatchState;
 
 pub type Result<T, E = DbError> = std::result::Result<T, E>;
 
 /// What a transaction did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Executed {
     pub results: Vec<OpResult>,
     /// The commit SCN, if the transaction changed anything (its commit must then be
     /// completed with `Database::commit`).
     pub scn: Option<Scn>,
+    /// A key the transaction's connection watched changed: nothing ran (EXEC's null reply).
+    pub watch_failed: bool,
 }
 
 /// The database for a person or a monitoring system.
@@ -92,9 +108,10 @@ struct Stats {
     applied_records: Arc<Statistic>,
 }
 
-/// Lock order: `checkpoint_running` → `write` → `cache` → `checkpoint` → `cursors` →
-/// `key_count`; a thread holding one may only take those after it (most paths hold one at a
-/// time). `key_count` is a leaf: nothing, not even a read of the data files, happens under it.
+/// Lock order: `checkpoint_running` → `write` → `random` → `cache` → `checkpoint` → `cursors`
+/// → `watches` → `key_count`; a thread holding one may only take those after it (most paths
+/// hold one at a time). `key_count` is a leaf: nothing, not even a read of the data files,
+/// happens under it. `clock` is read for an instant and nothing is taken under it.
 struct Inner {
     config: DbConfig,
     redo: RedoLog,
@@ -112,6 +129,17 @@ struct Inner {
     /// One checkpoint at a time.
     checkpoint_running: Mutex<()>,
     cursors: Mutex<Cursors>,
+    /// The next collection id a primary hands out (`layout`): above every id the data files
+    /// and the redo name.
+    next_collection_id: AtomicU64,
+    clock: RwLock<Arc<dyn Clock>>,
+    watches: Mutex<watch::Watches>,
+    random: Mutex<ops::Random>,
+    /// Keys deleted because their deadline passed (INFO's `expired_keys`).
+    expired_keys: AtomicU64,
+    /// Moves on with every committed or applied change, for sessions waiting for a key to
+    /// change (blocked pops).
+    keys_changed: tokio::sync::watch::Sender<u64>,
     shut_down: AtomicBool,
     /// Set on a database that must not write its data files past where they are (a fenced
     /// primary, whose changes past a failover point a reinstate may have to rewind).
@@ -200,9 +228,56 @@ impl Database {
         Scn(self.inner.applied_scn.load(Ordering::Acquire))
     }
 
-    /// The value of `key`.
+    /// The value of string `key` (`None`: no such key, past its deadline, or not a string).
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         self.inner.read(key)
+    }
+
+    /// Runs read-only `ops` against one consistent view, without the write lock (a lone read;
+    /// every read on a standby).
+    pub fn read(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        self.inner.read_ops(ops)
+    }
+
+    /// The clock that decides expiry (the system's, unless a test sets its own).
+    pub fn set_clock(&self, clock: Arc<dyn Clock>) {
+        *self.inner.clock.write() = clock;
+    }
+
+    pub fn now_ms(&self) -> u64 {
+        self.inner.now_ms()
+    }
+
+    /// WATCH: connection `id` watches `keys` until its EXEC, DISCARD or UNWATCH.
+    pub fn watch(&self, id: u64, keys: &[Bytes]) -> Result<std::result::Result<(), usize>> {
+        let now = self.inner.now_ms();
+        let mut watched = Vec::with_capacity(keys.len());
+        {
+            let _write = self.inner.write.lock();
+            let base = view::Live { cache: &self.inner.cache, store: &self.inner.store };
+            let view = view::View::new(&base, &self.inner.next_collection_id, false);
+            for key in keys {
+                let expired = view.raw_key(key)?.is_some_and(|row| row.expired(now));
+                watched.push((key.clone(), expired));
+            }
+            Ok(self.inner.watches.lock().watch(id, &watched))
+        }
+    }
+
+    /// UNWATCH (and what EXEC, DISCARD and a closed connection do).
+    pub fn unwatch(&self, id: u64) {
+        self.inner.watches.lock().unwatch(id);
+    }
+
+    /// Keys deleted because their deadline passed, since the database opened.
+    pub fn expired_keys(&self) -> u64 {
+        self.inner.expired_keys.load(Ordering::Relaxed)
+    }
+
+    /// A receiver that sees a new value after every committed or applied change (blocked pops
+    /// wait on it, then try again).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.keys_changed.subscribe()
     }
 
     /// Number of keys. Looks up in the data files the keys written since the last checkpoint
@@ -225,7 +300,13 @@ impl Database {
     /// ones before it. If anything changed, its redo has been appended (`scn` is set) and the
     /// changes are visible; complete the commit with `commit`.
     pub fn execute(&self, ops: &[Op]) -> Result<Executed> {
-        self.inner.execute(ops)
+        self.inner.execute(ops, None)
+    }
+
+    /// `execute` as EXEC after WATCH: nothing runs (`watch_failed`) if a key connection `id`
+    /// watches changed since it watched it; the connection's watches end either way.
+    pub fn execute_watched(&self, ops: &[Op], id: u64) -> Result<Executed> {
+        self.inner.execute(ops, Some(id))
     }
 
     /// Waits, without holding a thread, while a write would have to wait inside `execute`:
@@ -383,3 +464,5 @@ impl Drop for Database {
 mod tests;
 #[cfg(test)]
 mod tests_key_count;
+#[cfg(test)]
+mod tests_types;

@@ -10,12 +10,14 @@ use redo::storage::Storage;
 use redo::{RedoError, RedoLog, Role};
 use stats::Metrics;
 
-use crate::apply::{decode_record, key_delta};
+use crate::apply::{decode_record, replay};
 use crate::cache::Cache;
 use crate::checkpoint::CheckpointState;
+use crate::clock::Clock;
 use crate::key_count::KeyCount;
 use crate::scan::Cursors;
-use crate::store::{self, Store};
+use crate::store::Store;
+use crate::view::Fixed;
 use crate::{Database, DbConfig, DbError, Inner, Result, Stats, Waits, copy};
 
 impl Database {
@@ -48,7 +50,7 @@ impl Database {
             }
             Some(_) => {}
             None if identity.database_id.0 != 0 => store.checkpoint(
-                &store::Changed::new(),
+                &crate::cache::Layer::default(),
                 meta.checkpoint_scn,
                 identity.database_id,
                 &[],
@@ -66,6 +68,7 @@ impl Database {
         let mut cache = Cache::new(meta.checkpoint_scn);
         let mut keys = store.key_count()? as i64;
         let mut records = 0u64;
+        let next_collection_id = AtomicU64::new(store.max_collection_id()? + 1);
         if role == Role::Primary {
             // Crash recovery: the data files at their checkpoint, plus every record after it.
             let started = Instant::now();
@@ -74,8 +77,12 @@ impl Database {
             while let Some(record) = reader.next_record()? {
                 redo_bytes += record.payload.len() as u64;
                 let changes = decode_record(record.scn, record.payload)?;
-                keys += key_delta(&cache, &store, &changes)?;
-                cache.apply_durable(record.scn, changes);
+                let outcome = {
+                    let base = Fixed { cache: &cache, store: &store };
+                    replay(&base, &next_collection_id, record.scn, &changes)?
+                };
+                keys += outcome.key_delta;
+                cache.apply_durable(record.scn, outcome.rows);
                 records += 1;
             }
             if records > 0 {
@@ -102,6 +109,14 @@ impl Database {
             checkpoint_changed: Condvar::new(),
             checkpoint_running: Mutex::new(()),
             cursors: Mutex::new(Cursors { next: 1, ..Cursors::default() }),
+            next_collection_id,
+            clock: RwLock::new(Arc::new(crate::clock::SystemClock)),
+            watches: Mutex::new(crate::watch::Watches::default()),
+            random: Mutex::new(crate::ops::Random::new(
+                crate::clock::SystemClock.now_ms() ^ std::process::id() as u64,
+            )),
+            expired_keys: AtomicU64::new(0),
+            keys_changed: tokio::sync::watch::Sender::new(0),
             shut_down: AtomicBool::new(false),
             checkpoints_suspended: AtomicBool::new(suspend_checkpoints),
             recovered_records: AtomicU64::new(records),

@@ -2,9 +2,13 @@
 //! cursors handed out to clients.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 
 use bytes::Bytes;
+use keyspace::KeyType;
 
+use crate::layout::{self, Namespace};
+use crate::view::{Live, View};
 use crate::{Database, DbError, Inner, Result};
 
 /// SCAN cursors handed out: cursor → the last key returned. Bounded; the oldest are
@@ -18,14 +22,32 @@ pub(crate) struct Cursors {
 
 const CURSORS_MAX: usize = 16_384;
 
+impl Cursors {
+    /// A new cursor that resumes after `last`; the oldest is forgotten past `CURSORS_MAX`.
+    pub(crate) fn issue(&mut self, last: Bytes) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        self.keys.insert(id, last);
+        self.order.push_back(id);
+        if self.order.len() > CURSORS_MAX
+            && let Some(oldest) = self.order.pop_front()
+        {
+            self.keys.remove(&oldest);
+        }
+        id
+    }
+}
+
 impl Database {
-    /// Up to `count` keys after SCAN cursor `cursor` (0: from the start) that `matches`,
-    /// and the next cursor (0: the end).
+    /// Up to `count` keys after SCAN cursor `cursor` (0: from the start) that `matches` (and are
+    /// of type `kind`, if given), and the next cursor (0: the end). Keys past their deadline
+    /// are not returned.
     pub fn scan(
         &self,
         cursor: u64,
         count: usize,
         matches: &dyn Fn(&[u8]) -> bool,
+        kind: Option<KeyType>,
     ) -> Result<(u64, Vec<Bytes>)> {
         let after = if cursor == 0 {
             None
@@ -40,22 +62,10 @@ impl Database {
                     .ok_or(DbError::InvalidCursor)?,
             )
         };
-        let (keys, last) = self.inner.scan_after(after.as_deref(), count.max(1), matches)?;
+        let (keys, last) = self.inner.scan_after(after, count.max(1), matches, kind)?;
         let next = match last {
             None => 0,
-            Some(last) => {
-                let mut cursors = self.inner.cursors.lock();
-                let id = cursors.next;
-                cursors.next += 1;
-                cursors.keys.insert(id, last);
-                cursors.order.push_back(id);
-                if cursors.order.len() > CURSORS_MAX
-                    && let Some(oldest) = cursors.order.pop_front()
-                {
-                    cursors.keys.remove(&oldest);
-                }
-                id
-            }
+            Some(last) => self.inner.cursors.lock().issue(last),
         };
         Ok((next, keys))
     }
@@ -65,7 +75,7 @@ impl Database {
         let mut all = Vec::new();
         let mut after: Option<Bytes> = None;
         loop {
-            let (mut keys, last) = self.inner.scan_after(after.as_deref(), 4096, matches)?;
+            let (mut keys, last) = self.inner.scan_after(after, 4096, matches, None)?;
             all.append(&mut keys);
             match last {
                 Some(last) => after = Some(last),
@@ -76,78 +86,36 @@ impl Database {
 }
 
 impl Inner {
-    /// Up to `count` live keys after `after` in key order, those that `matches`, and the last
-    /// key examined (`None` once the key space is exhausted).
+    /// Up to `count` keys after `after` in key order, those that `matches` and are live (and of
+    /// `kind`), and the last key examined (`None` once the key space is exhausted).
     fn scan_after(
         &self,
-        after: Option<&[u8]>,
+        after: Option<Bytes>,
         count: usize,
         matches: &dyn Fn(&[u8]) -> bool,
+        kind: Option<KeyType>,
     ) -> Result<(Vec<Bytes>, Option<Bytes>)> {
-        let (layers, stored) = {
-            let cache = self.cache.read();
-            (cache.layers_after(after, count), self.store.range(after, count)?)
-        };
-        // Each source: its entries in key order, and whether it was cut at `count`.
-        type Source = (Vec<(Bytes, Option<Bytes>)>, bool);
-        let mut sources: Vec<Source> = layers
-            .into_iter()
-            .map(|layer| {
-                let truncated = layer.len() >= count;
-                (layer, truncated)
-            })
-            .collect();
-        let stored_truncated = stored.len() >= count;
-        sources.push((
-            stored.into_iter().map(|(key, value)| (key, Some(value))).collect(),
-            stored_truncated,
-        ));
-        // A source cut at `count` entries may hold more keys past its last one: merged
-        // output can only go up to the smallest such last key.
-        let bound: Option<Bytes> = sources
-            .iter()
-            .filter(|(entries, truncated)| *truncated && !entries.is_empty())
-            .map(|(entries, _)| entries.last().expect("non-empty").0.clone())
-            .min();
-        let mut positions = vec![0usize; sources.len()];
+        let base = Live { cache: &self.cache, store: &self.store };
+        let view = View::new(&base, &self.next_collection_id, false);
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let rows = view.range(Namespace::Keys, lower, Bound::Unbounded, false, count)?;
+        let last = (rows.len() == count).then(|| rows.last().map(|(key, _)| key.clone())).flatten();
+        let now = self.now_ms();
         let mut keys = Vec::new();
-        let mut examined = 0usize;
-        let mut last: Option<Bytes> = None;
-        loop {
-            let next = sources
-                .iter()
-                .zip(&positions)
-                .filter_map(|((entries, _), &at)| entries.get(at).map(|entry| &entry.0))
-                .min()
-                .cloned();
-            let Some(key) = next else {
-                // Every source exhausted within its range.
-                return Ok((keys, if bound.is_some() { last } else { None }));
-            };
-            if bound.as_ref().is_some_and(|bound| key > *bound) || examined >= count {
-                // `last` is set: a truncated source's last key bounds its first, and
-                // `examined` only grows with `last`.
-                return Ok((keys, last));
+        for (key, row) in rows {
+            let (row_kind, expires_at) =
+                layout::decode_header(&row).map_err(|error| DbError::Store {
+                    path: "kv".into(),
+                    reason: format!("key {:?}: {error}", String::from_utf8_lossy(&key)),
+                })?;
+            if expires_at != 0 && expires_at <= now {
+                continue;
             }
-            // The newest layer holding the key decides its value.
-            let mut value = None;
-            let mut decided = false;
-            for ((entries, _), at) in sources.iter().zip(positions.iter_mut()) {
-                if entries.get(*at).is_some_and(|entry| entry.0 == key) {
-                    if !decided {
-                        value = entries[*at].1.clone();
-                        decided = true;
-                    }
-                    *at += 1;
-                }
+            if kind.is_some_and(|kind| kind != row_kind) || !matches(&key) {
+                continue;
             }
-            if value.is_some() {
-                examined += 1;
-                if matches(&key) {
-                    keys.push(key.clone());
-                }
-            }
-            last = Some(key);
+            keys.push(key);
         }
+        Ok((keys, last))
     }
 }

@@ -3,7 +3,15 @@
 //!
 //! The data files are never the durability mechanism; the redo log is. They are written only
 //! by checkpoints, each one redb write transaction committed durably that holds the changed
-//! keys *and* the checkpoint SCN, so the two can never disagree after a crash.
+//! rows *and* the checkpoint SCN, so the two can never disagree after a crash.
+//!
+//! One table per namespace of `layout` (`kv` for keys, `elements`, `expires`, `garbage`), and
+//! `meta`. A checkpoint learns what each key row it writes replaced (redb's insert returns it
+//! anyway): the data files' count of keys (`key_count`), and what a write that did not read
+//! the key could not know: the replaced row's expires entry, and a replaced collection's id,
+//! whose elements become garbage. It then removes garbage elements, a bounded number per
+//! checkpoint (`GARBAGE_ROWS_PER_CHECKPOINT_MAX`), so a DEL of a large collection costs one
+//! row in the redo and its elements go in the background.
 
 use std::io;
 use std::ops::Bound;
@@ -17,12 +25,28 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefiniti
 use redo::storage::{Storage, StorageFile};
 use redo::{DatabaseId, Scn};
 
+use crate::cache::Layer;
 use crate::error::DbError;
+use crate::layout::{self, KeyRow, Namespace};
 
-const KV: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
+type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
+const KV: Table = TableDefinition::new("kv");
+const ELEMENTS: Table = TableDefinition::new("elements");
+const EXPIRES: Table = TableDefinition::new("expires");
+const GARBAGE: Table = TableDefinition::new("garbage");
+/// The table of each namespace, in `Namespace::ALL` order.
+const TABLES: [Table; Namespace::COUNT] = [KV, ELEMENTS, EXPIRES, GARBAGE];
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const META_CHECKPOINT_SCN: &str = "checkpoint_scn";
 const META_DATABASE_ID: &str = "database_id";
+/// The layout of the rows (`layout`): 2 since typed key rows; files without it hold version
+/// 1's plain string values in `kv`, which opening migrates.
+const META_LAYOUT: &str = "layout";
+const LAYOUT: u64 = 2;
+
+/// Garbage element rows a checkpoint removes at most (a DEL of a collection of millions is
+/// spread over checkpoints, each bounded in time).
+pub const GARBAGE_ROWS_PER_CHECKPOINT_MAX: usize = 65_536;
 
 /// redb's view of one of our storage files.
 #[derive(Debug)]
@@ -65,11 +89,11 @@ pub struct Meta {
     pub database_id: Option<DatabaseId>,
 }
 
-/// A changed key to write at a checkpoint: the new value, or `None` to delete it.
+/// A changed row to write at a checkpoint: the new value, or `None` to delete it.
 pub type Changed = std::collections::BTreeMap<crate::cache::Key, Option<Bytes>>;
 
-/// The key table as one read transaction sees it.
-type KvTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+/// The tables of one read transaction, one per namespace.
+type KeptTables = [redb::ReadOnlyTable<&'static [u8], &'static [u8]>; Namespace::COUNT];
 
 pub struct Store {
     /// `None` while closed after a failed checkpoint, until it is reopened.
@@ -82,13 +106,16 @@ pub struct Store {
     /// and dropped only under `db`'s lock, so it never outlives the database it reads. The
     /// number counts the times it was dropped: a table opened before a drop is never kept
     /// after it.
-    reader: parking_lot::Mutex<(u64, Option<Arc<KvTable>>)>,
+    reader: parking_lot::Mutex<(u64, Option<Arc<KeptTables>>)>,
     path: PathBuf,
     storage: Arc<dyn Storage>,
     cache_bytes: u64,
     sync_failed: Arc<AtomicBool>,
     /// Closed for good (shutdown).
     closed: AtomicBool,
+    /// Whether the garbage table may hold ids (a checkpoint with nothing else to write still
+    /// removes garbage then).
+    garbage_pending: AtomicBool,
 }
 
 impl std::fmt::Debug for Store {
@@ -112,11 +139,36 @@ impl Store {
     ) -> Result<Store, DbError> {
         let sync_failed = Arc::new(AtomicBool::new(false));
         let db = open_database(storage, path, cache_bytes, &sync_failed)?;
-        // Make sure both tables exist, so that readers never see "no such table".
+        // Make sure every table exists, so that readers never see "no such table", and that the
+        // rows are of this layout.
         let fail = store_error(path, "initialise");
         let transaction = db.begin_write().map_err(|error| fail(&error))?;
-        transaction.open_table(KV).map_err(|error| fail(&error))?;
-        transaction.open_table(META).map_err(|error| fail(&error))?;
+        let garbage_pending;
+        {
+            for table in TABLES {
+                transaction.open_table(table).map_err(|error| fail(&error))?;
+            }
+            let mut meta = transaction.open_table(META).map_err(|error| fail(&error))?;
+            let layout = meta.get(META_LAYOUT).map_err(|error| fail(&error))?.map(|v| v.value());
+            match layout {
+                Some(LAYOUT) => {}
+                Some(other) => {
+                    return Err(fail(&format!(
+                        "the data files are of layout {other}; this version reads layout {LAYOUT} (and migrates 1)"
+                    )));
+                }
+                None => {
+                    let migrated =
+                        migrate_plain_strings(&transaction).map_err(|error| fail(&error))?;
+                    if migrated > 0 {
+                        tracing::info!(path = %path.display(), keys = migrated, "data files migrated from layout 1 (plain strings) to layout {LAYOUT}");
+                    }
+                    meta.insert(META_LAYOUT, LAYOUT).map_err(|error| fail(&error))?;
+                }
+            }
+            let garbage = transaction.open_table(GARBAGE).map_err(|error| fail(&error))?;
+            garbage_pending = !garbage.is_empty().map_err(|error| fail(&error))?;
+        }
         transaction.commit().map_err(|error| fail(&error))?;
         Ok(Store {
             db: RwLock::new(Some(db)),
@@ -126,6 +178,7 @@ impl Store {
             cache_bytes,
             sync_failed,
             closed: AtomicBool::new(false),
+            garbage_pending: AtomicBool::new(garbage_pending),
         })
     }
 
@@ -197,64 +250,103 @@ impl Store {
         })
     }
 
-    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
-        let fail = store_error(&self.path, "read");
-        let db = self.database("read")?;
+    /// Runs `read` on the kept read transaction's tables (opened now if none is kept).
+    fn with_tables<T>(
+        &self,
+        what: &str,
+        read: impl FnOnce(&KeptTables) -> Result<T, redb::StorageError>,
+    ) -> Result<T, DbError> {
+        let fail = store_error(&self.path, what);
+        let db = self.database(what)?;
         let (generation, kept) = {
             let reader = self.reader.lock();
             (reader.0, reader.1.clone())
         };
-        let table = match kept {
-            Some(table) => table,
+        let tables = match kept {
+            Some(tables) => tables,
             None => {
                 let transaction = db.begin_read().map_err(|error| fail(&error))?;
-                let table = Arc::new(transaction.open_table(KV).map_err(|error| fail(&error))?);
+                let open = |table| transaction.open_table(table).map_err(|error| fail(&error));
+                let tables = Arc::new([open(KV)?, open(ELEMENTS)?, open(EXPIRES)?, open(GARBAGE)?]);
                 let mut reader = self.reader.lock();
-                // Not if a checkpoint dropped the kept table meanwhile: this one may be older.
+                // Not if a checkpoint dropped the kept tables meanwhile: these may be older.
                 if reader.0 == generation && reader.1.is_none() {
-                    reader.1 = Some(table.clone());
+                    reader.1 = Some(tables.clone());
                 }
-                table
+                tables
             }
         };
-        let value = table.get(key).map_err(|error| fail(&error))?;
-        let value = value.map(|value| Bytes::copy_from_slice(value.value()));
-        drop(table);
+        let result = read(&tables).map_err(|error| fail(&error));
+        drop(tables);
         drop(db);
-        Ok(value)
+        result
+    }
+
+    /// A key's row (`Namespace::Keys`), or any other namespace's.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        self.get_row(Namespace::Keys, key)
+    }
+
+    pub fn get_row(&self, namespace: Namespace, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        self.with_tables("read", |tables| {
+            let value = tables[namespace.index()].get(key)?;
+            Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
+        })
     }
 
     /// Number of keys in the data files.
     pub fn key_count(&self) -> Result<u64, DbError> {
-        let fail = store_error(&self.path, "count");
-        let db = self.database("count")?;
-        let transaction = db.begin_read().map_err(|error| fail(&error))?;
-        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
-        table.len().map_err(|error| fail(&error))
+        self.with_tables("count", |tables| tables[Namespace::Keys.index()].len())
     }
 
-    /// Up to `limit` keys and values after `after` (exclusive), in key order.
+    /// Up to `limit` rows of `namespace` within `(lower, upper)`, in key order (descending if
+    /// `reverse`).
     pub fn range(
         &self,
-        after: Option<&[u8]>,
+        namespace: Namespace,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
         limit: usize,
     ) -> Result<Vec<(Bytes, Bytes)>, DbError> {
-        let fail = store_error(&self.path, "scan");
-        let db = self.database("scan")?;
-        let transaction = db.begin_read().map_err(|error| fail(&error))?;
-        let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
-        let lower = match after {
-            Some(key) => Bound::Excluded(key),
-            None => Bound::Unbounded,
-        };
-        let range =
-            table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
-        let mut out = Vec::new();
-        for entry in range.take(limit) {
-            let (key, value) = entry.map_err(|error| fail(&error))?;
-            out.push((Bytes::copy_from_slice(key.value()), Bytes::copy_from_slice(value.value())));
+        if !crate::cache::bounds_ordered(lower, upper) {
+            return Ok(Vec::new());
         }
-        Ok(out)
+        self.with_tables("scan", |tables| {
+            let range = tables[namespace.index()].range::<&[u8]>((lower, upper))?;
+            let entries: Box<dyn Iterator<Item = _>> =
+                if reverse { Box::new(range.rev()) } else { Box::new(range) };
+            let mut out = Vec::new();
+            for entry in entries.take(limit) {
+                let (key, value) = entry?;
+                out.push((
+                    Bytes::copy_from_slice(key.value()),
+                    Bytes::copy_from_slice(value.value()),
+                ));
+            }
+            Ok(out)
+        })
+    }
+
+    /// The highest collection id the data files know (in elements or garbage), or 0.
+    pub fn max_collection_id(&self) -> Result<u64, DbError> {
+        self.with_tables("read the collection ids", |tables| {
+            let mut max = 0u64;
+            for namespace in [Namespace::Elements, Namespace::Garbage] {
+                if let Some((key, _)) = tables[namespace.index()].last()? {
+                    let key = key.value();
+                    if key.len() >= 8 {
+                        max = max.max(u64::from_be_bytes(key[..8].try_into().expect("8 bytes")));
+                    }
+                }
+            }
+            Ok(max)
+        })
+    }
+
+    /// Whether garbage elements may be waiting for a checkpoint to remove them.
+    pub fn garbage_pending(&self) -> bool {
+        self.garbage_pending.load(Ordering::Acquire)
     }
 
     /// Writes `changed` and the checkpoint SCN in one transaction, durably (redb syncs the
@@ -274,7 +366,7 @@ impl Store {
     /// a restart (fsync errors are not retryable).
     pub fn checkpoint(
         &self,
-        changed: &Changed,
+        changed: &Layer,
         scn: Scn,
         database_id: DatabaseId,
         unresolved: &[crate::cache::Key],
@@ -302,7 +394,7 @@ impl Store {
 
     fn write_checkpoint(
         &self,
-        changed: &Changed,
+        changed: &Layer,
         scn: Scn,
         database_id: DatabaseId,
         unresolved: &[crate::cache::Key],
@@ -311,41 +403,176 @@ impl Store {
         let fail = store_error(&self.path, "checkpoint");
         let db = self.database("checkpoint")?;
         let transaction = db.begin_write().map_err(|error| fail(&error))?;
+        let garbage_left;
         {
             let mut table = transaction.open_table(KV).map_err(|error| fail(&error))?;
+            // What the replaced rows tell, for what their writes did not read.
+            let mut learnt = Learnt::default();
             // Both in key order: walked together, each unresolved key meets its own write.
             let mut existed = Vec::with_capacity(unresolved.len());
             let mut next = unresolved.iter().peekable();
-            for (key, value) in changed {
+            for (key, value) in changed.rows(Namespace::Keys) {
                 // An unresolved key that is not among the changes (never expected: each is
                 // the key of one of them) is looked up before the writes after it.
                 while let Some(lone) = next.next_if(|lone| *lone < key) {
                     existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
                 }
                 let replaced = match value {
-                    Some(value) => table
-                        .insert(key.as_ref(), value.as_ref())
-                        .map_err(|error| fail(&error))?
-                        .is_some(),
-                    None => table.remove(key.as_ref()).map_err(|error| fail(&error))?.is_some(),
-                };
+                    Some(value) => table.insert(key.as_ref(), value.as_ref()),
+                    None => table.remove(key.as_ref()),
+                }
+                .map_err(|error| fail(&error))?;
+                let replaced = replaced
+                    .map(|old| learnt.replaced(key.as_ref(), old.value(), value.as_deref()));
+                if let Some(new) = value {
+                    learnt.written(new);
+                }
                 if next.next_if(|lone| *lone == key).is_some() {
-                    existed.push(replaced);
+                    existed.push(replaced.is_some());
                 }
             }
             for lone in next {
                 existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
             }
+            drop(table);
+            for namespace in [Namespace::Elements, Namespace::Expires, Namespace::Garbage] {
+                let mut table = transaction
+                    .open_table(TABLES[namespace.index()])
+                    .map_err(|error| fail(&error))?;
+                for (key, value) in changed.rows(namespace) {
+                    match value {
+                        Some(value) => table.insert(key.as_ref(), value.as_ref()),
+                        None => table.remove(key.as_ref()),
+                    }
+                    .map_err(|error| fail(&error))?;
+                }
+            }
+            {
+                let mut expires = transaction.open_table(EXPIRES).map_err(|error| fail(&error))?;
+                for stale in &learnt.stale_expires {
+                    expires.remove(stale.as_ref()).map_err(|error| fail(&error))?;
+                }
+                let mut garbage = transaction.open_table(GARBAGE).map_err(|error| fail(&error))?;
+                for id in learnt.dropped_ids.difference(&learnt.written_ids) {
+                    garbage
+                        .insert(layout::garbage_row(*id).as_ref(), &[][..])
+                        .map_err(|error| fail(&error))?;
+                }
+            }
+            garbage_left = collect_garbage(&transaction, GARBAGE_ROWS_PER_CHECKPOINT_MAX)
+                .map_err(|error| fail(&error))?;
             before_commit(&existed);
             let mut meta = transaction.open_table(META).map_err(|error| fail(&error))?;
             meta.insert(META_CHECKPOINT_SCN, scn.0).map_err(|error| fail(&error))?;
             meta.insert(META_DATABASE_ID, database_id.0).map_err(|error| fail(&error))?;
         }
-        transaction.commit().map_err(|error| fail(&error))
+        transaction.commit().map_err(|error| fail(&error))?;
+        self.garbage_pending.store(garbage_left, Ordering::Release);
+        Ok(())
     }
 }
 
-/// Key-value pairs, in key order.
+/// What a checkpoint learns from the key rows its writes replace.
+#[derive(Default)]
+struct Learnt {
+    /// Expires rows of replaced rows whose deadline the new row does not have.
+    stale_expires: Vec<Bytes>,
+    /// Collections of replaced rows …
+    dropped_ids: std::collections::BTreeSet<u64>,
+    /// … and of the rows written (a RENAME moves an id: it is not dropped).
+    written_ids: std::collections::BTreeSet<u64>,
+}
+
+impl Learnt {
+    fn replaced(&mut self, key: &[u8], old: &[u8], new: Option<&[u8]>) {
+        let Ok(old) = KeyRow::decode(&Bytes::copy_from_slice(old)) else {
+            tracing::warn!(key = %String::from_utf8_lossy(key), "a malformed key row in the data files was replaced");
+            return;
+        };
+        let new = new.and_then(|new| KeyRow::decode(&Bytes::copy_from_slice(new)).ok());
+        let new_deadline = new.as_ref().map_or(0, |new| new.expires_at);
+        if old.expires_at != 0 && old.expires_at != new_deadline {
+            self.stale_expires.push(layout::expires_row(old.expires_at, key));
+        }
+        if let Some(collection) = old.collection_info() {
+            self.dropped_ids.insert(collection.id);
+        }
+    }
+
+    fn written(&mut self, new: &[u8]) {
+        if let Some(collection) = layout::decode_header(new)
+            .ok()
+            .filter(|(kind, _)| *kind != layout::KeyType::String)
+            .and_then(|_| KeyRow::decode(&Bytes::copy_from_slice(new)).ok())
+            .and_then(|row| row.collection_info())
+        {
+            self.written_ids.insert(collection.id);
+        }
+    }
+}
+
+/// Removes up to `budget` element rows of garbage ids, and the ids left with none. Returns
+/// whether garbage is left.
+fn collect_garbage(
+    transaction: &redb::WriteTransaction,
+    budget: usize,
+) -> Result<bool, redb::Error> {
+    let mut garbage = transaction.open_table(GARBAGE)?;
+    let mut elements = transaction.open_table(ELEMENTS)?;
+    let mut budget = budget;
+    let mut emptied = Vec::new();
+    let mut left = false;
+    let ids: Vec<Vec<u8>> = garbage
+        .range::<&[u8]>(..)?
+        .map(|entry| entry.map(|(key, _)| key.value().to_vec()))
+        .collect::<Result<_, _>>()?;
+    for id_row in ids {
+        let Ok(id) = layout::garbage_id(&id_row) else {
+            emptied.push(id_row);
+            continue;
+        };
+        if budget == 0 {
+            left = true;
+            break;
+        }
+        let (lower, upper) = layout::id_range(id);
+        let rows: Vec<Vec<u8>> = elements
+            .range::<&[u8]>(lower.as_ref()..upper.as_ref())?
+            .take(budget)
+            .map(|entry| entry.map(|(key, _)| key.value().to_vec()))
+            .collect::<Result<_, _>>()?;
+        budget -= rows.len();
+        for row in &rows {
+            elements.remove(row.as_slice())?;
+        }
+        if budget > 0 {
+            emptied.push(id_row);
+        } else {
+            left = true;
+        }
+    }
+    for id_row in emptied {
+        garbage.remove(id_row.as_slice())?;
+    }
+    Ok(left)
+}
+
+/// Rewrites version 1's plain string values in `kv` as string key rows (layout 2). Returns how
+/// many it rewrote.
+fn migrate_plain_strings(transaction: &redb::WriteTransaction) -> Result<u64, redb::Error> {
+    let mut table = transaction.open_table(KV)?;
+    let rows: Vec<(Vec<u8>, Vec<u8>)> = table
+        .range::<&[u8]>(..)?
+        .map(|entry| entry.map(|(key, value)| (key.value().to_vec(), value.value().to_vec())))
+        .collect::<Result<_, _>>()?;
+    for (key, value) in &rows {
+        table.insert(key.as_slice(), layout::encode_string_row(value, 0).as_ref())?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// Pairs in key order, each key led by the byte of its namespace (`Namespace as u8`): rows of
+/// every table, keys first.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// One consistent view of the data files (a redb read transaction): the key space at one
@@ -356,8 +583,10 @@ pub struct StoreSnapshot {
     pub checkpoint_scn: Scn,
     pub database_id: Option<DatabaseId>,
     pub keys: u64,
-    /// Bytes of keys and values the view holds (redb's count of stored bytes).
+    /// Bytes of keys and values the view holds (redb's count of stored bytes, every table).
     pub bytes: u64,
+    /// The table being read, and the last key read of it.
+    table: usize,
     after: Option<Vec<u8>>,
 }
 
@@ -366,28 +595,50 @@ impl StoreSnapshot {
     /// were read.
     pub fn next_entries(&mut self, max_bytes: usize) -> Result<Pairs, DbError> {
         let fail = store_error(&self.path, "read a snapshot");
-        let table = self.transaction.open_table(KV).map_err(|error| fail(&error))?;
-        let lower = match &self.after {
-            Some(key) => Bound::Excluded(key.as_slice()),
-            None => Bound::Unbounded,
-        };
-        let range =
-            table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
         let mut out = Vec::new();
         let mut bytes = 0usize;
-        for entry in range {
-            let (key, value) = entry.map_err(|error| fail(&error))?;
-            bytes += key.value().len() + value.value().len();
-            out.push((key.value().to_vec(), value.value().to_vec()));
-            if bytes >= max_bytes {
-                break;
+        while self.table < Namespace::COUNT {
+            let table =
+                self.transaction.open_table(TABLES[self.table]).map_err(|error| fail(&error))?;
+            let lower = match &self.after {
+                Some(key) => Bound::Excluded(key.as_slice()),
+                None => Bound::Unbounded,
+            };
+            let range =
+                table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
+            for entry in range {
+                let (key, value) = entry.map_err(|error| fail(&error))?;
+                bytes += 1 + key.value().len() + value.value().len();
+                let mut tagged = Vec::with_capacity(1 + key.value().len());
+                tagged.push(self.table as u8);
+                tagged.extend_from_slice(key.value());
+                self.after = Some(key.value().to_vec());
+                out.push((tagged, value.value().to_vec()));
+                if bytes >= max_bytes {
+                    return Ok(out);
+                }
             }
-        }
-        if let Some((key, _)) = out.last() {
-            self.after = Some(key.clone());
+            self.table += 1;
+            self.after = None;
         }
         Ok(out)
     }
+}
+
+/// Turns a snapshot's tagged pairs back into rows per namespace (for a copy's writer).
+pub fn untag(pairs: Pairs) -> Result<[Changed; Namespace::COUNT], String> {
+    let mut rows: [Changed; Namespace::COUNT] = Default::default();
+    for (key, value) in pairs {
+        let Some((&tag, key)) = key.split_first() else {
+            return Err("an empty key in a copy".into());
+        };
+        let Some(namespace) = Namespace::ALL.get(tag as usize) else {
+            return Err(format!("a row of unknown table {tag} in a copy (from a newer primary?)"));
+        };
+        rows[namespace.index()]
+            .insert(Bytes::copy_from_slice(key).into(), Some(Bytes::from(value)));
+    }
+    Ok(rows)
 }
 
 impl Store {
@@ -402,12 +653,16 @@ impl Store {
                 Ok(meta.get(key).map_err(|error| fail(&error))?.map(|value| value.value()))
             };
             let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
-            let stats = table.stats().map_err(|error| fail(&error))?;
+            let mut bytes = 0;
+            for definition in TABLES {
+                let table = transaction.open_table(definition).map_err(|error| fail(&error))?;
+                bytes += table.stats().map_err(|error| fail(&error))?.stored_bytes();
+            }
             (
                 Scn(get(META_CHECKPOINT_SCN)?.unwrap_or(0)),
                 get(META_DATABASE_ID)?.map(DatabaseId),
                 table.len().map_err(|error| fail(&error))?,
-                stats.stored_bytes(),
+                bytes,
             )
         };
         Ok(StoreSnapshot {
@@ -417,6 +672,7 @@ impl Store {
             database_id,
             keys,
             bytes,
+            table: 0,
             after: None,
         })
     }

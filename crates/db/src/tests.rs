@@ -48,7 +48,7 @@ pub(crate) fn open(disk: &CrashDisk) -> Result<Database> {
 }
 
 pub(crate) fn set(key: &str, value: &str) -> Op {
-    Op::Set { key: b(key), value: b(value), condition: SetCondition::Always }
+    Op::set(b(key), b(value), SetCondition::Always)
 }
 
 fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
@@ -65,18 +65,9 @@ fn commands_behave_as_in_redis() {
     let db = open(&disk).unwrap();
     let run = |ops: Vec<Op>| db.transact(&ops, WAIT).unwrap().results;
     assert_eq!(run(vec![set("a", "1")]), vec![OpResult::Ok]);
-    assert_eq!(
-        run(vec![Op::Set { key: b("a"), value: b("2"), condition: SetCondition::IfAbsent }]),
-        vec![OpResult::Nil]
-    );
-    assert_eq!(
-        run(vec![Op::Set { key: b("b"), value: b("2"), condition: SetCondition::IfPresent }]),
-        vec![OpResult::Nil]
-    );
-    assert_eq!(
-        run(vec![Op::Set { key: b("a"), value: b("3"), condition: SetCondition::IfPresent }]),
-        vec![OpResult::Ok]
-    );
+    assert_eq!(run(vec![Op::set(b("a"), b("2"), SetCondition::IfAbsent)]), vec![OpResult::Nil]);
+    assert_eq!(run(vec![Op::set(b("b"), b("2"), SetCondition::IfPresent)]), vec![OpResult::Nil]);
+    assert_eq!(run(vec![Op::set(b("a"), b("3"), SetCondition::IfPresent)]), vec![OpResult::Ok]);
     assert_eq!(run(vec![Op::IncrBy { key: b("a"), increment: 10 }]), vec![OpResult::Integer(13)]);
     assert_eq!(run(vec![Op::IncrBy { key: b("n"), increment: -1 }]), vec![OpResult::Integer(-1)]);
     assert_eq!(
@@ -118,7 +109,7 @@ fn commands_behave_as_in_redis() {
     // Too large for one redo record: refused, nothing changed.
     let huge = Bytes::from(vec![0u8; db.redo().max_record_len() + 1]);
     assert!(matches!(
-        db.execute(&[Op::Set { key: b("huge"), value: huge, condition: SetCondition::Always }]),
+        db.execute(&[Op::set(b("huge"), huge, SetCondition::Always)]),
         Err(DbError::TooLarge { .. })
     ));
     assert_eq!(db.get(b"huge").unwrap(), None);
@@ -360,7 +351,7 @@ fn async_commits_from_tokio_tasks() {
 pub(crate) fn model_apply(state: &mut BTreeMap<Bytes, Bytes>, ops: &[Op]) {
     for op in ops {
         match op {
-            Op::Set { key, value, condition } => {
+            Op::Set { key, value, condition, .. } => {
                 let exists = state.contains_key(key);
                 let applies = match condition {
                     SetCondition::Always => true,
@@ -382,12 +373,14 @@ pub(crate) fn model_apply(state: &mut BTreeMap<Bytes, Bytes>, ops: &[Op]) {
                 }
             }
             Op::IncrBy { key, increment } => {
-                let current = state.get(key).map_or(Some(0), |value| ops::parse_integer(value));
+                let current: Option<i64> =
+                    state.get(key).map_or(Some(0), |value| keyspace::number::parse_integer(value));
                 if let Some(new) = current.and_then(|value| value.checked_add(*increment)) {
                     state.insert(key.clone(), Bytes::from(new.to_string()));
                 }
             }
             Op::Get { .. } | Op::MGet { .. } | Op::Exists { .. } => {}
+            other => unreachable!("the model knows no {other:?}"),
         }
     }
 }
@@ -397,12 +390,12 @@ fn random_transaction(rng: &mut StdRng, thread: u64, n: u64) -> Vec<Op> {
     let count = if rng.random_bool(0.2) { rng.random_range(2..6) } else { 1 };
     (0..count)
         .map(|index| match rng.random_range(0..10) {
-            0..=3 => Op::Set {
-                key: key(rng),
-                value: b(&format!("t{thread}n{n}i{index}{}", "x".repeat(rng.random_range(0..300)))),
-                condition: SetCondition::Always,
-            },
-            4 => Op::Set { key: key(rng), value: b("nx"), condition: SetCondition::IfAbsent },
+            0..=3 => Op::set(
+                key(rng),
+                b(&format!("t{thread}n{n}i{index}{}", "x".repeat(rng.random_range(0..300)))),
+                SetCondition::Always,
+            ),
+            4 => Op::set(key(rng), b("nx"), SetCondition::IfAbsent),
             5 => Op::Del { keys: vec![key(rng), key(rng)] },
             6 => Op::MSet {
                 pairs: (0..3).map(|_| (key(rng), b(&format!("m{thread}.{n}")))).collect(),
@@ -565,7 +558,7 @@ proptest! {
             let key = b(&format!("key{key:03}"));
             match action {
                 0 | 1 => {
-                    db.transact(&[Op::Set { key: key.clone(), value: b("v"), condition: SetCondition::Always }], WAIT).unwrap();
+                    db.transact(&[Op::set(key.clone(), b("v"), SetCondition::Always)], WAIT).unwrap();
                     model.insert(key, b("v"));
                 }
                 2 => {
@@ -582,7 +575,7 @@ proptest! {
         let mut scanned = Vec::new();
         let mut cursor = 0;
         loop {
-            let (next, mut keys) = db.scan(cursor, count, &|key| key.ends_with(b"7") || key.ends_with(b"3")).unwrap();
+            let (next, mut keys) = db.scan(cursor, count, &|key| key.ends_with(b"7") || key.ends_with(b"3"), None).unwrap();
             scanned.append(&mut keys);
             if next == 0 {
                 break;
@@ -592,14 +585,14 @@ proptest! {
         let expected: Vec<Bytes> = model.keys().filter(|key| key.ends_with(b"7") || key.ends_with(b"3")).cloned().collect();
         prop_assert_eq!(scanned, expected);
         prop_assert_eq!(db.dbsize().unwrap(), model.len() as u64);
-        prop_assert!(matches!(db.scan(987_654_321, 10, &|_| true), Err(DbError::InvalidCursor)));
+        prop_assert!(matches!(db.scan(987_654_321, 10, &|_| true, None), Err(DbError::InvalidCursor)));
         db.shutdown().unwrap();
     }
 }
 
 /// Hands every primary log write to an in-process standby, as a SYNC AFFIRM destination.
-struct Forward {
-    standby: Arc<Database>,
+pub(crate) struct Forward {
+    pub(crate) standby: Arc<Database>,
 }
 
 impl redo::ship::Shipper for Forward {
@@ -612,7 +605,7 @@ impl redo::ship::Shipper for Forward {
     }
 }
 
-fn open_standby(disk: &CrashDisk) -> Result<Database> {
+pub(crate) fn open_standby(disk: &CrashDisk) -> Result<Database> {
     let (db, redo) = configs(Path::new("/standby"));
     Database::open_standby(
         db,
@@ -713,11 +706,7 @@ fn reads_and_the_key_count_stay_exact_while_checkpoints_run() {
         let ops = if rng.random_range(0..4) == 0 {
             vec![Op::Del { keys: vec![key.clone()] }]
         } else {
-            vec![Op::Set {
-                key: key.clone(),
-                value: Bytes::from(format!("v{n}")),
-                condition: SetCondition::Always,
-            }]
+            vec![Op::set(key.clone(), Bytes::from(format!("v{n}")), SetCondition::Always)]
         };
         db.transact(&ops, WAIT).unwrap();
         model_apply(&mut model, &ops);

@@ -35,13 +35,10 @@ fn random_ops(rng: &mut StdRng, n: u64) -> Vec<Op> {
         // A plain SET and then a DEL of the same key in one transaction.
         2 => {
             let key = key(rng);
-            vec![
-                Op::Set { key: key.clone(), value, condition: SetCondition::Always },
-                Op::Del { keys: vec![key] },
-            ]
+            vec![Op::set(key.clone(), value, SetCondition::Always), Op::Del { keys: vec![key] }]
         }
-        3 => vec![Op::Set { key: key(rng), value, condition: SetCondition::IfAbsent }],
-        _ => vec![Op::Set { key: key(rng), value, condition: SetCondition::Always }],
+        3 => vec![Op::set(key(rng), value, SetCondition::IfAbsent)],
+        _ => vec![Op::set(key(rng), value, SetCondition::Always)],
     }
 }
 
@@ -259,11 +256,7 @@ fn dbsize_answers_while_plain_sets_go_on() {
                         rng.random_range(0..40_000u32),
                         rng.random::<u64>()
                     ));
-                    let op = Op::Set {
-                        key,
-                        value: Bytes::from_static(b"y"),
-                        condition: SetCondition::Always,
-                    };
+                    let op = Op::set(key, Bytes::from_static(b"y"), SetCondition::Always);
                     db.transact(&[op], WAIT).unwrap();
                     sets.fetch_add(1, Ordering::Relaxed);
                 }

@@ -1,31 +1,48 @@
-//! Transactions: reads through the cache layers to the data files, and a write
-//! transaction's ops run under the write lock against its own overlay, appended to the redo
-//! log as one record.
+//! Transactions: a write transaction's ops run under the write lock against its own view (an
+//! overlay over the cache layers and the data files), its changes appended to the redo log as
+//! one record; reads run against a consistent view without the write lock.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use keyspace::{Op, OpResult};
 use redo::{RedoError, Role};
 
-use crate::cache::Lookup;
+use crate::cache::RowChange;
 use crate::change::{self, Change};
-use crate::{DbError, Executed, Inner, Op, OpResult, Result, SetCondition, ops};
+use crate::layout::Namespace;
+use crate::ops::{self, Context};
+use crate::view::{Fixed, Live, Outcome, View};
+use crate::watch::WatchState;
+use crate::{DbError, Executed, Inner, Result};
 
 impl Inner {
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.read().now_ms()
+    }
+
+    /// A string key's value as GET sees it (`None`: no such key, past its deadline, or not a
+    /// string).
     pub(crate) fn read(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        match self.cache.read().lookup(key) {
-            Lookup::Known(value) => Ok(value),
-            Lookup::Store => self.store.get(key),
+        match self.read_ops(&[Op::Get { key: Bytes::copy_from_slice(key) }])?.pop() {
+            Some(OpResult::Value(value)) => Ok(Some(value)),
+            _ => Ok(None),
         }
     }
 
-    /// `read` of a key held as `Bytes` (a transaction's).
-    fn read_bytes(&self, key: &Bytes) -> Result<Option<Bytes>> {
-        match self.cache.read().lookup_bytes(key) {
-            Lookup::Known(value) => Ok(value),
-            Lookup::Store => self.store.get(key),
-        }
+    /// Runs read-only `ops` against one consistent view of the key space (the cache held
+    /// still for their duration; no write lock).
+    pub(crate) fn read_ops(&self, ops: &[Op]) -> Result<Vec<OpResult>> {
+        debug_assert!(!ops.iter().any(Op::is_write));
+        let now = self.now_ms();
+        // (`random` before `cache`: the lock order.)
+        let mut random = self.random.lock();
+        let cache = self.cache.read();
+        let base = Fixed { cache: &cache, store: &self.store };
+        let mut view = View::transaction(&base, &self.next_collection_id, now, false);
+        let mut cx =
+            Context { limits: self.config.limits, random: &mut random, cursors: &self.cursors };
+        ops.iter().map(|op| ops::run(&mut view, op, &mut cx)).collect()
     }
 
     pub(crate) fn writes_refused(&self) -> Option<String> {
@@ -39,146 +56,121 @@ impl Inner {
             .map(|(seq, reason)| format!("archiving of log sequence {seq} is failing ({reason})"))
     }
 
-    pub(crate) fn execute(&self, ops: &[Op]) -> Result<Executed> {
+    /// Runs `ops` as one transaction. With `watcher`, it runs only if none of the keys that
+    /// connection watches changed since (else `watch_failed`, nothing run).
+    pub(crate) fn execute(&self, ops: &[Op], watcher: Option<u64>) -> Result<Executed> {
         let writes = ops.iter().any(Op::is_write);
         if writes {
-            if self.role == Role::Standby {
-                return Err(DbError::ReadOnly);
-            }
-            if self.shut_down.load(Ordering::Acquire) {
-                return Err(DbError::Shutdown);
-            }
-            if let Some(reason) = self.writes_refused() {
-                return Err(DbError::WritesRefused { reason });
-            }
+            self.check_writes()?;
             self.wait_for_memory();
         }
         let write = self.write.lock();
-        // The transaction's own changes, over everything committed before it.
-        let mut overlay: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
-        let mut changes = Vec::new();
+        if let Some(id) = watcher
+            && !self.watch_holds(id)?
+        {
+            self.watches.lock().unwatch(id);
+            return Ok(Executed { results: Vec::new(), scn: None, watch_failed: true });
+        }
+        let now = self.now_ms();
+        let base = Live { cache: &self.cache, store: &self.store };
+        let mut view = View::transaction(
+            &base,
+            &self.next_collection_id,
+            now,
+            writes && self.role == Role::Primary,
+        );
         let mut results = Vec::with_capacity(ops.len());
-        let mut key_delta = 0i64;
-        // Changes (by index) that set a key without knowing whether the data files held it
-        // (`key_count`).
-        let mut unresolved: Vec<usize> = Vec::new();
-        let view =
-            |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Result<Option<Bytes>> {
-                match overlay.get(key) {
-                    Some(value) => Ok(value.clone()),
-                    None => self.read_bytes(key),
-                }
-            };
-        // Whether the key exists, if the overlay or a cache layer knows; `None` if only the
-        // data files do (not read: a plain SET does not need to know).
-        let known = |overlay: &BTreeMap<Bytes, Option<Bytes>>, key: &Bytes| -> Option<bool> {
-            match overlay.get(key) {
-                Some(value) => Some(value.is_some()),
-                None => match self.cache.read().lookup_bytes(key) {
-                    Lookup::Known(value) => Some(value.is_some()),
-                    Lookup::Store => None,
-                },
+        {
+            let mut random = self.random.lock();
+            let mut cx =
+                Context { limits: self.config.limits, random: &mut random, cursors: &self.cursors };
+            for op in ops {
+                results.push(ops::run(&mut view, op, &mut cx)?);
             }
+        }
+        let expired = view.expired;
+        let flushes = ops.iter().any(|op| matches!(op, Op::FlushAll));
+        let existed_before_flush = if flushes { self.watched_existing(&base)? } else { Vec::new() };
+        let outcome = view.finish();
+        if let Some(id) = watcher {
+            self.watches.lock().unwatch(id);
+        }
+        let scn = self.commit_outcome(outcome, existed_before_flush)?;
+        drop(write);
+        if expired > 0 {
+            self.expired_keys.fetch_add(expired, Ordering::Relaxed);
+        }
+        Ok(Executed { results, scn, watch_failed: false })
+    }
+
+    /// Why a write cannot start now, if it cannot.
+    pub(crate) fn check_writes(&self) -> Result<()> {
+        if self.role == Role::Standby {
+            return Err(DbError::ReadOnly);
+        }
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(DbError::Shutdown);
+        }
+        if let Some(reason) = self.writes_refused() {
+            return Err(DbError::WritesRefused { reason });
+        }
+        Ok(())
+    }
+
+    /// Whether connection `id`'s watched keys are as they were (under the write lock).
+    fn watch_holds(&self, id: u64) -> Result<bool> {
+        let (state, live) = {
+            let watches = self.watches.lock();
+            (watches.state(id), watches.live_keys(id))
         };
-        let mut change = |overlay: &mut BTreeMap<Bytes, Option<Bytes>>,
-                          key: &Bytes,
-                          value: Option<Bytes>,
-                          existed: Option<bool>| {
-            // Unresolved: counted as new until resolved.
-            key_delta += i64::from(value.is_some()) - i64::from(existed == Some(true));
-            // The request's own bytes for now (they may share a buffer with the whole
-            // request: `keep` below gives the cache its own).
-            let key = key.clone();
-            if existed.is_none() {
-                unresolved.push(changes.len());
+        match state {
+            WatchState::Dirty | WatchState::Unknown => return Ok(false),
+            WatchState::Clean => {}
+        }
+        // A watched key that reached its deadline since is a change.
+        let now = self.now_ms();
+        let base = Live { cache: &self.cache, store: &self.store };
+        let view = View::new(&base, &self.next_collection_id, false);
+        for key in live {
+            if view.raw_key(&key)?.is_some_and(|row| row.expired(now)) {
+                return Ok(false);
             }
-            overlay.insert(key.clone(), value.clone());
-            changes.push(match value {
-                Some(value) => Change::Put { key, value },
-                None => Change::Delete { key },
-            });
-        };
-        for op in ops {
-            results.push(match op {
-                Op::Get { key } => view(&overlay, key)?.map_or(OpResult::Nil, OpResult::Value),
-                Op::MGet { keys } => OpResult::Values(
-                    keys.iter().map(|key| view(&overlay, key)).collect::<Result<_>>()?,
-                ),
-                Op::Exists { keys } => {
-                    let mut count = 0;
-                    for key in keys {
-                        count += i64::from(view(&overlay, key)?.is_some());
-                    }
-                    OpResult::Integer(count)
-                }
-                Op::Set { key, value, condition } => {
-                    let existed = match condition {
-                        SetCondition::Always => known(&overlay, key),
-                        _ => Some(view(&overlay, key)?.is_some()),
-                    };
-                    let applies = match condition {
-                        SetCondition::Always => true,
-                        SetCondition::IfAbsent => existed == Some(false),
-                        SetCondition::IfPresent => existed == Some(true),
-                    };
-                    if applies {
-                        change(&mut overlay, key, Some(value.clone()), existed);
-                        OpResult::Ok
-                    } else {
-                        OpResult::Nil
-                    }
-                }
-                Op::MSet { pairs } => {
-                    for (key, value) in pairs {
-                        let existed = known(&overlay, key);
-                        change(&mut overlay, key, Some(value.clone()), existed);
-                    }
-                    OpResult::Ok
-                }
-                Op::Del { keys } => {
-                    let mut deleted = 0;
-                    for key in keys {
-                        if view(&overlay, key)?.is_some() {
-                            change(&mut overlay, key, None, Some(true));
-                            deleted += 1;
-                        }
-                    }
-                    OpResult::Integer(deleted)
-                }
-                Op::IncrBy { key, increment } => {
-                    let current = view(&overlay, key)?;
-                    let existed = current.is_some();
-                    match current.as_deref().map_or(Some(0), ops::parse_integer) {
-                        None => OpResult::Error(ops::NOT_AN_INTEGER.to_string()),
-                        Some(value) => match value.checked_add(*increment) {
-                            None => OpResult::Error(ops::OVERFLOW.to_string()),
-                            Some(new) => {
-                                change(
-                                    &mut overlay,
-                                    key,
-                                    Some(Bytes::from(new.to_string())),
-                                    Some(existed),
-                                );
-                                OpResult::Integer(new)
-                            }
-                        },
-                    }
-                }
-            });
         }
-        if changes.is_empty() {
-            return Ok(Executed { results, scn: None });
+        Ok(true)
+    }
+
+    /// The watched keys that exist now (before a FLUSHALL).
+    fn watched_existing(&self, base: &Live) -> Result<Vec<Bytes>> {
+        let keys = self.watches.lock().all_keys();
+        let view = View::new(base, &self.next_collection_id, false);
+        let mut existing = Vec::new();
+        for key in keys {
+            if view.raw_key(&key)?.is_some() {
+                existing.push(key);
+            }
         }
-        let len = change::encoded_len(&changes);
+        Ok(existing)
+    }
+
+    /// Appends a transaction's changes as one redo record and makes them visible; `None` if it
+    /// changed nothing. Called under the write lock.
+    pub(crate) fn commit_outcome(
+        &self,
+        outcome: Outcome,
+        existed_before_flush: Vec<Bytes>,
+    ) -> Result<Option<redo::Scn>> {
+        if outcome.changes.is_empty() {
+            return Ok(None);
+        }
+        let len = change::encoded_len(&outcome.changes);
         let max = self.redo.max_record_len();
         if len > max {
             return Err(DbError::TooLarge { len, max });
         }
         let mut payload = Vec::with_capacity(len);
-        change::encode(&changes, &mut payload);
-        drop(overlay);
+        change::encode(&outcome.changes, &mut payload);
         let payload = Bytes::from(payload);
-        let changes = change::keep(changes, &payload);
+        let rows = keep(outcome.rows, &outcome.changes, &payload);
         let scn = self.redo.append(&payload).map_err(|error| match error {
             RedoError::ArchiverStuck { .. } => DbError::WritesRefused { reason: error.to_string() },
             RedoError::RecordTooLarge { len, max } => DbError::TooLarge { len, max },
@@ -188,15 +180,66 @@ impl Inner {
             // Before the changes reach the cache: a checkpoint that writes them (it can only
             // once they are there) then finds their unresolved keys here (`key_count`).
             let mut count = self.key_count.lock();
-            count.add(key_delta - unresolved.len() as i64);
-            for index in unresolved {
-                count.add_unresolved(scn, changes[index].key().clone());
+            count.add(outcome.key_delta - outcome.unresolved.len() as i64);
+            for key in outcome.unresolved {
+                count.add_unresolved(scn, Bytes::copy_from_slice(&key));
             }
         }
-        self.cache.write().add_pending(scn, changes, key_delta);
+        self.note_touched(&rows, outcome.touched.as_deref(), &existed_before_flush);
+        self.cache.write().add_pending(scn, rows, outcome.key_delta);
         self.applied_scn.store(scn.0, Ordering::Release);
-        drop(write);
         self.redo.count_commit();
-        Ok(Executed { results, scn: Some(scn) })
+        Ok(Some(scn))
     }
+
+    /// Tells the watchers (and the waiting pops) which keys changed.
+    pub(crate) fn note_touched(
+        &self,
+        rows: &[RowChange],
+        touched: Option<&[Bytes]>,
+        existed_before_flush: &[Bytes],
+    ) {
+        {
+            let mut watches = self.watches.lock();
+            if !watches.is_empty() {
+                match touched {
+                    Some(keys) => {
+                        for key in keys {
+                            let exists = rows.iter().any(|row| {
+                                row.namespace == Namespace::Keys
+                                    && row.row == *key
+                                    && row.value.is_some()
+                            });
+                            watches.touch(key, exists);
+                        }
+                    }
+                    None => watches.touch_all(|key| existed_before_flush.contains(key)),
+                }
+            }
+        }
+        self.keys_changed.send_modify(|generation| *generation += 1);
+    }
+}
+
+/// What the cache keeps of a transaction's rows, whose keys and values may be the request's
+/// own bytes (parts of a larger buffer): a lone plain SET's key and row become two views of the
+/// payload, which it then owns alone, so that its keep costs no allocation; anything else gets
+/// its own copy, so that each can be freed as soon as the row is written again.
+fn keep(rows: Vec<RowChange>, changes: &[Change], payload: &Bytes) -> Vec<RowChange> {
+    let lone = match changes {
+        [Change::String { .. }] => change::lone_string_views(payload),
+        _ => None,
+    };
+    rows.into_iter()
+        .map(|change| match &lone {
+            Some((key, row)) if change.namespace == Namespace::Keys && change.row == *key => {
+                RowChange::new(Namespace::Keys, key.clone(), Some(row.clone()))
+            }
+            _ => RowChange::new(
+                change.namespace,
+                Bytes::copy_from_slice(&change.row),
+                change.value.map(|value| Bytes::copy_from_slice(&value)),
+            ),
+        })
+        .collect()
 }

@@ -16,11 +16,12 @@ use crate::request::Request;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
-    /// GET, MGET, EXISTS, DBSIZE, KEYS, SCAN, INFO, ROLE.
+    /// The commands that only read the key space (GET, HGETALL, ZRANGE, TTL, SCAN …), WATCH,
+    /// DBSIZE, KEYS, INFO, ROLE.
     Read,
-    /// And SET, DEL, INCR, INCRBY, MSET (inside MULTI too).
+    /// And those that change it (SET, HSET, LPUSH, EXPIRE, DEL …; inside MULTI too).
     Write,
-    /// And SHUTDOWN, CONFIG, and whatever changes the server or its role.
+    /// And FLUSHALL, FLUSHDB, SHUTDOWN, CONFIG, and whatever changes the server or its role.
     Admin,
 }
 
@@ -53,16 +54,21 @@ impl Command {
     /// connection's own state: PING, HELLO, CLIENT, COMMITMODE, MULTI, COMMAND, …).
     pub fn permission(&self) -> Option<Permission> {
         match self {
-            Command::Get { .. }
-            | Command::MGet { .. }
-            | Command::Exists { .. }
+            Command::Data { op: keyspace::Op::FlushAll, .. } => Some(Permission::Admin),
+            command if command.is_write() => Some(Permission::Write),
+            Command::Data { .. }
+            | Command::Block { .. }
+            | Command::Watch { .. }
             | Command::DbSize
             | Command::Keys { .. }
             | Command::Scan { .. }
             | Command::Info { .. }
             | Command::Role => Some(Permission::Read),
-            command if command.is_write() => Some(Permission::Write),
-            Command::Shutdown { .. } | Command::ConfigGet { .. } => Some(Permission::Admin),
+            Command::FunctionFlush => Some(Permission::Write),
+            Command::Shutdown { .. }
+            | Command::ConfigGet { .. }
+            | Command::ConfigSet { .. }
+            | Command::Save => Some(Permission::Admin),
             _ => None,
         }
     }
@@ -134,6 +140,10 @@ mod tests {
         assert_eq!(parse("SHUTDOWN\r\n").permission(), Some(Permission::Admin));
         assert_eq!(parse("CONFIG GET *\r\n").permission(), Some(Permission::Admin));
         assert_eq!(parse("PING\r\n").permission(), None);
+        assert_eq!(parse("HSET h f v\r\n").permission(), Some(Permission::Write));
+        assert_eq!(parse("ZRANGE z 0 -1\r\n").permission(), Some(Permission::Read));
+        assert_eq!(parse("FLUSHALL\r\n").permission(), Some(Permission::Admin));
+        assert_eq!(parse("FLUSHDB\r\n").permission(), Some(Permission::Admin));
         assert!(parse("AUTH x\r\n").allowed_before_auth());
         assert!(!parse("PING\r\n").allowed_before_auth());
     }

@@ -67,7 +67,9 @@ pub enum ConnectionError {
 ///         Err(error) => return Err(error),
 ///     };
 ///     match session.handle(parsed, &facts) {
-///         Action::Reply(reply) => connection.write_reply(&reply, session.protocol()).await?,
+///         Action::Reply(reply) | Action::UnwatchAndReply(reply) => {
+///             connection.write_reply(&reply, session.protocol()).await?
+///         }
 ///         Action::ReplyAndClose(reply) => {
 ///             connection.write_reply(&reply, session.protocol()).await?;
 ///             break;

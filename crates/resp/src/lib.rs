@@ -19,7 +19,7 @@ pub mod cmd;
 mod connection;
 mod error;
 mod frame;
-pub mod glob;
+pub use keyspace::glob;
 mod limits;
 mod parse;
 mod request;
@@ -28,12 +28,13 @@ mod session;
 pub use auth::{Permission, User};
 pub use budget::Budget;
 pub use cmd::{
-    ClientAttribute, Command, CommandError, CommandQuery, CommitMode, CommitWait, CommitWrite,
-    HelloAuth, SetCondition, ShutdownSave,
+    BlockedReply, ClientAttribute, Command, CommandError, CommandQuery, CommitMode, CommitWait,
+    CommitWrite, HelloAuth, SetCondition, ShutdownSave,
 };
 pub use connection::{Connection, ConnectionError};
 pub use error::ProtocolError;
 pub use frame::{Frame, ProtocolVersion};
+pub use keyspace::{Op, OpResult};
 pub use limits::{Limits, LimitsError};
 pub use request::{Request, RequestDecoder};
-pub use session::{Action, HelloRest, ServerFacts, Session};
+pub use session::{Action, EncodingHints, HelloRest, ServerFacts, Session};

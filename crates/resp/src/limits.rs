@@ -38,6 +38,14 @@ pub struct Limits {
     /// makes EXEC fail, as any error while queueing does.
     /// Default: 1 048 576. Bounds: 1 ..= 16 777 216.
     pub transaction_commands_max: usize,
+    /// Most elements one hash, list, set or sorted set may hold; a command that would pass it
+    /// gets an error and changes nothing.
+    /// Default: 4 294 967 295 (Redis's own ceiling). Bounds: 1 ..= 4 294 967 295.
+    pub collection_elements_max: u64,
+    /// Most elements one command may read, return or change (an LRANGE's reply, a SUNION's
+    /// inputs, the walk of a ZRANK); one that would pass it gets an error naming this limit.
+    /// Default: 16 777 216. Bounds: 1 ..= 4 294 967 295.
+    pub command_elements_max: u64,
 }
 
 impl Default for Limits {
@@ -49,6 +57,8 @@ impl Default for Limits {
             request_bytes_max: GIB,
             depth_max: 32,
             transaction_commands_max: 1_048_576,
+            collection_elements_max: u32::MAX as u64,
+            command_elements_max: 1 << 24,
         }
     }
 }
@@ -99,6 +109,14 @@ impl Limits {
                 self.transaction_commands_max,
                 "must be between 1 and 16777216",
             );
+        }
+        for (field, value) in [
+            ("collection_elements_max", self.collection_elements_max),
+            ("command_elements_max", self.command_elements_max),
+        ] {
+            if !(1..=u32::MAX as u64).contains(&value) {
+                return refuse(field, value as usize, "must be between 1 and 4294967295");
+            }
         }
         Ok(())
     }

@@ -15,8 +15,8 @@ use crate::limits::Limits;
 pub enum Action {
     /// Send this reply; nothing else to do.
     Reply(Frame),
-    /// Execute this command against the database and reply with its result. Only key-value
-    /// commands (GET, SET, DEL, EXISTS, INCR, INCRBY, MSET, MGET, DBSIZE, KEYS, SCAN), INFO and
+    /// Execute this command against the database and reply with its result. Only key-space
+    /// commands (`Command::Data`, `Command::Block`, DBSIZE, KEYS, SCAN), WATCH, INFO, ROLE and
     /// SHUTDOWN come out here. A write commits with [`Session::commit_mode`].
     Execute(Command),
     /// EXEC: execute these commands as one atomic transaction with one commit, and reply an
@@ -24,6 +24,9 @@ pub enum Action {
     /// commands for which [`Command::is_allowed_in_transaction`] holds are queued: the
     /// key-value commands, INFO, and PING and ECHO, which [`Command::local_reply`] answers.
     ExecuteTransaction(Vec<Command>),
+    /// Forget the connection's watched keys (DISCARD, an EXEC refused for errors while
+    /// queueing), then send this reply.
+    UnwatchAndReply(Frame),
     /// Send this reply, flush, and close the connection (QUIT).
     ReplyAndClose(Frame),
     /// Close the connection without a reply: the request was HTTP.
@@ -53,7 +56,67 @@ pub struct ServerFacts {
     /// CONFIG GET's answers, name (lower case) and value. Default: `save` "" (no snapshots:
     /// the redo log is the durability), `appendonly` "yes" and `appendfsync` "always" (what
     /// WAIT commits are closest to in Redis terms), `databases` "1", `proto-max-bulk-len`.
+    /// CONFIG SET accepts these only with the value they have.
     pub config: Vec<(String, String)>,
+    /// Redis's thresholds for its compact encodings (`hash-max-listpack-entries` …): CONFIG
+    /// SET accepts and remembers them, and they change nothing, since redoguard keeps one
+    /// layout per type (`docs/resp.md`). Shared by every session of the server.
+    pub encoding_hints: EncodingHints,
+}
+
+/// Redis's encoding thresholds as CONFIG SET last set them (Redis's defaults until then).
+#[derive(Debug, Clone)]
+pub struct EncodingHints(std::sync::Arc<std::sync::Mutex<Vec<(&'static str, String)>>>);
+
+impl PartialEq for EncodingHints {
+    fn eq(&self, other: &EncodingHints) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for EncodingHints {}
+
+impl Default for EncodingHints {
+    fn default() -> EncodingHints {
+        let defaults = [
+            ("hash-max-listpack-entries", "128"),
+            ("hash-max-listpack-value", "64"),
+            ("hash-max-ziplist-entries", "128"),
+            ("hash-max-ziplist-value", "64"),
+            ("list-compress-depth", "0"),
+            ("list-max-listpack-size", "-2"),
+            ("list-max-ziplist-size", "-2"),
+            ("set-max-intset-entries", "512"),
+            ("zset-max-listpack-entries", "128"),
+            ("zset-max-listpack-value", "64"),
+            ("zset-max-ziplist-entries", "128"),
+            ("zset-max-ziplist-value", "64"),
+        ];
+        EncodingHints(std::sync::Arc::new(std::sync::Mutex::new(
+            defaults.into_iter().map(|(name, value)| (name, value.to_string())).collect(),
+        )))
+    }
+}
+
+impl EncodingHints {
+    fn get(&self) -> Vec<(&'static str, String)> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Sets a hint if `name` is one (an integer value, as Redis checks it); `None` if not a hint.
+    fn set(&self, name: &str, value: &[u8]) -> Option<Result<(), String>> {
+        let mut hints = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (_, current) = hints.iter_mut().find(|(hint, _)| hint.eq_ignore_ascii_case(name))?;
+        Some(match crate::cmd::parse_integer(value) {
+            Some(number) => {
+                *current = number.to_string();
+                Ok(())
+            }
+            None => Err(format!(
+                "ERR CONFIG SET failed (possibly related to argument '{name}') - argument couldn't be parsed into an integer"
+            )),
+        })
+    }
 }
 
 impl ServerFacts {
@@ -70,19 +133,53 @@ impl ServerFacts {
             version: env!("CARGO_PKG_VERSION").into(),
             role: "master".into(),
             config: config.into_iter().map(|(name, value)| (name.to_string(), value)).collect(),
+            encoding_hints: EncodingHints::default(),
         }
+    }
+
+    /// CONFIG SET's reply: every pair applied, or none (the first refusal is the reply).
+    pub fn config_set(&self, pairs: &[(Bytes, Bytes)]) -> Frame {
+        for (name, value) in pairs {
+            let name_text = String::from_utf8_lossy(name).to_ascii_lowercase();
+            let fixed = self.config.iter().find(|(fixed, _)| *fixed == name_text);
+            let refusal = match fixed {
+                Some((_, current)) if current.as_bytes() == value.as_ref() => continue,
+                Some((_, current)) => format!(
+                    "ERR CONFIG SET failed (possibly related to argument '{name_text}') - not supported: it is '{current}' in redoguard and comes from the server's TOML file"
+                ),
+                None => {
+                    match self.encoding_hints.get().iter().any(|(hint, _)| *hint == name_text) {
+                        true => continue,
+                        false => format!(
+                            "ERR CONFIG SET failed (possibly related to argument '{name_text}') - not supported: the configuration comes from the server's TOML file and is fixed at start"
+                        ),
+                    }
+                }
+            };
+            return Frame::error(refusal);
+        }
+        for (name, value) in pairs {
+            if let Some(Err(error)) = self.encoding_hints.set(&String::from_utf8_lossy(name), value)
+            {
+                return Frame::error(error);
+            }
+        }
+        Frame::ok()
     }
 
     /// CONFIG GET's reply: every parameter matching any of the patterns (ignoring case), once,
     /// as a map (a flat array in RESP2).
     pub fn config_get(&self, patterns: &[Bytes]) -> Frame {
+        let hints = self.encoding_hints.get();
         let pairs = self
             .config
             .iter()
+            .map(|(name, value)| (name.as_str(), value.clone()))
+            .chain(hints.iter().map(|(name, value)| (*name, value.clone())))
             .filter(|(name, _)| {
                 patterns.iter().any(|pattern| glob::matches_ignoring_case(pattern, name.as_bytes()))
             })
-            .map(|(name, value)| (Frame::bulk(name.clone()), Frame::bulk(value.clone())))
+            .map(|(name, value)| (Frame::bulk(name.to_string()), Frame::bulk(value)))
             .collect();
         Frame::Map(pairs)
     }
@@ -112,6 +209,8 @@ pub struct Session {
     /// Who the connection is authenticated as (without a password required: `default`, who
     /// may do everything).
     user: Option<User>,
+    /// Whether WATCH was sent since the last EXEC, DISCARD or UNWATCH.
+    watching: bool,
 }
 
 impl Session {
@@ -128,6 +227,7 @@ impl Session {
             transaction_commands_max: limits.transaction_commands_max,
             auth_required: false,
             user: Some(User::default_open()),
+            watching: false,
         }
     }
 
@@ -212,6 +312,16 @@ impl Session {
         self.transaction.is_some()
     }
 
+    /// Whether the connection watches keys (WATCH since the last EXEC, DISCARD or UNWATCH).
+    pub fn watching(&self) -> bool {
+        self.watching
+    }
+
+    /// The EXEC just handed out ends the connection's watches: whether it had any.
+    pub fn take_watching(&mut self) -> bool {
+        std::mem::take(&mut self.watching)
+    }
+
     /// Takes one parsed request and says what to do. A parse error is replied; inside MULTI it
     /// also dooms the transaction.
     pub fn handle(&mut self, parsed: Result<Command, CommandError>, facts: &ServerFacts) -> Action {
@@ -266,7 +376,8 @@ impl Session {
                 Command::Exec => {
                     let transaction = self.transaction.take().expect("in a transaction");
                     if transaction.aborted {
-                        Action::Reply(Frame::error(
+                        self.watching = false;
+                        Action::UnwatchAndReply(Frame::error(
                             "EXECABORT Transaction discarded because of previous errors.",
                         ))
                     } else {
@@ -275,7 +386,16 @@ impl Session {
                 }
                 Command::Discard => {
                     self.transaction = None;
-                    Action::Reply(Frame::ok())
+                    self.watching = false;
+                    Action::UnwatchAndReply(Frame::ok())
+                }
+                // Run at once, not queued, as in Redis (the transaction goes on).
+                Command::Watch { .. } => {
+                    Action::Reply(Frame::error("ERR WATCH inside MULTI is not allowed"))
+                }
+                Command::Unwatch => {
+                    transaction.commands.push(Command::Unwatch);
+                    Action::Reply(Frame::simple("QUEUED"))
                 }
                 Command::Multi => Action::Reply(Frame::error("ERR MULTI calls can not be nested")),
                 Command::Quit => Action::ReplyAndClose(Frame::ok()),
@@ -346,6 +466,17 @@ impl Session {
             Command::ClientId => Frame::Integer(self.id as i64),
             Command::Select => Frame::ok(),
             Command::ConfigGet { parameters } => facts.config_get(&parameters),
+            Command::ConfigSet { pairs } => facts.config_set(&pairs),
+            Command::Time | Command::Save => return Action::Execute(command),
+            Command::FunctionFlush => Frame::ok(),
+            Command::Watch { keys } => {
+                self.watching = true;
+                return Action::Execute(Command::Watch { keys });
+            }
+            Command::Unwatch => {
+                self.watching = false;
+                return Action::UnwatchAndReply(Frame::ok());
+            }
             Command::CommitMode { wait: None, write: None } => {
                 Frame::bulk(self.commit_mode.to_string())
             }

@@ -134,6 +134,20 @@ impl Drop for Unauthenticated<'_> {
     }
 }
 
+/// Forgets a connection's watched keys when it ends.
+struct Unwatch<'a> {
+    state: &'a ServerState,
+    id: u64,
+}
+
+impl Drop for Unwatch<'_> {
+    fn drop(&mut self) {
+        if let Some(running) = self.state.roles.current() {
+            running.db.unwatch(self.id);
+        }
+    }
+}
+
 async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     state: &ServerState,
     stream: S,
@@ -149,6 +163,8 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     .with_budget(state.request_budget.clone());
     let mut session =
         if required { Session::requiring_auth(id, limits) } else { Session::new(id, limits) };
+    // However the connection ends, its watched keys are forgotten.
+    let _unwatch = Unwatch { state, id };
     let evicted = Arc::new(Notify::new());
     let mut unauthenticated = if required {
         Unauthenticated::enter(state, id, evicted.clone())
@@ -174,9 +190,14 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let mut timer = std::pin::pin!(timer);
     let mut evicted = std::pin::pin!(evicted.notified());
     let mut stop = std::pin::pin!(stopped(&mut shutdown));
+    // A request read while a blocking pop waited, to run once it is done.
+    let mut stashed = None;
     loop {
         let read = tokio::select! {
-            read = connection.read_command() => Ok(read),
+            read = async { match stashed.take() {
+                Some(parsed) => Ok(Some(parsed)),
+                None => connection.read_command().await,
+            } } => Ok(read),
             () = &mut timer => {
                 match deadline(&session, last_request) {
                     Some(due) if due <= tokio::time::Instant::now() => Err(()),
@@ -254,11 +275,36 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 }
                 execute::Outcome::Reply(reply)
             }
+            resp::Action::Execute(command @ resp::Command::Block { .. }) => {
+                // While it waits, a client that goes away ends the wait (and a request it sends
+                // meanwhile waits for the reply, as in Redis).
+                let pop = execute::run(state, &mut session, vec![command], false);
+                let mut pop = std::pin::pin!(pop);
+                tokio::select! {
+                    outcome = &mut pop => outcome,
+                    read = connection.read_command() => match read {
+                        Ok(Some(parsed)) => {
+                            stashed = Some(parsed);
+                            pop.await
+                        }
+                        _ => {
+                            tracing::debug!(client = id, %peer, "a blocked client went away");
+                            return;
+                        }
+                    },
+                }
+            }
             resp::Action::Execute(command) => {
-                execute::run(state, &session, vec![command], false).await
+                execute::run(state, &mut session, vec![command], false).await
             }
             resp::Action::ExecuteTransaction(commands) => {
-                execute::run(state, &session, commands, true).await
+                execute::run(state, &mut session, commands, true).await
+            }
+            resp::Action::UnwatchAndReply(frame) => {
+                if let Some(running) = state.roles.current() {
+                    running.db.unwatch(id);
+                }
+                execute::Outcome::Reply(frame)
             }
         };
         match outcome {

@@ -382,7 +382,13 @@ impl ServerConfig {
     /// Paths of the redo and data files, resolved against the data directory.
     pub fn resolved(&self) -> (RedoConfig, DbConfig) {
         let base = &self.server.data_dir;
-        (self.redo.clone().resolve(base), self.db.clone().resolve(base))
+        let mut db = self.db.clone().resolve(base);
+        // `[limits]` bounds collections and commands; the database enforces them.
+        db.limits = db::DataLimits {
+            collection_elements_max: self.limits.collection_elements_max,
+            command_elements_max: self.limits.command_elements_max,
+        };
+        (self.redo.clone().resolve(base), db)
     }
 }
 

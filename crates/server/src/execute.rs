@@ -1,11 +1,11 @@
 //! Runs the commands a session hands over: maps them to database operations (one
 //! transaction per command, or per EXEC), waits for the commit as the session's commit mode
-//! says, and maps the results back to replies.
+//! says, and maps the results back to replies. Blocking pops wait here (`blocked`).
 
 use bytes::Bytes;
-use db::{DbError, Op, OpResult, SetCondition};
+use db::{DbError, KeyType, Op, OpResult};
 use redo::{CommitLogging, CommitOptions, CommitWait};
-use resp::{Command, Frame, Session};
+use resp::{Command, Frame, ProtocolVersion, Session};
 
 use crate::{Running, ServerState};
 
@@ -19,47 +19,53 @@ pub enum Outcome {
 
 /// Where each command's reply comes from once the transaction ran.
 enum Step {
-    /// The result of operation `index` of the transaction.
-    Op(usize),
+    /// The result of operation `index` of the transaction, shaped for a blocking pop if it was
+    /// one (run inside MULTI, it does not block).
+    Op(usize, Option<resp::BlockedReply>),
     /// Computed after the transaction (reads of the whole key space, INFO).
     After(Command),
     /// Known already (PING, ECHO).
     Ready(Frame),
 }
 
-fn op_for(command: &Command) -> Option<Op> {
-    Some(match command {
-        Command::Get { key } => Op::Get { key: key.clone() },
-        Command::MGet { keys } => Op::MGet { keys: keys.clone() },
-        Command::Exists { keys } => Op::Exists { keys: keys.clone() },
-        Command::Set { key, value, condition } => Op::Set {
-            key: key.clone(),
-            value: value.clone(),
-            condition: match condition {
-                resp::SetCondition::Always => SetCondition::Always,
-                resp::SetCondition::IfAbsent => SetCondition::IfAbsent,
-                resp::SetCondition::IfPresent => SetCondition::IfPresent,
-            },
-        },
-        Command::MSet { pairs } => Op::MSet { pairs: pairs.clone() },
-        Command::Del { keys } => Op::Del { keys: keys.clone() },
-        Command::Incr { key } => Op::IncrBy { key: key.clone(), increment: 1 },
-        Command::IncrBy { key, increment } => {
-            Op::IncrBy { key: key.clone(), increment: *increment }
-        }
-        _ => return None,
-    })
-}
-
-fn frame_of(result: OpResult) -> Frame {
+/// The reply of an operation, in the connection's protocol.
+pub fn frame_of(result: OpResult, protocol: ProtocolVersion) -> Frame {
+    let frame = |result| frame_of(result, protocol);
     match result {
         OpResult::Ok => Frame::ok(),
+        OpResult::Status(text) => Frame::simple(text),
         OpResult::Nil => Frame::Null,
+        OpResult::NilArray => Frame::NullArray,
         OpResult::Value(value) => Frame::Bulk(value),
         OpResult::Integer(value) => Frame::Integer(value),
+        OpResult::Score(score) => match protocol {
+            ProtocolVersion::Resp2 => {
+                Frame::Bulk(Bytes::from(keyspace::number::format_score(score)))
+            }
+            ProtocolVersion::Resp3 => Frame::Double(score),
+        },
         OpResult::Values(values) => Frame::Array(
             values.into_iter().map(|value| value.map_or(Frame::Null, Frame::Bulk)).collect(),
         ),
+        OpResult::Array(items) => Frame::Array(items.into_iter().map(frame).collect()),
+        OpResult::Set(items) => Frame::Set(items.into_iter().map(frame).collect()),
+        OpResult::Map(pairs) => {
+            Frame::Map(pairs.into_iter().map(|(key, value)| (frame(key), frame(value))).collect())
+        }
+        OpResult::Pairs(pairs) => match protocol {
+            ProtocolVersion::Resp2 => Frame::Array(
+                pairs
+                    .into_iter()
+                    .flat_map(|(first, second)| [frame(first), frame(second)])
+                    .collect(),
+            ),
+            ProtocolVersion::Resp3 => Frame::Array(
+                pairs
+                    .into_iter()
+                    .map(|(first, second)| Frame::Array(vec![frame(first), frame(second)]))
+                    .collect(),
+            ),
+        },
         OpResult::Error(message) => Frame::error(message),
     }
 }
@@ -96,26 +102,51 @@ pub fn commit_options(session: &Session) -> CommitOptions {
     }
 }
 
+/// A transaction to run: its operations, and whether it is an EXEC after WATCH.
+pub(crate) struct Transaction {
+    pub(crate) ops: Vec<Op>,
+    /// EXEC (an array of replies), not one command.
+    pub(crate) exec: bool,
+    /// EXEC after WATCH: runs only if no watched key changed.
+    pub(crate) watched: bool,
+}
+
 /// Runs `commands` as one transaction (one command, or an EXEC block) and returns the reply:
-/// the command's, or an array of them for EXEC.
+/// the command's, or an array of them for EXEC (the null array if a watched key changed).
 pub async fn run(
     state: &ServerState,
-    session: &Session,
+    session: &mut Session,
     commands: Vec<Command>,
-    transaction: bool,
+    exec: bool,
 ) -> Outcome {
+    let watched = exec && session.take_watching();
+    if !exec && let [Command::Block { .. }] = commands.as_slice() {
+        let Some(Command::Block { op, timeout, reply, .. }) = commands.into_iter().next() else {
+            unreachable!("one blocking pop")
+        };
+        state.commands_processed.add(1);
+        return Outcome::Reply(crate::blocked::pop(state, session, op, timeout, reply).await);
+    }
+    if !exec && let [Command::Watch { keys }] = commands.as_slice() {
+        state.commands_processed.add(1);
+        return Outcome::Reply(watch(state, session, keys).await);
+    }
     let mut ops = Vec::new();
     let mut steps = Vec::with_capacity(commands.len());
     for command in commands {
-        if let Command::Shutdown { .. } = command {
-            return Outcome::Shutdown;
-        }
-        match op_for(&command) {
-            Some(op) => {
-                steps.push(Step::Op(ops.len()));
+        match command {
+            Command::Shutdown { .. } => return Outcome::Shutdown,
+            Command::Data { op, .. } => {
+                steps.push(Step::Op(ops.len(), None));
                 ops.push(op);
             }
-            None => match command.local_reply() {
+            Command::Block { op, reply, .. } => {
+                steps.push(Step::Op(ops.len(), Some(reply)));
+                ops.push(op);
+            }
+            // Queued in MULTI: EXEC ends the watches anyway.
+            Command::Unwatch => steps.push(Step::Ready(Frame::ok())),
+            command => match command.local_reply() {
                 Some(frame) => steps.push(Step::Ready(frame)),
                 None => steps.push(Step::After(command)),
             },
@@ -125,92 +156,119 @@ pub async fn run(
     let Some(running) = state.roles.current_or_wait().await else {
         return Outcome::Reply(Frame::error("TRYAGAIN the database's role is changing: retry"));
     };
-    let mut results: Vec<Option<OpResult>> = Vec::new();
-    if !transaction && !ops.iter().any(Op::is_write) {
-        // A lone read needs no transaction (and so no write lock).
-        match read(&running, &ops) {
-            Ok(read) => results = read.into_iter().map(Some).collect(),
-            Err(error) => return Outcome::Reply(error_frame(&error)),
+    let transaction = Transaction { ops, exec, watched };
+    let results = match transact(&running, session, &transaction, state).await {
+        Ok(Some(results)) => results,
+        Ok(None) => {
+            running.db.unwatch(session.id());
+            return Outcome::Reply(Frame::NullArray);
         }
-    } else if !ops.is_empty() {
-        // Writes pass the gate (a standby, a fenced primary, a switchover, a restarted
-        // primary not yet confirmed), and count as writers until their commit is done.
-        let _writer = if ops.iter().any(Op::is_write) {
-            match state.roles.enter_write().await {
-                Ok(writer) => Some(writer),
-                Err(refusal) => return Outcome::Reply(refusal),
+        Err(frame) => {
+            if exec {
+                running.db.unwatch(session.id());
             }
-        } else {
-            None
-        };
-        // A NOWAIT commit is answered before its redo is durable anywhere: under fast-start
-        // failover, only while this primary holds its observer's lease, which ends before any
-        // observer may fail over (docs/resp.md says what NOWAIT promises).
-        if _writer.is_some()
-            && session.commit_mode().wait == resp::CommitWait::NoWait
-            && let Some(fast_start) = &running.fast_start
-            && !fast_start.may_reply_before_durable()
-        {
-            return Outcome::Reply(Frame::error(
-                "TRYAGAIN this primary holds no fast-start failover lease now, so a COMMITMODE NOWAIT write is refused (nothing was changed): retry, or use COMMITMODE WAIT",
-            ));
+            return Outcome::Reply(frame);
         }
-        let db = running.db.clone();
-        if _writer.is_some() {
-            db.room_for_writes().await;
-        }
-        let executed = match db.execute(&ops) {
-            Ok(executed) => executed,
-            Err(error) => return Outcome::Reply(error_frame(&error)),
-        };
-        if let Some(scn) = executed.scn
-            && let Err(error) = db.commit(scn, commit_options(session)).await
-        {
-            if let DbError::Redo(stalled @ redo::RedoError::CommitStalled { .. }) = &error {
-                // Says itself what became of the change (kept, written once space returns).
-                return Outcome::Reply(Frame::error(format!("ERR {stalled}")));
-            }
-            return Outcome::Reply(Frame::error(format!(
-                "ERR commit of SCN {scn} not confirmed: {error} (the change may or may not be durable)"
-            )));
-        }
-        results = executed.results.into_iter().map(Some).collect();
+    };
+    if exec {
+        running.db.unwatch(session.id());
     }
+    let mut results: Vec<Option<OpResult>> = results.into_iter().map(Some).collect();
+    let protocol = session.protocol();
     let mut frames = Vec::with_capacity(steps.len());
     for step in steps {
         frames.push(match step {
-            Step::Op(index) => frame_of(results[index].take().expect("one result per operation")),
+            Step::Op(index, shape) => {
+                let result = results[index].take().expect("one result per operation");
+                crate::blocked::shape(frame_of(result, protocol), shape)
+            }
             Step::Ready(frame) => frame,
             Step::After(command) => after(state, &running, command),
         });
     }
-    if transaction {
+    if exec {
         Outcome::Reply(Frame::Array(frames))
     } else {
         Outcome::Reply(frames.pop().unwrap_or(Frame::Null))
     }
 }
 
-fn read(running: &Running, ops: &[Op]) -> Result<Vec<OpResult>, DbError> {
-    let db = &running.db;
-    ops.iter()
-        .map(|op| {
-            Ok(match op {
-                Op::Get { key } => db.get(key)?.map_or(OpResult::Nil, OpResult::Value),
-                Op::MGet { keys } => {
-                    OpResult::Values(keys.iter().map(|key| db.get(key)).collect::<Result<_, _>>()?)
-                }
-                Op::Exists { keys } => {
-                    let mut count = 0;
-                    for key in keys {
-                        count += i64::from(db.get(key)?.is_some());
-                    }
-                    OpResult::Integer(count)
-                }
-                write => unreachable!("{write:?} is not a read"),
-            })
-        })
-        .collect()
+/// Runs a transaction's operations and completes its commit: the results, `None` if a watched
+/// key changed (nothing ran), or the error reply.
+pub(crate) async fn transact(
+    running: &Running,
+    session: &Session,
+    transaction: &Transaction,
+    state: &ServerState,
+) -> Result<Option<Vec<OpResult>>, Frame> {
+    let ops = &transaction.ops;
+    let writes = ops.iter().any(Op::is_write);
+    if !transaction.exec && !writes {
+        // A lone read needs no transaction (and so no write lock).
+        return running.db.read(ops).map(Some).map_err(|error| error_frame(&error));
+    }
+    if ops.is_empty() && !transaction.watched {
+        return Ok(Some(Vec::new()));
+    }
+    // Writes pass the gate (a standby, a fenced primary, a switchover, a restarted primary not
+    // yet confirmed), and count as writers until their commit is done.
+    let _writer = if writes { Some(state.roles.enter_write().await?) } else { None };
+    // A NOWAIT commit is answered before its redo is durable anywhere: under fast-start
+    // failover, only while this primary holds its observer's lease, which ends before any
+    // observer may fail over (docs/resp.md says what NOWAIT promises).
+    if writes
+        && session.commit_mode().wait == resp::CommitWait::NoWait
+        && let Some(fast_start) = &running.fast_start
+        && !fast_start.may_reply_before_durable()
+    {
+        return Err(Frame::error(
+            "TRYAGAIN this primary holds no fast-start failover lease now, so a COMMITMODE NOWAIT write is refused (nothing was changed): retry, or use COMMITMODE WAIT",
+        ));
+    }
+    let db = running.db.clone();
+    if writes {
+        db.room_for_writes().await;
+    }
+    let executed =
+        if transaction.watched { db.execute_watched(ops, session.id()) } else { db.execute(ops) };
+    let executed = executed.map_err(|error| error_frame(&error))?;
+    if executed.watch_failed {
+        return Ok(None);
+    }
+    if let Some(scn) = executed.scn {
+        commit(&db, scn, commit_options(session)).await?;
+    }
+    Ok(Some(executed.results))
+}
+
+/// Completes the commit of `scn`; the error reply if it could not be confirmed.
+pub(crate) async fn commit(
+    db: &db::Database,
+    scn: redo::Scn,
+    options: CommitOptions,
+) -> Result<(), Frame> {
+    match db.commit(scn, options).await {
+        Ok(()) => Ok(()),
+        // Says itself what became of the change (kept, written once space returns).
+        Err(DbError::Redo(stalled @ redo::RedoError::CommitStalled { .. })) => {
+            Err(Frame::error(format!("ERR {stalled}")))
+        }
+        Err(error) => Err(Frame::error(format!(
+            "ERR commit of SCN {scn} not confirmed: {error} (the change may or may not be durable)"
+        ))),
+    }
+}
+
+/// WATCH: the keys, in the database of the moment (a role change ends every watch).
+async fn watch(state: &ServerState, session: &Session, keys: &[Bytes]) -> Frame {
+    let Some(running) = state.roles.current_or_wait().await else {
+        return Frame::error("TRYAGAIN the database's role is changing: retry");
+    };
+    match running.db.watch(session.id(), keys) {
+        Ok(Ok(())) => Frame::ok(),
+        Ok(Err(max)) => Frame::error(format!("ERR a connection watches at most {max} keys")),
+        Err(error) => error_frame(&error),
+    }
 }
 
 /// Commands that read the whole key space or the server.
@@ -226,12 +284,15 @@ fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
                 Err(error) => error_frame(&error),
             }
         }
-        Command::Scan { cursor, pattern, count } => {
+        Command::Scan { cursor, pattern, count, kind } => {
             let count = count.unwrap_or(10).clamp(1, 100_000) as usize;
             let matches = |key: &[u8]| {
                 pattern.as_ref().is_none_or(|pattern| resp::glob::matches(pattern, key))
             };
-            match running.db.scan(cursor, count, &matches) {
+            // A type no key can have: nothing matches (as in Redis).
+            let unknown = kind.as_ref().is_some_and(|kind| KeyType::from_name(kind).is_none());
+            let kind = kind.as_deref().and_then(KeyType::from_name);
+            match running.db.scan(cursor, count, &|key| !unknown && matches(key), kind) {
                 Ok((next, keys)) => Frame::Array(vec![
                     Frame::Bulk(Bytes::from(next.to_string())),
                     Frame::Array(keys.into_iter().map(Frame::Bulk).collect()),
@@ -240,6 +301,21 @@ fn after(state: &ServerState, running: &Running, command: Command) -> Frame {
             }
         }
         Command::Role => crate::info::role_reply(state, running),
+        Command::ConfigSet { pairs } => state.facts.config_set(&pairs),
+        Command::Time => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            Frame::Array(vec![
+                Frame::Bulk(Bytes::from(now.as_secs().to_string())),
+                Frame::Bulk(Bytes::from(now.subsec_micros().to_string())),
+            ])
+        }
+        // SAVE is a checkpoint: the data files made durable up to the last commit.
+        Command::Save => match running.db.checkpoint() {
+            Ok(_) => Frame::ok(),
+            Err(error) => error_frame(&error),
+        },
         Command::Info { sections } => {
             Frame::Bulk(Bytes::from(crate::info::render(state, running, &sections)))
         }

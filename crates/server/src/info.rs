@@ -72,6 +72,11 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                     state.connected.load(std::sync::atomic::Ordering::Relaxed),
                 );
                 field(out, "maxclients", state.config.server.max_connections);
+                field(
+                    out,
+                    "blocked_clients",
+                    state.blocked.load(std::sync::atomic::Ordering::Relaxed),
+                );
                 field(out, "rejected_connections", state.rejected.get());
             }
             "persistence" => {
@@ -103,6 +108,7 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                 field(out, "total_connections_received", state.total_connections.get());
                 field(out, "total_commands_processed", state.commands_processed.get());
                 field(out, "user_commits", metrics.stat("user commits"));
+                field(out, "expired_keys", running.db.expired_keys());
             }
             "replication" => replication_section(state, running, out),
             "redo" => {

@@ -9,9 +9,11 @@
 
 mod admin;
 pub mod auth;
+mod blocked;
 mod clients;
 pub mod config;
 mod execute;
+mod expiry;
 mod info;
 pub mod lock;
 pub mod retention;
@@ -47,6 +49,10 @@ pub struct ServerState {
     pub resp_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub connected: AtomicU64,
+    /// Clients waiting in a blocking pop (INFO's `blocked_clients`).
+    pub blocked: AtomicU64,
+    /// The blocked pops, in the order they blocked.
+    pub(crate) blocked_queue: blocked::BlockedQueue,
     pub total_connections: Arc<Statistic>,
     pub rejected: Arc<Statistic>,
     pub commands_processed: Arc<Statistic>,
@@ -285,6 +291,8 @@ impl Server {
             rejected: metrics.stat("rejected connections"),
             commands_processed: metrics.stat("total commands processed"),
             connected: AtomicU64::new(0),
+            blocked: AtomicU64::new(0),
+            blocked_queue: blocked::BlockedQueue::default(),
             started: Instant::now(),
             next_client_id: AtomicU64::new(1),
             shutdown,
@@ -315,6 +323,8 @@ impl Server {
         let admin = tokio::spawn(admin::serve_admin(state.clone(), admin_listener, admin_tls));
         let retention = tokio::spawn(retention::run(state.clone()));
         let history = tokio::spawn(web::history::run(state.clone()));
+        // Ends by itself at shutdown.
+        tokio::spawn(expiry::run(state.clone()));
         let observers = state.roles.serve_observers();
         tracing::info!(resp = %state.resp_addr, admin = %state.admin_addr, data_dir = %state.config.server.data_dir.display(), "redoguard server ready");
         Ok(Server {

@@ -189,11 +189,11 @@ fn a_task_commit_acknowledged_before_its_local_write_ends_is_settled_by_the_task
         for n in 0..COMMITS {
             let executed = primary
                 .db
-                .execute(&[Op::Set {
-                    key: Bytes::from(format!("k{n}")),
-                    value: Bytes::from_static(b"v"),
-                    condition: SetCondition::Always,
-                }])
+                .execute(&[Op::set(
+                    Bytes::from(format!("k{n}")),
+                    Bytes::from_static(b"v"),
+                    SetCondition::Always,
+                )])
                 .unwrap();
             let scn = executed.scn.expect("a change");
             runtime.block_on(primary.db.commit(scn, CommitOptions::default())).unwrap();
@@ -344,11 +344,11 @@ fn a_destination_dropped_before_a_task_looks_is_not_waited_for_but_a_fast_start_
             let started = Instant::now();
             let executed = primary
                 .db
-                .execute(&[Op::Set {
-                    key: Bytes::from_static(b"dropped"),
-                    value: Bytes::from_static(b"v"),
-                    condition: SetCondition::Always,
-                }])
+                .execute(&[Op::set(
+                    Bytes::from_static(b"dropped"),
+                    Bytes::from_static(b"v"),
+                    SetCondition::Always,
+                )])
                 .unwrap();
             let scn = executed.scn.expect("a change");
             // Led by a tokio task, as a RESP session's commit is.
@@ -611,11 +611,11 @@ fn maximum_protection_makes_commits_wait_until_a_standby_has_them() {
         let db = primary.db.clone();
         std::thread::spawn(move || {
             db.transact(
-                &[Op::Set {
-                    key: Bytes::from_static(b"k"),
-                    value: Bytes::from_static(b"v"),
-                    condition: SetCondition::Always,
-                }],
+                &[Op::set(
+                    Bytes::from_static(b"k"),
+                    Bytes::from_static(b"v"),
+                    SetCondition::Always,
+                )],
                 CommitOptions::default(),
             )
         })

@@ -1,9 +1,10 @@
-//! `db::ops::parse_integer` on arbitrary bytes: INCR/INCRBY read a stored value (a client's
-//! bytes, kept on disk and in redo) as an integer with Redis's rules. It never panics, and it
-//! accepts exactly the canonical decimal form of an i64: the bytes `n.to_string()` writes.
+//! `keyspace::number::parse_integer` on arbitrary bytes: INCR/INCRBY read a stored value (a
+//! client's bytes, kept on disk and in redo) as an integer with Redis's rules. It never panics,
+//! and it accepts exactly the canonical decimal form of an i64: the bytes `n.to_string()`
+//! writes.
 #![no_main]
 
-use db::ops::parse_integer;
+use keyspace::number::parse_integer;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -39,7 +39,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let permission = session.user().map(|user| user.permission);
         match session.handle(Command::parse(request), &facts) {
-            Action::Reply(_) | Action::ReplyAndClose(_) => {}
+            Action::Reply(_) | Action::ReplyAndClose(_) | Action::UnwatchAndReply(_) => {}
             Action::Close => return,
             Action::Authenticate { username, password, hello } => {
                 let before = session.user().cloned();

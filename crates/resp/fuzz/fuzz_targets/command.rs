@@ -24,9 +24,11 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         let reply = match session.handle(parsed, &facts) {
-            Action::Reply(reply) | Action::ReplyAndClose(reply) => reply,
+            Action::Reply(reply) | Action::ReplyAndClose(reply) | Action::UnwatchAndReply(reply) => {
+                reply
+            }
             Action::Execute(command) => {
-                assert!(command.name().chars().all(|c| c.is_ascii_lowercase() || c == '|'));
+                assert!(command.name().chars().all(|c| c.is_ascii_lowercase() || c == '|' || c == '_'));
                 continue;
             }
             Action::ExecuteTransaction(commands) => {

@@ -20,6 +20,11 @@ pub enum CommandError {
     Syntax,
     #[error("ERR value is not an integer or out of range")]
     NotInteger,
+    #[error("ERR value is not a valid float")]
+    NotFloat,
+    /// Any other of Redis's texts for a bad argument, code first.
+    #[error("{0}")]
+    Text(String),
     #[error("ERR invalid cursor")]
     InvalidCursor,
     #[error("ERR invalid DB index")]

@@ -1,19 +1,28 @@
 //! Typed commands: a [`Request`](crate::Request) becomes a [`Command`] with Redis's arity checks
 //! and error texts. Parsing says what the client asked; executing it is the server's job.
 //!
-//! One file per group, as Redis groups them: [`strings`] (SET, GET, INCR, INCRBY, MSET, MGET),
-//! [`keyspace`] (DEL, EXISTS, DBSIZE, KEYS, SCAN, SELECT), [`connection`] (PING, ECHO, QUIT,
-//! HELLO, AUTH, CLIENT), [`server`] (INFO, SHUTDOWN, CONFIG, COMMAND), [`commit_mode`] (our COMMITMODE)
-//! and [`table`], the command table that drives arity checks and COMMAND's replies.
+//! One file per group, as Redis groups them: [`strings`], [`keyspace`] (and expiry), [`hash`],
+//! [`list`], [`set`], [`zset`] (the data commands, parsed into `keyspace::Op`s), [`connection`]
+//! (PING, ECHO, QUIT, HELLO, AUTH, CLIENT), [`server`] (INFO, SHUTDOWN, CONFIG, COMMAND,
+//! FUNCTION), [`commit_mode`] (our COMMITMODE) and [`table`], the command table that drives
+//! arity checks and COMMAND's replies.
 
 mod commit_mode;
 mod connection;
 mod error;
+mod hash;
 mod keyspace;
+mod list;
 mod server;
+mod set;
 mod strings;
 pub mod table;
+mod zset;
 
+use std::time::Duration;
+
+use ::keyspace::KeyType;
+pub use ::keyspace::Op;
 use bytes::Bytes;
 
 pub use commit_mode::{CommitMode, CommitWait, CommitWrite};
@@ -22,6 +31,17 @@ pub use error::CommandError;
 pub use server::{CommandQuery, ShutdownSave, help_reply};
 pub use strings::SetCondition;
 
+/// How a blocking pop's reply is shaped from its pop's (the same pops, without blocking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockedReply {
+    /// BLPOP, BRPOP: `[key, element]` (from LMPOP's `[key, [element]]`).
+    KeyAndElement,
+    /// BZPOPMIN, BZPOPMAX: `[key, member, score]` (from ZMPOP's `[key, [[member, score]]]`).
+    KeyMemberScore,
+    /// BLMOVE, BRPOPLPUSH, BLMPOP, BZMPOP: the pop's own reply.
+    AsIs,
+}
+
 use crate::frame::ProtocolVersion;
 use crate::request::Request;
 
@@ -29,34 +49,36 @@ use crate::request::Request;
 ///
 /// Keys and values are [`Bytes`] slices of the connection's read buffer: copy them before
 /// storing them, or the whole buffer they came from stays allocated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// `PING [message]`: `+PONG`, or the message as a bulk string.
     Ping { message: Option<Bytes> },
     /// `ECHO message`
     Echo { message: Bytes },
-    /// `SET key value [NX|XX] [KEEPTTL]`
-    Set { key: Bytes, value: Bytes, condition: SetCondition },
-    /// `GET key`
-    Get { key: Bytes },
-    /// `DEL key [key …]`: replies the number of keys removed.
-    Del { keys: Vec<Bytes> },
-    /// `EXISTS key [key …]`: replies how many of the keys exist (a repeated key counts twice).
-    Exists { keys: Vec<Bytes> },
-    /// `INCR key`
-    Incr { key: Bytes },
-    /// `INCRBY key increment`
-    IncrBy { key: Bytes, increment: i64 },
-    /// `MSET key value [key value …]`
-    MSet { pairs: Vec<(Bytes, Bytes)> },
-    /// `MGET key [key …]`
-    MGet { keys: Vec<Bytes> },
+    /// A command on the key space (strings, hashes, lists, sets, sorted sets, keys, expiry):
+    /// what it asks, as the database takes it.
+    /// `name` is the command's (`hset`), as errors and statistics name it.
+    Data { name: &'static str, op: Op },
+    /// A blocking pop: the pop, and how long to wait for something to pop (zero: for ever).
+    Block { name: &'static str, op: Op, timeout: Duration, reply: BlockedReply },
+    /// `WATCH key [key …]`
+    Watch { keys: Vec<Bytes> },
+    /// `UNWATCH`
+    Unwatch,
+    /// `CONFIG SET parameter value [parameter value …]`
+    ConfigSet { pairs: Vec<(Bytes, Bytes)> },
+    /// `FUNCTION FLUSH [ASYNC|SYNC]`: there are no functions to flush.
+    FunctionFlush,
+    /// `TIME`: the server's clock.
+    Time,
+    /// `SAVE`: a checkpoint now (the data files made durable up to the last commit).
+    Save,
     /// `DBSIZE`
     DbSize,
     /// `KEYS pattern` (see [`glob`](crate::glob))
     Keys { pattern: Bytes },
-    /// `SCAN cursor [MATCH pattern] [COUNT count]`
-    Scan { cursor: u64, pattern: Option<Bytes>, count: Option<u64> },
+    /// `SCAN cursor [MATCH pattern] [COUNT count] [TYPE type]`
+    Scan { cursor: u64, pattern: Option<Bytes>, count: Option<u64>, kind: Option<Bytes> },
     /// `MULTI`
     Multi,
     /// `EXEC`
@@ -111,17 +133,34 @@ impl Command {
         if !spec.accepts(args.len()) {
             return Err(CommandError::WrongArity(spec.name));
         }
-        match spec.name {
-            "ping" | "echo" | "quit" | "hello" | "client" | "auth" => connection::parse(spec, args),
-            "set" | "get" | "incr" | "incrby" | "mset" | "mget" => strings::parse(spec, args),
-            "del" | "exists" | "dbsize" | "keys" | "scan" | "select" => keyspace::parse(spec, args),
-            "info" | "shutdown" | "config" | "command" | "role" => server::parse(spec, args),
-            "commitmode" => commit_mode::parse(args),
-            "multi" => Ok(Command::Multi),
-            "exec" => Ok(Command::Exec),
-            "discard" => Ok(Command::Discard),
-            other => unreachable!("command {other} is in the table but has no parser"),
+        let mut command = match table::group(spec.name) {
+            table::Group::Connection => connection::parse(spec, args),
+            table::Group::Strings => strings::parse(spec, args),
+            table::Group::Keyspace => keyspace::parse(spec, args),
+            table::Group::Hash => hash::parse(spec, args),
+            table::Group::List => list::parse(spec, args),
+            table::Group::Set => set::parse(spec, args),
+            table::Group::ZSet => zset::parse(spec, args),
+            table::Group::Server => server::parse(spec, args),
+            table::Group::Transaction => match spec.name {
+                "commitmode" => commit_mode::parse(args),
+                "multi" => Ok(Command::Multi),
+                "exec" => Ok(Command::Exec),
+                "discard" => Ok(Command::Discard),
+                "unwatch" => Ok(Command::Unwatch),
+                "watch" => Ok(Command::Watch { keys: args[1..].to_vec() }),
+                other => unreachable!("command {other} is in the table but has no parser"),
+            },
+        }?;
+        if let Command::Data { name, .. } | Command::Block { name, .. } = &mut command {
+            *name = spec.name;
         }
+        Ok(command)
+    }
+
+    /// A data command; `Command::parse` names it after the command that was sent.
+    pub(crate) fn data(op: Op) -> Command {
+        Command::Data { name: "", op }
     }
 
     /// The lower-case name Redis uses in errors and statistics (`client|setname`).
@@ -129,14 +168,13 @@ impl Command {
         match self {
             Command::Ping { .. } => "ping",
             Command::Echo { .. } => "echo",
-            Command::Set { .. } => "set",
-            Command::Get { .. } => "get",
-            Command::Del { .. } => "del",
-            Command::Exists { .. } => "exists",
-            Command::Incr { .. } => "incr",
-            Command::IncrBy { .. } => "incrby",
-            Command::MSet { .. } => "mset",
-            Command::MGet { .. } => "mget",
+            Command::Data { name, .. } | Command::Block { name, .. } => name,
+            Command::Watch { .. } => "watch",
+            Command::Unwatch => "unwatch",
+            Command::ConfigSet { .. } => "config|set",
+            Command::FunctionFlush => "function|flush",
+            Command::Time => "time",
+            Command::Save => "save",
             Command::DbSize => "dbsize",
             Command::Keys { .. } => "keys",
             Command::Scan { .. } => "scan",
@@ -163,34 +201,26 @@ impl Command {
         }
     }
 
-    /// Whether the command changes the key-value state, so it is a transaction with one commit
-    /// (SET, DEL, INCR, INCRBY, MSET). A SET NX that sets nothing still counts: whether it
-    /// writes is known only when it runs.
+    /// Whether the command may change the key space, so it is a transaction with one commit.
+    /// A SET NX that sets nothing still counts: whether it writes is known only when it runs.
     pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Command::Set { .. }
-                | Command::Del { .. }
-                | Command::Incr { .. }
-                | Command::IncrBy { .. }
-                | Command::MSet { .. }
-        )
+        match self {
+            Command::Data { op, .. } | Command::Block { op, .. } => op.is_write(),
+            _ => false,
+        }
     }
 
-    /// Whether the command may be queued between MULTI and EXEC: the key-value commands, PING,
-    /// ECHO and INFO. Commands that change the connection (HELLO, CLIENT, SELECT, COMMITMODE)
-    /// or the server (SHUTDOWN) are refused there, as Redis refuses its `no-multi` commands.
+    /// Whether the command may be queued between MULTI and EXEC: the key-value commands (a
+    /// blocking pop runs there as its pop, without blocking, as in Redis), PING, ECHO and INFO.
+    /// Commands that change the connection (HELLO, CLIENT, SELECT, COMMITMODE, WATCH) or the
+    /// server (SHUTDOWN) are refused there, as Redis refuses its `no-multi` commands.
     pub fn is_allowed_in_transaction(&self) -> bool {
         matches!(
             self,
-            Command::Set { .. }
-                | Command::Get { .. }
-                | Command::Del { .. }
-                | Command::Exists { .. }
-                | Command::Incr { .. }
-                | Command::IncrBy { .. }
-                | Command::MSet { .. }
-                | Command::MGet { .. }
+            Command::Data { .. }
+                | Command::Block { .. }
+                | Command::ConfigSet { .. }
+                | Command::Time
                 | Command::DbSize
                 | Command::Keys { .. }
                 | Command::Scan { .. }
@@ -223,23 +253,37 @@ fn unknown_command(args: &[Bytes]) -> CommandError {
 /// Parses a signed integer with Redis's `string2ll` rules: optional `-`, digits, no `+`, no
 /// leading zero, no blanks, within i64.
 pub(crate) fn parse_integer(text: &[u8]) -> Option<i64> {
-    let (negative, digits) = match text {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, text),
-    };
-    match digits {
-        [b'0'] if !negative => return Some(0),
-        [b'1'..=b'9', ..] if digits.len() <= 19 => {}
-        _ => return None,
-    }
-    let mut magnitude: u64 = 0;
-    for &byte in digits {
-        if !byte.is_ascii_digit() {
-            return None;
+    ::keyspace::number::parse_integer(text)
+}
+
+/// Parses a double as Redis's `strtod` over the whole argument: no blanks, not NaN.
+pub(crate) fn parse_float(text: &[u8]) -> Option<f64> {
+    ::keyspace::number::parse_double(text)
+}
+
+/// HSCAN's, SSCAN's, ZSCAN's `cursor [MATCH pattern] [COUNT count]` (after the key).
+pub(crate) fn parse_collection_scan(
+    key: Bytes,
+    kind: KeyType,
+    mut args: impl Iterator<Item = Bytes>,
+) -> Result<Command, CommandError> {
+    let cursor = keyspace::parse_cursor(&args.next().expect("arity checked"))?;
+    let (mut pattern, mut count) = (None, 10u64);
+    while let Some(option) = args.next() {
+        let Some(value) = args.next() else { return Err(CommandError::Syntax) };
+        if is(&option, "MATCH") {
+            pattern = Some(value);
+        } else if is(&option, "COUNT") {
+            match parse_integer(&value) {
+                Some(value) if value >= 1 => count = value as u64,
+                Some(_) => return Err(CommandError::Syntax),
+                None => return Err(CommandError::NotInteger),
+            }
+        } else {
+            return Err(CommandError::Syntax);
         }
-        magnitude = magnitude.checked_mul(10)?.checked_add(u64::from(byte - b'0'))?;
     }
-    if negative { 0i64.checked_sub_unsigned(magnitude) } else { i64::try_from(magnitude).ok() }
+    Ok(Command::data(Op::ScanCollection { key, kind, cursor, pattern, count }))
 }
 
 /// Whether `arg` spells `word` (upper case ASCII) in any case.

@@ -120,7 +120,9 @@ pub(super) fn parse(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comm
         }),
         "shutdown" => parse_shutdown(&args[1..]),
         "role" => Ok(Command::Role),
-        "config" | "command" => parse_container(spec, args),
+        "config" | "command" | "function" | "memory" => parse_container(spec, args),
+        "time" => Ok(Command::Time),
+        "save" => Ok(Command::Save),
         other => unreachable!("{other} is not a server command"),
     }
 }
@@ -149,14 +151,17 @@ fn parse_shutdown(options: &[Bytes]) -> Result<Command, CommandError> {
 }
 
 fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Command, CommandError> {
-    let container = if spec.name == "config" { "CONFIG" } else { "COMMAND" };
+    let container = match spec.name {
+        "config" => "CONFIG",
+        "function" => "FUNCTION",
+        "memory" => "MEMORY",
+        _ => "COMMAND",
+    };
     let Some(name) = args.get(1) else {
         return Ok(Command::Introspect(CommandQuery::All));
     };
     let Some(sub) = find_subcommand(spec, name) else {
-        if container == "CONFIG"
-            && ["SET", "RESETSTAT", "REWRITE"].iter().any(|word| is(name, word))
-        {
+        if container == "CONFIG" && ["RESETSTAT", "REWRITE"].iter().any(|word| is(name, word)) {
             return Err(CommandError::Unsupported {
                 what: format!("CONFIG {}", upper(name)),
                 why: "the configuration comes from the server's TOML file and is fixed at start",
@@ -173,6 +178,32 @@ fn parse_container(spec: &'static CommandSpec, args: Vec<Bytes>) -> Result<Comma
     let rest = || args[2..].to_vec();
     match sub.name {
         "config|get" => Ok(Command::ConfigGet { parameters: rest() }),
+        "config|set" => {
+            let rest = rest();
+            if !rest.len().is_multiple_of(2) {
+                return Err(CommandError::WrongArity("config|set"));
+            }
+            Ok(Command::ConfigSet {
+                pairs: rest.chunks(2).map(|pair| (pair[0].clone(), pair[1].clone())).collect(),
+            })
+        }
+        "memory|usage" => {
+            let key = args[2].clone();
+            let samples = match &args[3..] {
+                [] => 5,
+                [word, count] if is(word, "SAMPLES") => match super::parse_integer(count) {
+                    Some(count) if count >= 0 => count as u64,
+                    _ => return Err(CommandError::NotInteger),
+                },
+                _ => return Err(CommandError::Syntax),
+            };
+            Ok(Command::data(keyspace::Op::MemoryUsage { key, samples }))
+        }
+        "function|flush" => match &args[2..] {
+            [] => Ok(Command::FunctionFlush),
+            [mode] if is(mode, "ASYNC") || is(mode, "SYNC") => Ok(Command::FunctionFlush),
+            _ => Err(CommandError::Syntax),
+        },
         "config|help" | "command|help" => Ok(Command::Help { command: container }),
         "command|count" => Ok(Command::Introspect(CommandQuery::Count)),
         "command|info" => Ok(Command::Introspect(CommandQuery::Info(rest()))),

@@ -18,8 +18,8 @@ fn bytes(text: &str) -> Bytes {
 
 #[test]
 fn names_are_case_insensitive() {
-    assert_eq!(parse(&["get", "k"]), Ok(Command::Get { key: bytes("k") }));
-    assert_eq!(parse(&["GeT", "k"]), Ok(Command::Get { key: bytes("k") }));
+    assert_eq!(parse(&["get", "k"]), data("get", Op::Get { key: bytes("k") }));
+    assert_eq!(parse(&["GeT", "k"]), data("get", Op::Get { key: bytes("k") }));
 }
 
 #[test]
@@ -61,34 +61,49 @@ fn arity_errors_name_the_command_in_lower_case() {
     );
 }
 
+fn data(name: &'static str, op: Op) -> Result<Command, CommandError> {
+    Ok(Command::Data { name, op })
+}
+
 #[test]
 fn string_commands() {
+    use ::keyspace::{SetExpiry, Time, TimeUnit};
+    let set = |condition, expiry, get| Op::Set {
+        key: bytes("k"),
+        value: bytes("v"),
+        condition,
+        expiry,
+        get,
+        command: "set",
+    };
     assert_eq!(
         parse(&["SET", "k", "v"]),
-        Ok(Command::Set { key: bytes("k"), value: bytes("v"), condition: SetCondition::Always })
+        data("set", set(SetCondition::Always, SetExpiry::Clear, false))
     );
     assert_eq!(
         parse(&["set", "k", "v", "nx"]),
-        Ok(Command::Set { key: bytes("k"), value: bytes("v"), condition: SetCondition::IfAbsent })
+        data("set", set(SetCondition::IfAbsent, SetExpiry::Clear, false))
     );
     assert_eq!(
         parse(&["SET", "k", "v", "XX", "KEEPTTL", "xx"]),
-        Ok(Command::Set { key: bytes("k"), value: bytes("v"), condition: SetCondition::IfPresent })
+        data("set", set(SetCondition::IfPresent, SetExpiry::Keep, false))
+    );
+    let in_ten = SetExpiry::At(Time { amount: 10, unit: TimeUnit::Seconds, absolute: false });
+    assert_eq!(
+        parse(&["SET", "k", "v", "ex", "10", "GET"]),
+        data("set", set(SetCondition::Always, in_ten, true))
     );
     assert_eq!(error(&["SET", "k", "v", "NX", "XX"]), "ERR syntax error");
     assert_eq!(error(&["SET", "k", "v", "BOGUS"]), "ERR syntax error");
-    assert_eq!(
-        error(&["SET", "k", "v", "ex", "10"]),
-        "ERR SET option 'EX' is not supported: keys never expire in redoguard"
-    );
-    assert_eq!(
-        error(&["SET", "k", "v", "GET"]),
-        "ERR SET option 'GET' is not supported: send GET, then SET, inside MULTI/EXEC"
-    );
-    assert_eq!(parse(&["INCR", "c"]), Ok(Command::Incr { key: bytes("c") }));
+    assert_eq!(error(&["SET", "k", "v", "EX", "10", "PX", "1"]), "ERR syntax error");
+    assert_eq!(error(&["SET", "k", "v", "EX", "10", "KEEPTTL"]), "ERR syntax error");
+    assert_eq!(error(&["SET", "k", "v", "EX"]), "ERR syntax error");
+    assert_eq!(error(&["SET", "k", "v", "EX", "x"]), "ERR value is not an integer or out of range");
+    assert_eq!(parse(&["INCR", "c"]), data("incr", Op::IncrBy { key: bytes("c"), increment: 1 }));
+    assert_eq!(parse(&["DECR", "c"]), data("decr", Op::IncrBy { key: bytes("c"), increment: -1 }));
     assert_eq!(
         parse(&["INCRBY", "c", "-5"]),
-        Ok(Command::IncrBy { key: bytes("c"), increment: -5 })
+        data("incrby", Op::IncrBy { key: bytes("c"), increment: -5 })
     );
     for bad in ["1.5", "", "+1", "01", " 1", "9223372036854775808", "-0", "x"] {
         assert_eq!(
@@ -99,31 +114,50 @@ fn string_commands() {
     }
     assert_eq!(
         parse(&["INCRBY", "c", "-9223372036854775808"]),
-        Ok(Command::IncrBy { key: bytes("c"), increment: i64::MIN })
+        data("incrby", Op::IncrBy { key: bytes("c"), increment: i64::MIN })
     );
+    assert_eq!(error(&["DECRBY", "c", "-9223372036854775808"]), "ERR decrement would overflow");
+    assert_eq!(error(&["INCRBYFLOAT", "c", "nan"]), "ERR value is not a valid float");
     assert_eq!(
         parse(&["MSET", "a", "1", "b", "2"]),
-        Ok(Command::MSet { pairs: vec![(bytes("a"), bytes("1")), (bytes("b"), bytes("2"))] })
+        data("mset", Op::MSet { pairs: vec![(bytes("a"), bytes("1")), (bytes("b"), bytes("2"))] })
     );
     assert_eq!(
         parse(&["MGET", "a", "b"]),
-        Ok(Command::MGet { keys: vec![bytes("a"), bytes("b")] })
+        data("mget", Op::MGet { keys: vec![bytes("a"), bytes("b")] })
+    );
+    assert_eq!(
+        error(&["MSETNX", "a", "1", "b"]),
+        "ERR wrong number of arguments for 'msetnx' command"
     );
 }
 
 #[test]
 fn keyspace_commands() {
-    assert_eq!(parse(&["DEL", "a", "b"]), Ok(Command::Del { keys: vec![bytes("a"), bytes("b")] }));
-    assert_eq!(parse(&["EXISTS", "a"]), Ok(Command::Exists { keys: vec![bytes("a")] }));
+    use ::keyspace::{ExpireCondition, Time, TimeUnit};
+    assert_eq!(
+        parse(&["DEL", "a", "b"]),
+        data("del", Op::Del { keys: vec![bytes("a"), bytes("b")] })
+    );
+    assert_eq!(parse(&["UNLINK", "a"]), data("unlink", Op::Del { keys: vec![bytes("a")] }));
+    assert_eq!(parse(&["EXISTS", "a"]), data("exists", Op::Exists { keys: vec![bytes("a")] }));
     assert_eq!(parse(&["DBSIZE"]), Ok(Command::DbSize));
     assert_eq!(parse(&["KEYS", "user:*"]), Ok(Command::Keys { pattern: bytes("user:*") }));
     assert_eq!(parse(&["SELECT", "0"]), Ok(Command::Select));
     assert_eq!(error(&["SELECT", "1"]), "ERR DB index is out of range");
     assert_eq!(error(&["SELECT", "x"]), "ERR invalid DB index");
-    assert_eq!(parse(&["SCAN", "0"]), Ok(Command::Scan { cursor: 0, pattern: None, count: None }));
     assert_eq!(
-        parse(&["scan", "18446744073709551615", "count", "10", "match", "a*"]),
-        Ok(Command::Scan { cursor: u64::MAX, pattern: Some(bytes("a*")), count: Some(10) })
+        parse(&["SCAN", "0"]),
+        Ok(Command::Scan { cursor: 0, pattern: None, count: None, kind: None })
+    );
+    assert_eq!(
+        parse(&["scan", "18446744073709551615", "count", "10", "match", "a*", "type", "hash"]),
+        Ok(Command::Scan {
+            cursor: u64::MAX,
+            pattern: Some(bytes("a*")),
+            count: Some(10),
+            kind: Some(bytes("hash"))
+        })
     );
     assert_eq!(error(&["SCAN", "-1"]), "ERR invalid cursor");
     assert_eq!(error(&["SCAN", "18446744073709551616"]), "ERR invalid cursor");
@@ -132,9 +166,109 @@ fn keyspace_commands() {
     assert_eq!(error(&["SCAN", "0", "MATCH"]), "ERR syntax error");
     assert_eq!(error(&["SCAN", "0", "LIMIT", "1"]), "ERR syntax error");
     assert_eq!(
-        error(&["SCAN", "0", "TYPE", "string"]),
-        "ERR SCAN option 'TYPE' is not supported: every redoguard key is a string"
+        parse(&["PEXPIREAT", "k", "100", "gt"]),
+        data(
+            "pexpireat",
+            Op::Expire {
+                key: bytes("k"),
+                at: Time { amount: 100, unit: TimeUnit::Milliseconds, absolute: true },
+                condition: ExpireCondition::IfLater,
+                command: "pexpireat",
+            }
+        )
     );
+    assert_eq!(
+        error(&["EXPIRE", "k", "1", "NX", "XX"]),
+        "ERR NX and XX, GT or LT options at the same time are not compatible"
+    );
+    assert_eq!(
+        error(&["EXPIRE", "k", "1", "GT", "LT"]),
+        "ERR GT and LT options at the same time are not compatible"
+    );
+    assert_eq!(error(&["EXPIRE", "k", "1", "foo"]), "ERR Unsupported option foo");
+    assert_eq!(error(&["FLUSHALL", "LAZY"]), "ERR syntax error");
+    assert_eq!(parse(&["FLUSHDB", "ASYNC"]), data("flushdb", Op::FlushAll));
+}
+
+#[test]
+fn collection_commands_parse_with_redis_error_texts() {
+    assert_eq!(error(&["HSET", "h", "f"]), "ERR wrong number of arguments for 'hset' command");
+    assert_eq!(
+        error(&["HSET", "h", "f", "v", "g"]),
+        "ERR wrong number of arguments for 'hset' command"
+    );
+    assert_eq!(error(&["HINCRBYFLOAT", "h", "f", "x"]), "ERR value is not a valid float");
+    assert_eq!(error(&["LPOP", "l", "-1"]), "ERR value is out of range, must be positive");
+    assert_eq!(
+        error(&["LPOS", "l", "a", "RANK", "0"]).split(':').next(),
+        Some("ERR RANK can't be zero")
+    );
+    assert_eq!(error(&["LMPOP", "0", "l", "LEFT"]), "ERR numkeys should be greater than 0");
+    assert_eq!(
+        error(&["LMPOP", "1", "l", "LEFT", "COUNT", "0"]),
+        "ERR count should be greater than 0"
+    );
+    assert_eq!(error(&["BLPOP", "l", "-1"]), "ERR timeout is negative");
+    assert_eq!(error(&["BLPOP", "l", "x"]), "ERR timeout is not a float or out of range");
+    assert_eq!(
+        error(&["SINTERCARD", "2", "a"]),
+        "ERR Number of keys can't be greater than number of args"
+    );
+    assert_eq!(error(&["SINTERCARD", "1", "a", "LIMIT", "-1"]), "ERR LIMIT can't be negative");
+    assert_eq!(
+        error(&["ZADD", "z", "NX", "XX", "1", "a"]),
+        "ERR XX and NX options at the same time are not compatible"
+    );
+    assert_eq!(
+        error(&["ZADD", "z", "GT", "LT", "1", "a"]),
+        "ERR GT, LT, and/or NX options at the same time are not compatible"
+    );
+    assert_eq!(
+        error(&["ZADD", "z", "INCR", "1", "a", "2", "b"]),
+        "ERR INCR option supports a single increment-element pair"
+    );
+    assert_eq!(error(&["ZADD", "z", "x", "a"]), "ERR value is not a valid float");
+    assert_eq!(error(&["ZADD", "z", "1", "a", "2"]), "ERR syntax error");
+    assert_eq!(error(&["ZRANGEBYSCORE", "z", "x", "1"]), "ERR min or max is not a float");
+    assert_eq!(
+        error(&["ZRANGEBYLEX", "z", "a", "+"]),
+        "ERR min or max not valid string range item"
+    );
+    assert_eq!(
+        error(&["ZRANGE", "z", "0", "1", "LIMIT", "0", "1"]),
+        "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+    );
+    assert_eq!(
+        error(&["ZRANGE", "z", "-", "+", "BYLEX", "WITHSCORES"]),
+        "ERR syntax error, WITHSCORES not supported in combination with BYLEX"
+    );
+    assert_eq!(
+        error(&["ZUNIONSTORE", "d", "0", "a"]),
+        "ERR at least 1 input key is needed for 'zunionstore' command"
+    );
+    assert_eq!(
+        error(&["ZINTERSTORE", "d", "1", "a", "WEIGHTS", "x"]),
+        "ERR weight value is not a float"
+    );
+    let Ok(Command::Data { op: Op::ZRange { range, .. }, .. }) =
+        parse(&["ZREVRANGEBYSCORE", "z", "(5", "1", "LIMIT", "1", "2"])
+    else {
+        panic!("a ZRANGE")
+    };
+    assert!(range.reverse);
+    assert_eq!(range.limit, Some((1, 2)));
+    assert_eq!(
+        range.by,
+        ::keyspace::ZRangeBy::Score {
+            min: ::keyspace::ScoreBound { value: 1.0, exclusive: false },
+            max: ::keyspace::ScoreBound { value: 5.0, exclusive: true },
+        }
+    );
+    assert!(matches!(
+        parse(&["BZPOPMIN", "a", "b", "0.5"]),
+        Ok(Command::Block { name: "bzpopmin", .. })
+    ));
+    assert!(matches!(parse(&["WATCH", "a", "b"]), Ok(Command::Watch { .. })));
 }
 
 #[test]
@@ -232,8 +366,12 @@ fn server_commands() {
         Ok(Command::ConfigGet { parameters: vec![bytes("save"), bytes("appendonly")] })
     );
     assert_eq!(
-        error(&["CONFIG", "SET", "save", ""]),
-        "ERR CONFIG SET is not supported: the configuration comes from the server's TOML file and is fixed at start"
+        parse(&["CONFIG", "SET", "save", ""]),
+        Ok(Command::ConfigSet { pairs: vec![(bytes("save"), bytes(""))] })
+    );
+    assert_eq!(
+        error(&["CONFIG", "SET", "save"]),
+        "ERR wrong number of arguments for 'config|set' command"
     );
     assert_eq!(error(&["CONFIG", "FOO"]), "ERR unknown subcommand 'FOO'. Try CONFIG HELP.");
     assert_eq!(parse(&["MULTI"]), Ok(Command::Multi));
@@ -277,7 +415,24 @@ fn every_table_entry_parses_with_its_minimum_arity() {
     for spec in table::COMMANDS {
         let count = spec.arity.unsigned_abs() as usize;
         let mut words = vec![spec.name.to_string()];
-        if spec.name == "select" {
+        // Arguments that must be a word, not a number, for the minimal call to parse.
+        let special: &[&str] = match spec.name {
+            "blmove" => &["a", "b", "LEFT", "RIGHT", "0"],
+            "lmove" => &["a", "b", "LEFT", "RIGHT"],
+            "blmpop" | "bzmpop" => {
+                &["0", "1", "a", if spec.name == "blmpop" { "LEFT" } else { "MIN" }]
+            }
+            "lmpop" => &["1", "a", "LEFT"],
+            "zmpop" => &["1", "a", "MIN"],
+            "linsert" => &["l", "BEFORE", "p", "v"],
+            "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" => &["1", "a"],
+            "zunionstore" | "zinterstore" | "zdiffstore" => &["d", "1", "a"],
+            "zlexcount" | "zrangebylex" | "zrevrangebylex" | "zremrangebylex" => &["z", "-", "+"],
+            _ => &[],
+        };
+        if !special.is_empty() {
+            words.extend(special.iter().map(|word| word.to_string()));
+        } else if spec.name == "select" {
             words.push("0".into());
         } else if spec.name == "incrby" {
             words.extend(["k".into(), "1".into()]);

@@ -28,7 +28,9 @@ impl Fixture {
     /// The reply's bytes as this session would encode them.
     fn reply(&mut self, words: &[&str]) -> String {
         match self.handle(words) {
-            Action::Reply(frame) | Action::ReplyAndClose(frame) => {
+            Action::Reply(frame)
+            | Action::ReplyAndClose(frame)
+            | Action::UnwatchAndReply(frame) => {
                 String::from_utf8(frame.to_bytes(self.session.protocol())).unwrap()
             }
             other => panic!("{words:?} gave {other:?}"),
@@ -140,7 +142,7 @@ fn command_introspection_satisfies_clients() {
     let count = crate::cmd::table::COMMANDS.len();
     assert_eq!(f.reply(&["COMMAND", "COUNT"]), format!(":{count}\r\n"));
     assert!(
-        f.reply(&["COMMAND"]).starts_with(&format!("*{count}\r\n*10\r\n$4\r\nauth\r\n:-2\r\n"))
+        f.reply(&["COMMAND"]).starts_with(&format!("*{count}\r\n*10\r\n$6\r\nappend\r\n:3\r\n"))
     );
     assert_eq!(
         f.reply(&["COMMAND", "INFO", "get", "nosuch"]),
@@ -234,7 +236,9 @@ fn with_a_password_required_nothing_runs_before_auth_and_nothing_beyond_the_perm
     let facts = ServerFacts::new(&limits);
     let mut session = Session::requiring_auth(1, &limits);
     let reply = |action: Action| match action {
-        Action::Reply(frame) => String::from_utf8(frame.to_bytes(ProtocolVersion::Resp2)).unwrap(),
+        Action::Reply(frame) | Action::UnwatchAndReply(frame) => {
+            String::from_utf8(frame.to_bytes(ProtocolVersion::Resp2)).unwrap()
+        }
         other => panic!("expected a reply, got {other:?}"),
     };
     for words in [&["GET", "k"][..], &["SHUTDOWN"], &["MULTI"], &["CONFIG", "GET", "*"]] {
@@ -272,4 +276,36 @@ fn with_a_password_required_nothing_runs_before_auth_and_nothing_beyond_the_perm
     assert!(reply(session.handle(command(&["EXEC"]), &facts)).starts_with("-EXECABORT"));
     // An HTTP request closes the connection.
     assert!(matches!(session.handle(command(&["POST", "/", "HTTP/1.1"]), &facts), Action::Close));
+}
+
+#[test]
+fn config_set_accepts_encoding_hints_and_the_values_in_force_only() {
+    let mut f = Fixture::new();
+    assert_eq!(f.reply(&["CONFIG", "SET", "save", ""]), "+OK\r\n");
+    assert_eq!(f.reply(&["CONFIG", "SET", "zset-max-ziplist-entries", "0"]), "+OK\r\n");
+    assert_eq!(
+        f.reply(&["CONFIG", "GET", "zset-max-ziplist-entries"]),
+        "*2\r\n$24\r\nzset-max-ziplist-entries\r\n$1\r\n0\r\n"
+    );
+    assert!(f.reply(&["CONFIG", "SET", "save", "900 1"]).starts_with(
+        "-ERR CONFIG SET failed (possibly related to argument 'save') - not supported"
+    ));
+    assert!(f.reply(&["CONFIG", "SET", "maxmemory", "1"]).starts_with(
+        "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - not supported"
+    ));
+    assert!(
+        f.reply(&["CONFIG", "SET", "set-max-intset-entries", "x"])
+            .starts_with("-ERR CONFIG SET failed")
+    );
+}
+
+#[test]
+fn watch_is_refused_inside_multi_and_discard_ends_the_watches() {
+    let mut f = Fixture::new();
+    assert!(matches!(f.handle(&["WATCH", "a"]), Action::Execute(Command::Watch { .. })));
+    assert!(f.session.watching());
+    assert_eq!(f.reply(&["MULTI"]), "+OK\r\n");
+    assert_eq!(f.reply(&["WATCH", "b"]), "-ERR WATCH inside MULTI is not allowed\r\n");
+    assert!(matches!(f.handle(&["DISCARD"]), Action::UnwatchAndReply(_)));
+    assert!(!f.session.watching());
 }

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use resp::{
-    Action, Command, Connection, ConnectionError, Frame, Limits, ServerFacts, Session, SetCondition,
+    Action, Command, Connection, ConnectionError, Frame, Limits, Op, ServerFacts, Session,
+    SetCondition,
 };
 use tokio::net::{TcpListener, TcpStream};
 
@@ -60,6 +61,7 @@ async fn serve_connection(
             // This server requires no password, so sessions never ask.
             Action::Authenticate { .. } => session.authenticated(None, None, facts),
             Action::Execute(command) => execute(&mut store.lock().unwrap(), command),
+            Action::UnwatchAndReply(reply) => reply,
             Action::ExecuteTransaction(commands) => {
                 let mut store = store.lock().unwrap();
                 Frame::Array(
@@ -79,8 +81,10 @@ fn execute(store: &mut BTreeMap<Bytes, Bytes>, command: Command) -> Frame {
         return reply;
     }
     match command {
-        Command::Get { key } => store.get(&key).cloned().map_or(Frame::Null, Frame::Bulk),
-        Command::Set { key, value, condition } => {
+        Command::Data { op: Op::Get { key }, .. } => {
+            store.get(&key).cloned().map_or(Frame::Null, Frame::Bulk)
+        }
+        Command::Data { op: Op::Set { key, value, condition, .. }, .. } => {
             let exists = store.contains_key(&key);
             match (condition, exists) {
                 (SetCondition::IfAbsent, true) | (SetCondition::IfPresent, false) => Frame::Null,
@@ -90,21 +94,20 @@ fn execute(store: &mut BTreeMap<Bytes, Bytes>, command: Command) -> Frame {
                 }
             }
         }
-        Command::Del { keys } => {
+        Command::Data { op: Op::Del { keys }, .. } => {
             Frame::Integer(keys.iter().filter(|key| store.remove(*key).is_some()).count() as i64)
         }
-        Command::Exists { keys } => {
+        Command::Data { op: Op::Exists { keys }, .. } => {
             Frame::Integer(keys.iter().filter(|key| store.contains_key(*key)).count() as i64)
         }
-        Command::Incr { key } => increment(store, key, 1),
-        Command::IncrBy { key, increment: by } => increment(store, key, by),
-        Command::MSet { pairs } => {
+        Command::Data { op: Op::IncrBy { key, increment: by }, .. } => increment(store, key, by),
+        Command::Data { op: Op::MSet { pairs }, .. } => {
             for (key, value) in pairs {
                 store.insert(own(key), own(value));
             }
             Frame::ok()
         }
-        Command::MGet { keys } => Frame::Array(
+        Command::Data { op: Op::MGet { keys }, .. } => Frame::Array(
             keys.iter()
                 .map(|key| store.get(key).cloned().map_or(Frame::Null, Frame::Bulk))
                 .collect(),
@@ -117,7 +120,7 @@ fn execute(store: &mut BTreeMap<Bytes, Bytes>, command: Command) -> Frame {
                 .map(|key| Frame::Bulk(key.clone()))
                 .collect(),
         ),
-        Command::Scan { cursor, pattern, count } => {
+        Command::Scan { cursor, pattern, count, .. } => {
             // The cursor is the number of keys already visited, in key order.
             let count = count.unwrap_or(10) as usize;
             let start = cursor as usize;

@@ -5,8 +5,10 @@
 //!
 //! - `divergent.redo`: every record as the redo held it (`{ scn | len | crc32c | payload }`,
 //!   below), the source of truth;
-//! - `divergent.resp`: the same transactions as Redis commands (`MULTI`, `SET`/`DEL`, `EXEC`
-//!   per record), binary-safe: `redis-cli -h HOST -p PORT --pipe < divergent.resp` replays them;
+//! - `divergent.resp`: the same transactions as Redis commands (`MULTI`, a command per change,
+//!   `EXEC`), binary-safe: `redis-cli -h HOST -p PORT --pipe < divergent.resp` replays them (a
+//!   transaction that changes a list by position, which no command does, is left out and
+//!   named in the README);
 //! - `README`: what they are, how many, and what could not be read.
 //!
 //! `redoguard reinstate --show-divergent DIR` lists `divergent.redo` for a person (`show`).
@@ -86,7 +88,14 @@ pub fn write(db: &db::Database, first_scn: Scn, dir: &Path) -> anyhow::Result<Wr
         redo_out.write_all(&crc32c::crc32c(&record.payload).to_le_bytes())?;
         redo_out.write_all(&record.payload)?;
         match db::change::decode(&Bytes::from(record.payload)) {
-            Ok(changes) => write_resp(&mut resp_out, &changes)?,
+            Ok(changes) => {
+                if !write_resp(&mut resp_out, &changes)? {
+                    written.unreadable.get_or_insert(format!(
+                        "the transaction at SCN {} changes a list by position, which no Redis command does: it is in {REDO_FILE} (and listed), not in {RESP_FILE}",
+                        record.scn
+                    ));
+                }
+            }
             Err(error) => {
                 written.unreadable.get_or_insert(format!(
                     "the record at SCN {} is not a list of changes ({error}): it is in {REDO_FILE}, not in {RESP_FILE}",
@@ -108,9 +117,73 @@ pub fn write(db: &db::Database, first_scn: Scn, dir: &Path) -> anyhow::Result<Wr
     Ok(written)
 }
 
-/// One transaction as RESP commands: `MULTI`, a `SET` or `DEL` per change, `EXEC`.
-fn write_resp(out: &mut impl std::io::Write, changes: &[Change]) -> std::io::Result<()> {
-    let command = |out: &mut dyn std::io::Write, args: &[&[u8]]| -> std::io::Result<()> {
+/// How a change is replayed as a Redis command.
+enum Replay {
+    Command(Vec<Vec<u8>>),
+    /// Nothing to send (an empty collection made for the elements that follow).
+    Nothing,
+    /// A change by position (an element inserted or removed at an index of a list) that no
+    /// Redis command does: the transaction is listed, not replayed.
+    Impossible,
+}
+
+fn replay_of(change: &Change) -> Replay {
+    let args = |parts: &[&[u8]]| Replay::Command(parts.iter().map(|part| part.to_vec()).collect());
+    let end = |end: &keyspace::End, left: &'static [u8], right: &'static [u8]| match end {
+        keyspace::End::Left => left,
+        keyspace::End::Right => right,
+    };
+    match change {
+        Change::String { key, row } => match db::layout::KeyRow::decode(row) {
+            Ok(db::layout::KeyRow {
+                body: db::layout::Body::String(value), expires_at, ..
+            }) => {
+                if expires_at == 0 {
+                    args(&[b"SET", key, &value])
+                } else {
+                    args(&[b"SET", key, &value, b"PXAT", expires_at.to_string().as_bytes()])
+                }
+            }
+            _ => Replay::Impossible,
+        },
+        Change::Delete { key } => args(&[b"DEL", key]),
+        Change::Expire { key, at: 0 } => args(&[b"PERSIST", key]),
+        Change::Expire { key, at } => args(&[b"PEXPIREAT", key, at.to_string().as_bytes()]),
+        Change::Create { .. } => Replay::Nothing,
+        Change::HashSet { key, field, value } => args(&[b"HSET", key, field, value]),
+        Change::HashDelete { key, field } => args(&[b"HDEL", key, field]),
+        Change::ListPush { key, end: side, value } => {
+            args(&[end(side, b"LPUSH", b"RPUSH"), key, value])
+        }
+        Change::ListPop { key, end: side } => args(&[end(side, b"LPOP", b"RPOP"), key]),
+        Change::ListSet { key, index, value } => {
+            args(&[b"LSET", key, index.to_string().as_bytes(), value])
+        }
+        Change::ListInsert { .. } | Change::ListRemove { .. } => Replay::Impossible,
+        Change::SetAdd { key, member } => args(&[b"SADD", key, member]),
+        Change::SetRemove { key, member } => args(&[b"SREM", key, member]),
+        Change::ZAdd { key, member, score } => {
+            args(&[b"ZADD", key, keyspace::number::format_score(*score).as_bytes(), member])
+        }
+        Change::ZRemove { key, member } => args(&[b"ZREM", key, member]),
+        Change::Rename { from, to } => args(&[b"RENAME", from, to]),
+        Change::Copy { from, to, .. } => args(&[b"COPY", from, to]),
+        Change::FlushAll => args(&[b"FLUSHALL"]),
+    }
+}
+
+/// One transaction as RESP commands (`MULTI`, a command per change, `EXEC`); false, and
+/// nothing written, if one of its changes has no Redis command.
+fn write_resp(out: &mut impl std::io::Write, changes: &[Change]) -> std::io::Result<bool> {
+    let mut commands = Vec::new();
+    for change in changes {
+        match replay_of(change) {
+            Replay::Command(command) => commands.push(command),
+            Replay::Nothing => {}
+            Replay::Impossible => return Ok(false),
+        }
+    }
+    let mut command = |args: &[Vec<u8>]| -> std::io::Result<()> {
         write!(out, "*{}\r\n", args.len())?;
         for arg in args {
             write!(out, "${}\r\n", arg.len())?;
@@ -119,14 +192,12 @@ fn write_resp(out: &mut impl std::io::Write, changes: &[Change]) -> std::io::Res
         }
         Ok(())
     };
-    command(out, &[b"MULTI"])?;
-    for change in changes {
-        match change {
-            Change::Put { key, value } => command(out, &[b"SET", key, value])?,
-            Change::Delete { key } => command(out, &[b"DEL", key])?,
-        }
+    command(&[b"MULTI".to_vec()])?;
+    for args in &commands {
+        command(args)?;
     }
-    command(out, &[b"EXEC"])
+    command(&[b"EXEC".to_vec()])?;
+    Ok(true)
 }
 
 fn write_readme(dir: &Path, written: &Written) -> anyhow::Result<()> {
@@ -193,11 +264,21 @@ pub fn show(dir: &Path) -> anyhow::Result<String> {
         match db::change::decode(&Bytes::copy_from_slice(payload)) {
             Ok(changes) => {
                 for change in changes {
-                    out += &match change {
-                        Change::Put { key, value } => {
-                            format!("  SET {} {}\n", quote(&key), quote(&value))
-                        }
-                        Change::Delete { key } => format!("  DEL {}\n", quote(&key)),
+                    out += &match replay_of(&change) {
+                        Replay::Command(args) => format!(
+                            "  {}\n",
+                            args.iter()
+                                .enumerate()
+                                .map(|(index, arg)| if index == 0 {
+                                    String::from_utf8_lossy(arg).into_owned()
+                                } else {
+                                    quote(arg)
+                                })
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        ),
+                        Replay::Nothing => continue,
+                        Replay::Impossible => format!("  ({} {change:?})\n", change.name()),
                     };
                 }
             }
@@ -240,20 +321,26 @@ mod tests {
     #[test]
     fn a_transaction_becomes_a_multi_exec_block_byte_for_byte() {
         let mut out = Vec::new();
-        write_resp(
+        let written = write_resp(
             &mut out,
             &[
-                Change::Put {
+                Change::HashSet {
                     key: Bytes::from_static(b"k\x00"),
+                    field: Bytes::from_static(b"f"),
                     value: Bytes::from_static(b"\xff\r\n"),
                 },
                 Change::Delete { key: Bytes::from_static(b"gone") },
             ],
         )
         .unwrap();
+        assert!(written);
         assert_eq!(
             out,
-            b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$2\r\nk\x00\r\n$3\r\n\xff\r\n\r\n*2\r\n$3\r\nDEL\r\n$4\r\ngone\r\n*1\r\n$4\r\nEXEC\r\n"
+            b"*1\r\n$5\r\nMULTI\r\n*4\r\n$4\r\nHSET\r\n$2\r\nk\x00\r\n$1\r\nf\r\n$3\r\n\xff\r\n\r\n*2\r\n$3\r\nDEL\r\n$4\r\ngone\r\n*1\r\n$4\r\nEXEC\r\n"
         );
+        let mut out = Vec::new();
+        let by_position = [Change::ListRemove { key: Bytes::from_static(b"l"), index: 2 }];
+        assert!(!write_resp(&mut out, &by_position).unwrap());
+        assert!(out.is_empty());
     }
 }

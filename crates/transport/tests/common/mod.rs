@@ -79,11 +79,11 @@ impl Primary {
     pub fn set(&self, key: &str, value: &str) {
         self.db
             .transact(
-                &[Op::Set {
-                    key: Bytes::copy_from_slice(key.as_bytes()),
-                    value: Bytes::copy_from_slice(value.as_bytes()),
-                    condition: SetCondition::Always,
-                }],
+                &[Op::set(
+                    Bytes::copy_from_slice(key.as_bytes()),
+                    Bytes::copy_from_slice(value.as_bytes()),
+                    SetCondition::Always,
+                )],
                 CommitOptions::default(),
             )
             .unwrap();

@@ -110,7 +110,7 @@ pub fn archive_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Every key and value, via SCAN and MGET.
+/// Every key and value, via SCAN and MGET (and a collection whole, by its type: `collection`).
 pub async fn all_data(addr: SocketAddr) -> anyhow::Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut client = Client::connect(addr).await?;
     let mut keys: Vec<Vec<u8>> = Vec::new();
@@ -138,10 +138,46 @@ pub async fn all_data(addr: SocketAddr) -> anyhow::Result<BTreeMap<Vec<u8>, Vec<
         args.extend(chunk.iter().map(Vec::as_slice));
         let Frame::Array(values) = client.ok(&args).await? else { anyhow::bail!("MGET failed") };
         for (key, value) in chunk.iter().zip(values) {
-            if let Frame::Bulk(value) = value {
-                data.insert(key.clone(), value.to_vec());
+            match value {
+                Frame::Bulk(value) => {
+                    data.insert(key.clone(), value.to_vec());
+                }
+                // Not a string (or gone meanwhile): a collection, compared whole.
+                _ => {
+                    if let Some(value) = collection(&mut client, key).await? {
+                        data.insert(key.clone(), value);
+                    }
+                }
             }
         }
     }
     Ok(data)
+}
+
+/// A hash, list, set or sorted set as bytes to compare: its type, then every element (and
+/// value or score) length-prefixed, in a canonical order; `None` if the key is gone.
+async fn collection(client: &mut Client, key: &[u8]) -> anyhow::Result<Option<Vec<u8>>> {
+    let kind = client.ok(&[b"TYPE", key]).await?;
+    let Frame::Simple(kind) = kind else { anyhow::bail!("TYPE answered {kind:?}") };
+    let read: Vec<&[u8]> = match kind.as_ref() {
+        b"hash" => vec![b"HGETALL", key],
+        b"list" => vec![b"LRANGE", key, b"0", b"-1"],
+        b"set" => vec![b"SMEMBERS", key],
+        b"zset" => vec![b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"],
+        _ => return Ok(None),
+    };
+    let Frame::Array(items) = client.ok(&read).await? else { anyhow::bail!("{read:?} failed") };
+    let mut items: Vec<Vec<u8>> = items
+        .into_iter()
+        .filter_map(|item| if let Frame::Bulk(item) = item { Some(item.to_vec()) } else { None })
+        .collect();
+    if kind.as_ref() == b"set" {
+        items.sort();
+    }
+    let mut bytes = kind.to_vec();
+    for item in items {
+        bytes.extend_from_slice(&(item.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&item);
+    }
+    Ok(Some(bytes))
 }

@@ -52,6 +52,9 @@ pub struct Shared {
     pub stop_batch: AtomicBool,
     /// Keys of the orders acknowledged.
     pub orders: Mutex<Vec<String>>,
+    /// (client, sequence) of the acknowledged transactions of the other types: a hash, a list
+    /// element and a sorted-set member each (`oltp_client`).
+    pub typed: Mutex<Vec<(usize, u64)>>,
     /// Times (µs since `epoch`): the last acknowledgement; during an outage, the first
     /// acknowledgement by the server being watched for and the last one before it.
     epoch: Instant,
@@ -68,6 +71,7 @@ pub struct Snapshot {
     counters: [u64; COUNTERS],
     uncertain: [u64; COUNTERS],
     orders: Vec<String>,
+    typed: Vec<(usize, u64)>,
 }
 
 impl Shared {
@@ -82,6 +86,7 @@ impl Shared {
             stop_oltp: AtomicBool::new(false),
             stop_batch: AtomicBool::new(false),
             orders: Mutex::new(Vec::new()),
+            typed: Mutex::new(Vec::new()),
             epoch: Instant::now(),
             last_ack_us: AtomicU64::new(0),
             watched: Mutex::new(None),
@@ -148,6 +153,7 @@ impl Shared {
                 self.counters_uncertain[index].load(Ordering::Acquire)
             }),
             orders: self.orders.lock().clone(),
+            typed: self.typed.lock().clone(),
         }
     }
 }
@@ -286,8 +292,9 @@ pub async fn primary_from_sentinel(sentinel: SocketAddr, name: &str) -> anyhow::
     format!("{host}:{port}").parse().with_context(|| format!("'{host}:{port}' is not an address"))
 }
 
-/// Small transactions: an order (SET), a counter (INCR) or a transfer between two accounts
-/// (MULTI/EXEC of two INCRBYs that sum to zero).
+/// Small transactions: an order (SET), a counter (INCR), a transfer between two accounts
+/// (MULTI/EXEC of two INCRBYs that sum to zero), or an order's items, event and rank (MULTI/EXEC
+/// of an HSET, an RPUSH and a ZADD).
 pub async fn oltp_client(target: Target, client: usize, shared: Arc<Shared>) -> anyhow::Result<()> {
     let mut session = Session::new(target, shared.clone());
     let mut rng = rand::rngs::StdRng::seed_from_u64(client as u64);
@@ -295,7 +302,7 @@ pub async fn oltp_client(target: Target, client: usize, shared: Arc<Shared>) -> 
     let order_value = vec![b'o'; 200];
     while !shared.stop_oltp.load(Ordering::Acquire) {
         let started = Instant::now();
-        match rng.random_range(0..4) {
+        match rng.random_range(0..5) {
             0 | 1 => {
                 sequence += 1;
                 let key = format!("order:{client}:{sequence}");
@@ -318,6 +325,38 @@ pub async fn oltp_client(target: Target, client: usize, shared: Arc<Shared>) -> 
                     Outcome::Failed => {
                         shared.counters_uncertain[counter].fetch_add(1, Ordering::Relaxed);
                     }
+                }
+            }
+            4 => {
+                sequence += 1;
+                let items = format!("order:{client}:{sequence}:items");
+                let events = format!("events:{client}");
+                let player = format!("player:{client}:{sequence}");
+                let number = sequence.to_string();
+                let steps: [&[&[u8]]; 5] = [
+                    &[b"MULTI"],
+                    &[b"HSET", items.as_bytes(), b"sku", number.as_bytes(), b"qty", b"3"],
+                    &[b"RPUSH", events.as_bytes(), number.as_bytes()],
+                    &[b"ZADD", b"leaderboard", number.as_bytes(), player.as_bytes()],
+                    &[b"EXEC"],
+                ];
+                let mut reply = None;
+                for step in steps {
+                    match session.call(step).await? {
+                        Outcome::Done(frame) => reply = Some(frame),
+                        Outcome::Refused | Outcome::Failed => {
+                            reply = None;
+                            break;
+                        }
+                    }
+                }
+                if let Some(reply) = reply {
+                    anyhow::ensure!(
+                        matches!(&reply, Frame::Array(items) if items.len() == 3),
+                        "EXEC answered {reply:?}"
+                    );
+                    session.acknowledged(started);
+                    shared.typed.lock().push((client, sequence));
                 }
             }
             _ => {
@@ -423,6 +462,36 @@ pub async fn verify(
             other => anyhow::bail!("MGET answered {other:?}"),
         }
     }
+    // Every acknowledged order's hash, event and rank: the other types, through the failover.
+    let mut typed_missing = 0u64;
+    let mut events: std::collections::BTreeMap<usize, std::collections::BTreeSet<Vec<u8>>> =
+        std::collections::BTreeMap::new();
+    for (client, sequence) in &snapshot.typed {
+        let number = sequence.to_string();
+        let items = format!("order:{client}:{sequence}:items");
+        let player = format!("player:{client}:{sequence}");
+        let sku = connection.ok(&[b"HGET", items.as_bytes(), b"sku"]).await?;
+        let score = connection.ok(&[b"ZSCORE", b"leaderboard", player.as_bytes()]).await?;
+        if !events.contains_key(client) {
+            let list = connection
+                .ok(&[b"LRANGE", format!("events:{client}").as_bytes(), b"0", b"-1"])
+                .await?;
+            let Frame::Array(elements) = list else { anyhow::bail!("LRANGE answered {list:?}") };
+            let elements = elements
+                .into_iter()
+                .filter_map(|element| match element {
+                    Frame::Bulk(bytes) => Some(bytes.to_vec()),
+                    _ => None,
+                })
+                .collect();
+            events.insert(*client, elements);
+        }
+        let pushed = events[client].contains(number.as_bytes());
+        let present = sku == Frame::Bulk(number.clone().into())
+            && score == Frame::Bulk(number.clone().into())
+            && pushed;
+        typed_missing += u64::from(!present);
+    }
     let uncertain = snapshot.uncertain.iter().sum();
     Ok(Verification {
         crashed_and_restarted: true,
@@ -435,8 +504,13 @@ pub async fn verify(
         while_writing: !exact,
         orders_checked: snapshot.orders.len() as u64,
         orders_missing: missing,
+        typed_checked: snapshot.typed.len() as u64,
+        typed_missing,
         // While sessions still write (not `exact`), the balances are read between transfers
         // that go on committing: their sum is checked once every session stopped.
-        passed: counters_exact && (balances_sum == 0 || !exact) && missing == 0,
+        passed: counters_exact
+            && (balances_sum == 0 || !exact)
+            && missing == 0
+            && typed_missing == 0,
     })
 }

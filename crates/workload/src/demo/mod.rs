@@ -196,6 +196,10 @@ pub struct Verification {
     pub while_writing: bool,
     pub orders_checked: u64,
     pub orders_missing: u64,
+    /// Acknowledged transactions of an HSET, an RPUSH and a ZADD checked, and those not all
+    /// present (the hash's field, the list's element, the member's score).
+    pub typed_checked: u64,
+    pub typed_missing: u64,
     pub passed: bool,
 }
 

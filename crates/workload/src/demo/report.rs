@@ -186,7 +186,7 @@ impl Verification {
     fn found(&self) -> String {
         if self.while_writing {
             return format!(
-                "{} counters {}, {}/{} orders present",
+                "{} counters {}, {}/{} orders present, {}/{} hash+list+sorted-set transactions present",
                 self.counters,
                 if self.counters_exact {
                     "at least their acknowledged increments"
@@ -194,11 +194,13 @@ impl Verification {
                     "BELOW their acknowledged increments"
                 },
                 self.orders_checked - self.orders_missing,
-                self.orders_checked
+                self.orders_checked,
+                self.typed_checked - self.typed_missing,
+                self.typed_checked
             );
         }
         format!(
-            "{} counters {}{}, balances sum to {}, {}/{} orders present",
+            "{} counters {}{}, balances sum to {}, {}/{} orders present, {}/{} hash+list+sorted-set transactions present",
             self.counters,
             if self.counters_exact { "exact" } else { "WRONG" },
             if self.counters_uncertain > 0 {
@@ -208,7 +210,9 @@ impl Verification {
             },
             self.balances_sum,
             self.orders_checked - self.orders_missing,
-            self.orders_checked
+            self.orders_checked,
+            self.typed_checked - self.typed_missing,
+            self.typed_checked
         )
     }
 }
