@@ -20,6 +20,17 @@ pub struct ObserverSection {
     /// The admin API token, if the members require one for role changes (reinstate).
     #[serde(default)]
     pub token: Option<String>,
+    /// The password Sentinel clients give (`AUTH password`, or `HELLO 3 AUTH default
+    /// password`), as a Redis Sentinel's `requirepass`; the client libraries' `sentinel_kwargs`
+    /// / `sentinelPassword`. Default: none (required when the Sentinel address is not loopback,
+    /// unless `insecure`).
+    #[serde(default)]
+    pub requirepass: Option<String>,
+    /// Start even though a port is exposed beyond loopback without TLS or a password
+    /// (protected mode off; `redoguard observer --insecure`). Said at start and on the page.
+    /// Default: false.
+    #[serde(default)]
+    pub insecure: bool,
     /// Where to serve the observer's web page (`host:port`; port 0 picks one): the
     /// configuration as its members report it, and as this observer sees it. Default: none.
     #[serde(default)]
@@ -96,6 +107,41 @@ impl ObserverConfig {
         let name = config.name.clone().unwrap_or_else(|| self.observer.name.clone());
         let material = tls::Material::load(config, &name)?;
         Ok(Some(std::sync::Arc::new(tls::RedoTls::new(&material)?)))
+    }
+
+    /// What this observer would expose beyond loopback without protection, one line each: a
+    /// Sentinel front without a password, members reached without TLS (their answers decide
+    /// failovers: without TLS anyone on the path could answer for them).
+    pub fn exposure(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        let beyond_loopback = |address: &str| {
+            let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+            let host = host.trim_matches(['[', ']']);
+            host != "localhost"
+                && !host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        };
+        if let Some(sentinel) = self.sentinel_address()
+            && beyond_loopback(&sentinel)
+            && self.observer.requirepass.is_none()
+        {
+            missing.push(format!(
+                "the Sentinel front listens on {sentinel} (not loopback) without a password: set [observer] requirepass"
+            ));
+        }
+        let remote: Vec<&str> = self
+            .replication
+            .members
+            .iter()
+            .filter(|member| beyond_loopback(&member.redo))
+            .map(|member| member.name.as_str())
+            .collect();
+        if !remote.is_empty() && self.tls.as_ref().is_none_or(|tls| !tls.redo) {
+            missing.push(format!(
+                "the members {} are reached beyond loopback without TLS: anyone on the path could answer for them and steer failovers (add a [tls] section for this observer)",
+                remote.join(", ")
+            ));
+        }
+        missing
     }
 
     /// How often members are pinged.

@@ -63,6 +63,9 @@ pub struct ClusterConfig {
     pub auth_extra: String,
     /// Extra keys of every member's `[replication]` table (`sync_quorum = "any 1"`, say).
     pub replication_extra: String,
+    /// The password of every observer's Sentinel front (`[observer] requirepass`); the
+    /// cluster's own Sentinel queries give it.
+    pub sentinel_password: Option<&'static str>,
 }
 
 impl ClusterConfig {
@@ -89,6 +92,7 @@ impl ClusterConfig {
             admin_token: None,
             auth_extra: String::new(),
             replication_extra: String::new(),
+            sentinel_password: None,
         }
     }
 
@@ -196,6 +200,12 @@ impl Cluster {
                 .admin_token
                 .map(|token| format!("token = \"{token}\"\n"))
                 .unwrap_or_default();
+            let token = token
+                + &cluster
+                    .config
+                    .sentinel_password
+                    .map(|password| format!("requirepass = \"{password}\"\n"))
+                    .unwrap_or_default();
             let text = format!(
                 "[observer]\nname = \"{observer}\"\n{token}[replication]\n{}{}",
                 cluster.shared_text(),
@@ -293,7 +303,7 @@ impl Cluster {
     pub fn sentinel_master(&self, observer: &str) -> Option<SocketAddr> {
         let addr: SocketAddr =
             format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
-        let mut connection = common::redis_connection(addr);
+        let mut connection = self.sentinel_connection(addr);
         let answer: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg("cluster")
@@ -308,7 +318,7 @@ impl Cluster {
     pub fn failover_ready(&self, observer: &str) -> Vec<String> {
         let addr: SocketAddr =
             format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
-        let mut connection = common::redis_connection(addr);
+        let mut connection = self.sentinel_connection(addr);
         let info: String = redis::cmd("INFO").query(&mut connection).unwrap_or_default();
         info.lines()
             .find_map(|line| line.strip_prefix("redoguard_failover_ready:"))
@@ -316,6 +326,14 @@ impl Cluster {
                 names.split(',').filter(|name| !name.is_empty()).map(String::from).collect()
             })
             .unwrap_or_default()
+    }
+
+    /// A connection to an observer's Sentinel front, authenticated if it needs a password.
+    fn sentinel_connection(&self, addr: SocketAddr) -> redis::Connection {
+        match self.config.sentinel_password {
+            Some(password) => common::redis_connection_as(addr, password),
+            None => common::redis_connection(addr),
+        }
     }
 
     /// The member whose client port is `addr`.
