@@ -147,8 +147,16 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         if required { unauthenticated_limits(limits) } else { limits.clone() },
     )
     .with_budget(state.request_budget.clone());
-    let mut session =
-        if required { Session::requiring_auth(id, limits) } else { Session::new(id, limits) };
+    let mut session = if required {
+        Session::requiring_auth(id, limits)
+    } else {
+        // Without a password a client reads and writes, and nothing more: SHUTDOWN and
+        // CONFIG need the admin permission, which only a password gives.
+        let mut session = Session::new(id, limits);
+        let open = resp::User { permission: resp::Permission::Write, ..resp::User::default_open() };
+        session.authenticated(Some(open), None, &state.facts);
+        session
+    };
     let evicted = Arc::new(Notify::new());
     let mut unauthenticated = if required {
         Unauthenticated::enter(state, id, evicted.clone())
@@ -229,7 +237,12 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 return;
             }
         };
-        let outcome = match session.handle(parsed, &state.facts) {
+        // HELLO says the role the database holds now (`master`, or `replica` on a standby).
+        let facts = match &parsed {
+            Ok(resp::Command::Hello { .. }) => state.facts_now(),
+            _ => &state.facts,
+        };
+        let outcome = match session.handle(parsed, facts) {
             resp::Action::Reply(frame) => execute::Outcome::Reply(frame),
             resp::Action::ReplyAndClose(frame) => {
                 let _ = connection.write_reply(&frame, session.protocol()).await;
@@ -247,7 +260,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     tracing::info!(client = id, %peer, user = %String::from_utf8_lossy(&username), "authentication failed");
                 }
                 let was_anonymous = session.user().is_none();
-                let reply = session.authenticated(user, hello, &state.facts);
+                let reply = session.authenticated(user, hello, state.facts_now());
                 if was_anonymous && session.user().is_some() {
                     unauthenticated.authenticated();
                     connection.set_limits(limits.clone());

@@ -149,6 +149,8 @@ pub async fn run(
         }
         let executed = match db.execute(&ops) {
             Ok(executed) => executed,
+            // The role changed between the gate and the transaction: name the primary.
+            Err(DbError::ReadOnly) => return Outcome::Reply(state.roles.read_only_refusal()),
             Err(error) => return Outcome::Reply(error_frame(&error)),
         };
         if let Some(scn) = executed.scn

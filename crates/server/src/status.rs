@@ -1,10 +1,7 @@
-//! The server's status as the admin API serves it (JSON), how `redoguard status` fetches it,
-//! and how it prints it for a person.
+//! The server's status as the admin API serves it (JSON), and how `redoguard status` prints it
+//! for a person (it fetches it with the `admin` crate's client).
 
 use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
 
 use db::DbStatus;
 use redo::ArchivedLog;
@@ -39,6 +36,14 @@ pub struct ServerInfo {
     pub auth_required: bool,
     #[serde(default)]
     pub admin_token_required: bool,
+    /// Where the admin token is, when the server made it itself (no `auth.admin_token`): the
+    /// `redoguard` commands of its user on this host read it there.
+    #[serde(default)]
+    pub admin_token_file: Option<String>,
+    /// Started with `--insecure` (`server.insecure`): protected mode is off, and
+    /// `security_warnings` says what is exposed.
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 /// The archive catalog in brief: the figures a DBA sizes a network with.
@@ -93,146 +98,11 @@ pub struct ServerStatus {
     pub metrics: MetricsSnapshot,
 }
 
-/// GETs `path` from the admin API at `addr` (HTTP/1.1, one request per connection).
-pub fn http_get(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
-    http_request(addr, "GET", path, timeout)
-}
-
-/// POSTs (with an empty body) to `path` of the admin API at `addr`.
-pub fn http_post(addr: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
-    http_request(addr, "POST", path, timeout)
-}
-
-fn http_request(addr: &str, method: &str, path: &str, timeout: Duration) -> anyhow::Result<String> {
-    let (code, body) = http_call(addr, method, path, timeout)?;
-    if code != 200 {
-        anyhow::bail!("{addr}{path} answered {code}: {}", body.trim());
-    }
-    Ok(body)
-}
-
-/// How this process calls admin APIs: the token its POSTs carry (`auth.admin_token` of the
-/// members), and the CA to check them with over HTTPS (`tls.admin`).
-#[derive(Debug, Clone, Default)]
-pub struct AdminClient {
-    pub token: Option<String>,
-    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
-}
-
-static ADMIN_CLIENT: std::sync::RwLock<Option<AdminClient>> = std::sync::RwLock::new(None);
-
-/// Sets how `http_call` (and so the broker and the observer) reach admin APIs, for the whole
-/// process: set once at start by the command that runs.
-pub fn set_admin_client(client: AdminClient) {
-    *ADMIN_CLIENT.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(client);
-}
-
-fn admin_client() -> AdminClient {
-    ADMIN_CLIENT.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone().unwrap_or_default()
-}
-
-/// Sends one request to the admin API at `addr` (HTTP/1.1, an empty body; the admin token
-/// and HTTPS as `set_admin_client` said) and returns the status code and the body, whatever
-/// the code.
-pub fn http_call(
-    addr: &str,
-    method: &str,
-    path: &str,
-    timeout: Duration,
-) -> anyhow::Result<(u16, String)> {
-    http_call_with_body(addr, method, path, b"", timeout)
-}
-
-/// `http_call` with a JSON body.
-pub fn http_call_with_body(
-    addr: &str,
-    method: &str,
-    path: &str,
-    body: &[u8],
-    timeout: Duration,
-) -> anyhow::Result<(u16, String)> {
-    let client = admin_client();
-    let target: SocketAddr = addr
-        .to_socket_addrs()
-        .map_err(|error| anyhow::anyhow!("cannot resolve {addr}: {error}"))?
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("{addr} resolves to no address"))?;
-    let mut stream = TcpStream::connect_timeout(&target, timeout)
-        .map_err(|error| anyhow::anyhow!("cannot connect to the admin API at {addr}: {error} (is the server running, and is this its --admin-port?)"))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    let authorization = client
-        .token
-        .as_ref()
-        .map(|token| format!("Authorization: Bearer {token}\r\n"))
-        .unwrap_or_default();
-    let content_type = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n{content_type}Accept: application/json\r\n{authorization}\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(body);
-    let mut response = Vec::new();
-    let read = match &client.tls {
-        None => {
-            stream.write_all(&request)?;
-            stream.read_to_end(&mut response)
-        }
-        Some(config) => {
-            let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
-            let name =
-                rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_string())
-                    .map_err(|_| anyhow::anyhow!("{addr}: '{host}' is not a host name for TLS"))?;
-            let connection = rustls::ClientConnection::new(config.clone(), name)?;
-            let mut tls = rustls::StreamOwned::new(connection, stream);
-            tls.write_all(&request)
-                .map_err(|error| anyhow::anyhow!("TLS with the admin API at {addr}: {error}"))?;
-            match tls.read_to_end(&mut response) {
-                // A peer that closes without a close_notify after its whole answer.
-                Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
-                other => other,
-            }
-        }
-    };
-    read.map_err(|error| anyhow::anyhow!("reading the answer from {addr}: {error}"))?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| {
-        if client.tls.is_none() && (response.is_empty() || response.first() == Some(&0x15)) {
-            // Nothing, or a TLS alert record: an HTTPS port spoken to in plain HTTP.
-            anyhow::anyhow!(
-                "{addr} did not answer HTTP; if its admin API speaks HTTPS (tls.admin), give --ca FILE (or REDOGUARD_CA)"
-            )
-        } else {
-            anyhow::anyhow!("{addr} did not answer HTTP")
-        }
-    })?;
-    let status_line = head.lines().next().unwrap_or_default();
-    let code = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse::<u16>().ok())
-        .ok_or_else(|| anyhow::anyhow!("{addr} answered {status_line}"))?;
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Ok((code, body))
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
-    }
-    out
-}
+// The admin API's client moved to the `admin` crate; these names stay for callers that reach
+// it through the server.
+pub use admin::client::{
+    AdminClient, http_call, http_call_with_body, http_get, http_post, set_admin_client,
+};
 
 fn bytes(value: u64) -> String {
     units::format_bytes(value)
@@ -514,9 +384,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_and_chunks() {
+    fn dates() {
         assert_eq!(time_us(1_700_000_000_000_000), "2023-11-14 22:13:20Z");
         assert_eq!(time_us(0), "-");
-        assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "hello world");
     }
 }

@@ -13,6 +13,11 @@ pub struct Args {
     /// Which of the configuration's observers this is (overrides `observer.name`).
     #[arg(long)]
     pub name: Option<String>,
+    /// Start even though its Sentinel front listens beyond loopback without a password, or the
+    /// members' redo listeners are beyond loopback without TLS (protected mode off;
+    /// `[observer] insecure = true`). Said at start and on its page.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -21,6 +26,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config.observer.name = name;
         config.validate()?;
     }
+    config.observer.insecure |= args.insecure;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
