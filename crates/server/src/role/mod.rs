@@ -14,6 +14,7 @@ mod copy;
 mod fast_start;
 pub mod gate;
 pub mod http;
+mod vouch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -378,6 +379,7 @@ impl Roles {
                     role_info: self.role_info_source(&db),
                     refusals: self.refusals.clone(),
                     listen: listener.local_addr().to_string(),
+                    vouch: vouch::voucher(&self.config),
                 })?;
                 listener.set_port(receiver.clone());
                 let gate = match &control.fenced {
