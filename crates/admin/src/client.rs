@@ -8,12 +8,12 @@
 //! (`server.admin_token_file`) and read only if it is a private file of this process's user.
 //!
 //! The calls are blocking (the broker, the observer and the commands call them from plain
-//! threads); each runs on a small runtime of its own thread, so they may be called from
-//! anywhere, a tokio worker included.
+//! threads); each runs on a small runtime on a thread the caller starts, so they may be called
+//! from anywhere, a tokio worker included, and connect from the caller's network namespace.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs as _};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -147,32 +147,32 @@ struct Request {
     tls: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// The runtime the requests run on: one thread, started at the first request.
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("admin-client")
-            .enable_all()
-            .build()
-            .expect("a runtime for the admin client")
-    })
-}
-
+/// Runs one request on a thread of its own, started by the caller's thread (so it is in the
+/// caller's network namespace: tests and benchmarks call members inside linkemu's namespaces),
+/// with a runtime of its own (so the caller may be anywhere, a tokio worker included).
 fn run(request: Request, timeout: Duration) -> anyhow::Result<(u16, String)> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
     let addr = request.addr.clone();
-    runtime().spawn(async move {
-        let answer = match tokio::time::timeout(timeout, send(request)).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                Err(anyhow::anyhow!("the admin API at {addr} did not answer within {timeout:?}"))
-            }
-        };
-        let _ = sender.send(answer);
-    });
-    receiver.recv().map_err(|_| anyhow::anyhow!("the admin client's runtime stopped"))?
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("admin-client".into())
+            .spawn_scoped(scope, move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|error| anyhow::anyhow!("a runtime for the admin client: {error}"))?;
+                runtime.block_on(async {
+                    match tokio::time::timeout(timeout, send(request)).await {
+                        Ok(answer) => answer,
+                        Err(_) => Err(anyhow::anyhow!(
+                            "the admin API at {addr} did not answer within {timeout:?}"
+                        )),
+                    }
+                })
+            })
+            .map_err(|error| anyhow::anyhow!("a thread for the admin client: {error}"))?
+            .join()
+            .map_err(|_| anyhow::anyhow!("the admin client's thread panicked"))?
+    })
 }
 
 async fn send(request: Request) -> anyhow::Result<(u16, String)> {

@@ -66,6 +66,9 @@ pub struct ClusterConfig {
     /// The password of every observer's Sentinel front (`[observer] requirepass`); the
     /// cluster's own Sentinel queries give it.
     pub sentinel_password: Option<&'static str>,
+    /// Start every member and observer with `--insecure` (protected mode off): what a mesh
+    /// cluster without TLS and passwords needs, its addresses being beyond loopback.
+    pub insecure: bool,
 }
 
 impl ClusterConfig {
@@ -93,6 +96,7 @@ impl ClusterConfig {
             auth_extra: String::new(),
             replication_extra: String::new(),
             sentinel_password: None,
+            insecure: false,
         }
     }
 
@@ -287,6 +291,9 @@ impl Cluster {
     pub fn start_observer(&mut self, name: &'static str) {
         let mut command = std::process::Command::new(common::binary());
         command.args(["observer", "--config", self.config_path(name).to_str().unwrap()]);
+        if self.config.insecure {
+            command.arg("--insecure");
+        }
         let log = self.log_path(name);
         let service = self.in_site_of(name, || common::Service::start(command, "ready", &log));
         self.observers.insert(name, Some(service));
@@ -430,6 +437,9 @@ impl Cluster {
             "--admin-port",
             &admin,
         ];
+        if self.config.insecure {
+            args.push("--insecure");
+        }
         args.extend_from_slice(extra);
         let log = self.log_path(name);
         let server = self.in_site_of(name, || Server::start_args(&args, &log));
