@@ -7,8 +7,8 @@
 //! primary later ships the same way. A member that cannot be reached is named in the answer:
 //! run the command again once it is up.
 
+use admin::roles::Edited;
 use serde::{Deserialize, Serialize};
-use server::settings::Edited;
 pub use transport::{DestinationEdit, ProtectionMode};
 
 use crate::client::{Admin, CallError};

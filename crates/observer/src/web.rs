@@ -46,7 +46,7 @@ pub async fn serve(
         .route("/report", get(report_json))
         .route(
             "/web/page.css",
-            get(|| async { ([(header::CONTENT_TYPE, "text/css")], server::web::PAGE_CSS) }),
+            get(|| async { ([(header::CONTENT_TYPE, "text/css")], admin::page::PAGE_CSS) }),
         )
         .with_state(page);
     let task = tokio::spawn(async move {

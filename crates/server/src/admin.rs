@@ -326,10 +326,7 @@ async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
     };
     let gate = state.roles.gate.state();
     if gate != crate::role::gate::GateState::Open {
-        let refusal = match gate.refusal() {
-            resp::Frame::Error(text) => String::from_utf8_lossy(&text).into_owned(),
-            _ => String::new(),
-        };
+        let refusal = gate.refusal_text();
         return (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {refusal}\n"));
     }
     match running.db.writes_refused() {

@@ -144,20 +144,7 @@ pub enum Request {
     ProtectionMode(ProtectionMode),
 }
 
-/// What a change did on this member.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Edited {
-    pub member: Option<String>,
-    /// Whether this member is a primary whose redo transport took the change at once.
-    pub applied: bool,
-    /// The destinations its transport changed, and how (`InPlace`, `Reconnect`).
-    pub changes: Vec<(String, String)>,
-    pub protection_mode: ProtectionMode,
-    /// The destination edited, as it is now in effect.
-    pub destination: Option<DestinationConfig>,
-    /// Where the change is kept.
-    pub file: String,
-}
+pub use admin::roles::Edited;
 
 /// What `GET /settings` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -146,13 +146,9 @@ pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Resu
     })
 }
 
-fn status(
-    network: &Network,
-    side: Side,
-    admin: SocketAddr,
-) -> anyhow::Result<server::ServerStatus> {
+fn status(network: &Network, side: Side, admin: SocketAddr) -> anyhow::Result<admin::ServerStatus> {
     let body = network.run_in(side, move || {
-        server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+        admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
     })??;
     serde_json::from_str(&body).context("parsing a server's status")
 }
@@ -329,7 +325,7 @@ fn measure(
             let ops_at_batch = load.oltp_ops.load(Ordering::Relaxed);
             load.batch_on.store(true, Ordering::Release);
             let mut lag = Vec::new();
-            let sample = |lag: &mut Vec<(f64, f64)>| -> anyhow::Result<server::ServerStatus> {
+            let sample = |lag: &mut Vec<(f64, f64)>| -> anyhow::Result<admin::ServerStatus> {
                 let now = status(network, Side::A, admin)?;
                 let destination = now.replication.destinations.first().context("a destination")?;
                 lag.push((batch_started.elapsed().as_secs_f64(), destination.transport_lag_s));

@@ -267,7 +267,7 @@ impl Bench<'_> {
                 }
                 anyhow::Ok(())
             })?;
-            server::status::http_post(&admin.to_string(), "/logswitch", Duration::from_secs(60))?;
+            admin::http_post(&admin.to_string(), "/logswitch", Duration::from_secs(60))?;
             Ok(())
         })??;
         primary.stop().context("stopping the primary after writing the log")
@@ -349,9 +349,9 @@ impl Bench<'_> {
         Ok(result)
     }
 
-    fn status(&self, side: Side, admin: SocketAddr) -> anyhow::Result<server::ServerStatus> {
+    fn status(&self, side: Side, admin: SocketAddr) -> anyhow::Result<admin::ServerStatus> {
         let body = self.network.run_in(side, move || {
-            server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+            admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
         })??;
         serde_json::from_str(&body).context("parsing a server's status")
     }

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use db::Database;
+use gate::Refusal as _;
 use parking_lot::{Mutex, RwLock};
 use redo::{Role, Storage};
 use roles::IncarnationHistory;

@@ -146,7 +146,7 @@ impl<'a> Pair<'a> {
         SocketAddr::from((self.place.host(SITES[member]), self.ports[member].admin))
     }
 
-    fn status(&self, member: usize) -> anyhow::Result<server::ServerStatus> {
+    fn status(&self, member: usize) -> anyhow::Result<admin::ServerStatus> {
         status_at(self.admin(member))
     }
 

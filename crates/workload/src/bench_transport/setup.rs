@@ -192,7 +192,7 @@ pub(super) struct Setup<'a> {
 
 impl Setup<'_> {
     /// The primary's status, read from its side.
-    pub(super) fn primary_status(&self) -> anyhow::Result<server::ServerStatus> {
+    pub(super) fn primary_status(&self) -> anyhow::Result<admin::ServerStatus> {
         status(self.network, Side::A, self.primary.admin_addr)
     }
 
@@ -230,9 +230,9 @@ pub(super) fn status(
     network: &Network,
     side: Side,
     admin: SocketAddr,
-) -> anyhow::Result<server::ServerStatus> {
+) -> anyhow::Result<admin::ServerStatus> {
     let body = network.run_in(side, move || {
-        server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+        admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
     })??;
     serde_json::from_str(&body).context("parsing the server's status")
 }

@@ -320,7 +320,7 @@ impl Lags {
 
 /// The standby's lags as the primary's and the standby's status say.
 fn current_lags(
-    primary: &server::ServerStatus,
+    primary: &admin::ServerStatus,
     standby: Option<&ServerProcess>,
 ) -> Option<(f64, f64)> {
     let standby = standby?.status().ok()?;
@@ -501,7 +501,7 @@ impl Loaded {
 fn summary(
     loaded: &Loaded,
     elapsed: f64,
-    end_status: &server::ServerStatus,
+    end_status: &admin::ServerStatus,
     root: &Path,
 ) -> (DemoReportParts, BTreeMap<String, u64>) {
     let total = loaded.shared.total.lock();
@@ -647,7 +647,7 @@ fn close_phase(
     name: &str,
     shared: &Shared,
     (started, commits, redo): (Instant, u64, u64),
-    status: &server::ServerStatus,
+    status: &admin::ServerStatus,
 ) -> PhaseReport {
     let seconds = started.elapsed().as_secs_f64();
     let commits = shared.commits.load(Ordering::Relaxed) - commits;
@@ -668,8 +668,8 @@ fn close_phase(
 }
 
 fn top_wait_deltas(
-    before: &server::ServerStatus,
-    after: &server::ServerStatus,
+    before: &admin::ServerStatus,
+    after: &admin::ServerStatus,
     count: usize,
 ) -> Vec<(String, f64)> {
     let mut deltas: Vec<(String, f64)> = after
