@@ -235,6 +235,8 @@ fn an_old_primary_that_comes_back_refuses_every_write_until_it_is_reinstated() {
             Err(error) => {
                 let text = error.to_string().to_ascii_lowercase();
                 assert!(text.contains("readonly") || text.contains("tryagain"), "{error}");
+                // A READONLY names the primary it knows of, for the client to go there.
+                assert!(!text.contains("readonly") || text.contains("'west'"), "{error}");
                 refusals += 1;
             }
         }

@@ -5,7 +5,8 @@
 //!   a request whose Host is another name (DNS rebinding), a POST without the token;
 //! - the Redis protocol: SHUTDOWN and CONFIG from a client that gave no password;
 //! - a new standby: a stranger's hello claiming to be the primary, with a database id of its
-//!   own, is refused, and the real primary is followed afterwards;
+//!   own, is refused, and the real primary is followed afterwards (and HELLO on the standby
+//!   says `replica`);
 //! - protected mode: a server bound beyond loopback without TLS and a password does not start,
 //!   and says what is missing; with `--insecure` it starts and says so in `/status`.
 
@@ -202,6 +203,19 @@ fn a_new_standby_adopts_no_identity_from_a_strangers_hello_and_follows_its_prima
                 .any(|destination| destination.phase == transport::Phase::Synchronized)
     });
     assert!(followed, "west did not follow east\n{}\n{}", east.log_tail(), west.log_tail());
+    // HELLO says each one's role as ROLE does: a standby is a replica.
+    for (server, role) in [(&west, "replica"), (&east, "master")] {
+        let mut raw = common::raw(server.resp_addr());
+        raw.write_all(b"HELLO 3\r\n").unwrap();
+        let mut reply = Vec::new();
+        let mut byte = [0u8; 1];
+        while !String::from_utf8_lossy(&reply).contains("modules") {
+            assert_eq!(raw.read(&mut byte).unwrap(), 1, "closed after {reply:?}");
+            reply.push(byte[0]);
+        }
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.contains(&format!("+role\r\n${}\r\n{role}\r\n", role.len())), "{reply}");
+    }
     east.stop();
     west.stop();
 }

@@ -162,3 +162,29 @@ impl ObserverConfig {
             .map(|observer| observer.sentinel.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_mode_names_what_an_exposed_observer_lacks() {
+        let text = include_str!("../../../examples/fast-start/observer.toml");
+        let mut config: ObserverConfig = toml::from_str(text).unwrap();
+        assert!(config.exposure().is_empty(), "the example is secure: {:?}", config.exposure());
+        // Its Sentinel front on every address, without a password; the members elsewhere,
+        // without TLS: one line each.
+        config.observer.requirepass = None;
+        config.tls = None;
+        config.replication.observers[0].sentinel = "0.0.0.0:26490".into();
+        config.replication.members[1].redo = "10.1.2.3:6495".into();
+        let missing = config.exposure();
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert!(missing[0].contains("0.0.0.0:26490") && missing[0].contains("requirepass"));
+        assert!(missing[1].contains("west") && !missing[1].contains("east"), "{missing:?}");
+        // Loopback needs neither.
+        config.replication.observers[0].sentinel = "localhost:26490".into();
+        config.replication.members[1].redo = "127.0.0.1:6495".into();
+        assert!(config.exposure().is_empty());
+    }
+}

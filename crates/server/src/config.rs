@@ -488,9 +488,20 @@ mod tests {
             }
         }
         assert!(files.len() >= 5, "{files:?}");
+        // As the README's steps make them: the password's hash put in.
+        let hash = crate::auth::hash_password(b"a password").unwrap();
         for path in files {
-            let config = ServerConfig::load(&path)
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                text.contains("PASTE_THE_HASH_FROM_redoguard_passwd"),
+                "{} ships without its place for the password's hash",
+                path.display()
+            );
+            let text = text.replace("PASTE_THE_HASH_FROM_redoguard_passwd", &hash);
+            let config = ServerConfig::parse(&text)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            config.validate().unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            assert!(config.tls.as_ref().is_some_and(|tls| tls.redo), "{}", path.display());
             let member = config.replication.this_member().expect("a member");
             assert_eq!(
                 config.server.port.to_string(),

@@ -86,6 +86,10 @@ pub struct BatchReport {
     pub reference: String,
 }
 
+/// Protected mode off in a benchmark's server file: the benchmarks measure plain TCP between
+/// namespaces of this host, which nothing else reaches.
+pub(crate) const INSECURE: &str = "# Protected mode off: the benchmark measures plain TCP between namespaces of this host, which\n# nothing else reaches.\n[server]\ninsecure = true\n";
+
 pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Result<BatchReport> {
     if let Some(reason) = linkemu::unavailable_reason() {
         anyhow::bail!("bench batch needs linkemu: {reason}");
@@ -253,7 +257,7 @@ fn run_case(
     let listen = network.address(Side::B);
     let standby_text = format!(
         "# Written by `redoguard bench batch`.\n[redo]\nlog_file_size = \"32MiB\"\ngroups = 4\n\
-         [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n"
+         [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n{INSECURE}"
     );
     let mut standby = start(config, network, dir, "standby", Side::B, &standby_text)?;
     let redo = standby.redo_addr.context("the standby names no redo port")?;

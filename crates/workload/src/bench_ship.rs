@@ -284,8 +284,9 @@ impl Bench<'_> {
         let listen = self.network.address(Side::B);
         let standby_text = format!(
             "# Written by `redoguard bench ship`.\n[redo]\nlog_file_size = {}\ngroups = 3\n\
-             [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n",
-            self.log_file_size()
+             [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n{}",
+            self.log_file_size(),
+            crate::bench_batch::INSECURE
         );
         let mut standby = self.server(Side::B, "standby", &standby_text, &dir)?;
         let redo = standby.redo_addr.context("the standby names no redo port")?;

@@ -287,7 +287,8 @@ impl<'a> Pair<'a> {
     fn member_config(&self, member: usize) -> String {
         let role = if member == EAST { "primary" } else { "standby" };
         format!(
-            "# Written by `redoguard bench failover`.\n[redo]\nlog_file_size = \"16MiB\"\ngroups = 4\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{}",
+            "# Written by `redoguard bench failover`.\n{}[redo]\nlog_file_size = \"16MiB\"\ngroups = 4\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{}",
+            crate::bench_batch::INSECURE,
             MEMBERS[member],
             self.shared_config()
         )
@@ -295,7 +296,7 @@ impl<'a> Pair<'a> {
 
     fn observer_config(&self) -> String {
         format!(
-            "# Written by `redoguard bench failover`.\n[observer]\nname = \"{OBSERVER}\"\n[replication]\n{}",
+            "# Written by `redoguard bench failover`.\n# Protected mode off, as for the members (Redis Sentinel beside it runs open too).\n[observer]\nname = \"{OBSERVER}\"\ninsecure = true\n[replication]\n{}",
             self.shared_config()
         )
     }

@@ -295,7 +295,9 @@ impl Bench<'_> {
             standbys.push(server(
                 Side::B,
                 name,
-                standby_config(log_file_size, self.network.address(Side::B)) + &tls_section(name)?,
+                standby_config(log_file_size, self.network.address(Side::B))
+                    + &tls_section(name)?
+                    + if self.config.tls { "" } else { crate::bench_batch::INSECURE },
             )?);
         }
         let redo: Vec<Option<SocketAddr>> =
