@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use admin::ServerStatus;
+use admin::roles::ConfigurationView;
 use serde::de::DeserializeOwned;
-use server::ServerStatus;
-use server::role::http::ConfigurationView;
 
 /// Why a call did not do what was asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,9 +80,8 @@ impl Admin {
         path: &str,
         body: &[u8],
     ) -> Result<T, CallError> {
-        let (code, body) =
-            server::status::http_call_with_body(&self.addr, method, path, body, self.timeout)
-                .map_err(|error| CallError::Failed(format!("{error:#}")))?;
+        let (code, body) = admin::http_call_with_body(&self.addr, method, path, body, self.timeout)
+            .map_err(|error| CallError::Failed(format!("{error:#}")))?;
         match code {
             200 => serde_json::from_str(&body).map_err(|error| {
                 CallError::Failed(format!(

@@ -8,8 +8,8 @@
 //! run the command again once it is up. Fast-start failover observe-only (planned maintenance)
 //! goes the other way round when it is turned on: the standbys first, the primary last.
 
+use admin::roles::Edited;
 use serde::{Deserialize, Serialize};
-use server::settings::Edited;
 pub use transport::{DestinationEdit, ProtectionMode};
 
 use crate::client::{Admin, CallError};

@@ -5,15 +5,15 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use admin::ServerStatus;
 use redo::{Fence, LogSeq, RedoAddr, Scn};
 use serde::{Deserialize, Serialize};
-use server::ServerStatus;
 use transport::{MemberConfig, ProtectionMode, Transport};
 
 use crate::client::{Admin, CallError};
 
 /// Lags beyond this are a warning (Data Guard's default threshold); the same on the web page.
-pub const LAG_THRESHOLD_S: f64 = server::web::LAG_THRESHOLD_S;
+pub const LAG_THRESHOLD_S: f64 = admin::page::LAG_THRESHOLD_S;
 
 /// One member, as it reports itself (and as the primary sees it, for a standby).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -263,8 +263,8 @@ fn report_of(member: &MemberConfig, status: Result<ServerStatus, CallError>) -> 
     report
 }
 
-fn gate_summary(gate: &server::role::gate::GateState) -> String {
-    use server::role::gate::GateState;
+fn gate_summary(gate: &admin::GateState) -> String {
+    use admin::GateState;
     match gate {
         GateState::Open => "OPEN".into(),
         GateState::Unconfirmed { .. } => "WAITING FOR A STANDBY TO CONFIRM".into(),

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use admin::roles::{Promoted, Reinstated, SwitchoverPrepared};
 use serde::{Deserialize, Serialize};
-use server::role::api::{Promoted, Reinstated, SwitchoverPrepared};
 
 use crate::client::{Admin, CallError};
 use crate::report::{Configuration, gather};

@@ -14,8 +14,9 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// The admin API token the members require for role changes and log switches
-    /// (`auth.admin_token`); or REDOGUARD_TOKEN.
+    /// The admin API token every POST needs (role changes, log switches, edits): the members'
+    /// `auth.admin_token`; or REDOGUARD_TOKEN. Without it, a member on this host is asked where
+    /// its own token is (DATA_DIR/admin-token), which is read if this user owns it.
     #[arg(long, global = true)]
     token: Option<String>,
     /// The CA to check members' admin APIs with, when they speak HTTPS (`tls.admin`); or

@@ -8,7 +8,8 @@
 //!   writing to it: after the failover, nothing it acknowledges ever again, even once it runs;
 //! - an old primary that comes back while clients still talk to it refuses every write until
 //!   it is reinstated;
-//! - a writer using redis-py's `Sentinel` carries on against the new primary;
+//! - writers using redis-py's `Sentinel` (its defaults: RESP3) and ioredis carry on against the
+//!   new primary, through a Sentinel front and members that require passwords;
 //! - with two observers, the second takes over when the first is lost, and then fails over.
 //!
 //! Partitions that cut some parties but not others are in `fast_start_partitions.rs` (linkemu).
@@ -234,6 +235,8 @@ fn an_old_primary_that_comes_back_refuses_every_write_until_it_is_reinstated() {
             Err(error) => {
                 let text = error.to_string().to_ascii_lowercase();
                 assert!(text.contains("readonly") || text.contains("tryagain"), "{error}");
+                // A READONLY names the primary it knows of, for the client to go there.
+                assert!(!text.contains("readonly") || text.contains("'west'"), "{error}");
                 refusals += 1;
             }
         }
@@ -249,43 +252,102 @@ fn an_old_primary_that_comes_back_refuses_every_write_until_it_is_reinstated() {
     assert_eq!(value, None);
 }
 
+/// A writer of another process (a client library through the Sentinel front), started now.
+struct ClientWriter {
+    library: &'static str,
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl ClientWriter {
+    /// `program script SENTINEL_PORT cluster SECONDS OUT SENTINEL_PASSWORD PASSWORD`.
+    fn start(
+        cluster: &Cluster,
+        library: &'static str,
+        program: &str,
+        script: &str,
+    ) -> ClientWriter {
+        let out = cluster.root.path().join(format!("{library}.json"));
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+        let child = std::process::Command::new(program)
+            .arg(&script)
+            .arg(cluster.sentinel_ports["obs1"].to_string())
+            .arg("cluster")
+            .arg("8")
+            .arg(&out)
+            .arg(SENTINEL_PASSWORD)
+            .arg(PASSWORD)
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!("{program} {script:?} (scripts/setup installs {library}): {error}")
+            });
+        common::register_kill(child.id());
+        ClientWriter { library, child, out }
+    }
+
+    /// Waits for the writer and checks that it went on against `primary` after the failover
+    /// and that everything it was acknowledged is on `primary`.
+    fn check(mut self, cluster: &Cluster, primary: &str) {
+        let status = self.child.wait().unwrap();
+        common::unregister_kill(self.child.id());
+        assert!(status.success(), "the {} writer failed: {status}", self.library);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.out).unwrap()).unwrap();
+        let acknowledged = report["acknowledged"].as_array().unwrap();
+        let errors = report["errors"].as_array().unwrap();
+        let port = cluster.ports[primary].resp;
+        let on_primary =
+            acknowledged.iter().filter(|entry| entry[2].as_u64() == Some(u64::from(port))).count();
+        println!(
+            "{}: {} writes acknowledged ({on_primary} by the new primary), {} errors, the first {:?}",
+            self.library,
+            acknowledged.len(),
+            errors.len(),
+            errors.first()
+        );
+        assert!(
+            on_primary > 10,
+            "the {} writer did not carry on against the new primary: {report}",
+            self.library
+        );
+        let mut connection = common::redis_connection_as(cluster.resp_addr(primary), PASSWORD);
+        for entry in acknowledged {
+            let key = entry[0].as_str().unwrap();
+            let value: Option<String> = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+            assert_eq!(
+                value.as_deref(),
+                Some(key),
+                "{key} was acknowledged to {} and is missing",
+                self.library
+            );
+        }
+    }
+}
+
+const PASSWORD: &str = "the members' password";
+const SENTINEL_PASSWORD: &str = "the sentinel's password";
+
+/// redis-py (its `Sentinel` with its defaults: RESP3, so `HELLO 3 AUTH …`, and `CLIENT SETINFO`)
+/// and ioredis (RESP2, `AUTH`, the `+switch-master` subscription), each writing through a
+/// kill -9 of the primary: both find the new primary by themselves, and nothing either was
+/// acknowledged is lost.
 #[test]
-fn a_redis_py_sentinel_writer_carries_on_against_the_new_primary() {
-    let _watchdog = Watchdog::new(Duration::from_secs(180), "redis-py through a failover");
-    let mut cluster = Cluster::start(ClusterConfig::pair_with_observer());
+fn redis_py_and_ioredis_writers_carry_on_against_the_new_primary() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "client libraries through a failover");
+    let mut cluster = Cluster::start(ClusterConfig {
+        auth_extra: format!("requirepass = \"{PASSWORD}\"\n"),
+        sentinel_password: Some(SENTINEL_PASSWORD),
+        ..ClusterConfig::pair_with_observer()
+    });
     assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
-    let out = cluster.root.path().join("writer.json");
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/sentinel_writer.py");
-    let mut writer = std::process::Command::new("python3")
-        .arg(&script)
-        .arg(cluster.sentinel_ports["obs1"].to_string())
-        .arg("cluster")
-        .arg("8")
-        .arg(&out)
-        .spawn()
-        .expect("python3 (scripts/setup installs redis-py)");
+    let writers = [
+        ClientWriter::start(&cluster, "redis-py", "python3", "tests/python/sentinel_writer.py"),
+        ClientWriter::start(&cluster, "ioredis", "node", "tests/node/sentinel_writer.js"),
+    ];
     std::thread::sleep(Duration::from_secs(2));
     cluster.kill("east");
-    let status = writer.wait().unwrap();
-    assert!(status.success(), "the writer failed: {status}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    let acknowledged = report["acknowledged"].as_array().unwrap();
-    let west_port = cluster.ports["west"].resp;
-    let on_west =
-        acknowledged.iter().filter(|entry| entry[2].as_u64() == Some(u64::from(west_port))).count();
-    println!(
-        "redis-py: {} writes acknowledged ({on_west} by the new primary), {} errors",
-        acknowledged.len(),
-        report["errors"].as_array().unwrap().len()
-    );
-    assert!(on_west > 10, "the writer did not carry on against the new primary: {report}");
-    let mut west = common::redis_connection(cluster.resp_addr("west"));
-    for entry in acknowledged {
-        let key = entry[0].as_str().unwrap();
-        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut west).unwrap();
-        assert_eq!(value.as_deref(), Some(key), "{key} was acknowledged and is missing");
+    for writer in writers {
+        writer.check(&cluster, "west");
     }
 }
 

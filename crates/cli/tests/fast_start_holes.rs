@@ -39,14 +39,17 @@ fn ready_for(cluster: &Cluster, observer: &str, primary: &'static str, target: &
     assert!(ok, "{observer} would not fail over to {target}\n{}", cluster.logs());
 }
 
-/// A POST to a member's admin API: (status code, body).
+/// A POST to a member's admin API, with the token the member made in its data directory:
+/// (status code, body).
 fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
+    let token = std::fs::read_to_string(cluster.data_dir(member).join("admin-token")).unwrap();
     let mut stream = std::net::TcpStream::connect(cluster.addr_of(member)).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        cluster.addr_of(member)
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        cluster.addr_of(member),
+        token.trim()
     )
     .unwrap();
     let mut reply = String::new();
@@ -67,6 +70,7 @@ fn a_restarted_observer_never_lets_the_old_primary_acknowledge_again() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "observer restarted after a failover");
     let mut cluster = Cluster::start(ClusterConfig {
         mesh: true,
+        insecure: true,
         net_timeout: "2s",
         auto_reinstate: false,
         ..ClusterConfig::pair_with_observer()
@@ -122,6 +126,7 @@ fn a_restarted_primary_lets_no_second_observer_act_while_a_standby_names_the_fir
         ],
         observers: vec!["obs1", "obs2"],
         mesh: true,
+        insecure: true,
         net_timeout: "2s",
         threshold: "3s",
         auto_reinstate: false,
@@ -181,6 +186,7 @@ fn a_standby_is_synchronized_again_only_once_it_holds_what_was_acknowledged_with
         replication_extra: "standby = { receive_buffer = \"1536KiB\" }\n".into(),
         observers: vec!["obs1"],
         mesh: true,
+        insecure: true,
         mesh_link: Some(linkemu::LinkConfig {
             rtt: Duration::from_millis(200),
             rate_bits_per_s: Some(20_000_000),
@@ -451,6 +457,7 @@ fn sigterm_stops_a_cut_off_member_cleanly_and_soon() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "SIGTERM while cut off");
     let mut cluster = Cluster::start(ClusterConfig {
         mesh: true,
+        insecure: true,
         net_timeout: "10s",
         ..ClusterConfig::pair_with_observer()
     });

@@ -32,7 +32,14 @@ use rand::{Rng, SeedableRng};
 use roles_support::{Cluster, ClusterConfig};
 
 fn mesh_pair(net_timeout: &'static str) -> Cluster {
-    Cluster::start(ClusterConfig { mesh: true, net_timeout, ..ClusterConfig::pair_with_observer() })
+    // (Each site's address is beyond loopback: the partitions, not TLS or passwords, are what
+    // these tests are about.)
+    Cluster::start(ClusterConfig {
+        mesh: true,
+        insecure: true,
+        net_timeout,
+        ..ClusterConfig::pair_with_observer()
+    })
 }
 
 #[test]
@@ -140,6 +147,7 @@ fn links_that_flap_never_make_two_primaries() {
     // the reigns are east's, then perhaps west's.
     let cluster = Cluster::start(ClusterConfig {
         mesh: true,
+        insecure: true,
         net_timeout: "2s",
         auto_reinstate: false,
         ..ClusterConfig::pair_with_observer()

@@ -56,6 +56,10 @@ impl LinkedPair {
             ..PairConfig::default()
         };
         let root = tempfile::tempdir().unwrap();
+        // Beyond loopback, as protected mode wants it: redo over mutual TLS.
+        let certs = root.path().join("certs");
+        replication_support::make_certs(&certs);
+        let config = PairConfig { tls: Some(certs), ..config };
         let standby_config = root.path().join("standby.toml");
         let listen = format!("{}:0", link.address(Side::B));
         std::fs::write(&standby_config, config.standby_text(&listen)).unwrap();

@@ -186,7 +186,7 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
     // The admin API: GETs open, POSTs need the token.
     let admin = server.admin_addr();
     let post = |authorization: &str| {
-        exchange(admin, format!("POST /logswitch HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{authorization}Content-Length: 0\r\n\r\n").as_bytes())
+        exchange(admin, format!("POST /logswitch HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n{authorization}Content-Length: 0\r\n\r\n").as_bytes())
     };
     assert!(post("").starts_with("HTTP/1.1 401"), "{}", post(""));
     assert!(post("Authorization: Bearer wrong-token-wrong-token\r\n").starts_with("HTTP/1.1 403"));

@@ -86,7 +86,7 @@ fn attacks_on_a_standbys_client_ports_leave_the_configuration_synchronized() {
         let mut stream = common::raw(west_admin);
         stream
             .write_all(
-                b"POST /roles/failover HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                b"POST /roles/failover HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
             )
             .unwrap();
         let text = String::from_utf8_lossy(&common::read_to_close(&mut stream)).into_owned();

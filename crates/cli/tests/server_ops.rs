@@ -165,14 +165,18 @@ fn shutdown_stops_the_server_cleanly_and_nothing_is_left_to_replay() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let log = dir.path().join("log");
-    let server = Server::start(&data_dir, None, &log);
-    let mut client = server.redis();
+    // SHUTDOWN needs the admin permission: a password.
+    let config = dir.path().join("redoguard.toml");
+    std::fs::write(&config, "[auth]\nrequirepass = \"the root password\"\n").unwrap();
+    let server = Server::start(&data_dir, Some(&config), &log);
+    let mut client = common::redis_connection_as(server.resp_addr(), "the root password");
     for n in 0..50 {
         let _: () = redis::cmd("INCR").arg("counter").query(&mut client).unwrap();
         let _: () = redis::cmd("SET").arg(format!("key:{n}")).arg(n).query(&mut client).unwrap();
     }
     // SHUTDOWN has no reply: the connection closes and the server exits.
     let mut stream = common::raw(server.resp_addr());
+    assert_eq!(common::ask(&mut stream, "AUTH \"the root password\"\r\n"), "+OK\r\n");
     stream.write_all(b"SHUTDOWN\r\n").unwrap();
     assert_eq!(common::read_to_close(&mut stream), b"");
     let addr = server.resp_addr();
@@ -181,8 +185,8 @@ fn shutdown_stops_the_server_cleanly_and_nothing_is_left_to_replay() {
     });
     // Exit status 0 (this also reaps it).
     server.stop();
-    let server = Server::start(&data_dir, None, &log);
-    let mut client = server.redis();
+    let server = Server::start(&data_dir, Some(&config), &log);
+    let mut client = common::redis_connection_as(server.resp_addr(), "the root password");
     assert_eq!(common::recovered_records(&mut client), 0, "a clean stop leaves nothing to replay");
     let counter: i64 = redis::cmd("GET").arg("counter").query(&mut client).unwrap();
     assert_eq!(counter, 50);

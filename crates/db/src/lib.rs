@@ -23,6 +23,7 @@ mod checkpoint;
 pub mod clock;
 pub mod config;
 pub mod copy;
+pub mod divergent;
 mod effects;
 pub mod error;
 mod expire;

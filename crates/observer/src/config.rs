@@ -20,6 +20,17 @@ pub struct ObserverSection {
     /// The admin API token, if the members require one for role changes (reinstate).
     #[serde(default)]
     pub token: Option<String>,
+    /// The password Sentinel clients give (`AUTH password`, or `HELLO 3 AUTH default
+    /// password`), as a Redis Sentinel's `requirepass`; the client libraries' `sentinel_kwargs`
+    /// / `sentinelPassword`. Default: none (required when the Sentinel address is not loopback,
+    /// unless `insecure`).
+    #[serde(default)]
+    pub requirepass: Option<String>,
+    /// Start even though a port is exposed beyond loopback without TLS or a password
+    /// (protected mode off; `redoguard observer --insecure`). Said at start and on the page.
+    /// Default: false.
+    #[serde(default)]
+    pub insecure: bool,
     /// Where to serve the observer's web page (`host:port`; port 0 picks one): the
     /// configuration as its members report it, and as this observer sees it. Default: none.
     #[serde(default)]
@@ -110,6 +121,41 @@ impl ObserverConfig {
         Ok(Some(std::sync::Arc::new(tls::RedoTls::new(&material)?)))
     }
 
+    /// What this observer would expose beyond loopback without protection, one line each: a
+    /// Sentinel front without a password, members reached without TLS (their answers decide
+    /// failovers: without TLS anyone on the path could answer for them).
+    pub fn exposure(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        let beyond_loopback = |address: &str| {
+            let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+            let host = host.trim_matches(['[', ']']);
+            host != "localhost"
+                && !host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+        };
+        if let Some(sentinel) = self.sentinel_address()
+            && beyond_loopback(&sentinel)
+            && self.observer.requirepass.is_none()
+        {
+            missing.push(format!(
+                "the Sentinel front listens on {sentinel} (not loopback) without a password: set [observer] requirepass"
+            ));
+        }
+        let remote: Vec<&str> = self
+            .replication
+            .members
+            .iter()
+            .filter(|member| beyond_loopback(&member.redo))
+            .map(|member| member.name.as_str())
+            .collect();
+        if !remote.is_empty() && self.tls.as_ref().is_none_or(|tls| !tls.redo) {
+            missing.push(format!(
+                "the members {} are reached beyond loopback without TLS: anyone on the path could answer for them and steer failovers (add a [tls] section for this observer)",
+                remote.join(", ")
+            ));
+        }
+        missing
+    }
+
     /// How often members are pinged.
     pub fn interval(&self) -> Duration {
         if self.observer.interval.is_zero() {
@@ -126,5 +172,31 @@ impl ObserverConfig {
             .iter()
             .find(|observer| observer.name == self.observer.name)
             .map(|observer| observer.sentinel.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_mode_names_what_an_exposed_observer_lacks() {
+        let text = include_str!("../../../examples/fast-start/observer.toml");
+        let mut config: ObserverConfig = toml::from_str(text).unwrap();
+        assert!(config.exposure().is_empty(), "the example is secure: {:?}", config.exposure());
+        // Its Sentinel front on every address, without a password; the members elsewhere,
+        // without TLS: one line each.
+        config.observer.requirepass = None;
+        config.tls = None;
+        config.replication.observers[0].sentinel = "0.0.0.0:26490".into();
+        config.replication.members[1].redo = "10.1.2.3:6495".into();
+        let missing = config.exposure();
+        assert_eq!(missing.len(), 2, "{missing:?}");
+        assert!(missing[0].contains("0.0.0.0:26490") && missing[0].contains("requirepass"));
+        assert!(missing[1].contains("west") && !missing[1].contains("east"), "{missing:?}");
+        // Loopback needs neither.
+        config.replication.observers[0].sentinel = "localhost:26490".into();
+        config.replication.members[1].redo = "127.0.0.1:6495".into();
+        assert!(config.exposure().is_empty());
     }
 }

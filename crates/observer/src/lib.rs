@@ -29,6 +29,21 @@ pub use config::ObserverConfig;
 /// Runs the observer until SIGINT or SIGTERM.
 pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
     config.validate()?;
+    let missing = config.exposure();
+    if !missing.is_empty() {
+        if !config.observer.insecure {
+            anyhow::bail!(
+                "protected mode: this observer refuses to start, it would work beyond loopback without protection:\n{}\nGive what is missing, or start it with --insecure ([observer] insecure = true) to run it so anyway.",
+                missing.iter().map(|line| format!("  - {line}")).collect::<Vec<_>>().join("\n")
+            );
+        }
+        tracing::warn!(
+            "INSECURE: started with --insecure ([observer] insecure): protected mode is off"
+        );
+        for line in &missing {
+            tracing::warn!("SECURITY: {line}");
+        }
+    }
     let tls = config.redo_tls()?;
     // The members' admin APIs (reinstate): the token, and HTTPS if the members speak it.
     let admin_tls = match config.tls.as_ref().filter(|tls| tls.admin) {
@@ -38,14 +53,14 @@ pub async fn run(config: ObserverConfig) -> anyhow::Result<()> {
         }
         None => None,
     };
-    server::status::set_admin_client(server::status::AdminClient {
+    admin::set_admin_client(admin::AdminClient {
         token: config.observer.token.clone(),
         tls: admin_tls,
     });
     // One observer per data directory: two processes writing one record would each forget
     // what the other decided.
     let _lock =
-        server::lock::DataDirLock::acquire(&config.observer.data_dir).with_context(|| {
+        redo::dir_lock::DataDirLock::acquire(&config.observer.data_dir).with_context(|| {
             format!("the observer's data directory {}", config.observer.data_dir.display())
         })?;
     let shared = Arc::new(decide::Shared::new(&config, &config.observer.data_dir)?);

@@ -47,7 +47,7 @@ pub async fn serve(
         .route("/report", get(report_json))
         .route(
             "/web/page.css",
-            get(|| async { ([(header::CONTENT_TYPE, "text/css")], server::web::PAGE_CSS) }),
+            get(|| async { ([(header::CONTENT_TYPE, "text/css")], admin::page::PAGE_CSS) }),
         )
         .with_state(page);
     let task = tokio::spawn(async move {
@@ -128,7 +128,12 @@ fn render(page: &Page, report: Result<&Configuration, &String>, threshold: Optio
          <link rel=\"stylesheet\" href=\"/web/page.css\"></head><body>\n<header><div class=\"title\">\
          <span class=\"brand\">redoguard observer</span> {name}</div><div class=\"facts\">\
          configuration <b>{configuration}</b> · {members} members · fast-start failover threshold \
-         <b>{threshold:.1} s</b></div><div class=\"updated\">refreshed every 2 s</div></header>\n",
+         <b>{threshold:.1} s</b>{insecure}</div><div class=\"updated\">refreshed every 2 s</div></header>\n",
+        insecure = if config.observer.insecure && !config.exposure().is_empty() {
+            " · <b class=\"bad\">INSECURE: protected mode off (--insecure)</b>"
+        } else {
+            ""
+        },
         name = escape(&config.observer.name),
         configuration = escape(&config.replication.name),
         members = config.replication.members.len(),

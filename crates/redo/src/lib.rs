@@ -16,6 +16,7 @@ mod commit;
 pub mod config;
 pub mod control;
 pub mod crashdisk;
+pub mod dir_lock;
 pub mod error;
 pub mod format;
 pub mod log_buffer;

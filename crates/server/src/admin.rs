@@ -2,8 +2,8 @@
 //! `POST /logswitch`, the role endpoints (`/configuration`, `/roles/...`, in
 //! `role::http`), the run-time settings (`/settings...`, in `settings`), and the web page with its history (`/`, `/history`, `/report`, in `web`).
 //!
-//! Every `POST` needs `Authorization: Bearer TOKEN` when `auth.admin_token` is set; `GET`s stay
-//! open (docs/security.md says what they disclose). At most `admin_max_connections` are served
+//! Every request is checked by `admin_access` first (its Host, its Origin, and for a `POST`
+//! the admin token, always); `GET`s need no token (docs/security.md says what they disclose). At most `admin_max_connections` are served
 //! at once (one more is answered 503 and closed), a client has `admin_header_timeout` to send
 //! its request's headers, and each connection serves one request. Over HTTPS if `tls.admin`.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -116,35 +116,15 @@ pub(crate) fn tls_acceptor(
     Ok(Some(tokio_rustls::TlsAcceptor::from(tls::redo::server_only(&material)?)))
 }
 
-/// `POST`s need the admin token, when one is configured.
+/// Every request passes `admin_access`: its Host, its Origin, and for a `POST` the token.
 async fn require_token(
     State(state): State<Arc<ServerState>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(expected) = &state.config.auth.admin_token else {
-        return next.run(request).await;
-    };
-    if matches!(*request.method(), Method::GET | Method::HEAD) {
-        return next.run(request).await;
-    }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    match given {
-        Some(token) if crate::auth::token_matches(expected, token.trim()) => next.run(request).await,
-        Some(_) => {
-            tracing::warn!(path = %request.uri().path(), "admin API: a request with a wrong token was refused");
-            (StatusCode::FORBIDDEN, "the admin token is wrong\n").into_response()
-        }
-        None => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "this endpoint needs the admin token (auth.admin_token): send Authorization: Bearer TOKEN (redoguard commands: --token or REDOGUARD_TOKEN)\n",
-        )
-            .into_response(),
+    match state.admin_access.check(request.method(), request.headers()) {
+        None => next.run(request).await,
+        Some(refusal) => refusal,
     }
 }
 
@@ -346,10 +326,7 @@ async fn health(State(state): State<Arc<ServerState>>) -> impl IntoResponse {
     };
     let gate = state.roles.gate.state();
     if gate != crate::role::gate::GateState::Open {
-        let refusal = match gate.refusal() {
-            resp::Frame::Error(text) => String::from_utf8_lossy(&text).into_owned(),
-            _ => String::new(),
-        };
+        let refusal = gate.refusal_text();
         return (StatusCode::SERVICE_UNAVAILABLE, format!("writes refused: {refusal}\n"));
     }
     match running.db.writes_refused() {

@@ -161,8 +161,16 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         if required { unauthenticated_limits(limits) } else { limits.clone() },
     )
     .with_budget(state.request_budget.clone());
-    let mut session =
-        if required { Session::requiring_auth(id, limits) } else { Session::new(id, limits) };
+    let mut session = if required {
+        Session::requiring_auth(id, limits)
+    } else {
+        // Without a password a client reads and writes, and nothing more: SHUTDOWN, CONFIG and
+        // FLUSHALL need the admin permission, which only a password gives.
+        let mut session = Session::new(id, limits);
+        let open = resp::User { permission: resp::Permission::Write, ..resp::User::default_open() };
+        session.authenticated(Some(open), None, &state.facts);
+        session
+    };
     // However the connection ends, its watched keys are forgotten.
     let _unwatch = Unwatch { state, id };
     let evicted = Arc::new(Notify::new());
@@ -250,7 +258,12 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 return;
             }
         };
-        let outcome = match session.handle(parsed, &state.facts) {
+        // HELLO says the role the database holds now (`master`, or `replica` on a standby).
+        let facts = match &parsed {
+            Ok(resp::Command::Hello { .. }) => state.facts_now(),
+            _ => &state.facts,
+        };
+        let outcome = match session.handle(parsed, facts) {
             resp::Action::Reply(frame) => execute::Outcome::Reply(frame),
             resp::Action::ReplyAndClose(frame) => {
                 let _ = connection.write_reply(&frame, session.protocol()).await;
@@ -268,7 +281,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     tracing::info!(client = id, %peer, user = %String::from_utf8_lossy(&username), "authentication failed");
                 }
                 let was_anonymous = session.user().is_none();
-                let reply = session.authenticated(user, hello, &state.facts);
+                let reply = session.authenticated(user, hello, state.facts_now());
                 if was_anonymous && session.user().is_some() {
                     unauthenticated.authenticated();
                     connection.set_limits(limits.clone());

@@ -64,6 +64,14 @@ pub struct ServerSection {
     /// Default: 10s.
     #[serde(with = "units::serde_human::duration")]
     pub admin_header_timeout: Duration,
+    /// More names the admin API is reached by (a DNS name, a load balancer's), beyond its own
+    /// addresses, `localhost`, the member's `admin` host and the certificate's name: a request
+    /// whose `Host` is none of them is refused (DNS rebinding). Default: none.
+    pub admin_hosts: Vec<String>,
+    /// Start even though a port binds beyond loopback without TLS, a password or a token
+    /// (protected mode off; `redoguard server --insecure`): said at start and in `/status`.
+    /// Default: false.
+    pub insecure: bool,
 }
 
 impl Default for ServerSection {
@@ -74,6 +82,8 @@ impl Default for ServerSection {
             port: 6390,
             admin_port: 6391,
             admin_bind: IpAddr::from([127, 0, 0, 1]),
+            admin_hosts: Vec::new(),
+            insecure: false,
             max_connections: 1000,
             idle_timeout: Duration::from_secs(3600),
             worker_threads: 0,
@@ -484,9 +494,20 @@ mod tests {
             }
         }
         assert!(files.len() >= 5, "{files:?}");
+        // As the README's steps make them: the password's hash put in.
+        let hash = crate::auth::hash_password(b"a password").unwrap();
         for path in files {
-            let config = ServerConfig::load(&path)
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(
+                text.contains("PASTE_THE_HASH_FROM_redoguard_passwd"),
+                "{} ships without its place for the password's hash",
+                path.display()
+            );
+            let text = text.replace("PASTE_THE_HASH_FROM_redoguard_passwd", &hash);
+            let config = ServerConfig::parse(&text)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            config.validate().unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            assert!(config.tls.as_ref().is_some_and(|tls| tls.redo), "{}", path.display());
             let member = config.replication.this_member().expect("a member");
             assert_eq!(
                 config.server.port.to_string(),

@@ -231,7 +231,11 @@ pub(crate) async fn transact(
     }
     let executed =
         if transaction.watched { db.execute_watched(ops, session.id()) } else { db.execute(ops) };
-    let executed = executed.map_err(|error| error_frame(&error))?;
+    let executed = executed.map_err(|error| match error {
+        // The role changed between the gate and the transaction: name the primary.
+        DbError::ReadOnly => state.roles.read_only_refusal(),
+        error => error_frame(&error),
+    })?;
     if executed.watch_failed {
         return Ok(None);
     }

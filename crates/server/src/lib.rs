@@ -8,6 +8,7 @@
 //! another.
 
 mod admin;
+pub mod admin_access;
 pub mod auth;
 mod blocked;
 mod clients;
@@ -15,7 +16,8 @@ pub mod config;
 mod execute;
 mod expiry;
 mod info;
-pub mod lock;
+/// The data directory lock (`redo::dir_lock`, which the observer takes too).
+pub use redo::dir_lock as lock;
 pub mod retention;
 pub mod role;
 pub mod settings;
@@ -45,6 +47,8 @@ pub struct ServerState {
     pub roles: Arc<Roles>,
     pub metrics: Arc<Metrics>,
     pub facts: ServerFacts,
+    /// The same, for HELLO on a standby (`role` `replica`).
+    pub standby_facts: ServerFacts,
     pub started: Instant,
     pub resp_addr: SocketAddr,
     pub admin_addr: SocketAddr,
@@ -76,11 +80,21 @@ pub struct ServerState {
     /// What this server exposes without protection (a non-loopback bind without TLS or a
     /// password), said at start and in `/status`.
     pub exposure: Vec<String>,
+    /// Who may use the admin API (Host, Origin, the token).
+    pub admin_access: admin_access::AdminAccess,
     shutdown: watch::Sender<bool>,
     next_client_id: AtomicU64,
 }
 
 impl ServerState {
+    /// What HELLO says now: the role is the database's (a switchover changes it).
+    pub fn facts_now(&self) -> &ServerFacts {
+        match self.roles.current() {
+            Some(running) if running.role() == redo::Role::Standby => &self.standby_facts,
+            _ => &self.facts,
+        }
+    }
+
     /// What runs now, waiting (briefly, on a blocking thread) while the role is changing.
     fn running_blocking(&self) -> anyhow::Result<Arc<Running>> {
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -123,7 +137,13 @@ impl ServerState {
                 writes_refused: db.writes_refused(),
                 security_warnings: self.exposure.clone(),
                 auth_required: self.users.required(),
-                admin_token_required: self.config.auth.admin_token.is_some(),
+                admin_token_required: true,
+                admin_token_file: self
+                    .admin_access
+                    .token_file
+                    .as_ref()
+                    .map(|path| path.display().to_string()),
+                insecure: self.config.server.insecure,
             },
             database: db.status(),
             replication: self.replication_of(&running),
@@ -196,8 +216,10 @@ impl Server {
         options: StartOptions,
     ) -> anyhow::Result<Server> {
         config.validate()?;
+        protected_mode(&exposure(&config).missing, config.server.insecure, "server")?;
         raise_open_files_limit();
         let lock = lock::DataDirLock::acquire(&config.server.data_dir)?;
+        let admin_access = admin_access::AdminAccess::new(&config)?;
         let (redo_config, _) = config.resolved();
         let metrics = Metrics::new();
         let storage: Arc<dyn redo::Storage> = Arc::new(OsStorage::new(redo_config.io_mode));
@@ -265,7 +287,13 @@ impl Server {
         let users = Arc::new(
             auth::Users::new(&config.auth).map_err(|reason| anyhow::anyhow!("auth: {reason}"))?,
         );
-        let exposure = exposure(&config, &users);
+        let Exposure { missing, warnings } = exposure(&config);
+        if config.server.insecure && !missing.is_empty() {
+            tracing::warn!(
+                "INSECURE: started with --insecure (server.insecure): protected mode is off"
+            );
+        }
+        let exposure: Vec<String> = missing.into_iter().chain(warnings).collect();
         for warning in &exposure {
             tracing::warn!("SECURITY: {warning}");
         }
@@ -284,7 +312,12 @@ impl Server {
                 None => None,
             },
             exposure,
+            admin_access,
             facts: ServerFacts::new(&config.limits),
+            standby_facts: ServerFacts {
+                role: "replica".into(),
+                ..ServerFacts::new(&config.limits)
+            },
             resp_addr: resp_listener.local_addr()?,
             admin_addr: admin_listener.local_addr()?,
             total_connections: metrics.stat("total connections received"),
@@ -397,50 +430,61 @@ impl Server {
     }
 }
 
-/// What the server exposes without protection: every port bound beyond loopback without TLS,
-/// or with no password (RESP) or token (admin API) to ask for. Each line is logged at start
-/// and shown in `/status`.
-fn exposure(config: &ServerConfig, users: &auth::Users) -> Vec<String> {
+/// What the server would expose beyond loopback: `missing`, the protection protected mode
+/// requires (a password on the Redis protocol, TLS on the redo listener; the admin API always
+/// has its token), one line each; `warnings`, what is weaker than it could be (no TLS for
+/// clients or the admin API).
+pub struct Exposure {
+    pub missing: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// What `config` exposes (see `Exposure`).
+pub fn exposure(config: &ServerConfig) -> Exposure {
     let server = &config.server;
     let tls = config.tls.as_ref();
-    let mut warnings = Vec::new();
+    let mut exposure = Exposure { missing: Vec::new(), warnings: Vec::new() };
     if !server.bind.is_loopback() {
-        if tls.is_none_or(|tls| tls.resp_port.is_none()) {
-            warnings.push(format!(
-                "the Redis protocol listens on {} (not loopback) without TLS: passwords and data cross the network in clear",
+        if config.auth.requirepass.is_none() && config.auth.users.is_empty() {
+            exposure.missing.push(format!(
+                "the Redis protocol listens on {} (not loopback) without a password: anyone who reaches it can read and write (set auth.requirepass, or [[auth.users]])",
                 server.bind
             ));
         }
-        if !users.required() {
-            warnings.push(format!(
-                "the Redis protocol listens on {} (not loopback) without a password: anyone who reaches it can read, write and SHUTDOWN (set auth.requirepass)",
+        if tls.is_none_or(|tls| tls.resp_port.is_none()) {
+            exposure.warnings.push(format!(
+                "the Redis protocol listens on {} (not loopback) without TLS: passwords and data cross the network in clear (tls.resp_port opens a TLS port)",
                 server.bind
             ));
         }
     }
-    if !server.admin_bind.is_loopback() {
-        if config.auth.admin_token.is_none() {
-            warnings.push(format!(
-                "the admin API listens on {} (not loopback) without a token: anyone who reaches it can change roles (set auth.admin_token)",
-                server.admin_bind
-            ));
-        }
-        if tls.is_none_or(|tls| !tls.admin) {
-            warnings.push(format!(
-                "the admin API listens on {} (not loopback) without TLS",
-                server.admin_bind
-            ));
-        }
+    if !server.admin_bind.is_loopback() && tls.is_none_or(|tls| !tls.admin) {
+        exposure.warnings.push(format!(
+            "the admin API listens on {} (not loopback) without TLS: its token crosses the network in clear (tls.admin)",
+            server.admin_bind
+        ));
     }
     if let Some(listen) = config.replication.redo_listen()
         && listen.parse::<SocketAddr>().is_ok_and(|addr| !addr.ip().is_loopback())
         && tls.is_none_or(|tls| !tls.redo)
     {
-        warnings.push(format!(
-            "the redo listener binds {listen} (not loopback) without TLS: anyone who reaches it can ship redo to this member or copy its data"
+        exposure.missing.push(format!(
+            "the redo listener binds {listen} (not loopback) without TLS: anyone who reaches it can ship redo to this member or copy its data (add a [tls] section; `redoguard certs` makes test certificates)"
         ));
     }
-    warnings
+    exposure
+}
+
+/// Protected mode: the refusal to start, one line per missing piece, unless `insecure`.
+pub fn protected_mode(missing: &[String], insecure: bool, what: &str) -> anyhow::Result<()> {
+    if missing.is_empty() || insecure {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "protected mode: this {what} refuses to start, it would listen beyond loopback without protection:\n{}\nGive what is missing, bind loopback, or start it with --insecure ({} insecure = true) to run it so anyway.",
+        missing.iter().map(|line| format!("  - {line}")).collect::<Vec<_>>().join("\n"),
+        if what == "observer" { "[observer]" } else { "[server]" }
+    )
 }
 
 pub(crate) fn role_name(role: redo::Role) -> &'static str {

@@ -8,24 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redo::retention::RetentionPass;
 use redo::{DeletionPolicy, LogSeq, Role};
-use serde::{Deserialize, Serialize};
 
 use crate::{Running, ServerState};
 
 const INTERVAL: Duration = Duration::from_secs(2);
 
-/// What `/status` says about retention.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RetentionStatus {
-    pub policy: DeletionPolicy,
-    /// The first log still needed, and who needs it.
-    pub needed_from: LogSeq,
-    pub held_by: String,
-    pub last_pass: Option<RetentionPass>,
-    pub last_error: Option<String>,
-}
+pub use admin::status::RetentionStatus;
 
 /// The shared slot the task writes and `/status` reads.
 pub type RetentionSlot = Arc<Mutex<Option<RetentionStatus>>>;

@@ -154,23 +154,7 @@ pub enum Request {
     FastStartObserveOnly(bool),
 }
 
-/// What a change did on this member.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Edited {
-    pub member: Option<String>,
-    /// Whether this member is a primary whose redo transport took the change at once.
-    pub applied: bool,
-    /// The destinations its transport changed, and how (`InPlace`, `Reconnect`).
-    pub changes: Vec<(String, String)>,
-    pub protection_mode: ProtectionMode,
-    /// The destination edited, as it is now in effect.
-    pub destination: Option<DestinationConfig>,
-    /// Where the change is kept.
-    pub file: String,
-    /// Whether fast-start failover is observe-only on this member now.
-    #[serde(default)]
-    pub fast_start_observe_only: bool,
-}
+pub use admin::roles::Edited;
 
 /// What `GET /settings` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

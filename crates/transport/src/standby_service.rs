@@ -49,6 +49,8 @@ impl StandbyService {
             applied,
             role_info,
             refusals: refusals.clone(),
+            // (Tests and tools: the server's standbys vouch, see `server::role`.)
+            vouch: None,
         })?;
         let listener =
             RedoListener::bind(&config.listen, config.receive_buffer, refusals, receiver.clone())?;

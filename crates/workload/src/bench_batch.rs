@@ -86,6 +86,10 @@ pub struct BatchReport {
     pub reference: String,
 }
 
+/// Protected mode off in a benchmark's server file: the benchmarks measure plain TCP between
+/// namespaces of this host, which nothing else reaches.
+pub(crate) const INSECURE: &str = "# Protected mode off: the benchmark measures plain TCP between namespaces of this host, which\n# nothing else reaches.\n[server]\ninsecure = true\n";
+
 pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Result<BatchReport> {
     if let Some(reason) = linkemu::unavailable_reason() {
         anyhow::bail!("bench batch needs linkemu: {reason}");
@@ -146,13 +150,9 @@ pub fn run(config: &BatchConfig, mut progress: impl FnMut(&str)) -> anyhow::Resu
     })
 }
 
-fn status(
-    network: &Network,
-    side: Side,
-    admin: SocketAddr,
-) -> anyhow::Result<server::ServerStatus> {
+fn status(network: &Network, side: Side, admin: SocketAddr) -> anyhow::Result<admin::ServerStatus> {
     let body = network.run_in(side, move || {
-        server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+        admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
     })??;
     serde_json::from_str(&body).context("parsing a server's status")
 }
@@ -257,7 +257,7 @@ fn run_case(
     let listen = network.address(Side::B);
     let standby_text = format!(
         "# Written by `redoguard bench batch`.\n[redo]\nlog_file_size = \"32MiB\"\ngroups = 4\n\
-         [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n"
+         [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n{INSECURE}"
     );
     let mut standby = start(config, network, dir, "standby", Side::B, &standby_text)?;
     let redo = standby.redo_addr.context("the standby names no redo port")?;
@@ -329,7 +329,7 @@ fn measure(
             let ops_at_batch = load.oltp_ops.load(Ordering::Relaxed);
             load.batch_on.store(true, Ordering::Release);
             let mut lag = Vec::new();
-            let sample = |lag: &mut Vec<(f64, f64)>| -> anyhow::Result<server::ServerStatus> {
+            let sample = |lag: &mut Vec<(f64, f64)>| -> anyhow::Result<admin::ServerStatus> {
                 let now = status(network, Side::A, admin)?;
                 let destination = now.replication.destinations.first().context("a destination")?;
                 lag.push((batch_started.elapsed().as_secs_f64(), destination.transport_lag_s));

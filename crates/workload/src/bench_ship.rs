@@ -267,7 +267,7 @@ impl Bench<'_> {
                 }
                 anyhow::Ok(())
             })?;
-            server::status::http_post(&admin.to_string(), "/logswitch", Duration::from_secs(60))?;
+            admin::http_post(&admin.to_string(), "/logswitch", Duration::from_secs(60))?;
             Ok(())
         })??;
         primary.stop().context("stopping the primary after writing the log")
@@ -284,8 +284,9 @@ impl Bench<'_> {
         let listen = self.network.address(Side::B);
         let standby_text = format!(
             "# Written by `redoguard bench ship`.\n[redo]\nlog_file_size = {}\ngroups = 3\n\
-             [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n",
-            self.log_file_size()
+             [replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"{listen}:0\"\n{}",
+            self.log_file_size(),
+            crate::bench_batch::INSECURE
         );
         let mut standby = self.server(Side::B, "standby", &standby_text, &dir)?;
         let redo = standby.redo_addr.context("the standby names no redo port")?;
@@ -349,9 +350,9 @@ impl Bench<'_> {
         Ok(result)
     }
 
-    fn status(&self, side: Side, admin: SocketAddr) -> anyhow::Result<server::ServerStatus> {
+    fn status(&self, side: Side, admin: SocketAddr) -> anyhow::Result<admin::ServerStatus> {
         let body = self.network.run_in(side, move || {
-            server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+            admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
         })??;
         serde_json::from_str(&body).context("parsing a server's status")
     }

@@ -8,6 +8,20 @@ use resp::{Frame, Limits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The password every connection of this process authenticates with (`AUTH password`), if the
+/// servers it drives require one (the demo's do).
+static PASSWORD: std::sync::RwLock<Option<String>> = std::sync::RwLock::new(None);
+
+/// Makes every `Client::connect` of this process authenticate with `password`.
+pub fn authenticate_with(password: Option<String>) {
+    *PASSWORD.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = password;
+}
+
+/// The password `Client::connect` authenticates with, if any.
+pub fn password() -> Option<String> {
+    PASSWORD.read().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+}
+
 pub struct Client {
     stream: TcpStream,
     read: BytesMut,
@@ -20,12 +34,19 @@ impl Client {
         let stream =
             TcpStream::connect(addr).await.with_context(|| format!("cannot connect to {addr}"))?;
         stream.set_nodelay(true)?;
-        Ok(Client {
+        let mut client = Client {
             stream,
             read: BytesMut::with_capacity(16 << 10),
             write: Vec::new(),
             limits: Limits::default(),
-        })
+        };
+        if let Some(password) = password() {
+            client
+                .ok(&[b"AUTH", password.as_bytes()])
+                .await
+                .with_context(|| format!("authenticating to {addr}"))?;
+        }
+        Ok(client)
     }
 
     /// Sends one command and returns its reply (an error reply is `Ok(Frame::Error)`).

@@ -96,7 +96,7 @@ impl Network {
         let body = format!("{{\"state\": \"{state}\"}}");
         let path = format!("/settings/destinations/{name}");
         let (code, answer) = self.run_in(Side::A, move || {
-            server::status::http_call_with_body(
+            admin::http_call_with_body(
                 &admin.to_string(),
                 "POST",
                 &path,

@@ -134,15 +134,14 @@ impl ServerProcess {
     }
 
     /// The admin API's status.
-    pub fn status(&self) -> anyhow::Result<server::ServerStatus> {
+    pub fn status(&self) -> anyhow::Result<admin::ServerStatus> {
         status_at(self.admin_addr)
     }
 }
 
 /// The status of the server whose admin API is at `admin_addr`.
-pub fn status_at(admin_addr: SocketAddr) -> anyhow::Result<server::ServerStatus> {
-    let body =
-        server::status::http_get(&admin_addr.to_string(), "/status", Duration::from_secs(10))?;
+pub fn status_at(admin_addr: SocketAddr) -> anyhow::Result<admin::ServerStatus> {
+    let body = admin::http_get(&admin_addr.to_string(), "/status", Duration::from_secs(10))?;
     serde_json::from_str(&body).with_context(|| format!("the status from {admin_addr}"))
 }
 

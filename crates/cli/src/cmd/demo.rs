@@ -41,10 +41,12 @@ pub struct Args {
     /// (crash recovery), without a failover. (Maximum Protection always runs without one.)
     #[arg(long)]
     pub no_observer: bool,
-    /// Ship redo over plain TCP instead of mutual TLS (by default the demo makes a test CA
-    /// and certificates, as `redoguard certs` does, and runs redo transport over TLS).
-    #[arg(long)]
-    pub no_tls: bool,
+    /// Run the servers open, as a quick look on a laptop might: redo over plain TCP and no
+    /// passwords (by default the demo makes a test CA and certificates, as `redoguard certs`
+    /// does, runs redo transport over mutual TLS, and gives its servers and the Sentinel front a
+    /// throwaway password that its sessions use).
+    #[arg(long, alias = "no-tls")]
+    pub insecure: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -65,9 +67,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             transport: args.transport.clone(),
             affirm: !args.noaffirm,
             protection_mode: protection.clone(),
-            tls: !args.no_tls,
+            tls: !args.insecure,
         }),
         observer: !args.no_observer && protection != "maximum_protection",
+        insecure: args.insecure,
     };
     anyhow::ensure!(
         args.no_standby || args.transport == "sync" || protection == "maximum_performance",

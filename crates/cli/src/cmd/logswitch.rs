@@ -10,7 +10,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let answer = server::status::http_post(&args.addr, "/logswitch", Duration::from_secs(60))?;
+    let answer = admin::http_post(&args.addr, "/logswitch", Duration::from_secs(60))?;
     println!("log switched: {}", answer.trim());
     Ok(())
 }

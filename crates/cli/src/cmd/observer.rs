@@ -17,6 +17,11 @@ pub struct Args {
     /// `observer.data_dir`).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Start even though its Sentinel front listens beyond loopback without a password, or the
+    /// members' redo listeners are beyond loopback without TLS (protected mode off;
+    /// `[observer] insecure = true`). Said at start and on its page.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -27,6 +32,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(dir) = args.data_dir {
         config.observer.data_dir = dir;
     }
+    config.observer.insecure |= args.insecure;
     config.validate()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

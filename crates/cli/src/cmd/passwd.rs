@@ -23,7 +23,7 @@ pub fn set_admin_client(token: Option<String>, ca: Option<PathBuf>) -> anyhow::R
         Some(path) => Some(tls::redo::client_only(std::sync::Arc::new(roots(&path)?))),
         None => None,
     };
-    server::status::set_admin_client(server::status::AdminClient { token, tls });
+    admin::set_admin_client(admin::AdminClient { token, tls });
     Ok(())
 }
 

@@ -166,7 +166,7 @@ pub fn failover(args: FailoverArgs) -> anyhow::Result<()> {
 
 pub fn reinstate(args: ReinstateArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.show_divergent {
-        print!("{}", server::role::divergent::show(dir)?);
+        print!("{}", db::divergent::show(dir)?);
         return Ok(());
     }
     let name = args.name.as_deref().expect("clap requires a name without --show-divergent");

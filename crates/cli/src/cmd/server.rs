@@ -27,6 +27,11 @@ pub struct Args {
     /// directory must be empty.
     #[arg(long, value_name = "PRIMARY")]
     pub from: Option<String>,
+    /// Start even though a port listens beyond loopback without TLS on the redo listener or a
+    /// password on the Redis protocol (protected mode off; `server.insecure = true`). Said at
+    /// start and in /status.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -46,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(bind) = args.bind {
         config.server.bind = bind;
     }
+    config.server.insecure |= args.insecure;
     config.validate()?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.worker_threads(match config.server.worker_threads {

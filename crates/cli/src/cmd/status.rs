@@ -13,14 +13,14 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let body = server::status::http_get(&args.addr, "/status", Duration::from_secs(10))?;
+    let body = admin::http_get(&args.addr, "/status", Duration::from_secs(10))?;
     if args.json {
         println!("{body}");
         return Ok(());
     }
-    let status: server::ServerStatus = serde_json::from_str(&body).map_err(|error| {
+    let status: admin::ServerStatus = serde_json::from_str(&body).map_err(|error| {
         anyhow::anyhow!("{} answered something that is not a redoguard status: {error}", args.addr)
     })?;
-    print!("{}", server::status::render(&status));
+    print!("{}", admin::status::render(&status));
     Ok(())
 }

@@ -30,6 +30,16 @@ fn register(cleanup: Cleanup) {
     CLEANUPS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(cleanup);
 }
 
+/// A child process (a client library's script, say) the watchdog kills if the test hangs.
+pub fn register_kill(pid: u32) {
+    register(Cleanup::Kill(pid));
+}
+
+/// The child `pid` has been reaped: the watchdog must no longer signal its number.
+pub fn unregister_kill(pid: u32) {
+    unregister(|cleanup| matches!(cleanup, Cleanup::Kill(p) if *p == pid));
+}
+
 fn unregister(matches: impl Fn(&Cleanup) -> bool) {
     CLEANUPS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).retain(|c| !matches(c));
 }
@@ -234,7 +244,16 @@ pub fn redis_connection(addr: SocketAddr) -> redis::Connection {
 }
 
 pub fn redis_connection_with_timeout(addr: SocketAddr, timeout: Duration) -> redis::Connection {
-    let client = redis::Client::open(format!("redis://{addr}/")).expect("a redis URL");
+    connect_redis(&format!("redis://{addr}/"), addr, timeout)
+}
+
+/// A connection to `addr` authenticated with `password` (the `default` user's), 30 s timeouts.
+pub fn redis_connection_as(addr: SocketAddr, password: &str) -> redis::Connection {
+    connect_redis(&format!("redis://:{password}@{addr}/"), addr, Duration::from_secs(30))
+}
+
+fn connect_redis(url: &str, addr: SocketAddr, timeout: Duration) -> redis::Connection {
+    let client = redis::Client::open(url).expect("a redis URL");
     let connection = client
         .get_connection_with_timeout(Duration::from_secs(10))
         .unwrap_or_else(|error| panic!("connecting to {addr}: {error}"));

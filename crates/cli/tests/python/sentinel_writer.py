@@ -2,7 +2,10 @@
 it writes distinct keys for a while, retrying after errors (a failover), and records every
 write that was acknowledged, with when.
 
-    python3 sentinel_writer.py SENTINEL_PORT MASTER_NAME SECONDS OUT_FILE
+    python3 sentinel_writer.py SENTINEL_PORT MASTER_NAME SECONDS OUT_FILE [SENTINEL_PASSWORD PASSWORD]
+
+Everything else is redis-py's default (RESP3: HELLO 3, with AUTH in it when there is a password;
+CLIENT SETINFO).
 """
 
 import json
@@ -15,8 +18,12 @@ from redis.sentinel import Sentinel
 
 def main():
     port, name, seconds, out = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
-    sentinel = Sentinel([("127.0.0.1", port)], socket_timeout=1.0)
-    master = sentinel.master_for(name, socket_timeout=2.0)
+    sentinel_password, password = (sys.argv[5:7] + [None, None])[:2]
+    sentinel_kwargs = {"socket_timeout": 1.0}
+    if sentinel_password:
+        sentinel_kwargs["password"] = sentinel_password
+    sentinel = Sentinel([("127.0.0.1", port)], sentinel_kwargs=sentinel_kwargs)
+    master = sentinel.master_for(name, socket_timeout=2.0, password=password or None)
     acknowledged = []
     errors = []
     deadline = time.time() + seconds

@@ -65,6 +65,12 @@ pub struct ClusterConfig {
     pub auth_extra: String,
     /// Extra keys of every member's `[replication]` table (`sync_quorum = "any 1"`, say).
     pub replication_extra: String,
+    /// The password of every observer's Sentinel front (`[observer] requirepass`); the
+    /// cluster's own Sentinel queries give it.
+    pub sentinel_password: Option<&'static str>,
+    /// Start every member and observer with `--insecure` (protected mode off): what a mesh
+    /// cluster without TLS and passwords needs, its addresses being beyond loopback.
+    pub insecure: bool,
 }
 
 impl ClusterConfig {
@@ -92,6 +98,8 @@ impl ClusterConfig {
             admin_token: None,
             auth_extra: String::new(),
             replication_extra: String::new(),
+            sentinel_password: None,
+            insecure: false,
         }
     }
 
@@ -200,6 +208,12 @@ impl Cluster {
                 .admin_token
                 .map(|token| format!("token = \"{token}\"\n"))
                 .unwrap_or_default();
+            let token = token
+                + &cluster
+                    .config
+                    .sentinel_password
+                    .map(|password| format!("requirepass = \"{password}\"\n"))
+                    .unwrap_or_default();
             // Each observer keeps its record in a directory of its own, in the cluster's.
             let text = format!(
                 "[observer]\nname = \"{observer}\"\ndata_dir = \"{}\"\n{token}[replication]\n{}{}",
@@ -291,6 +305,9 @@ impl Cluster {
     pub fn start_observer(&mut self, name: &'static str) {
         let mut command = std::process::Command::new(common::binary());
         command.args(["observer", "--config", self.config_path(name).to_str().unwrap()]);
+        if self.config.insecure {
+            command.arg("--insecure");
+        }
         let log = self.log_path(name);
         let service = self.in_site_of(name, || common::Service::start(command, "ready", &log));
         self.observers.insert(name, Some(service));
@@ -307,7 +324,7 @@ impl Cluster {
     pub fn sentinel_master(&self, observer: &str) -> Option<SocketAddr> {
         let addr: SocketAddr =
             format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
-        let mut connection = common::redis_connection(addr);
+        let mut connection = self.sentinel_connection(addr);
         let answer: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")
             .arg("cluster")
@@ -322,7 +339,7 @@ impl Cluster {
     pub fn failover_ready(&self, observer: &str) -> Vec<String> {
         let addr: SocketAddr =
             format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
-        let mut connection = common::redis_connection(addr);
+        let mut connection = self.sentinel_connection(addr);
         let info: String = redis::cmd("INFO").query(&mut connection).unwrap_or_default();
         info.lines()
             .find_map(|line| line.strip_prefix("redoguard_failover_ready:"))
@@ -335,6 +352,14 @@ impl Cluster {
     /// Every member's name, in the configuration's order.
     pub fn member_names(&self) -> Vec<&'static str> {
         self.config.members.iter().map(|member| member.name).collect()
+    }
+
+    /// A connection to an observer's Sentinel front, authenticated if it needs a password.
+    fn sentinel_connection(&self, addr: SocketAddr) -> redis::Connection {
+        match self.config.sentinel_password {
+            Some(password) => common::redis_connection_as(addr, password),
+            None => common::redis_connection(addr),
+        }
     }
 
     /// The member whose client port is `addr`.
@@ -431,6 +456,9 @@ impl Cluster {
             "--admin-port",
             &admin,
         ];
+        if self.config.insecure {
+            args.push("--insecure");
+        }
         args.extend_from_slice(extra);
         let log = self.log_path(name);
         let server = self.in_site_of(name, || Server::start_args(&args, &log));

@@ -23,83 +23,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use resp::Frame;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 
 /// How long a write waits at a closed gate that may open again.
 pub const WRITE_WAIT: Duration = Duration::from_secs(5);
 
-/// The gate's state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "state")]
-pub enum GateState {
-    Open,
-    Unconfirmed {
-        members: Vec<String>,
-    },
-    Quiesced {
-        to: String,
-    },
-    Changing {
-        reason: String,
-    },
-    /// A primary under fast-start failover that hears from neither its SYNC target nor the
-    /// observer: a failover may be under way on the other side.
-    Isolated,
-    Fenced {
-        incarnation: u32,
-        primary: String,
-        primary_resp: Option<String>,
-    },
-    Standby {
-        primary: Option<String>,
-        primary_resp: Option<String>,
-    },
-    /// The database could not be opened in its role (the reason says why).
-    Unavailable {
-        reason: String,
-    },
+pub use admin::roles::GateState;
+
+/// What a write is told at a closed gate, as a reply.
+pub trait Refusal {
+    fn refusal(&self) -> Frame;
 }
 
-impl GateState {
-    fn waits(&self) -> bool {
-        matches!(
-            self,
-            GateState::Unconfirmed { .. } | GateState::Quiesced { .. } | GateState::Changing { .. }
-        )
-    }
-
-    /// What a write is told at this gate.
-    pub fn refusal(&self) -> Frame {
-        const READONLY: &str = "READONLY You can't write against a read only replica.";
-        match self {
-            GateState::Open => Frame::error("ERR the gate is open"),
-            GateState::Unconfirmed { members } => Frame::error(format!(
-                "TRYAGAIN this primary restarted and takes writes only once a standby has confirmed that no failover happened meanwhile ({} did not answer yet)",
-                members.join(", ")
-            )),
-            GateState::Quiesced { to } => Frame::error(format!(
-                "TRYAGAIN a switchover to '{to}' is in progress: retry, the primary is moving"
-            )),
-            GateState::Changing { reason } => Frame::error(format!("TRYAGAIN {reason}: retry")),
-            GateState::Isolated => Frame::error(
-                "TRYAGAIN this primary hears from neither its standby nor the fast-start failover observer: it takes no write until one answers (a failover may be under way)",
-            ),
-            GateState::Fenced { incarnation, primary, primary_resp } => Frame::error(format!(
-                "{READONLY} This database was failed over: '{primary}' is the primary (incarnation {incarnation}){}; reinstate this one as its standby",
-                primary_resp.as_ref().map_or(String::new(), |address| format!(" at {address}"))
-            )),
-            GateState::Standby { primary, primary_resp } => match primary {
-                Some(primary) => Frame::error(format!(
-                    "{READONLY} The primary is '{primary}'{}.",
-                    primary_resp.as_ref().map_or(String::new(), |address| format!(" at {address}"))
-                )),
-                None => Frame::error(READONLY),
-            },
-            GateState::Unavailable { reason } => {
-                Frame::error(format!("ERR the database is not open: {reason}"))
-            }
-        }
+impl Refusal for GateState {
+    fn refusal(&self) -> Frame {
+        Frame::error(self.refusal_text())
     }
 }
 

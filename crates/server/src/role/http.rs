@@ -24,14 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::change::Refused;
 use crate::ServerState;
 
-/// What `GET /configuration` answers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ConfigurationView {
-    /// The member this server runs.
-    pub member: Option<String>,
-    pub protection_mode: transport::ProtectionMode,
-    pub members: Vec<transport::MemberConfig>,
-}
+pub use admin::roles::ConfigurationView;
 
 pub fn routes() -> Router<Arc<ServerState>> {
     Router::new()

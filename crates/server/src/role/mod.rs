@@ -15,12 +15,14 @@ pub mod divergent;
 mod fast_start;
 pub mod gate;
 pub mod http;
+mod vouch;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use db::Database;
+use gate::Refusal as _;
 use parking_lot::{Mutex, RwLock};
 use redo::{Role, Storage};
 use roles::IncarnationHistory;
@@ -415,6 +417,7 @@ impl Roles {
                     role_info: self.role_info_source(&db),
                     refusals: self.refusals.clone(),
                     listen: listener.local_addr().to_string(),
+                    vouch: vouch::voucher(&self.config),
                 })?;
                 listener.set_port(receiver.clone());
                 let gate = match &control.fenced {
@@ -463,7 +466,22 @@ impl Roles {
     /// Lets a write through the gate, or says what to tell the client (a standby names the
     /// primary it follows).
     pub async fn enter_write(&self) -> Result<gate::Writer<'_>, resp::Frame> {
-        self.gate.enter().await.map_err(|state| match state {
+        self.gate.enter().await.map_err(|state| self.refusal(state))
+    }
+
+    /// What a write the database refused as read-only is told: the gate's refusal when it
+    /// names the primary (a standby, a fenced primary), so that every `-READONLY` names the
+    /// primary this member knows of.
+    pub fn read_only_refusal(&self) -> resp::Frame {
+        match self.gate.state() {
+            state @ (GateState::Standby { .. } | GateState::Fenced { .. }) => self.refusal(state),
+            _ => resp::Frame::error("READONLY You can't write against a read only replica."),
+        }
+    }
+
+    /// A closed gate's refusal (a standby names the primary it follows).
+    fn refusal(&self, state: GateState) -> resp::Frame {
+        match state {
             GateState::Standby { primary: None, .. } => {
                 let primary = self.current().and_then(|running| {
                     running.receiver.as_ref().and_then(|receiver| receiver.primary().1)
@@ -476,7 +494,7 @@ impl Roles {
                 GateState::Standby { primary, primary_resp }.refusal()
             }
             other => other.refusal(),
-        })
+        }
     }
 
     /// Stops what runs (the server is stopping).

@@ -28,7 +28,8 @@ use crate::ServerState;
 
 /// Lags beyond this are a warning, on the page as in `redoguard show configuration` (Data
 /// Guard's default threshold). The page takes `?lag_threshold_s=` to watch a tighter one.
-pub const LAG_THRESHOLD_S: f64 = 30.0;
+/// The page's style, which the observer's page shares, is the `admin` crate's too.
+pub use admin::page::{LAG_THRESHOLD_S, PAGE_CSS};
 
 /// How long a gathered report is served again before asking the members anew: every open
 /// page asks each second, and the members should not be asked more often than that.
@@ -58,8 +59,6 @@ pub fn routes() -> Router<Arc<ServerState>> {
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const PAGE_JS: &str = include_str!("assets/page.js");
-/// The page's style, which the observer's page shares.
-pub const PAGE_CSS: &str = include_str!("assets/page.css");
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("assets/uPlot.min.css");
 

@@ -120,6 +120,23 @@ impl Inner {
             self.refuse(&mut conn, error);
             return;
         }
+        // A new standby adopts an identity only from a peer that has proved itself: by its
+        // certificate (TLS), or else as the primary reached at its configured address.
+        if local.database_id == 0
+            && let Some(vouch) = &self.vouch
+            && let Err(reason) = vouch(&hello, conn.peer)
+        {
+            self.refuse(
+                &mut conn,
+                ErrorMessage::new(
+                    ErrorCode::Unauthenticated,
+                    format!(
+                        "this new standby adopts no database identity from this peer: {reason}"
+                    ),
+                ),
+            );
+            return;
+        }
         if let Err(error) = self.redo.adopt_identity(DatabaseId(hello.database_id)) {
             self.refuse(&mut conn, ErrorMessage::new(ErrorCode::WrongDatabase, error.to_string()));
             return;

@@ -171,7 +171,16 @@ pub struct ReceiverContext {
     pub refusals: Arc<Refusals>,
     /// The address the listener is bound to, for status.
     pub listen: String,
+    /// Without TLS, what a new standby asks before it adopts the identity a hello gives (the
+    /// claimed primary, reached at its configured address, must say the same); none with
+    /// TLS, whose certificate proved the peer already.
+    pub vouch: Option<IdentityVoucher>,
 }
+
+/// Whether a new standby may adopt the identity of this hello's primary, connected from this
+/// address: `Err` says why not.
+pub type IdentityVoucher =
+    Arc<dyn Fn(&proto::Hello, std::net::SocketAddr) -> Result<(), String> + Send + Sync>;
 
 /// The standby's receiver: the port of a standby's redo listener.
 pub struct StandbyReceiver {
@@ -188,6 +197,7 @@ struct Inner {
     role_info: RoleInfoSource,
     refusals: Arc<Refusals>,
     listen: String,
+    vouch: Option<IdentityVoucher>,
     started: Instant,
     heard: Mutex<Heard>,
     shutdown: AtomicBool,
@@ -227,6 +237,7 @@ impl StandbyReceiver {
             role_info: context.role_info,
             refusals: context.refusals,
             listen: context.listen,
+            vouch: context.vouch,
             started: Instant::now(),
             heard: Mutex::new(Heard::default()),
             shutdown: AtomicBool::new(false),

@@ -146,7 +146,7 @@ impl<'a> Pair<'a> {
         SocketAddr::from((self.place.host(SITES[member]), self.ports[member].admin))
     }
 
-    fn status(&self, member: usize) -> anyhow::Result<server::ServerStatus> {
+    fn status(&self, member: usize) -> anyhow::Result<admin::ServerStatus> {
         status_at(self.admin(member))
     }
 
@@ -287,7 +287,8 @@ impl<'a> Pair<'a> {
     fn member_config(&self, member: usize) -> String {
         let role = if member == EAST { "primary" } else { "standby" };
         format!(
-            "# Written by `redoguard bench failover`.\n[redo]\nlog_file_size = \"16MiB\"\ngroups = 4\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{}",
+            "# Written by `redoguard bench failover`.\n{}[redo]\nlog_file_size = \"16MiB\"\ngroups = 4\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{}",
+            crate::bench_batch::INSECURE,
             MEMBERS[member],
             self.shared_config()
         )
@@ -295,7 +296,7 @@ impl<'a> Pair<'a> {
 
     fn observer_config(&self) -> String {
         format!(
-            "# Written by `redoguard bench failover`.\n[observer]\nname = \"{OBSERVER}\"\ndata_dir = \"{}\"\n[replication]\n{}",
+            "# Written by `redoguard bench failover`.\n# Protected mode off, as for the members (Redis Sentinel beside it runs open too).\n[observer]\nname = \"{OBSERVER}\"\ninsecure = true\ndata_dir = \"{}\"\n[replication]\n{}",
             self.dir.path().join(OBSERVER).display(),
             self.shared_config()
         )

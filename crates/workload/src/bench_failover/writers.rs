@@ -393,19 +393,38 @@ pub(crate) fn ask(addr: SocketAddr, args: &[&[u8]], timeout: Duration) -> anyhow
         .with_context(|| format!("cannot connect to {addr}"))?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        request.extend_from_slice(arg);
-        request.extend_from_slice(b"\r\n");
+    // With a password (the demo's servers): AUTH first, in the same write.
+    let password = crate::client::password();
+    let mut commands: Vec<&[&[u8]]> = Vec::new();
+    let auth: [&[u8]; 2] = [b"AUTH", password.as_deref().unwrap_or_default().as_bytes()];
+    if password.is_some() {
+        commands.push(&auth);
+    }
+    commands.push(args);
+    let mut request = Vec::new();
+    for args in &commands {
+        request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for arg in args.iter() {
+            request.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+            request.extend_from_slice(arg);
+            request.extend_from_slice(b"\r\n");
+        }
     }
     stream.write_all(&request)?;
     let limits = Limits { bulk_bytes_max: 64 << 20, ..Limits::default() };
     let mut buffer = BytesMut::with_capacity(64 << 10);
     let mut chunk = vec![0u8; 64 << 10];
+    let mut replies_left = commands.len();
     loop {
         if let Some(frame) = Frame::decode(&mut buffer, &limits)? {
-            return Ok(frame);
+            replies_left -= 1;
+            if replies_left == 0 {
+                return Ok(frame);
+            }
+            if let Frame::Error(error) = frame {
+                anyhow::bail!("{addr} refused the password: {}", String::from_utf8_lossy(&error));
+            }
+            continue;
         }
         let read = stream.read(&mut chunk).with_context(|| format!("reading from {addr}"))?;
         anyhow::ensure!(read > 0, "{addr} closed the connection");

@@ -71,14 +71,14 @@ pub(super) struct Deltas {
     wire_bytes_sent: u64,
 }
 
-pub(super) fn deltas(before: &server::ServerStatus, after: &server::ServerStatus) -> Deltas {
+pub(super) fn deltas(before: &admin::ServerStatus, after: &admin::ServerStatus) -> Deltas {
     let stat = |name: &str| after.metrics.stat(name).saturating_sub(before.metrics.stat(name));
-    let wait = |status: &server::ServerStatus| {
+    let wait = |status: &admin::ServerStatus| {
         status.metrics.wait("SYNC remote write").map_or((0, 0), |wait| (wait.count, wait.total_us))
     };
     let (count_before, us_before) = wait(before);
     let (count_after, us_after) = wait(after);
-    let writes = |status: &server::ServerStatus| {
+    let writes = |status: &admin::ServerStatus| {
         status
             .metrics
             .wait("log file parallel write")
@@ -102,8 +102,8 @@ pub(super) fn deltas(before: &server::ServerStatus, after: &server::ServerStatus
 /// A counter of the destinations' status, summed over them, after less before (a destination
 /// only in `after` counts whole).
 fn sent(
-    before: &server::ServerStatus,
-    after: &server::ServerStatus,
+    before: &admin::ServerStatus,
+    after: &admin::ServerStatus,
     counter: fn(&transport::DestinationStatus) -> u64,
 ) -> u64 {
     after
@@ -251,8 +251,8 @@ impl Bench<'_> {
     /// went wrong.
     pub(super) fn check_destination(
         mode: Mode,
-        before: &server::ServerStatus,
-        after: &server::ServerStatus,
+        before: &admin::ServerStatus,
+        after: &admin::ServerStatus,
         deltas: &Deltas,
     ) -> Vec<String> {
         let mut problems = Vec::new();

@@ -192,7 +192,7 @@ pub(super) struct Setup<'a> {
 
 impl Setup<'_> {
     /// The primary's status, read from its side.
-    pub(super) fn primary_status(&self) -> anyhow::Result<server::ServerStatus> {
+    pub(super) fn primary_status(&self) -> anyhow::Result<admin::ServerStatus> {
         status(self.network, Side::A, self.primary.admin_addr)
     }
 
@@ -230,9 +230,9 @@ pub(super) fn status(
     network: &Network,
     side: Side,
     admin: SocketAddr,
-) -> anyhow::Result<server::ServerStatus> {
+) -> anyhow::Result<admin::ServerStatus> {
     let body = network.run_in(side, move || {
-        server::status::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
+        admin::http_get(&admin.to_string(), "/status", Duration::from_secs(10))
     })??;
     serde_json::from_str(&body).context("parsing the server's status")
 }
@@ -295,7 +295,9 @@ impl Bench<'_> {
             standbys.push(server(
                 Side::B,
                 name,
-                standby_config(log_file_size, self.network.address(Side::B)) + &tls_section(name)?,
+                standby_config(log_file_size, self.network.address(Side::B))
+                    + &tls_section(name)?
+                    + if self.config.tls { "" } else { crate::bench_batch::INSECURE },
             )?);
         }
         let redo: Vec<Option<SocketAddr>> =

@@ -172,8 +172,8 @@ fn sample_lag(admin: SocketAddr, stop: &AtomicBool) -> (Histogram<u64>, Vec<Stri
     let address = admin.to_string();
     let mut next = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let sample = server::status::http_get(&address, "/status", Duration::from_secs(5))
-            .and_then(|body| Ok(serde_json::from_str::<server::ServerStatus>(&body)?));
+        let sample = admin::http_get(&address, "/status", Duration::from_secs(5))
+            .and_then(|body| Ok(serde_json::from_str::<admin::ServerStatus>(&body)?));
         match sample {
             Ok(status) => match status.replication.destinations.first() {
                 Some(destination) => {

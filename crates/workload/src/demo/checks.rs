@@ -46,7 +46,7 @@ pub async fn switch_and_wait_archived(
     standby_archive: &Path,
     limit: Duration,
 ) -> anyhow::Result<Vec<PathBuf>> {
-    server::status::http_post(&primary_admin.to_string(), "/logswitch", Duration::from_secs(60))?;
+    admin::http_post(&primary_admin.to_string(), "/logswitch", Duration::from_secs(60))?;
     let deadline = Instant::now() + limit;
     loop {
         let status = status_at(primary_admin)?;

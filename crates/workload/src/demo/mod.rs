@@ -62,6 +62,8 @@ pub struct DemoConfig {
     /// switchover (not under Maximum Protection, which fast-start failover does not run
     /// under).
     pub observer: bool,
+    /// No passwords (and, through `StandbyOptions::tls`, no TLS): `redoguard demo --insecure`.
+    pub insecure: bool,
 }
 
 /// How the demo's standby is protected.
@@ -83,6 +85,16 @@ fn make_certificates(certs: &Path, names: &[&str]) -> anyhow::Result<()> {
         names.iter().map(|name| (name.to_string(), Vec::new())).collect();
     tls::certs::write_set(certs, &names).map_err(anyhow::Error::msg)?;
     Ok(())
+}
+
+/// A throwaway password for the demo's servers and its Sentinel front: 24 random hex digits.
+fn throwaway_password() -> String {
+    (0..12).map(|_| format!("{:02x}", rand::random::<u8>())).collect()
+}
+
+/// A member's `[auth]` section: the demo's password for the Redis protocol.
+fn auth_section(password: &str) -> String {
+    format!("[auth]\nrequirepass = \"{password}\"\n")
 }
 
 /// The `[tls]` section of `name`, its files in `certs`.
@@ -312,7 +324,7 @@ impl Lags {
 
 /// The standby's lags as the primary's and the standby's status say.
 fn current_lags(
-    primary: &server::ServerStatus,
+    primary: &admin::ServerStatus,
     standby: Option<&ServerProcess>,
 ) -> Option<(f64, f64)> {
     let standby = standby?.status().ok()?;
@@ -342,6 +354,9 @@ pub async fn run(
         .data_dir
         .clone()
         .unwrap_or_else(|| throwaway.as_ref().expect("throwaway").path().to_path_buf());
+    // Its servers run secure, as a deployment's should: passwords here (and TLS for redo
+    // unless --no-tls); the sessions and checks authenticate.
+    crate::client::authenticate_with((!config.insecure).then(throwaway_password));
     let result = match &config.standby {
         Some(options) if config.observer => observed::run(&config, options, &root, progress).await,
         _ => single::run(&config, &root, progress).await,
@@ -490,7 +505,7 @@ impl Loaded {
 fn summary(
     loaded: &Loaded,
     elapsed: f64,
-    end_status: &server::ServerStatus,
+    end_status: &admin::ServerStatus,
     root: &Path,
 ) -> (DemoReportParts, BTreeMap<String, u64>) {
     let total = loaded.shared.total.lock();
@@ -636,7 +651,7 @@ fn close_phase(
     name: &str,
     shared: &Shared,
     (started, commits, redo): (Instant, u64, u64),
-    status: &server::ServerStatus,
+    status: &admin::ServerStatus,
 ) -> PhaseReport {
     let seconds = started.elapsed().as_secs_f64();
     let commits = shared.commits.load(Ordering::Relaxed) - commits;
@@ -657,8 +672,8 @@ fn close_phase(
 }
 
 fn top_wait_deltas(
-    before: &server::ServerStatus,
-    after: &server::ServerStatus,
+    before: &admin::ServerStatus,
+    after: &admin::ServerStatus,
     count: usize,
 ) -> Vec<(String, f64)> {
     let mut deltas: Vec<(String, f64)> = after

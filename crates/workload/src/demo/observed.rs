@@ -16,7 +16,8 @@ use anyhow::Context as _;
 use super::load::{self, Target};
 use super::{
     DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
-    SwitchoverReport, compare, drive, free_port, loopback, make_certificates, summary, tls_section,
+    SwitchoverReport, auth_section, compare, drive, free_port, loopback, make_certificates,
+    summary, tls_section,
 };
 use crate::process::{ServerProcess, status_at};
 
@@ -190,7 +191,7 @@ fn divergent_transactions(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir.join("diverged")) else { return 0 };
     entries
         .filter_map(Result::ok)
-        .filter_map(|entry| server::role::divergent::records(&entry.path()).ok())
+        .filter_map(|entry| db::divergent::records(&entry.path()).ok())
         .sum()
 }
 
@@ -210,13 +211,16 @@ pub async fn run(
         make_certificates(&certs, &[east.name, west.name, OBSERVER])?;
     }
     let tls = |name: &str| if options.tls { tls_section(&certs, name) } else { String::new() };
+    let password = crate::client::password();
+    let auth = password.as_deref().map(auth_section).unwrap_or_default();
     for (member, role) in [(&east, "primary"), (&west, "standby")] {
         std::fs::create_dir_all(&member.dir)?;
         // The same number of groups on both: either may be the standby.
         let text = format!(
-            "{}{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
+            "{}{}{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
             DEMO_CONFIG.replace("GROUPS", "4"),
             tls(member.name),
+            auth,
             member.name
         );
         std::fs::write(member.dir.join("demo.toml"), text)?;
@@ -226,8 +230,12 @@ pub async fn run(
     std::fs::write(
         observer_dir.join("observer.toml"),
         format!(
-            "[observer]\nname = \"{OBSERVER}\"\ndata_dir = \"{}\"\n\n{}\n[replication]\n{shared}",
+            "[observer]\nname = \"{OBSERVER}\"\ndata_dir = \"{}\"\n{}\n{}\n[replication]\n{shared}",
             observer_dir.join("data").display(),
+            password
+                .as_deref()
+                .map(|password| format!("requirepass = \"{password}\"\n"))
+                .unwrap_or_default(),
             tls(OBSERVER)
         ),
     )?;
@@ -249,7 +257,12 @@ pub async fn run(
     progress(&Progress::event(
         0.0,
         format!(
-            "east is the primary, west its standby; the observer answers Sentinel on {sentinel} (master '{NAME}'); watch it live: http://{east_admin}/  http://{west_admin}/"
+            "east is the primary, west its standby; the observer answers Sentinel on {sentinel} (master '{NAME}'); {}{}; watch it live: http://{east_admin}/  http://{west_admin}/",
+            match &password {
+                Some(password) => format!("clients and Sentinel take the password {password}"),
+                None => "NO PASSWORDS (--insecure)".to_string(),
+            },
+            if options.tls { ", redo runs over mutual TLS" } else { ", redo in clear" }
         ),
     ));
 

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, compare, drive,
+    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, auth_section, compare, drive,
     make_certificates, summary, tls_section, wait_applied_all_received,
 };
 use crate::process::ServerProcess;
@@ -43,7 +43,9 @@ pub async fn run(
     if tls {
         make_certificates(&certs, &["primary", "standby"])?;
     }
+    let auth = crate::client::password().as_deref().map(auth_section).unwrap_or_default();
     let with_tls = |text: String, name: &str| {
+        let text = text + &auth;
         if tls { text + &tls_section(&certs, name) } else { text }
     };
     // The standby first: the primary names its redo listener.

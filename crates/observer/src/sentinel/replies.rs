@@ -1,43 +1,34 @@
-//! The Redis Sentinel front: the part of the Sentinel protocol that client libraries use to
-//! find the primary (redis-py's `Sentinel`, Jedis, go-redis, ioredis), with the
-//! configuration's `name` as the master name.
-//!
-//! `PING`, `ROLE`, `INFO`, `SENTINEL get-master-addr-by-name | masters | master | replicas |
-//! slaves | sentinels`, `SUBSCRIBE`/`PSUBSCRIBE` (a `+switch-master <name> <old ip> <old port>
-//! <new ip> <new port>` message after every failover), `CLIENT SETNAME|SETINFO|GETNAME`,
-//! `QUIT`. Anything else gets `-ERR unknown command`. Connections are bounded in number and in
-//! what they may buffer.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! What the Sentinel front says about the configuration: `SENTINEL get-master-addr-by-name |
+//! masters | master | replicas | slaves | sentinels | myid`, `INFO` and `ROLE`, from what the
+//! observer knows (`decide::Shared`), with the configuration's `name` as the master name. An
+//! instance is a map (Redis Sentinel's `addReplySentinelRedisInstance`): a map in RESP3, a flat
+//! array of field and value in RESP2.
 
 use bytes::Bytes;
 use proto::WireRole;
-use resp::{Connection, Frame, Limits, ProtocolVersion};
+use resp::Frame;
 use roles::fast_start::Time;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 
 use crate::config::ObserverConfig;
 use crate::decide::Shared;
 
-const CONNECTIONS_MAX: usize = 256;
-const IDLE: Duration = Duration::from_secs(600);
+/// The observer's knowledge, as the front's sessions ask for it.
+pub struct Observed<'a> {
+    pub config: &'a ObserverConfig,
+    pub shared: &'a Shared,
+}
 
-pub async fn serve(listener: TcpListener, config: ObserverConfig, shared: Arc<Shared>) {
-    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
-    let config = Arc::new(config);
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
-        let (config, shared) = (config.clone(), shared.clone());
-        tokio::spawn(async move {
-            connection(stream, &config, &shared).await;
-            drop(permit);
-        });
+impl super::session::Knowledge for Observed<'_> {
+    fn sentinel(&self, args: &[String]) -> Frame {
+        sentinel(self.config, self.shared, args)
+    }
+
+    fn info(&self) -> String {
+        info(self.config, self.shared)
+    }
+
+    fn master_names(&self) -> Vec<String> {
+        vec![self.config.replication.name.clone()]
     }
 }
 
@@ -46,96 +37,13 @@ fn bulk(text: impl Into<String>) -> Frame {
 }
 
 fn pairs(fields: Vec<(&str, String)>) -> Frame {
-    Frame::Array(fields.into_iter().flat_map(|(key, value)| [bulk(key), bulk(value)]).collect())
+    Frame::Map(fields.into_iter().map(|(key, value)| (bulk(key), bulk(value))).collect())
 }
 
 fn host_port(address: &str) -> (String, String) {
     match address.rsplit_once(':') {
         Some((host, port)) => (host.to_string(), port.to_string()),
         None => (address.to_string(), String::new()),
-    }
-}
-
-async fn connection(stream: TcpStream, config: &ObserverConfig, shared: &Shared) {
-    let _ = stream.set_nodelay(true);
-    let limits =
-        Limits { bulk_bytes_max: 64 << 10, request_bytes_max: 1 << 20, ..Limits::default() };
-    let mut conn = Connection::new(stream, limits);
-    let mut switches = shared.switches.subscribe();
-    let mut channels: Vec<String> = Vec::new();
-    let mut patterns: Vec<String> = Vec::new();
-    loop {
-        let request = tokio::select! {
-            request = tokio::time::timeout(IDLE, conn.read_request()) => request,
-            switch = switches.recv(), if !channels.is_empty() || !patterns.is_empty() => {
-                let Ok(switch) = switch else { continue };
-                let channel = "+switch-master";
-                let message = if channels.iter().any(|name| name == channel) {
-                    Frame::Array(vec![bulk("message"), bulk(channel), bulk(switch)])
-                } else {
-                    let pattern = patterns.first().cloned().unwrap_or_default();
-                    Frame::Array(vec![bulk("pmessage"), bulk(pattern), bulk(channel), bulk(switch)])
-                };
-                if conn.write_reply(&message, ProtocolVersion::Resp2).await.is_err() {
-                    return;
-                }
-                continue;
-            }
-        };
-        let Ok(Ok(Some(request))) = request else { return };
-        let args: Vec<String> =
-            request.args().iter().map(|arg| String::from_utf8_lossy(arg).into_owned()).collect();
-        let Some(command) = args.first().map(|name| name.to_ascii_lowercase()) else { continue };
-        let reply = match command.as_str() {
-            "ping" if !channels.is_empty() || !patterns.is_empty() => {
-                Frame::Array(vec![bulk("pong"), bulk("")])
-            }
-            "ping" => Frame::simple("PONG"),
-            "quit" => {
-                let _ = conn.write_reply(&Frame::ok(), ProtocolVersion::Resp2).await;
-                return;
-            }
-            "client" => match args.get(1).map(|sub| sub.to_ascii_lowercase()).as_deref() {
-                Some("getname") => Frame::Null,
-                _ => Frame::ok(),
-            },
-            "role" => Frame::Array(vec![
-                bulk("sentinel"),
-                Frame::Array(vec![bulk(config.replication.name.clone())]),
-            ]),
-            "info" => bulk(info(config, shared)),
-            "subscribe" | "psubscribe" => {
-                let pattern = command == "psubscribe";
-                let mut replies = Vec::new();
-                for name in &args[1..] {
-                    let list = if pattern { &mut patterns } else { &mut channels };
-                    if !list.contains(name) {
-                        list.push(name.clone());
-                    }
-                    replies.push(Frame::Array(vec![
-                        bulk(command.clone()),
-                        bulk(name.clone()),
-                        Frame::Integer((channels.len() + patterns.len()) as i64),
-                    ]));
-                }
-                for reply in &replies[..replies.len().saturating_sub(1)] {
-                    conn.buffer_reply(reply, ProtocolVersion::Resp2);
-                }
-                replies.pop().unwrap_or_else(|| {
-                    Frame::error("ERR wrong number of arguments for 'subscribe' command")
-                })
-            }
-            "unsubscribe" | "punsubscribe" => {
-                channels.clear();
-                patterns.clear();
-                Frame::Array(vec![bulk(command.clone()), Frame::Null, Frame::Integer(0)])
-            }
-            "sentinel" => sentinel(config, shared, &args[1..]),
-            other => Frame::error(format!("ERR unknown command '{other}'")),
-        };
-        if conn.write_reply(&reply, ProtocolVersion::Resp2).await.is_err() {
-            return;
-        }
     }
 }
 
@@ -178,7 +86,11 @@ fn sentinel(config: &ObserverConfig, shared: &Shared, args: &[String]) -> Frame 
         "master" | "replicas" | "slaves" | "sentinels" => {
             Frame::error("ERR No such master with that name")
         }
-        other => Frame::error(format!("ERR unknown sentinel subcommand '{other}'")),
+        "myid" => bulk(config.observer.name.clone()),
+        other => Frame::error(format!(
+            "ERR unknown subcommand '{}'. Try SENTINEL HELP.",
+            other.chars().take(64).collect::<String>()
+        )),
     }
 }
 
