@@ -21,7 +21,6 @@ mod partition_support;
 mod replication_support;
 mod roles_support;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::Watchdog;
@@ -39,23 +38,11 @@ fn ready_for(cluster: &Cluster, observer: &str, primary: &'static str, target: &
     assert!(ok, "{observer} would not fail over to {target}\n{}", cluster.logs());
 }
 
-/// A POST to a member's admin API, with the token the member made in its data directory:
+/// A POST to a member's admin API (the admin client finds the member's own token on this host):
 /// (status code, body).
 fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
-    let token = std::fs::read_to_string(cluster.data_dir(member).join("admin-token")).unwrap();
-    let mut stream = std::net::TcpStream::connect(cluster.addr_of(member)).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(90))).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        cluster.addr_of(member),
-        token.trim()
-    )
-    .unwrap();
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).unwrap();
-    let code = reply.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
-    (code, reply)
+    admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+        .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
 }
 
 /// Hole 1, as issue 29 reproduced it with real partitions: east is cut from west and the

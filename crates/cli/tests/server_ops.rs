@@ -80,7 +80,7 @@ fn a_second_server_on_the_same_data_directory_is_refused() {
         Duration::from_secs(30),
     );
     assert!(!success, "a second server started: {stdout}");
-    let expected = format!("in use by another redoguard server (pid {})", first.pid());
+    let expected = format!("in use by another redoguard process (pid {})", first.pid());
     assert!(stderr.contains(&expected), "expected {expected:?} in:\n{stderr}");
     // The first one is unharmed.
     let mut client = first.redis();

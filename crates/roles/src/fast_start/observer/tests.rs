@@ -364,3 +364,24 @@ fn a_member_of_another_database_is_not_taken_for_one_of_the_configuration() {
         observer.views()["west"].error.as_deref().unwrap().contains("remove the observer's record")
     );
 }
+
+/// Issue 29, item 8: the observer logged "reinstating 'east' as a standby of 'east'" when its
+/// record of the primary was stale. It reinstates only a fenced member other than the primary,
+/// under a primary that answers as such.
+#[test]
+fn a_reinstate_is_asked_only_under_a_primary_that_answers_as_such() {
+    let (mut observer, mut disk, now) = armed();
+    // East answers fenced, and the observer still knows it as the primary: no reinstate.
+    let mut fenced = pong("east", WireRole::Primary, 1, &[]);
+    fenced.info.fenced_incarnation = 2;
+    answer(&mut observer, &mut disk, fenced.clone(), now);
+    let (effects, _) = observer.step(now, &mut disk.persist());
+    assert!(effects.iter().all(|effect| !matches!(effect, Effect::Reinstate { .. })), "{effects:?}");
+    // West answers as the primary of incarnation 2: east is reinstated under it.
+    answer(&mut observer, &mut disk, pong("west", WireRole::Primary, 2, &[]), now);
+    let (effects, _) = observer.step(now, &mut disk.persist());
+    assert!(
+        effects.contains(&Effect::Reinstate { old: "east".into(), primary: "west".into() }),
+        "{effects:?}"
+    );
+}
