@@ -4,7 +4,8 @@
 //! - Maximum Availability, today's logic: no write is acknowledged by a primary after a newer
 //!   one acknowledged one, and every acknowledged write is held by the newest primary, in every
 //!   state reachable within the bounds (CI: `cargo test -p roles --release --test model`; the
-//!   deep run: `REDOGUARD_MODEL_DEEP=1`, see docs/fast-start-failover.md for its figures).
+//!   deep run: `REDOGUARD_MODEL_DEEP=1` (and `REDOGUARD_MODEL_SECONDS`, default 6 h per
+//!   check; `REDOGUARD_MODEL_THREADS`), see docs/fast-start-failover.md for its figures).
 //! - The old logic, with one of issue 29's holes back at a time: the checker finds a
 //!   counterexample by itself, printed as the trace that docs/fast-start-failover.md shows.
 //! - Maximum Performance under its timing assumptions: never two primaries acknowledging.
@@ -27,11 +28,19 @@ fn deep() -> bool {
 
 /// How long one check may run: a bound for CI, hours for the deep run.
 fn budget() -> Duration {
-    Duration::from_secs(if deep() { 6 * 3600 } else { 50 })
+    let deep_seconds = std::env::var("REDOGUARD_MODEL_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or(6 * 3600);
+    Duration::from_secs(if deep() { deep_seconds } else { 50 })
 }
 
+/// Checker threads: every CPU, or `REDOGUARD_MODEL_THREADS`.
 fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |cpus| cpus.get())
+    std::env::var("REDOGUARD_MODEL_THREADS")
+        .ok()
+        .and_then(|threads| threads.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cpus| cpus.get()))
 }
 
 /// Checks `config` to `depth`: every property, state counts printed.
