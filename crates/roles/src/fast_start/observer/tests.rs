@@ -376,7 +376,10 @@ fn a_reinstate_is_asked_only_under_a_primary_that_answers_as_such() {
     fenced.info.fenced_incarnation = 2;
     answer(&mut observer, &mut disk, fenced.clone(), now);
     let (effects, _) = observer.step(now, &mut disk.persist());
-    assert!(effects.iter().all(|effect| !matches!(effect, Effect::Reinstate { .. })), "{effects:?}");
+    assert!(
+        effects.iter().all(|effect| !matches!(effect, Effect::Reinstate { .. })),
+        "{effects:?}"
+    );
     // West answers as the primary of incarnation 2: east is reinstated under it.
     answer(&mut observer, &mut disk, pong("west", WireRole::Primary, 2, &[]), now);
     let (effects, _) = observer.step(now, &mut disk.persist());
