@@ -135,6 +135,9 @@ pub struct ChaosArgs {
     /// The fast-start failover threshold.
     #[arg(long, default_value = "2s", value_parser = tools::units::parse_duration)]
     pub threshold: std::time::Duration,
+    /// The round-trip time of every link between the sites (linkemu).
+    #[arg(long, default_value = "1ms", value_parser = tools::units::parse_duration)]
+    pub rtt: std::time::Duration,
     /// The fault kinds rounds draw from: partition, one_way, kill, pause, observer_restart,
     /// primary_restart_partitioned, disk_full, switchover, failover (and quiet: none).
     #[arg(
@@ -155,6 +158,10 @@ pub struct ChaosArgs {
     /// counter-rollback (a counter set back to 0 on the primary).
     #[arg(long)]
     pub plant: Option<workload::bench_chaos::Plant>,
+    /// Copy the processes' logs of every round that broke a rule or did not settle into this
+    /// directory (round-N/NAME.log), for a look at what happened.
+    #[arg(long)]
+    pub keep_logs: Option<std::path::PathBuf>,
     /// Directory for the work files (a temporary directory is created inside it and removed;
     /// each member's data is on a tmpfs mounted inside it).
     #[arg(long, default_value = ".")]
@@ -423,10 +430,12 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 seed,
                 round: args.round_seconds,
                 threshold: args.threshold,
+                rtt: args.rtt,
                 faults: args.faults,
                 rounds_per_epoch: args.rounds_per_epoch,
                 settle_limit: args.settle_limit,
                 plant: args.plant,
+                keep_logs: args.keep_logs,
             };
             let started = std::time::Instant::now();
             let report = workload::bench_chaos::run(&config, |step| {

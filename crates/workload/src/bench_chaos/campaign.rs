@@ -50,11 +50,9 @@ pub(super) fn run(
         .tempdir_in(&config.dir)
         .with_context(|| format!("cannot create a directory in {}", config.dir.display()))?;
     progress(&format!("linkemu: a mesh of {SITES} sites (east, west, south, obs1, obs2, clients)"));
-    let mesh = linkemu::Mesh::up(
-        SITES,
-        linkemu::LinkConfig { rtt: Duration::from_millis(1), ..Default::default() },
-    )
-    .context("bringing the mesh up")?;
+    let mesh =
+        linkemu::Mesh::up(SITES, linkemu::LinkConfig { rtt: config.rtt, ..Default::default() })
+            .context("bringing the mesh up")?;
     // This thread reaches every site from the clients' one, which is never cut.
     let inside = linkemu::namespace::enter(mesh.namespace(SITE_CLIENTS))
         .context("entering the clients' site")?;
@@ -188,6 +186,19 @@ impl Campaign<'_> {
                 ));
             }
             let unsettled = result.unsettled.is_some();
+            if let Some(keep) = &self.config.keep_logs
+                && (unsettled || !result.violations.is_empty())
+            {
+                match keep_logs(&cluster, keep, plan.number) {
+                    Ok(to) => {
+                        progress(&format!("round {}: logs kept in {}", plan.number, to.display()))
+                    }
+                    Err(error) => progress(&format!(
+                        "round {}: keeping the logs failed: {error:#}",
+                        plan.number
+                    )),
+                }
+            }
             report.round_results.push(result);
             if unsettled {
                 ended_unsettled = true;
@@ -199,15 +210,21 @@ impl Campaign<'_> {
             }
         }
         clients.stop()?;
+        // What the last check judged is the epoch's record; what ended after it was not checked.
         let operations = &mut report.operations;
-        match (&last, ended_unsettled) {
-            (Some(verdict), false) => {
+        let checked = match &last {
+            Some(verdict) => {
                 operations.acknowledged += verdict.acknowledged;
                 operations.failed += verdict.failed;
                 operations.indeterminate += verdict.indeterminate;
                 operations.failed_but_present += verdict.failed_but_present;
+                operations.nowait_lost += verdict.nowait_lost;
+                verdict.acknowledged + verdict.failed + verdict.indeterminate
             }
-            _ => operations.unchecked += history.len() as u64,
+            None => 0,
+        };
+        if ended_unsettled {
+            operations.unchecked += (history.len() as u64).saturating_sub(checked);
         }
         Ok(())
     }
@@ -379,6 +396,22 @@ fn plant_fault(
     let reply = writers::ask(addr, &args, Duration::from_secs(10))?;
     anyhow::ensure!(!matches!(reply, Frame::Error(_)), "the planted fault was refused: {reply:?}");
     Ok(format!("PLANTED on {primary}: {what}"))
+}
+
+/// Copies every process's log to `<keep>/round-<number>/`; returns that directory.
+fn keep_logs(
+    cluster: &Cluster<'_>,
+    keep: &std::path::Path,
+    round: u32,
+) -> anyhow::Result<std::path::PathBuf> {
+    let to = keep.join(format!("round-{round}"));
+    std::fs::create_dir_all(&to).with_context(|| format!("cannot create {}", to.display()))?;
+    for name in MEMBERS.iter().map(|(name, _, _)| *name).chain(super::cluster::OBSERVERS) {
+        let from = cluster.log_path(name);
+        std::fs::copy(&from, to.join(format!("{name}.log")))
+            .with_context(|| format!("copying {}", from.display()))?;
+    }
+    Ok(to)
 }
 
 /// The end of every process's log.

@@ -88,6 +88,8 @@ pub struct Verdict {
     pub indeterminate: u64,
     /// Failed `SET`s whose value is on the final primary anyway.
     pub failed_but_present: u64,
+    /// `NOWAIT` writes acknowledged and lost, not by a deposed primary: what that mode allows.
+    pub nowait_lost: u64,
 }
 
 /// The keys the final state must hold values for: every key of a `SET` that was acknowledged
@@ -126,7 +128,7 @@ pub fn check(operations: &[Operation], state: &FinalState) -> Verdict {
         }
     }
     let present = |operation: &Operation| match &operation.request {
-        Request::Set { key, value } => {
+        Request::Set { key, value, .. } => {
             state.values.get(key).is_some_and(|held| held.as_deref() == Some(value.as_str()))
         }
         Request::Increment { .. } => false,
@@ -142,23 +144,31 @@ pub fn check(operations: &[Operation], state: &FinalState) -> Verdict {
         sets.clone().filter(|operation| operation.acknowledged() && present(operation)).collect();
     survivors.sort_by_key(|operation| operation.completed_us);
     for lost in sets.filter(|operation| operation.acknowledged() && !present(operation)) {
-        let before =
-            survivors.partition_point(|survivor| survivor.completed_us < lost.completed_us);
-        let last_survivor = before.checked_sub(1).map(|index| survivors[index]);
+        let after = survivors.partition_point(|survivor| survivor.completed_us < lost.completed_us);
+        let last_survivor = after.checked_sub(1).map(|index| survivors[index]);
+        let next_survivor = survivors.get(after);
+        let deposed = last_survivor.is_some_and(|survivor| survivor.member != lost.member)
+            && next_survivor.is_none_or(|survivor| survivor.member != lost.member);
+        let nowait = matches!(lost.request, Request::Set { nowait: true, .. });
+        if nowait && !deposed {
+            verdict.nowait_lost += 1;
+            continue;
+        }
         let held = state.values.get(lost.request.key()).cloned().flatten();
         let found = match held {
             Some(value) => format!("holds '{value}'"),
             None => "lacks it".to_string(),
         };
-        let violation = match last_survivor {
-            Some(survivor) if survivor.member != lost.member => Violation {
+        let violation = match last_survivor.filter(|_| deposed) {
+            Some(survivor) => Violation {
                 rule: Rule::DeposedWrite,
                 key: lost.request.key().to_string(),
                 member: lost.member.clone(),
                 acknowledged_us: lost.completed_us,
                 detail: format!(
-                    "{} acknowledged it to {} at {:.3} s, after {} had acknowledged {} (which survived) at {:.3} s; the final primary {} {found}",
+                    "{} acknowledged it{} to {} at {:.3} s, after {} had acknowledged {} (which survived) at {:.3} s; the final primary {} {found}",
                     lost.member,
+                    if nowait { " (NOWAIT)" } else { "" },
                     lost.client,
                     seconds(lost.completed_us),
                     survivor.member,
@@ -274,7 +284,7 @@ mod tests {
         fn set(mut self, key: &str, member: &str, at: (u64, u64), outcome: Outcome) -> Made {
             self.0.push(Operation {
                 client: "c".into(),
-                request: Request::Set { key: key.into(), value: key.into() },
+                request: Request::Set { key: key.into(), value: key.into(), nowait: false },
                 member: member.into(),
                 invoked_us: at.0,
                 completed_us: at.1,
@@ -359,6 +369,42 @@ mod tests {
         let verdict = check(&history.0, &state(&["a", "c", "e"], 0));
         assert_eq!(rules(&verdict), [(Rule::DeposedWrite, "d")]);
         assert!(verdict.violations[0].detail.contains("after west had acknowledged c"));
+    }
+
+    #[test]
+    fn a_nowait_write_lost_breaks_only_the_deposed_rule() {
+        let nowait = |mut made: Made| {
+            if let Some(Operation { request: Request::Set { nowait, .. }, .. }) = made.0.last_mut()
+            {
+                *nowait = true;
+            }
+            made
+        };
+        // Lost with its primary (a crash before it was durable): what NOWAIT allows.
+        let crash =
+            nowait(Made(Vec::new()).set("a", "east", (0, 10), OK).set("b", "east", (20, 30), OK))
+                .set("c", "west", (100, 110), OK);
+        let verdict = check(&crash.0, &state(&["a", "c"], 0));
+        assert!(verdict.violations.is_empty(), "{verdict:?}");
+        assert_eq!(verdict.nowait_lost, 1);
+        // Acknowledged by east while west was acknowledging: never allowed.
+        let split = Made(Vec::new()).set("a", "east", (0, 10), OK).set("c", "west", (90, 100), OK);
+        let split = nowait(split.set("d", "east", (95, 150), OK)).set("e", "west", (160, 170), OK);
+        let verdict = check(&split.0, &state(&["a", "c", "e"], 0));
+        assert_eq!(rules(&verdict), [(Rule::DeposedWrite, "d")]);
+        assert!(verdict.violations[0].detail.contains("(NOWAIT)"));
+    }
+
+    #[test]
+    fn a_primary_back_after_a_switchover_that_loses_its_first_write_lost_it_itself() {
+        // east, then west (switchover), then east again, whose first write is lost with it.
+        let history = Made(Vec::new())
+            .set("a", "east", (0, 10), OK)
+            .set("b", "west", (20, 30), OK)
+            .set("c", "east", (40, 50), OK)
+            .set("d", "east", (60, 70), OK);
+        let verdict = check(&history.0, &state(&["a", "b", "d"], 0));
+        assert_eq!(rules(&verdict), [(Rule::LostWrite, "c")]);
     }
 
     #[test]

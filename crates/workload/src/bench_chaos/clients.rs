@@ -5,7 +5,9 @@
 //! still acknowledging).
 //!
 //! Each client writes in a closed loop, one operation in flight, [`PACE`] between them: three
-//! `SET key key` (every key unique) and one `INCR` of a counter shared by every client. A
+//! `SET key key` (every key unique) and one `INCR` of a counter shared by every client. One
+//! more direct client per member writes only `SET`s on a connection in `COMMITMODE NOWAIT`
+//! (acknowledged before the redo is durable: what a deposed primary must not do either). A
 //! Sentinel client asks `SENTINEL get-master-addr-by-name` of the first observer that answers,
 //! follows `+switch-master` on both, and after any error asks again; a direct client
 //! reconnects to its member. An error reply that says the member did not run the command
@@ -121,10 +123,11 @@ async fn run(targets: Targets, history: Arc<History>, stop: watch::Receiver<bool
     }
     let targets = Arc::new(targets);
     let mut clients = tokio::task::JoinSet::new();
-    let mut spawn = |name: String, direct: Option<SocketAddr>, number: usize| {
+    let mut spawn = |name: String, direct: Option<SocketAddr>, nowait: bool, number: usize| {
         let client = OneClient {
             name,
             direct,
+            nowait,
             number,
             targets: targets.clone(),
             history: history.clone(),
@@ -135,10 +138,11 @@ async fn run(targets: Targets, history: Arc<History>, stop: watch::Receiver<bool
         clients.spawn(client.run());
     };
     for number in 0..SENTINEL_CLIENTS {
-        spawn(format!("sentinel-{number}"), None, number);
+        spawn(format!("sentinel-{number}"), None, false, number);
     }
     for (number, (name, addr)) in targets.members.iter().enumerate() {
-        spawn(format!("direct-{name}"), Some(*addr), SENTINEL_CLIENTS + number);
+        spawn(format!("direct-{name}"), Some(*addr), false, SENTINEL_CLIENTS + number);
+        spawn(format!("nowait-{name}"), Some(*addr), true, SENTINEL_CLIENTS + number);
     }
     while clients.join_next().await.is_some() {}
     followers.abort_all();
@@ -148,6 +152,8 @@ struct OneClient {
     name: String,
     /// A direct client's member; `None`: through Sentinel.
     direct: Option<SocketAddr>,
+    /// Writes only `SET`s, in `COMMITMODE NOWAIT`.
+    nowait: bool,
     number: usize,
     targets: Arc<Targets>,
     history: Arc<History>,
@@ -192,13 +198,13 @@ impl OneClient {
     fn next_request(&mut self) -> Request {
         let sequence = self.sequence;
         self.sequence += 1;
-        if sequence % 4 == 3 {
+        if sequence % 4 == 3 && !self.nowait {
             Request::Increment {
                 counter: self.targets.counter((self.number + sequence as usize) % COUNTERS),
             }
         } else {
             let key = format!("{}:{}:{sequence}", self.targets.prefix, self.name);
-            Request::Set { value: key.clone(), key }
+            Request::Set { value: key.clone(), key, nowait: self.nowait }
         }
     }
 
@@ -209,6 +215,13 @@ impl OneClient {
         else {
             return None;
         };
+        if self.nowait {
+            let mode =
+                tokio::time::timeout(COMMAND_TIMEOUT, client.command(&[b"COMMITMODE", b"NOWAIT"]));
+            if !matches!(mode.await, Ok(Ok(Frame::Simple(_)))) {
+                return None;
+            }
+        }
         let member = self.targets.member_at(addr);
         loop {
             if *self.stop.borrow() {
@@ -224,7 +237,9 @@ impl OneClient {
             let invoked_us = self.history.now_us();
             let reply = {
                 let (first, second, third): (&[u8], &[u8], Option<&[u8]>) = match &request {
-                    Request::Set { key, value } => (b"SET", key.as_bytes(), Some(value.as_bytes())),
+                    Request::Set { key, value, .. } => {
+                        (b"SET", key.as_bytes(), Some(value.as_bytes()))
+                    }
                     Request::Increment { counter } => (b"INCR", counter.as_bytes(), None),
                 };
                 let mut args = vec![first, second];
@@ -346,7 +361,7 @@ mod tests {
 
     #[test]
     fn replies_are_judged_as_done_not_done_or_unknown() {
-        let set = Request::Set { key: "k".into(), value: "k".into() };
+        let set = Request::Set { key: "k".into(), value: "k".into(), nowait: false };
         let incr = Request::Increment { counter: "n".into() };
         assert_eq!(judge(&set, Frame::ok()), (Outcome::Ok { value: None }, true));
         assert_eq!(judge(&incr, Frame::Integer(7)), (Outcome::Ok { value: Some(7) }, true));
@@ -375,6 +390,7 @@ mod tests {
         let mut client = OneClient {
             name: "sentinel-1".into(),
             direct: None,
+            nowait: false,
             number: 1,
             targets: Arc::new(Targets {
                 sentinels: Vec::new(),
@@ -390,7 +406,11 @@ mod tests {
         let requests: Vec<Request> = (0..8).map(|_| client.next_request()).collect();
         assert_eq!(
             requests[0],
-            Request::Set { key: "e1:sentinel-1:0".into(), value: "e1:sentinel-1:0".into() }
+            Request::Set {
+                key: "e1:sentinel-1:0".into(),
+                value: "e1:sentinel-1:0".into(),
+                nowait: false
+            }
         );
         assert_eq!(requests[3], Request::Increment { counter: "e1:counter:0".into() });
         assert_eq!(requests[7], Request::Increment { counter: "e1:counter:0".into() });

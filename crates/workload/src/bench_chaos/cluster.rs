@@ -26,7 +26,7 @@ pub(crate) const SITE_CLIENTS: usize = MEMBERS.len() + OBSERVERS.len();
 /// Sites in the mesh.
 pub(crate) const SITES: usize = SITE_CLIENTS + 1;
 /// Each member's file system.
-pub(crate) const TMPFS_BYTES: u64 = 384 << 20;
+pub(crate) const TMPFS_BYTES: u64 = 128 << 20;
 /// What `disk_full` writes into a member's file system.
 const FILLER: &str = "filler";
 /// How long a status or Sentinel answer may take.
@@ -335,45 +335,70 @@ impl<'m> Cluster<'m> {
 
     /// What every member's file and the observers' share.
     fn shared_config(&self) -> String {
-        let mut text = format!(
-            "name = \"{NAME}\"\nprotection_mode = \"maximum_availability\"\n[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}ms\"\nauto_reinstate = true\ntarget = [\"east\", \"west\"]\n",
-            self.settings.threshold.as_millis()
-        );
-        for observer in &self.observers {
-            text += &format!(
-                "[[replication.observers]]\nname = \"{}\"\nsentinel = \"{}\"\n",
-                observer.name, observer.sentinel
-            );
-        }
-        for (member, (name, transport, _)) in self.members.iter().zip(MEMBERS) {
-            let host = self.mesh.address(member.site);
-            let ports = member.ports;
-            text += &format!(
-                "[[replication.members]]\nname = \"{name}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{transport}\"\naffirm = true\nnet_timeout = \"{}ms\"\nreopen = \"200ms\"\n",
-                ports.resp,
-                ports.admin,
-                ports.redo,
-                self.settings.net_timeout.as_millis()
-            );
-        }
-        text
+        let members: Vec<(std::net::Ipv4Addr, Ports)> = self
+            .members
+            .iter()
+            .map(|member| (self.mesh.address(member.site), member.ports))
+            .collect();
+        let observers: Vec<(&str, SocketAddr)> =
+            self.observers.iter().map(|observer| (observer.name, observer.sentinel)).collect();
+        shared_config(&self.settings, &members, &observers)
     }
 
-    /// A member's file: small logs, a checkpoint a second, everything else the defaults.
     fn member_config(&self, index: usize) -> String {
-        let (name, _, role) = MEMBERS[index];
-        format!(
-            "# Written by `redoguard bench chaos`.\n[redo]\nlog_file_size = \"4MiB\"\ngroups = 4\n[db]\ncheckpoint_interval = \"1s\"\n[replication]\nmember = \"{name}\"\nrole = \"{role}\"\n{}",
-            self.shared_config()
-        )
+        member_config(index, &self.shared_config())
     }
 
     fn observer_config(&self, name: &str) -> String {
-        format!(
-            "# Written by `redoguard bench chaos`.\n[observer]\nname = \"{name}\"\n[replication]\n{}",
-            self.shared_config()
-        )
+        observer_config(name, &self.shared_config())
     }
+}
+
+/// The `[replication]` section every file shares: the members in [`MEMBERS`]' order at their
+/// addresses, the observers with their Sentinel addresses.
+fn shared_config(
+    settings: &ClusterSettings,
+    members: &[(std::net::Ipv4Addr, Ports)],
+    observers: &[(&str, SocketAddr)],
+) -> String {
+    let targets: Vec<String> = MEMBERS
+        .iter()
+        .filter(|(_, transport, _)| *transport == "sync")
+        .map(|(name, _, _)| format!("\"{name}\""))
+        .collect();
+    let mut text = format!(
+        "name = \"{NAME}\"\nprotection_mode = \"maximum_availability\"\n[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}ms\"\nauto_reinstate = true\ntarget = [{}]\n",
+        settings.threshold.as_millis(),
+        targets.join(", ")
+    );
+    for (name, sentinel) in observers {
+        text +=
+            &format!("[[replication.observers]]\nname = \"{name}\"\nsentinel = \"{sentinel}\"\n");
+    }
+    for ((host, ports), (name, transport, _)) in members.iter().zip(MEMBERS) {
+        text += &format!(
+            "[[replication.members]]\nname = \"{name}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{transport}\"\naffirm = true\nnet_timeout = \"{}ms\"\nreopen = \"200ms\"\n",
+            ports.resp,
+            ports.admin,
+            ports.redo,
+            settings.net_timeout.as_millis()
+        );
+    }
+    text
+}
+
+/// A member's file: small logs, a checkpoint a second, everything else the defaults.
+fn member_config(index: usize, shared: &str) -> String {
+    let (name, _, role) = MEMBERS[index];
+    format!(
+        "# Written by `redoguard bench chaos`.\n[redo]\nlog_file_size = \"4MiB\"\ngroups = 4\n[db]\ncheckpoint_interval = \"1s\"\n[replication]\nmember = \"{name}\"\nrole = \"{role}\"\n{shared}"
+    )
+}
+
+fn observer_config(name: &str, shared: &str) -> String {
+    format!(
+        "# Written by `redoguard bench chaos`.\n[observer]\nname = \"{name}\"\n[replication]\n{shared}"
+    )
 }
 
 impl Drop for Cluster<'_> {
@@ -390,5 +415,47 @@ impl Drop for Cluster<'_> {
             }
         }
         // Then the fields: the file systems are unmounted, the directory removed.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configurations_parse_as_the_server_and_observer_read_them() {
+        let settings = ClusterSettings {
+            binary: "redoguard".into(),
+            threshold: Duration::from_secs(2),
+            net_timeout: Duration::from_secs(2),
+        };
+        let members: Vec<(std::net::Ipv4Addr, Ports)> = (0..MEMBERS.len())
+            .map(|site| {
+                let base = 7000 + 3 * site as u16;
+                (
+                    std::net::Ipv4Addr::new(198, 19, 0, site as u8 + 1),
+                    Ports { resp: base, admin: base + 1, redo: base + 2 },
+                )
+            })
+            .collect();
+        let observers: Vec<(&str, SocketAddr)> = OBSERVERS
+            .iter()
+            .enumerate()
+            .map(|(number, name)| (*name, SocketAddr::from(([198, 19, 0, 4 + number as u8], 7100))))
+            .collect();
+        let shared = shared_config(&settings, &members, &observers);
+        for index in 0..MEMBERS.len() {
+            let config = server::ServerConfig::parse(&member_config(index, &shared)).unwrap();
+            config.validate().unwrap();
+            assert!(config.replication.fast_start_failover.enabled);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for name in OBSERVERS {
+            let path = dir.path().join(format!("{name}.toml"));
+            std::fs::write(&path, observer_config(name, &shared)).unwrap();
+            let config = observer::ObserverConfig::load(&path).unwrap();
+            assert_eq!(config.replication.observers.len(), 2);
+            assert_eq!(config.replication.fast_start_failover.target, ["east", "west"]);
+        }
     }
 }

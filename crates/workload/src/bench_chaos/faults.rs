@@ -16,12 +16,15 @@ use serde::Serialize;
 
 /// Most faults in one round.
 pub const FAULTS_PER_ROUND_MAX: usize = 2;
+/// Most sides a partition moves through.
+pub const PARTITION_PHASES_MAX: usize = 3;
 
 /// What a fault does, in general.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
-    /// A full partition: a subset of the processes' sites cut from the rest, both ways.
+    /// A full partition: a subset of the processes' sites cut from the rest, both ways; it
+    /// may move once or twice during the fault (another subset each time).
     Partition,
     /// Asymmetric cuts: one to three directions between two processes' sites dropped.
     OneWay,
@@ -131,9 +134,10 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Fault {
-    /// `side` cut from every other process, both ways (the clients reach everyone).
+    /// Each side in turn (for an equal share of the fault's time) cut from every other
+    /// process, both ways (the clients reach everyone).
     Partition {
-        side: Vec<Role>,
+        sides: Vec<Vec<Role>>,
     },
     /// Packets from the first of each pair to the second are dropped; the other way goes on.
     OneWay {
@@ -187,7 +191,11 @@ fn roles(roles: &[Role]) -> String {
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Fault::Partition { side } => write!(f, "partition {{{}}} from the rest", roles(side)),
+            Fault::Partition { sides } => {
+                let sides: Vec<String> =
+                    sides.iter().map(|side| format!("{{{}}}", roles(side))).collect();
+                write!(f, "partition {} from the rest", sides.join(", then "))
+            }
             Fault::OneWay { cuts } => {
                 let cuts: Vec<String> = cuts
                     .iter()
@@ -276,18 +284,34 @@ pub fn plan(seed: u64, rounds: u32, kinds: &[FaultKind], phase_ms: u64) -> Vec<R
     (1..=rounds).map(|number| round(seed, number, kinds, phase_ms)).collect()
 }
 
+/// One side of a partition: half the time one process alone (the cases that matter most: a
+/// primary, a target or an observer cut off), else any non-empty proper subset.
+fn side(rng: &mut StdRng) -> Vec<Role> {
+    if rng.random_bool(0.5) {
+        return vec![Role::ALL[rng.random_range(0..Role::ALL.len())]];
+    }
+    let mut all = Role::ALL.to_vec();
+    all.shuffle(rng);
+    let size = rng.random_range(1..Role::ALL.len());
+    let mut side = all[..size].to_vec();
+    side.sort();
+    side
+}
+
 fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64) -> ScheduledFault {
-    let start_ms = rng.random_range(0..=phase_ms / 4);
-    let duration_ms = rng.random_range(phase_ms / 4..=phase_ms - start_ms);
+    // A restart or a command is one moment, anywhere in the phase; the others last.
+    let instant =
+        matches!(kind, FaultKind::ObserverRestart | FaultKind::Switchover | FaultKind::Failover);
+    let (start_ms, duration_ms) = if instant {
+        (rng.random_range(0..=phase_ms * 3 / 4), 0)
+    } else {
+        let start_ms = rng.random_range(0..=phase_ms / 4);
+        (start_ms, rng.random_range(phase_ms / 4..=phase_ms - start_ms))
+    };
     let fault = match kind {
         FaultKind::Partition => {
-            // A non-empty proper subset of the processes: 1..=4 of 5.
-            let mut all = Role::ALL.to_vec();
-            all.shuffle(rng);
-            let size = rng.random_range(1..Role::ALL.len());
-            let mut side = all[..size].to_vec();
-            side.sort();
-            Fault::Partition { side }
+            let phases = rng.random_range(1..=PARTITION_PHASES_MAX);
+            Fault::Partition { sides: (0..phases).map(|_| side(rng)).collect() }
         }
         FaultKind::OneWay => {
             let count = rng.random_range(1..=3);
@@ -363,8 +387,11 @@ mod tests {
                 assert!(scheduled.start_ms + scheduled.duration_ms <= 8000, "{round}");
                 assert!(scheduled.duration_ms >= 2000, "{round}");
                 match &scheduled.fault {
-                    Fault::Partition { side } => {
-                        assert!(!side.is_empty() && side.len() < Role::ALL.len(), "{round}")
+                    Fault::Partition { sides } => {
+                        assert!((1..=PARTITION_PHASES_MAX).contains(&sides.len()), "{round}");
+                        for side in sides {
+                            assert!(!side.is_empty() && side.len() < Role::ALL.len(), "{round}")
+                        }
                     }
                     Fault::OneWay { cuts } => {
                         assert!((1..=3).contains(&cuts.len()));
@@ -377,6 +404,12 @@ mod tests {
         assert!(counts[1] > 50 && counts[2] > 50, "both one and two faults: {counts:?}");
         // A single kind gives one fault a round.
         assert!(plan(7, 20, &[FaultKind::Kill], 8000).iter().all(|round| round.faults.len() == 1));
+        // A restart or a command is a moment, anywhere but the last quarter.
+        for round in plan(7, 50, &[FaultKind::ObserverRestart, FaultKind::Failover], 8000) {
+            for scheduled in &round.faults {
+                assert!(scheduled.duration_ms == 0 && scheduled.start_ms <= 6000, "{round}");
+            }
+        }
     }
 
     #[test]

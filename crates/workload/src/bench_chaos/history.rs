@@ -12,8 +12,14 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "command")]
 pub enum Request {
-    /// `SET key value`: every key is written once, by one operation.
-    Set { key: String, value: String },
+    /// `SET key value`: every key is written once, by one operation; `nowait`: on a
+    /// connection in `COMMITMODE NOWAIT` (acknowledged before its redo is durable).
+    Set {
+        key: String,
+        value: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        nowait: bool,
+    },
     /// `INCR counter`: counters are shared by every client.
     Increment { counter: String },
 }
@@ -47,6 +53,7 @@ pub enum Outcome {
 pub struct Operation {
     /// Which client (`sentinel-0`, `direct-east`).
     pub client: String,
+    #[serde(flatten)]
     pub request: Request,
     /// The member it was sent to.
     pub member: String,
@@ -155,7 +162,7 @@ mod tests {
     ) -> Operation {
         Operation {
             client: client.into(),
-            request: Request::Set { key: key.into(), value: key.into() },
+            request: Request::Set { key: key.into(), value: key.into(), nowait: false },
             member: "east".into(),
             invoked_us,
             completed_us,

@@ -94,6 +94,8 @@ pub struct ChaosConfig {
     pub round: Duration,
     /// The fast-start failover threshold. Bounds: 500ms..=1min.
     pub threshold: Duration,
+    /// The round-trip time of every link of the mesh. Bounds: 0..=500ms.
+    pub rtt: Duration,
     /// The kinds each round draws from. Bounds: at least one.
     pub faults: Vec<FaultKind>,
     /// Rounds per epoch (fresh processes and data). Bounds: 1..=100.
@@ -101,6 +103,9 @@ pub struct ChaosConfig {
     /// How long the configuration may take to settle after a round. Bounds: 10s..=1h.
     pub settle_limit: Duration,
     pub plant: Option<Plant>,
+    /// Where to copy the processes' logs of each round that broke a rule or did not settle
+    /// (`<dir>/round-<n>/<process>.log`). Default: nowhere.
+    pub keep_logs: Option<PathBuf>,
 }
 
 impl ChaosConfig {
@@ -121,6 +126,11 @@ impl ChaosConfig {
             "threshold: {:?} is outside 500ms..=1min",
             self.threshold
         );
+        anyhow::ensure!(
+            self.rtt <= Duration::from_millis(500),
+            "rtt: {:?} is over 500ms",
+            self.rtt
+        );
         anyhow::ensure!(!self.faults.is_empty(), "faults: give at least one fault kind");
         anyhow::ensure!(
             (1..=ROUNDS_PER_EPOCH_MAX).contains(&self.rounds_per_epoch),
@@ -139,11 +149,12 @@ impl ChaosConfig {
     pub fn replay(&self) -> String {
         let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
         format!(
-            "redoguard bench chaos --seed {} --rounds {} --round-seconds {} --threshold {}ms --faults {} --rounds-per-epoch {}{} --dir DIR --json FILE",
+            "redoguard bench chaos --seed {} --rounds {} --round-seconds {} --threshold {}ms --rtt {}ms --faults {} --rounds-per-epoch {}{} --dir DIR --json FILE",
             self.seed,
             self.rounds,
             self.round.as_secs_f64(),
             self.threshold.as_millis(),
+            self.rtt.as_millis(),
             faults.join(","),
             self.rounds_per_epoch,
             self.plant.map_or(String::new(), |plant| format!(" --plant {}", plant.name()))
@@ -170,10 +181,12 @@ mod tests {
             seed: 1,
             round: Duration::from_secs(8),
             threshold: Duration::from_secs(2),
+            rtt: Duration::from_millis(1),
             faults: FaultKind::ALL.to_vec(),
             rounds_per_epoch: 10,
             settle_limit: Duration::from_secs(90),
             plant: None,
+            keep_logs: None,
         }
     }
 
@@ -205,7 +218,7 @@ mod tests {
                 .replay();
         assert!(
             replay.contains(
-                "--seed 77 --rounds 10 --round-seconds 8 --threshold 2000ms --faults kill,one_way"
+                "--seed 77 --rounds 10 --round-seconds 8 --threshold 2000ms --rtt 1ms --faults kill,one_way"
             ),
             "{replay}"
         );

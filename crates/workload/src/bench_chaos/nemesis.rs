@@ -64,10 +64,19 @@ pub(crate) fn timeline(
             actions.push((end, Action::Uncut(b, a)));
         };
         match &scheduled.fault {
-            Fault::Partition { side } => {
-                for inside in side {
-                    for outside in Role::ALL.iter().filter(|role| !side.contains(role)) {
-                        both_ways(&mut actions, names[inside], names[outside]);
+            Fault::Partition { sides } => {
+                let share = scheduled.duration_ms / sides.len() as u64;
+                for (phase, side) in sides.iter().enumerate() {
+                    let from = start + phase as u64 * share;
+                    let to = if phase + 1 == sides.len() { end } else { from + share };
+                    for inside in side {
+                        for outside in Role::ALL.iter().filter(|role| !side.contains(role)) {
+                            let (a, b) = (names[inside], names[outside]);
+                            actions.push((from, Action::Cut(a, b)));
+                            actions.push((from, Action::Cut(b, a)));
+                            actions.push((to, Action::Uncut(a, b)));
+                            actions.push((to, Action::Uncut(b, a)));
+                        }
                     }
                 }
             }
@@ -302,7 +311,7 @@ mod tests {
     fn a_partition_cuts_every_pair_across_it_both_ways_and_ends_them() {
         let actions = timeline(
             &plan(vec![(
-                Fault::Partition { side: vec![Role::Primary, Role::ActiveObserver] },
+                Fault::Partition { sides: vec![vec![Role::Primary, Role::ActiveObserver]] },
                 100,
                 2000,
             )]),
@@ -318,6 +327,22 @@ mod tests {
         );
         assert!(!cuts.contains(&&Action::Cut("east", "obs1")), "same side");
         assert_eq!(actions.iter().filter(|(at, _)| *at == 2100).count(), 12);
+    }
+
+    #[test]
+    fn a_moving_partition_ends_each_side_as_the_next_begins() {
+        let sides = vec![vec![Role::Primary], vec![Role::SyncStandby]];
+        let actions = timeline(&plan(vec![(Fault::Partition { sides }, 0, 4000)]), &roles());
+        let at = |ms: u64| -> Vec<&Action> {
+            actions.iter().filter(|(at, _)| *at == ms).map(|(_, action)| action).collect()
+        };
+        assert_eq!(at(0).len(), 8, "east from 4 others, both ways");
+        // At 2 s east's cuts end first, then west's begin (the counts see them in this order).
+        let middle = at(2000);
+        assert_eq!(middle.len(), 16);
+        assert!(matches!(middle[0], Action::Uncut(..)) && matches!(middle[15], Action::Cut(..)));
+        assert!(middle[8..].contains(&&Action::Cut("west", "east")));
+        assert_eq!(at(4000).len(), 8);
     }
 
     #[test]

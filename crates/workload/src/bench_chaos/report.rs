@@ -59,6 +59,8 @@ pub struct Operations {
     pub indeterminate: u64,
     /// Failed writes found on the primary all the same (see `checker`).
     pub failed_but_present: u64,
+    /// NOWAIT writes acknowledged and lost as that mode allows (not by a deposed primary).
+    pub nowait_lost: u64,
     /// Operations of epochs whose last round did not settle: not checked.
     pub unchecked: u64,
 }
@@ -168,11 +170,12 @@ pub fn render(report: &ChaosReport) -> String {
     let operations = &report.operations;
     let _ = writeln!(
         out,
-        "operations: {} acknowledged, {} failed, {} indeterminate; {} failed writes present anyway; {} not checked",
+        "operations: {} acknowledged, {} failed, {} indeterminate; {} failed writes present anyway; {} NOWAIT writes lost as NOWAIT allows; {} not checked",
         operations.acknowledged,
         operations.failed,
         operations.indeterminate,
         operations.failed_but_present,
+        operations.nowait_lost,
         operations.unchecked
     );
     let _ = writeln!(out, "replay: {}", report.replay);

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use server::role::gate::GateState;
+use transport::Phase;
 
 use super::cluster::{Cluster, MEMBERS, OBSERVERS};
 
@@ -165,7 +166,16 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
         look.waiting_for.push(format!("{primary} is isolated"));
         ready = false;
     }
-    for (name, _, _) in MEMBERS.iter().filter(|(name, _, _)| *name != primary) {
+    for (name, transport, _) in MEMBERS.iter().filter(|(name, _, _)| *name != primary) {
+        // Caught up as the primary sees it: a SYNC standby synchronized, an ASYNC one
+        // streaming. (An ASYNC standby's own `caught_up` comes with heartbeats, which a
+        // primary under a steady load does not send it: it may stay false.)
+        let wanted = if *transport == "sync" { Phase::Synchronized } else { Phase::Streaming };
+        let shipped = status
+            .replication
+            .destinations
+            .iter()
+            .any(|destination| destination.name == *name && destination.phase == wanted);
         let follows = statuses.get(name).is_some_and(|status| {
             status
                 .roles
@@ -174,11 +184,13 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
                 && status.replication.standby.as_ref().is_some_and(|standby| {
                     standby.primary_member.as_deref() == Some(primary)
                         && standby.connected
-                        && standby.caught_up
+                        && (standby.caught_up || *transport == "async")
                 })
         });
-        if !follows {
-            look.waiting_for.push(format!("{name} is not a caught-up standby of {primary}"));
+        if !(follows && shipped) {
+            look.waiting_for.push(format!(
+                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {primary}: {shipped})"
+            ));
             ready = false;
         }
     }
