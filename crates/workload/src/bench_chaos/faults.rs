@@ -233,7 +233,11 @@ pub struct ScheduledFault {
 
 impl fmt::Display for ScheduledFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at +{} ms for {} ms", self.fault, self.start_ms, self.duration_ms)
+        write!(f, "{} at +{} ms", self.fault, self.start_ms)?;
+        if self.duration_ms > 0 {
+            write!(f, " for {} ms", self.duration_ms)?;
+        }
+        Ok(())
     }
 }
 
