@@ -4,7 +4,7 @@
 //! `rounds_per_epoch` rounds, or early when the configuration does not settle (the rest of its
 //! rounds go on in the next epoch).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use super::clients::{Clients, Targets};
 use super::cluster::{Cluster, ClusterSettings, MEMBERS, NAME, SITE_CLIENTS, SITES};
 use super::faults::{self, RoundPlan};
 use super::history::{self, History, Request};
-use super::report::{ChaosReport, RoundResult};
+use super::report::{ChaosReport, RoundResult, VIOLATIONS_KEPT_MAX};
 use super::settle::{Settled, settle};
 use super::{ChaosConfig, Plant, nemesis};
 use crate::bench_failover::writers;
@@ -28,6 +28,8 @@ const NET_TIMEOUT: Duration = Duration::from_secs(2);
 const START_LIMIT: Duration = Duration::from_secs(120);
 /// Acknowledged writes the clients must have before the first round.
 const WARM_WRITES: usize = 20;
+/// Violations a round's progress lines show.
+const VIOLATIONS_PRINTED_MAX: usize = 5;
 /// Keys per `MGET` when reading the final state.
 const READ_BATCH_MAX: usize = 500;
 
@@ -169,14 +171,14 @@ impl Campaign<'_> {
                     result.primary_after.as_deref().unwrap_or("?"),
                     result.settle_s,
                     result.without_writes_s,
-                    result.violations.len()
+                    result.violation_count
                 ),
             };
             progress(&line);
             for note in &result.notes {
                 progress(&format!("round {}:   {note}", plan.number));
             }
-            for violation in &result.violations {
+            for violation in result.violations.iter().take(VIOLATIONS_PRINTED_MAX) {
                 progress(&format!(
                     "round {}: VIOLATION {} {}: {}",
                     plan.number,
@@ -185,9 +187,17 @@ impl Campaign<'_> {
                     violation.detail
                 ));
             }
+            if result.violation_count > VIOLATIONS_PRINTED_MAX as u64 {
+                progress(&format!(
+                    "round {}: … and {} more violation(s) ({:?})",
+                    plan.number,
+                    result.violation_count - VIOLATIONS_PRINTED_MAX as u64,
+                    result.violations_by_rule
+                ));
+            }
             let unsettled = result.unsettled.is_some();
             if let Some(keep) = &self.config.keep_logs
-                && (unsettled || !result.violations.is_empty())
+                && (unsettled || result.violation_count > 0)
             {
                 match keep_logs(&cluster, keep, plan.number) {
                     Ok(to) => {
@@ -274,6 +284,8 @@ impl Campaign<'_> {
             without_writes_s: 0.0,
             acknowledged: 0,
             primary_after: None,
+            violation_count: 0,
+            violations_by_rule: BTreeMap::new(),
             violations: Vec::new(),
             unsettled: None,
             notes: Vec::new(),
@@ -302,7 +314,12 @@ impl Campaign<'_> {
         let verdict = checker::check(&operations, &state);
         for violation in &verdict.violations {
             if seen.insert(violation.identity()) {
-                result.violations.push(violation.clone());
+                result.violation_count += 1;
+                let rule = violation.rule.name().to_string();
+                *result.violations_by_rule.entry(rule).or_default() += 1;
+                if result.violations.len() < VIOLATIONS_KEPT_MAX {
+                    result.violations.push(violation.clone());
+                }
             }
         }
         *last = Some(verdict);

@@ -8,6 +8,11 @@ use serde::Serialize;
 use tools::bench::plot::{BarPanel, Figure, Group, Limit, LimitValue};
 
 use super::checker::Violation;
+
+/// Violations kept in full per round (the JSON); the rest are counted.
+pub const VIOLATIONS_KEPT_MAX: usize = 20;
+/// Violations the table shows per round.
+const VIOLATIONS_SHOWN_MAX: usize = 3;
 use super::faults::FaultKind;
 use crate::bench_failover::median;
 
@@ -33,7 +38,10 @@ pub struct RoundResult {
     pub acknowledged: u64,
     /// The primary once settled.
     pub primary_after: Option<String>,
-    /// The violations first found after this round.
+    /// How many violations were first found after this round, per rule, and the first
+    /// [`VIOLATIONS_KEPT_MAX`] of them in full.
+    pub violation_count: u64,
+    pub violations_by_rule: BTreeMap<String, u64>,
     pub violations: Vec<Violation>,
     /// Why the configuration did not settle (the epoch ended there).
     pub unsettled: Option<String>,
@@ -46,6 +54,7 @@ pub struct RoundResult {
 pub struct FaultSummary {
     pub rounds: u64,
     pub violations: u64,
+    pub rounds_with_violations: u64,
     pub unsettled: u64,
     pub without_writes_p50_s: f64,
     pub without_writes_max_s: f64,
@@ -78,8 +87,10 @@ pub struct ChaosReport {
     pub faults: Vec<FaultKind>,
     /// A fault the campaign itself planted to show the checker catches it (`--plant`).
     pub plant: Option<String>,
-    /// Violations found (each once).
+    /// Violations found (each once: one broken rule on one key), and the rounds they were
+    /// found after.
     pub violations: u64,
+    pub rounds_with_violations: u64,
     /// Rounds after which the configuration did not settle.
     pub unsettled: u64,
     pub by_fault: BTreeMap<FaultKind, FaultSummary>,
@@ -97,13 +108,14 @@ impl ChaosReport {
     /// Fills the totals and the summaries from `round_results`.
     pub fn summarise(&mut self) {
         self.rounds = self.round_results.len() as u64;
-        self.violations =
-            self.round_results.iter().map(|round| round.violations.len() as u64).sum();
+        self.violations = self.round_results.iter().map(|round| round.violation_count).sum();
+        self.rounds_with_violations =
+            self.round_results.iter().filter(|round| round.violation_count > 0).count() as u64;
         self.unsettled =
             self.round_results.iter().filter(|round| round.unsettled.is_some()).count() as u64;
         self.by_rule.clear();
-        for violation in self.round_results.iter().flat_map(|round| &round.violations) {
-            *self.by_rule.entry(violation.rule.name().to_string()).or_default() += 1;
+        for (rule, count) in self.round_results.iter().flat_map(|round| &round.violations_by_rule) {
+            *self.by_rule.entry(rule.clone()).or_default() += count;
         }
         let mut silences: BTreeMap<FaultKind, Vec<f64>> = BTreeMap::new();
         self.by_fault.clear();
@@ -111,7 +123,8 @@ impl ChaosReport {
             for kind in &round.kinds {
                 let summary = self.by_fault.entry(*kind).or_default();
                 summary.rounds += 1;
-                summary.violations += round.violations.len() as u64;
+                summary.violations += round.violation_count;
+                summary.rounds_with_violations += u64::from(round.violation_count > 0);
                 summary.unsettled += u64::from(round.unsettled.is_some());
                 if round.unsettled.is_none() {
                     silences.entry(*kind).or_default().push(round.without_writes_s);
@@ -142,10 +155,11 @@ pub fn render(report: &ChaosReport) -> String {
     );
     let _ = writeln!(
         out,
-        "  {:<28} {:>6} {:>10} {:>9} {:>22} {:>22}",
+        "  {:<28} {:>6} {:>10} {:>12} {:>9} {:>22} {:>22}",
         "fault",
         "rounds",
         "violations",
+        "(in rounds)",
         "unsettled",
         "without writes p50 s",
         "without writes max s"
@@ -153,10 +167,11 @@ pub fn render(report: &ChaosReport) -> String {
     for (kind, summary) in &report.by_fault {
         let _ = writeln!(
             out,
-            "  {:<28} {:>6} {:>10} {:>9} {:>22.2} {:>22.2}",
+            "  {:<28} {:>6} {:>10} {:>12} {:>9} {:>22.2} {:>22.2}",
             kind.name(),
             summary.rounds,
             summary.violations,
+            summary.rounds_with_violations,
             summary.unsettled,
             summary.without_writes_p50_s,
             summary.without_writes_max_s
@@ -164,8 +179,8 @@ pub fn render(report: &ChaosReport) -> String {
     }
     let _ = writeln!(
         out,
-        "  {:<28} {:>6} {:>10} {:>9}",
-        "all", report.rounds, report.violations, report.unsettled
+        "  {:<28} {:>6} {:>10} {:>12} {:>9}",
+        "all", report.rounds, report.violations, report.rounds_with_violations, report.unsettled
     );
     let operations = &report.operations;
     let _ = writeln!(
@@ -180,15 +195,35 @@ pub fn render(report: &ChaosReport) -> String {
     );
     let _ = writeln!(out, "replay: {}", report.replay);
     for round in &report.round_results {
-        for violation in &round.violations {
+        if round.violation_count > 0 {
+            let rules: Vec<String> = round
+                .violations_by_rule
+                .iter()
+                .map(|(rule, count)| format!("{count} {rule}"))
+                .collect();
             let _ = writeln!(
                 out,
-                "VIOLATION after round {} ({}): {} {}: {}",
+                "VIOLATIONS after round {} ({}; roles at its start: {}): {}",
                 round.number,
                 round.faults.join("; "),
+                round.roles_at_start,
+                rules.join(", ")
+            );
+        }
+        for violation in round.violations.iter().take(VIOLATIONS_SHOWN_MAX) {
+            let _ = writeln!(
+                out,
+                "  {} {}: {}",
                 violation.rule.name(),
                 violation.key,
                 violation.detail
+            );
+        }
+        if round.violation_count > VIOLATIONS_SHOWN_MAX as u64 {
+            let _ = writeln!(
+                out,
+                "  … and {} more (the JSON keeps {VIOLATIONS_KEPT_MAX} a round)",
+                round.violation_count - VIOLATIONS_SHOWN_MAX as u64
             );
         }
         if let Some(reason) = &round.unsettled {
@@ -237,14 +272,14 @@ pub fn figure(report: &ChaosReport) -> Figure {
                 }],
             },
             BarPanel {
-                title: "Rounds, violations and rounds that did not settle".into(),
+                title: "Rounds, rounds with violations and rounds that did not settle".into(),
                 y_label: "count".into(),
                 log_y: false,
-                series: vec!["rounds".into(), "violations".into(), "unsettled".into()],
+                series: vec!["rounds".into(), "rounds with violations".into(), "unsettled".into()],
                 groups: groups(&|summary| {
                     vec![
                         Some(summary.rounds as f64),
-                        Some(summary.violations as f64),
+                        Some(summary.rounds_with_violations as f64),
                         Some(summary.unsettled as f64),
                     ]
                 }),
@@ -278,6 +313,12 @@ mod tests {
             without_writes_s: silence,
             acknowledged: 10,
             primary_after: None,
+            violation_count: violations as u64,
+            violations_by_rule: if violations > 0 {
+                [("lost_write".to_string(), violations as u64)].into()
+            } else {
+                BTreeMap::new()
+            },
             violations: (0..violations)
                 .map(|index| Violation {
                     rule: Rule::LostWrite,
@@ -308,6 +349,7 @@ mod tests {
         assert_eq!((report.rounds, report.violations, report.unsettled), (4, 2, 1));
         let kill = &report.by_fault[&FaultKind::Kill];
         assert_eq!((kill.rounds, kill.violations, kill.unsettled), (3, 2, 0));
+        assert_eq!((kill.rounds_with_violations, report.rounds_with_violations), (1, 1));
         assert_eq!((kill.without_writes_p50_s, kill.without_writes_max_s), (2.0, 3.0));
         let partition = &report.by_fault[&FaultKind::Partition];
         assert_eq!((partition.rounds, partition.unsettled), (2, 1));
@@ -318,7 +360,7 @@ mod tests {
         assert_eq!(json["violations"], 2);
         let text = render(&report);
         assert!(
-            text.contains("VIOLATION after round 2") && text.contains("UNSETTLED after round 3"),
+            text.contains("VIOLATIONS after round 2") && text.contains("UNSETTLED after round 3"),
             "{text}"
         );
         assert!(figure(&report).to_svg().unwrap().contains("<svg"));
