@@ -120,7 +120,7 @@ fn a_planted_lost_write_is_reported_as_a_violation() {
         Duration::from_secs(120),
     );
     assert!(!ran.success, "a planted violation must fail the run:\n{}", ran.stdout);
-    assert!(ran.stderr.contains("1 violation(s)"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("1 violation(s), 0 round(s)"), "{}", ran.stderr);
     assert_eq!(ran.report["violations"], 1, "{}", ran.report);
     assert_eq!(ran.report["by_rule"]["lost_write"], 1, "{}", ran.report);
     assert_eq!(ran.report["by_fault"]["quiet"]["violations"], 1, "{}", ran.report);
@@ -157,6 +157,7 @@ fn a_short_campaign_of_real_faults_finds_no_violation() {
     assert_eq!(report["rounds"], CI_ROUNDS, "{report}");
     assert_eq!(report["violations"], 0, "{report}");
     assert_eq!(report["unsettled"], 0, "{report}");
+    assert!(report["failures"].as_array().unwrap().is_empty(), "{report}");
     assert!(report["operations"]["acknowledged"].as_u64().unwrap() > 100, "{report}");
     let by_fault = report["by_fault"].as_object().unwrap();
     assert!(!by_fault.is_empty(), "{report}");

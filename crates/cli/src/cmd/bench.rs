@@ -448,10 +448,11 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 &workload::bench_chaos::figure(&report),
             )?;
             anyhow::ensure!(
-                report.violations == 0 && report.unsettled == 0,
-                "{} violation(s) and {} round(s) that did not settle (see VIOLATION and UNSETTLED above); replay: {}",
+                report.violations == 0 && report.unsettled == 0 && report.failures.is_empty(),
+                "{} violation(s), {} round(s) that did not settle and {} failure(s) (see VIOLATIONS, UNSETTLED and FAILED above); replay: {}",
                 report.violations,
                 report.unsettled,
+                report.failures.len(),
                 report.replay
             );
             Ok(())

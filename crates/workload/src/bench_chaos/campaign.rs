@@ -72,7 +72,6 @@ pub(super) fn run(
     let mut plans: VecDeque<RoundPlan> =
         faults::plan(config.seed, config.rounds, &config.faults, phase_ms).into();
     let campaign = Campaign { config, mesh: &mesh, work: work.path(), began };
-    let mut outcome = Ok(());
     while !plans.is_empty() {
         report.epochs += 1;
         let take = plans.len().min(config.rounds_per_epoch as usize);
@@ -80,7 +79,10 @@ pub(super) fn run(
         if let Err(error) =
             campaign.epoch(report.epochs, &mut epoch_plans, &mut report, &mut progress)
         {
-            outcome = Err(error);
+            // What ran so far is still reported (an interrupt too).
+            let failure = format!("epoch {}: {error:#}", report.epochs);
+            progress(&format!("FAILED: {failure}"));
+            report.failures.push(failure);
             break;
         }
         // Rounds an unsettled epoch did not run go first in the next one.
@@ -93,7 +95,7 @@ pub(super) fn run(
     drop(inside);
     drop(mesh);
     drop(work);
-    outcome.map(|()| report)
+    Ok(report)
 }
 
 struct Campaign<'a> {

@@ -229,7 +229,7 @@ pub(crate) fn run(
                         }
                         broker::transitions::failover(&admin, &to, false, true)?;
                     }
-                    Ok(format!("{:.1} s", started.elapsed().as_secs_f64()))
+                    Ok(format!("done in {:.1} s", started.elapsed().as_secs_f64()))
                 });
                 commands.push((what.clone(), thread));
                 Ok(Some(format!("began {what}")))
@@ -292,7 +292,7 @@ pub(crate) fn heal(
             continue;
         }
         match thread.join() {
-            Ok(Ok(took)) => notes.push(format!("{what}: done in {took}")),
+            Ok(Ok(outcome)) => notes.push(format!("{what}: {outcome}")),
             Ok(Err(error)) => notes.push(format!("{what}: refused or failed: {error:#}")),
             Err(_) => notes.push(format!("{what}: its thread panicked")),
         }

@@ -101,6 +101,9 @@ pub struct ChaosReport {
     /// The command that replays this campaign's faults.
     pub replay: String,
     pub round_results: Vec<RoundResult>,
+    /// Why the campaign stopped before its last round (an epoch that could not start, a check
+    /// that could not read the primary, an interrupt).
+    pub failures: Vec<String>,
     pub elapsed_s: f64,
 }
 
@@ -234,6 +237,9 @@ pub fn render(report: &ChaosReport) -> String {
                 round.faults.join("; ")
             );
         }
+    }
+    for failure in &report.failures {
+        let _ = writeln!(out, "FAILED: {failure}");
     }
     out
 }
