@@ -165,6 +165,13 @@ impl Campaign<'_> {
                 number,
                 &mut last,
             )?;
+            let mut result = result;
+            for (earlier, count) in attribute(&mut report.round_results, &mut result, number) {
+                progress(&format!(
+                    "round {}: {count} violation(s) found now were acknowledged in round {earlier}",
+                    plan.number
+                ));
+            }
             let line = match &result.unsettled {
                 Some(reason) => format!("round {}: NOT SETTLED: {reason}", plan.number),
                 None => format!(
@@ -334,15 +341,55 @@ impl Campaign<'_> {
                 result.violation_count += 1;
                 let rule = violation.rule.name().to_string();
                 *result.violations_by_rule.entry(rule).or_default() += 1;
-                if result.violations.len() < VIOLATIONS_KEPT_MAX {
-                    result.violations.push(violation.clone());
-                }
+                // All of them for now: `attribute` may move some to an earlier round.
+                result.violations.push(violation.clone());
             }
         }
         *last = Some(verdict);
         result.notes = notes;
         Ok(result)
     }
+}
+
+/// Moves each of `result`'s violations whose offending acknowledgement came before `result`'s
+/// round began to the round of the same epoch it came in (a check finds some only after a
+/// later round: a counter goes back when the new primary next answers), then keeps the first
+/// [`VIOLATIONS_KEPT_MAX`] in full; returns how many went to which round.
+fn attribute(
+    earlier: &mut [RoundResult],
+    result: &mut RoundResult,
+    epoch: u32,
+) -> BTreeMap<u32, u64> {
+    let began_us = |round: &RoundResult| (round.started_s * 1e6) as u64;
+    let start = began_us(result);
+    let (mut kept, mut moved) = (Vec::new(), BTreeMap::new());
+    for violation in std::mem::take(&mut result.violations) {
+        let home = earlier
+            .iter_mut()
+            .rev()
+            .take_while(|round| round.epoch == epoch)
+            .find(|round| began_us(round) <= violation.acknowledged_us);
+        match home.filter(|_| violation.acknowledged_us < start) {
+            Some(round) => {
+                round.violation_count += 1;
+                *round.violations_by_rule.entry(violation.rule.name().to_string()).or_default() +=
+                    1;
+                if round.violations.len() < VIOLATIONS_KEPT_MAX {
+                    round.violations.push(violation.clone());
+                }
+                *moved.entry(round.number).or_default() += 1;
+                if let Some(count) = result.violations_by_rule.get_mut(violation.rule.name()) {
+                    *count -= 1;
+                }
+            }
+            None => kept.push(violation),
+        }
+    }
+    result.violations_by_rule.retain(|_, count| *count > 0);
+    result.violation_count -= moved.values().sum::<u64>();
+    kept.truncate(VIOLATIONS_KEPT_MAX);
+    result.violations = kept;
+    moved
 }
 
 /// Kills and starts again every member whose admin API does not answer; their names.
@@ -471,4 +518,64 @@ fn logs(cluster: &Cluster<'_>) -> String {
         .chain(super::cluster::OBSERVERS)
         .map(|name| format!("--- {name}:\n{}\n", cluster.log_tail(name, 12)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench_chaos::checker::Violation;
+
+    fn round(number: u32, epoch: u32, started_s: f64) -> RoundResult {
+        RoundResult {
+            number,
+            epoch,
+            faults: Vec::new(),
+            kinds: Vec::new(),
+            roles_at_start: String::new(),
+            started_s,
+            settle_s: 0.0,
+            without_writes_s: 0.0,
+            acknowledged: 0,
+            primary_after: None,
+            violation_count: 0,
+            violations_by_rule: BTreeMap::new(),
+            violations: Vec::new(),
+            unsettled: None,
+            notes: Vec::new(),
+        }
+    }
+
+    fn violation(rule: Rule, at_s: f64) -> Violation {
+        Violation {
+            rule,
+            key: "k".into(),
+            member: "east".into(),
+            acknowledged_us: (at_s * 1e6) as u64,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_violation_goes_to_the_round_of_its_acknowledgement_in_the_same_epoch() {
+        let mut earlier = vec![round(1, 1, 5.0), round(2, 2, 10.0), round(3, 2, 20.0)];
+        let mut result = round(4, 2, 30.0);
+        result.violations = vec![
+            violation(Rule::CounterWentBack, 25.0),
+            violation(Rule::LostWrite, 31.0),
+            violation(Rule::LostWrite, 12.0),
+            // Before the epoch's first round: stays where it was found.
+            violation(Rule::LostWrite, 6.0),
+        ];
+        result.violation_count = 4;
+        result.violations_by_rule =
+            [("counter_went_back".to_string(), 1), ("lost_write".to_string(), 3)].into();
+        let moved = attribute(&mut earlier, &mut result, 2);
+        assert_eq!(moved, [(2, 1), (3, 1)].into());
+        assert_eq!(result.violation_count, 2);
+        assert_eq!(result.violations_by_rule, [("lost_write".to_string(), 2)].into());
+        assert_eq!(result.violations.len(), 2);
+        assert_eq!((earlier[1].violation_count, earlier[2].violation_count), (1, 1));
+        assert_eq!(earlier[2].violations_by_rule["counter_went_back"], 1);
+        assert_eq!(earlier[0].violation_count, 0, "another epoch");
+    }
 }

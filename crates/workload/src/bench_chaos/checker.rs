@@ -53,7 +53,8 @@ pub struct Violation {
     /// The key or counter.
     pub key: String,
     /// The member that acknowledged the offending operation, and when (µs since the campaign
-    /// began).
+    /// began): the lost write, the counter's highest value, or the answer a counter went back
+    /// from.
     pub member: String,
     pub acknowledged_us: u64,
     /// What happened, for a person.
@@ -249,11 +250,12 @@ fn check_counters(operations: &[Operation], state: &FinalState, verdict: &mut Ve
             let went_back = earlier.is_some_and(|(largest, _)| *value <= largest);
             if went_back && !offending {
                 let (largest, by) = earlier.expect("went back from something");
+                // The culprit is the earlier answer, which the counter no longer includes.
                 verdict.violations.push(Violation {
                     rule: Rule::CounterWentBack,
                     key: counter.to_string(),
-                    member: operation.member.clone(),
-                    acknowledged_us: operation.completed_us,
+                    member: by.member.clone(),
+                    acknowledged_us: by.completed_us,
                     detail: format!(
                         "{} answered {value} to {} at {:.3} s for an INCR sent at {:.3} s, after {} had answered {largest} to {} at {:.3} s",
                         operation.member,
