@@ -40,6 +40,7 @@ pub(crate) struct Params {
     pub(crate) loss_per_2_32: AtomicU64,
     pub(crate) queue_bytes: AtomicU64,
     pub(crate) framing_bytes: AtomicU64,
+    /// Both directions are cut.
     pub(crate) cut: AtomicBool,
 }
 
@@ -175,12 +176,14 @@ impl StopSignal {
 }
 
 impl Direction {
-    /// Starts forwarding from `from` to `to`. `seed` makes loss and jitter reproducible.
+    /// Starts forwarding from `from` to `to`. `seed` makes loss and jitter reproducible;
+    /// `one_way_cut` cuts this direction alone (the other goes on).
     pub(crate) fn start(
         label: &'static str,
         from: Arc<Tun>,
         to: Arc<Tun>,
         params: Arc<Params>,
+        one_way_cut: Arc<AtomicBool>,
         stop: Arc<StopSignal>,
         seed: u64,
     ) -> io::Result<Direction> {
@@ -188,9 +191,9 @@ impl Direction {
         let line = Arc::new(DelayLine::default());
         let reader = {
             let (counters, line) = (counters.clone(), line.clone());
-            std::thread::Builder::new()
-                .name(format!("linkemu-{label}-in"))
-                .spawn(move || read_loop(&from, &params, &line, &counters, &stop, seed))?
+            std::thread::Builder::new().name(format!("linkemu-{label}-in")).spawn(move || {
+                read_loop(&from, &params, &one_way_cut, &line, &counters, &stop, seed)
+            })?
         };
         let writer = {
             let (counters, line) = (counters.clone(), line.clone());
@@ -240,9 +243,16 @@ struct Bottleneck {
 }
 
 impl Bottleneck {
-    /// The packet's arrival time at the far end, or why it is dropped.
-    fn admit(&mut self, now: Instant, wire_bytes: u64, params: &Params) -> Result<Instant, Drop> {
-        if params.cut.load(Ordering::Relaxed) {
+    /// The packet's arrival time at the far end, or why it is dropped (`one_way_cut`: this
+    /// direction alone is cut).
+    fn admit(
+        &mut self,
+        now: Instant,
+        wire_bytes: u64,
+        params: &Params,
+        one_way_cut: bool,
+    ) -> Result<Instant, Drop> {
+        if one_way_cut || params.cut.load(Ordering::Relaxed) {
             return Err(Drop::Cut);
         }
         let loss = params.loss_per_2_32.load(Ordering::Relaxed);
@@ -284,6 +294,7 @@ enum Drop {
 fn read_loop(
     from: &Tun,
     params: &Params,
+    one_way_cut: &AtomicBool,
     line: &DelayLine,
     counters: &Counters,
     stop: &StopSignal,
@@ -313,7 +324,8 @@ fn read_loop(
             add(&counters.bytes_in, ip_bytes);
             let framing = params.framing_bytes.load(Ordering::Relaxed);
             let wire = tun::wire_bytes(packet, framing);
-            match bottleneck.admit(Instant::now(), wire, params) {
+            let cut_here = one_way_cut.load(Ordering::Relaxed);
+            match bottleneck.admit(Instant::now(), wire, params, cut_here) {
                 Err(Drop::Cut) => add(&counters.dropped_cut, 1),
                 Err(Drop::Loss) => add(&counters.dropped_loss, 1),
                 Err(Drop::Queue) => add(&counters.dropped_queue, 1),
@@ -518,8 +530,8 @@ mod tests {
         let mut model = bottleneck(start);
         // 8 Mbit/s: 1000 bytes take 1 ms on the line.
         let params = params(8_000_000, 10, 0, 1 << 20);
-        let first = model.admit(start, 1000, &params).ok().unwrap();
-        let second = model.admit(start, 1000, &params).ok().unwrap();
+        let first = model.admit(start, 1000, &params, false).ok().unwrap();
+        let second = model.admit(start, 1000, &params, false).ok().unwrap();
         assert_eq!(first - start, Duration::from_millis(11));
         assert_eq!(second - start, Duration::from_millis(12));
     }
@@ -530,11 +542,11 @@ mod tests {
         let mut model = bottleneck(start);
         let params = params(8_000_000, 0, 0, 3000);
         for _ in 0..3 {
-            assert!(model.admit(start, 1000, &params).is_ok());
+            assert!(model.admit(start, 1000, &params, false).is_ok());
         }
-        assert!(matches!(model.admit(start, 1000, &params), Err(Drop::Queue)));
+        assert!(matches!(model.admit(start, 1000, &params, false), Err(Drop::Queue)));
         // Once the line has sent one packet, there is room again.
-        assert!(model.admit(start + Duration::from_millis(1), 1000, &params).is_ok());
+        assert!(model.admit(start + Duration::from_millis(1), 1000, &params, false).is_ok());
     }
 
     #[test]
@@ -549,7 +561,7 @@ mod tests {
             // Packets 20 ms apart: farther than the jitter range, so each delay is free;
             // closer packets are held back by their predecessors (no overtaking).
             let now = start + Duration::from_millis(step * 20);
-            let due = model.admit(now, 100, &params).ok().unwrap();
+            let due = model.admit(now, 100, &params, false).ok().unwrap();
             assert!(due >= previous, "packet {step} overtakes its predecessor");
             previous = due;
             earliest = earliest.min(due - now);
@@ -590,6 +602,15 @@ mod tests {
         let mut model = bottleneck(start);
         let params = params(0, 0, 0, 1 << 20);
         params.cut.store(true, Ordering::Relaxed);
-        assert!(matches!(model.admit(start, 100, &params), Err(Drop::Cut)));
+        assert!(matches!(model.admit(start, 100, &params, false), Err(Drop::Cut)));
+    }
+
+    #[test]
+    fn a_one_way_cut_drops_this_direction_only() {
+        let start = Instant::now();
+        let mut model = bottleneck(start);
+        let params = params(0, 0, 0, 1 << 20);
+        assert!(matches!(model.admit(start, 100, &params, true), Err(Drop::Cut)));
+        assert!(model.admit(start, 100, &params, false).is_ok());
     }
 }

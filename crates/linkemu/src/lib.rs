@@ -277,6 +277,8 @@ impl Link {
                 link.tuns[from].clone(),
                 link.tuns[to].clone(),
                 link.params.clone(),
+                // A link is cut both ways or not at all (`Link::cut`); a mesh cuts one way too.
+                Arc::new(AtomicBool::new(false)),
                 link.stop.clone(),
                 seed,
             )

@@ -5,7 +5,8 @@
 //! Site `i` has the address `198.19.0.(i + 1)` (on its loopback); for every other site `j` it
 //! has a TUN device `mesh<j>` and a route to `j`'s address through it. One forwarder per pair
 //! moves packets between the two TUN devices with the configured delay, rate and loss, and a
-//! cut drops every packet of that pair only.
+//! cut drops every packet of that pair only: both ways ([`Mesh::cut`]), or one way
+//! ([`Mesh::cut_one_way`]: `a` no longer reaches `b` while `b`'s packets still reach `a`).
 //!
 //! Names: `rglm<pid>x<n>s<i>` per site, unique per process and mesh; everything is deleted when
 //! the mesh drops.
@@ -26,11 +27,21 @@ pub const SITES_MAX: usize = 8;
 
 static MESHES_MADE: AtomicU32 = AtomicU32::new(0);
 
-/// One pair's link.
+/// One pair's link, between sites `a < b`.
 struct Pair {
     params: Arc<Params>,
+    /// `a → b`, then `b → a`.
     directions: Vec<Direction>,
+    /// Cuts of one direction alone: `a → b`, then `b → a`.
+    one_way_cuts: [Arc<AtomicBool>; 2],
     _tuns: [Arc<Tun>; 2],
+}
+
+impl Pair {
+    /// The index of the direction `from → to` in `directions` and `one_way_cuts`.
+    fn direction_index(from: usize, to: usize) -> usize {
+        usize::from(from > to)
+    }
 }
 
 /// Sites joined pairwise by emulated links. Dropping it stops the forwarders and deletes the
@@ -118,20 +129,32 @@ impl Mesh {
                     framing_bytes: AtomicU64::new(config.framing_bytes as u64),
                     cut: AtomicBool::new(false),
                 });
+                let one_way_cuts = [(); 2].map(|_| Arc::new(AtomicBool::new(false)));
                 let mut directions = Vec::with_capacity(2);
-                for (label, from, to, seed) in [
-                    ("ab", tun_a.clone(), tun_b.clone(), 0x5eed_0101 + (a * 16 + b) as u64),
-                    ("ba", tun_b.clone(), tun_a.clone(), 0x5eed_0201 + (a * 16 + b) as u64),
+                for (label, from, to, cut, seed) in [
+                    ("ab", &tun_a, &tun_b, &one_way_cuts[0], 0x5eed_0101 + (a * 16 + b) as u64),
+                    ("ba", &tun_b, &tun_a, &one_way_cuts[1], 0x5eed_0201 + (a * 16 + b) as u64),
                 ] {
                     directions.push(
-                        Direction::start(label, from, to, params.clone(), mesh.stop.clone(), seed)
-                            .map_err(|source| Error::Io {
-                                what: "start forwarder thread".into(),
-                                source,
-                            })?,
+                        Direction::start(
+                            label,
+                            from.clone(),
+                            to.clone(),
+                            params.clone(),
+                            cut.clone(),
+                            mesh.stop.clone(),
+                            seed,
+                        )
+                        .map_err(|source| Error::Io {
+                            what: "start forwarder thread".into(),
+                            source,
+                        })?,
                     );
                 }
-                mesh.pairs.insert((a, b), Pair { params, directions, _tuns: [tun_a, tun_b] });
+                mesh.pairs.insert(
+                    (a, b),
+                    Pair { params, directions, one_way_cuts, _tuns: [tun_a, tun_b] },
+                );
             }
         }
         tracing::info!(name = mesh.name, sites, ?config, "linkemu: mesh up");
@@ -173,14 +196,36 @@ impl Mesh {
         }
     }
 
-    /// Ends a cut between two sites.
-    pub fn restore(&self, a: usize, b: usize) {
-        self.pair(a, b).params.cut.store(false, Ordering::Relaxed);
+    /// Cuts one direction of the link between two sites: every packet from `from` to `to`, in
+    /// flight included, is dropped until [`Mesh::restore`], while packets from `to` to `from`
+    /// still arrive (an asymmetric partition: `to` hears nothing from `from`, `from` hears
+    /// `to`; a TCP connection between them stalls, but datagrams one way go through).
+    pub fn cut_one_way(&self, from: usize, to: usize) {
+        let pair = self.pair(from, to);
+        let index = Pair::direction_index(from, to);
+        pair.one_way_cuts[index].store(true, Ordering::Relaxed);
+        pair.directions[index].drop_in_flight();
     }
 
-    /// Whether the link between two sites is cut.
+    /// Ends every cut between two sites: both ways and each one way.
+    pub fn restore(&self, a: usize, b: usize) {
+        let pair = self.pair(a, b);
+        pair.params.cut.store(false, Ordering::Relaxed);
+        for cut in &pair.one_way_cuts {
+            cut.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the link between two sites is cut (both ways, by [`Mesh::cut`]).
     pub fn is_cut(&self, a: usize, b: usize) -> bool {
         self.pair(a, b).params.cut.load(Ordering::Relaxed)
+    }
+
+    /// Whether packets from `from` to `to` are dropped: the link is cut, or that direction is.
+    pub fn is_cut_one_way(&self, from: usize, to: usize) -> bool {
+        let pair = self.pair(from, to);
+        pair.params.cut.load(Ordering::Relaxed)
+            || pair.one_way_cuts[Pair::direction_index(from, to)].load(Ordering::Relaxed)
     }
 
     /// Cuts every link of `site` to the sites in `others`.
@@ -190,10 +235,13 @@ impl Mesh {
         }
     }
 
-    /// Restores every cut link.
+    /// Restores every cut link and every cut direction.
     pub fn restore_all(&self) {
         for pair in self.pairs.values() {
             pair.params.cut.store(false, Ordering::Relaxed);
+            for cut in &pair.one_way_cuts {
+                cut.store(false, Ordering::Relaxed);
+            }
         }
     }
 

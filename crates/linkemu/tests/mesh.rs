@@ -1,8 +1,8 @@
 //! A mesh of three sites: every pair talks through its own link, and cutting one pair leaves
-//! the others talking.
+//! the others talking; a one-way cut drops one direction of a pair.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
 
 use linkemu::{LinkConfig, Mesh};
@@ -59,4 +59,51 @@ fn cutting_one_pair_leaves_the_others_talking() {
         !std::path::Path::new("/run/netns").join(namespace).exists(),
         "the namespaces are gone"
     );
+}
+
+/// Whether a datagram sent from a socket in `from` reaches `to`'s socket within half a second.
+fn datagram_arrives(mesh: &Mesh, sockets: &[UdpSocket], from: usize, to: usize) -> bool {
+    let address = sockets[to].local_addr().unwrap();
+    sockets[from].send_to(&[from as u8], address).unwrap();
+    let mut byte = [0u8; 1];
+    loop {
+        match sockets[to].recv_from(&mut byte) {
+            // A datagram from another site is skipped.
+            Ok((1, sender)) if byte[0] == from as u8 && sender.ip() == mesh.address(from) => {
+                return true;
+            }
+            Ok(_) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn a_one_way_cut_drops_one_direction_and_restore_ends_it() {
+    if let Some(reason) = linkemu::unavailable_reason() {
+        panic!("this test needs linkemu, which cannot run here: {reason}");
+    }
+    let mesh = Mesh::up(3, LinkConfig { rtt: Duration::from_millis(2), ..LinkConfig::default() })
+        .expect("bring the mesh up");
+    let sockets: Vec<UdpSocket> = (0..3)
+        .map(|site| {
+            let socket = mesh
+                .run_in(site, || UdpSocket::bind((mesh.address(site), 0)))
+                .expect("enter the site")
+                .expect("bind");
+            socket.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+            socket
+        })
+        .collect();
+    assert!(datagram_arrives(&mesh, &sockets, 0, 1) && datagram_arrives(&mesh, &sockets, 1, 0));
+    mesh.cut_one_way(1, 0);
+    assert!(mesh.is_cut_one_way(1, 0) && !mesh.is_cut_one_way(0, 1) && !mesh.is_cut(0, 1));
+    assert!(!datagram_arrives(&mesh, &sockets, 1, 0), "1 -> 0 through a one-way cut");
+    assert!(datagram_arrives(&mesh, &sockets, 0, 1), "0 -> 1 beside a one-way cut");
+    assert!(datagram_arrives(&mesh, &sockets, 1, 2), "1 -> 2 beside a one-way cut");
+    mesh.restore(0, 1);
+    assert!(datagram_arrives(&mesh, &sockets, 1, 0), "1 -> 0 after restore");
+    mesh.cut_one_way(2, 1);
+    mesh.restore_all();
+    assert!(datagram_arrives(&mesh, &sockets, 2, 1), "2 -> 1 after restore_all");
 }

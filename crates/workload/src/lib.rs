@@ -2,6 +2,7 @@
 //! processes. The demo and the database benchmarks live here.
 
 pub mod bench_batch;
+pub mod bench_chaos;
 pub mod bench_commit;
 pub mod bench_external;
 pub mod bench_failover;

@@ -29,6 +29,13 @@ pub enum BenchCommand {
     /// failover), switchover and manual failover times, over several trials (p50 and max),
     /// with no acknowledged write lost; Redis Sentinel failing over Redis beside.
     Failover(FailoverArgs),
+    /// A nemesis campaign on real processes: three members and two observers in namespaces of
+    /// a linkemu mesh, clients through Sentinel and direct, seeded faults each round
+    /// (partitions full and one-way, kill -9, SIGSTOP, observer restarts, a primary restarted
+    /// while cut off, a full disk, switchover and failover commands), then a history checker:
+    /// no acknowledged write lost, none acknowledged by a deposed primary, counters never
+    /// behind. Per fault kind: rounds, violations, seconds without writes (table, JSON, SVG).
+    Chaos(ChaosArgs),
     /// Time to ship a large log to a standby that lacks it (a gap) over linkemu at 1 Gbit/s,
     /// per RTT, connection count (max_connections) and compression, against the line-rate
     /// time of the same link measured in the same run.
@@ -109,6 +116,57 @@ pub struct FailoverArgs {
     #[arg(long, default_value = ".")]
     pub dir: std::path::PathBuf,
     /// Where to write the results as JSON.
+    #[arg(long)]
+    pub json: std::path::PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ChaosArgs {
+    /// Rounds of faults (each followed by a heal, the configuration settling, and the check).
+    #[arg(long, default_value_t = 20)]
+    pub rounds: u32,
+    /// The seed of the faults (default: from the clock; printed, to replay a campaign with
+    /// the same --rounds, --round-seconds and --faults).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// How long each round's faults last.
+    #[arg(long, default_value = "8s", value_parser = tools::units::parse_duration)]
+    pub round_seconds: std::time::Duration,
+    /// The fast-start failover threshold.
+    #[arg(long, default_value = "2s", value_parser = tools::units::parse_duration)]
+    pub threshold: std::time::Duration,
+    /// The round-trip time of every link between the sites (linkemu).
+    #[arg(long, default_value = "1ms", value_parser = tools::units::parse_duration)]
+    pub rtt: std::time::Duration,
+    /// The fault kinds rounds draw from: partition, one_way, kill, pause, observer_restart,
+    /// primary_restart_partitioned, disk_full, switchover, failover (and quiet: none).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "partition,one_way,kill,pause,observer_restart,primary_restart_partitioned,disk_full,switchover,failover"
+    )]
+    pub faults: Vec<workload::bench_chaos::FaultKind>,
+    /// Rounds run on one set of processes and data before fresh ones start.
+    #[arg(long, default_value_t = 10)]
+    pub rounds_per_epoch: u32,
+    /// How long the configuration may take to settle after a round before the round counts
+    /// as unsettled.
+    #[arg(long, default_value = "90s", value_parser = tools::units::parse_duration)]
+    pub settle_limit: std::time::Duration,
+    /// Plant a fault in the harness (never in the servers) to show the checker catches it:
+    /// lost-write (an acknowledged key deleted on the primary after every round) or
+    /// counter-rollback (a counter set back to 0 on the primary).
+    #[arg(long)]
+    pub plant: Option<workload::bench_chaos::Plant>,
+    /// Copy the processes' logs of every round that broke a rule or did not settle into this
+    /// directory (round-N/NAME.log), for a look at what happened.
+    #[arg(long)]
+    pub keep_logs: Option<std::path::PathBuf>,
+    /// Directory for the work files (a temporary directory is created inside it and removed;
+    /// each member's data is on a tmpfs mounted inside it).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
     #[arg(long)]
     pub json: std::path::PathBuf,
 }
@@ -354,6 +412,48 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 report.failures.is_empty(),
                 "{} redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
                 report.failures.len()
+            );
+            Ok(())
+        }
+        BenchCommand::Chaos(args) => {
+            // Ctrl-C stops the processes, unmounts and takes the mesh down on the way out.
+            workload::interrupt::install()?;
+            let seed = args.seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos() as u64)
+            });
+            let config = workload::bench_chaos::ChaosConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                rounds: args.rounds,
+                seed,
+                round: args.round_seconds,
+                threshold: args.threshold,
+                rtt: args.rtt,
+                faults: args.faults,
+                rounds_per_epoch: args.rounds_per_epoch,
+                settle_limit: args.settle_limit,
+                plant: args.plant,
+                keep_logs: args.keep_logs,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_chaos::run(&config, |step| {
+                eprintln!("bench chaos [{:>5.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            write_report(
+                &workload::bench_chaos::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_chaos::figure(&report),
+            )?;
+            anyhow::ensure!(
+                report.violations == 0 && report.unsettled == 0 && report.failures.is_empty(),
+                "{} violation(s), {} round(s) that did not settle and {} failure(s) (see VIOLATIONS, UNSETTLED and FAILED above); replay: {}",
+                report.violations,
+                report.unsettled,
+                report.failures.len(),
+                report.replay
             );
             Ok(())
         }

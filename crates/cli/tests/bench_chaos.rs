@@ -1,0 +1,175 @@
+//! `redoguard bench chaos` end to end, on the real binary: a short campaign of real faults on
+//! real processes in linkemu namespaces must find no violation and leave nothing behind, and a
+//! campaign with a fault the harness plants itself (an acknowledged key deleted behind the
+//! clients' backs) must report it: the checker is shown to catch what it is for.
+//!
+//! The fault kinds of the short campaign are [`CI_FAULTS`]: the kinds today's code survives
+//! (see there for the kinds left out and why). The seed is `REDOGUARD_TEST_SEED` if set, else the clock; it is
+//! printed, with the command that replays the campaign.
+//!
+//! linkemu and tmpfs need root, `/dev/net/tun` and `ip`: without them these tests fail, saying
+//! why.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// One campaign at a time: each runs five processes and a mesh on a 2-core machine.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// The kinds the CI campaign draws from: those today's code survives. Left out, until the
+/// failover decisions are rewritten (issue 29; `docs/bench/chaos.md`, "Found on today's code"):
+/// `kill` and `primary_restart_partitioned` (a primary killed and restarted while cut from its
+/// active observer takes the other observer at once, whose grant lets it acknowledge writes
+/// that the first observer's failover loses, or acknowledge beside the new primary),
+/// `observer_restart` (an observer restarted after a failover, reaching the old primary and
+/// not the new one, gives the old one a lease and a grant), `switchover` and `failover` (an
+/// observer whose failover the target refused names the old primary for 120 s, so a role
+/// change meanwhile leaves its Sentinel front naming a standby; an abandoned switchover reopens
+/// a deposed primary's gate to NOWAIT writes), and `disk_full` (a role change onto a full disk
+/// leaves the member closed, its admin API silent, and no primary).
+const CI_FAULTS: &str = "partition,one_way,pause";
+const CI_ROUNDS: u32 = 14;
+
+fn redoguard() -> Command {
+    Command::new(common::binary())
+}
+
+/// What a finished campaign left: its exit status, output and JSON report.
+struct Ran {
+    success: bool,
+    stdout: String,
+    stderr: String,
+    report: serde_json::Value,
+}
+
+fn campaign(dir: &std::path::Path, args: &[&str], limit: Duration) -> Ran {
+    let json = dir.join("chaos.json");
+    let mut command = redoguard();
+    command.args(["bench", "chaos", "--dir"]).arg(dir).arg("--json").arg(&json).args(args);
+    // Bounded: SIGTERM (the campaign cleans up), then SIGKILL.
+    let output =
+        common::run_with_cleanup_bound(&mut command, limit, Duration::from_secs(30), "bench chaos");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|error| panic!("no report ({error}):\n{stdout}\n{stderr}"));
+    Ran {
+        success: output.status.success(),
+        stdout,
+        stderr,
+        report: serde_json::from_str(&text).unwrap(),
+    }
+}
+
+/// Only the JSON file and its figure are left: every process, mount and file of the run is gone.
+fn nothing_left_but_the_report(dir: &std::path::Path) {
+    let mut left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["chaos.json", "chaos.svg"]);
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains(&dir.display().to_string()), "a tmpfs is still mounted:\n{mounts}");
+    let svg = std::fs::read_to_string(dir.join("chaos.svg")).unwrap();
+    assert!(svg.contains("<svg"), "not an SVG: {svg:.200}");
+}
+
+#[test]
+fn bench_chaos_help_names_its_flags_and_bounds() {
+    let output = redoguard().args(["bench", "chaos", "--help"]).output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in
+        ["--rounds", "--seed", "--dir", "--json", "--round-seconds", "--faults", "--plant", "--rtt"]
+    {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    let refused = |args: &[&str], expected: &str| {
+        let output =
+            redoguard().args(["bench", "chaos", "--json", "x.json"]).args(args).output().unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    };
+    refused(&["--rounds", "0"], "rounds: 0 is outside");
+    refused(&["--faults", "nap"], "'nap' is not a fault kind");
+    refused(&["--plant", "nap"], "'nap' is not a planted fault");
+    refused(&["--round-seconds", "1s"], "round_seconds");
+}
+
+#[test]
+fn a_planted_lost_write_is_reported_as_a_violation() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let ran = campaign(
+        dir.path(),
+        &[
+            "--rounds",
+            "1",
+            "--faults",
+            "quiet",
+            "--round-seconds",
+            "2s",
+            "--seed",
+            "1",
+            "--plant",
+            "lost-write",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(!ran.success, "a planted violation must fail the run:\n{}", ran.stdout);
+    assert!(ran.stderr.contains("1 violation(s), 0 round(s)"), "{}", ran.stderr);
+    assert_eq!(ran.report["violations"], 1, "{}", ran.report);
+    assert_eq!(ran.report["by_rule"]["lost_write"], 1, "{}", ran.report);
+    assert_eq!(ran.report["by_fault"]["quiet"]["violations"], 1, "{}", ran.report);
+    assert!(ran.stdout.contains("VIOLATIONS after round 1"), "{}", ran.stdout);
+    nothing_left_but_the_report(dir.path());
+}
+
+#[test]
+fn a_short_campaign_of_real_faults_finds_no_violation() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let seed = common::seed().to_string();
+    let rounds = CI_ROUNDS.to_string();
+    println!("seed {seed} (set REDOGUARD_TEST_SEED to replay the same faults)");
+    let dir = tempfile::tempdir().unwrap();
+    let ran = campaign(
+        dir.path(),
+        &[
+            "--rounds",
+            &rounds,
+            "--round-seconds",
+            "5s",
+            "--settle-limit",
+            "45s",
+            "--seed",
+            &seed,
+            "--faults",
+            CI_FAULTS,
+        ],
+        Duration::from_secs(200),
+    );
+    println!("{}", ran.stdout);
+    assert!(ran.success, "seed {seed}:\n{}\n{}", ran.stdout, ran.stderr);
+    let report = &ran.report;
+    assert_eq!(report["rounds"], CI_ROUNDS, "{report}");
+    assert_eq!(report["violations"], 0, "{report}");
+    assert_eq!(report["unsettled"], 0, "{report}");
+    assert!(report["failures"].as_array().unwrap().is_empty(), "{report}");
+    assert!(report["operations"]["acknowledged"].as_u64().unwrap() > 100, "{report}");
+    let by_fault = report["by_fault"].as_object().unwrap();
+    assert!(!by_fault.is_empty(), "{report}");
+    for (kind, summary) in by_fault {
+        assert!(CI_FAULTS.split(',').any(|name| name == kind), "{kind} was not asked for");
+        for field in ["rounds", "violations", "without_writes_p50_s", "without_writes_max_s"] {
+            assert!(summary.get(field).is_some(), "{field} missing in {summary}");
+        }
+    }
+    nothing_left_but_the_report(dir.path());
+}

@@ -1,0 +1,237 @@
+//! After a round's faults are healed: waiting until the configuration has settled — one open
+//! primary that both observers name, every other member its standby (connected, caught up, not
+//! fenced), fast-start failover armed again — and helping it as a DBA would: a process that
+//! died by itself is started again, a member left fenced is reinstated (`redoguard reinstate`)
+//! if the observer has not done it, a switchover left half done is completed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use server::role::gate::GateState;
+use transport::Phase;
+
+use super::cluster::{Cluster, MEMBERS, OBSERVERS};
+
+/// How long a member may stay fenced, with a primary open, before the campaign reinstates it
+/// (the observer's `auto_reinstate` goes first).
+const REINSTATE_AFTER: Duration = Duration::from_secs(6);
+/// How long without any primary before the campaign completes a half-done switchover.
+const NO_PRIMARY_AFTER: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(250);
+
+/// A settled configuration: who holds which role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settled {
+    pub(crate) primary: &'static str,
+    /// The SYNC standby: the fast-start target.
+    pub(crate) sync_standby: &'static str,
+    pub(crate) async_standby: &'static str,
+    pub(crate) active_observer: &'static str,
+    pub(crate) standby_observer: &'static str,
+    pub(crate) at: Instant,
+}
+
+/// What one look at the members found.
+#[derive(Debug, Default)]
+struct Look {
+    /// Members that are open primaries: role primary, not fenced, gate open.
+    open_primaries: Vec<&'static str>,
+    fenced: Vec<&'static str>,
+    /// A member with a switchover prepared towards another (it is a standby waiting).
+    pending_switchover: Option<String>,
+    /// Why it has not settled, for the error if it never does.
+    waiting_for: Vec<String>,
+}
+
+/// Waits (up to `limit`) until the configuration has settled, helping it along; `notes` gets a
+/// line for each thing done. Fails naming what it still waited for.
+pub(crate) fn settle(
+    cluster: &mut Cluster<'_>,
+    limit: Duration,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<Settled> {
+    let started = Instant::now();
+    let mut fenced_since: BTreeMap<&'static str, Instant> = BTreeMap::new();
+    let mut no_primary_since: Option<Instant> = None;
+    let mut completed_switchover = false;
+    loop {
+        crate::interrupt::check()?;
+        for name in cluster.reap_exited() {
+            notes.push(format!("{name} had exited; started again"));
+        }
+        for name in MEMBERS.iter().map(|(name, _, _)| *name).chain(OBSERVERS) {
+            if !cluster.is_running(name)
+                && let Err(error) = cluster.start_process(name)
+            {
+                notes.push(format!("starting {name} failed: {error:#}"));
+            }
+        }
+        let (look, settled) = look(cluster);
+        if let Some(settled) = settled {
+            return Ok(settled);
+        }
+        let now = Instant::now();
+        fenced_since.retain(|name, _| look.fenced.contains(name));
+        for name in &look.fenced {
+            fenced_since.entry(name).or_insert(now);
+        }
+        if let [primary] = look.open_primaries.as_slice() {
+            no_primary_since = None;
+            let due: Vec<&'static str> = fenced_since
+                .iter()
+                .filter(|(_, since)| now.duration_since(**since) >= REINSTATE_AFTER)
+                .map(|(name, _)| *name)
+                .collect();
+            for name in due {
+                let admin = cluster.admin_addr(primary).to_string();
+                match broker::transitions::reinstate(&admin, name) {
+                    Ok(reinstated) => notes.push(format!(
+                        "reinstated {name} under {primary} ({} divergent records set aside)",
+                        reinstated.set_aside.records
+                    )),
+                    Err(error) => notes.push(format!("reinstating {name} failed: {error:#}")),
+                }
+                fenced_since.insert(name, Instant::now());
+            }
+        } else if look.open_primaries.is_empty() {
+            let since = *no_primary_since.get_or_insert(now);
+            if now.duration_since(since) >= NO_PRIMARY_AFTER
+                && !completed_switchover
+                && let Some(to) = &look.pending_switchover
+            {
+                completed_switchover = true;
+                let admin = cluster.admin_addr(to).to_string();
+                match broker::transitions::switchover(&admin, to) {
+                    Ok(_) => notes.push(format!("completed the switchover to {to} left half done")),
+                    Err(error) => {
+                        notes.push(format!("completing the switchover to {to} failed: {error:#}"))
+                    }
+                }
+            }
+        }
+        if started.elapsed() > limit {
+            anyhow::bail!("not settled within {limit:?}: {}", look.waiting_for.join("; "));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// One look at every member and observer: what it found, and the settled configuration if it
+/// has settled.
+fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
+    let mut look = Look::default();
+    let mut statuses = BTreeMap::new();
+    for (name, _, _) in MEMBERS {
+        match cluster.status(name) {
+            Ok(status) => {
+                statuses.insert(name, status);
+            }
+            Err(error) => look.waiting_for.push(format!("{name} does not answer ({error:#})")),
+        }
+    }
+    for (name, status) in &statuses {
+        let Some(roles) = &status.roles else { continue };
+        if roles.fenced.is_some() {
+            look.fenced.push(name);
+            look.waiting_for.push(format!("{name} is fenced"));
+        } else if roles.role == "primary" && roles.gate == GateState::Open {
+            look.open_primaries.push(name);
+        } else if roles.role == "primary" {
+            look.waiting_for.push(format!("{name} is a primary with its gate {:?}", roles.gate));
+        }
+        if let Some(to) = &roles.switchover_to {
+            look.pending_switchover = Some(to.clone());
+        }
+    }
+    let primary = match look.open_primaries.as_slice() {
+        [primary] => *primary,
+        [] => {
+            look.waiting_for.push("no open primary".into());
+            return (look, None);
+        }
+        several => {
+            look.waiting_for.push(format!("several open primaries: {several:?}"));
+            return (look, None);
+        }
+    };
+    let status = &statuses[primary];
+    let mut ready = true;
+    if status.database.redo.durable_scn.0 + 1 < status.database.redo.next_scn.0 {
+        look.waiting_for.push(format!("{primary} has commits waiting"));
+        ready = false;
+    }
+    let fast_start = status.roles.as_ref().and_then(|roles| roles.fast_start.clone());
+    let active = fast_start.as_ref().and_then(|fast_start| fast_start.observer.clone());
+    if fast_start.as_ref().is_some_and(|fast_start| fast_start.isolated == Some(true)) {
+        look.waiting_for.push(format!("{primary} is isolated"));
+        ready = false;
+    }
+    for (name, transport, _) in MEMBERS.iter().filter(|(name, _, _)| *name != primary) {
+        // Caught up as the primary sees it: a SYNC standby synchronized, an ASYNC one
+        // streaming. (An ASYNC standby's own `caught_up` comes with heartbeats, which a
+        // primary under a steady load does not send it: it may stay false.)
+        let wanted = if *transport == "sync" { Phase::Synchronized } else { Phase::Streaming };
+        let shipped = status
+            .replication
+            .destinations
+            .iter()
+            .any(|destination| destination.name == *name && destination.phase == wanted);
+        let follows = statuses.get(name).is_some_and(|status| {
+            status
+                .roles
+                .as_ref()
+                .is_some_and(|roles| roles.role == "standby" && roles.fenced.is_none())
+                && status.replication.standby.as_ref().is_some_and(|standby| {
+                    standby.primary_member.as_deref() == Some(primary)
+                        && standby.connected
+                        && (standby.caught_up || *transport == "async")
+                })
+        });
+        if !(follows && shipped) {
+            look.waiting_for.push(format!(
+                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {primary}: {shipped})"
+            ));
+            ready = false;
+        }
+    }
+    for observer in OBSERVERS {
+        let named = cluster.sentinel_primary(observer);
+        if named != Some(primary) {
+            look.waiting_for.push(format!("{observer} names {named:?}, not {primary}"));
+            ready = false;
+        }
+    }
+    let sync_standby = MEMBERS
+        .iter()
+        .find(|(name, transport, _)| *name != primary && *transport == "sync")
+        .map(|(name, _, _)| *name)
+        .expect("two SYNC members");
+    let async_standby = MEMBERS
+        .iter()
+        .find(|(name, transport, _)| *name != primary && *transport == "async")
+        .map(|(name, _, _)| *name)
+        .expect("an ASYNC member");
+    let Some(active_observer) = OBSERVERS.into_iter().find(|name| active.as_deref() == Some(*name))
+    else {
+        look.waiting_for.push(format!("{primary} names no active observer ({active:?})"));
+        return (look, None);
+    };
+    let standby_observer =
+        OBSERVERS.into_iter().find(|name| *name != active_observer).expect("two observers");
+    if !cluster.failover_ready(active_observer).iter().any(|name| name == sync_standby) {
+        look.waiting_for.push(format!("{active_observer} would not fail over to {sync_standby}"));
+        ready = false;
+    }
+    if !ready {
+        return (look, None);
+    }
+    let settled = Settled {
+        primary,
+        sync_standby,
+        async_standby,
+        active_observer,
+        standby_observer,
+        at: Instant::now(),
+    };
+    (look, Some(settled))
+}
