@@ -37,6 +37,8 @@ const CATCH_UP_WAIT: Duration = Duration::from_secs(60);
 /// In the data directory: the member an old primary began a switchover to, until it follows
 /// it (or the switchover is aborted).
 const PENDING_SWITCHOVER: &str = "switchover.pending";
+/// How often a member whose database a role change left closed tries to open it again.
+const REOPEN_RETRY: Duration = Duration::from_secs(1);
 
 /// A refusal: nothing was changed, and this says why.
 #[derive(Debug, thiserror::Error)]
@@ -109,7 +111,16 @@ impl Roles {
                     running.db.redo().set_shipper(None);
                     transport.stop();
                 }
-                running.stop_with(checkpoint)?;
+                // A stop that failed (its final checkpoint on a full disk, say) still closed
+                // everything: what was made durable is in the redo, which the open replays,
+                // and what was not was never acknowledged. The change goes on.
+                if let Err(error) = running.stop_with(checkpoint) {
+                    tracing::warn!(
+                        error = format!("{error:#}"),
+                        change = reason_owned,
+                        "the database stopped with an error; it opens from its redo"
+                    );
+                }
                 drop(running);
             }
             let closed_ms = closing.elapsed().as_millis() as u64;
@@ -132,14 +143,78 @@ impl Roles {
                 self.gate.set(gate);
                 changed
             }
-            Ok((_, Err(error))) | Err(error) => {
+            Ok((changed, Err(error))) => {
                 let reason = format!("cannot open the database after '{reason}': {error:#}");
-                tracing::error!(reason, "role change left the database closed");
-                self.note_error(&reason);
-                self.gate.set(GateState::Unavailable { reason: reason.clone() });
+                self.left_closed(&reason);
+                // A change refused changed nothing on disk: the refusal is the answer (the
+                // database opens again in its old role by itself), not the failed open.
+                match changed {
+                    Err(refused) if refused.is::<Refused>() => {
+                        Err(Refused(format!("{refused:#}; and {reason}")).into())
+                    }
+                    _ => Err(anyhow!(reason)),
+                }
+            }
+            Err(error) => {
+                let reason = format!("cannot open the database after '{reason}': {error:#}");
+                self.left_closed(&reason);
                 Err(anyhow!(reason))
             }
         }
+    }
+
+    fn left_closed(self: &Arc<Roles>, reason: &str) {
+        tracing::error!(reason, "role change left the database closed");
+        self.note_error(reason);
+        self.gate.set(GateState::Unavailable { reason: reason.to_string() });
+        self.retry_open();
+    }
+
+    /// After a role change left the database closed (it could not open: a full disk, say),
+    /// tries again every [`REOPEN_RETRY`], in the role its control file names, until it opens
+    /// or another role change has come. Without it a member whose disk filled during a
+    /// switchover would stay closed until restarted by hand, and the configuration without a
+    /// primary.
+    fn retry_open(self: &Arc<Roles>) {
+        let roles = self.clone();
+        tokio::spawn(async move {
+            for attempt in 1u64.. {
+                tokio::time::sleep(REOPEN_RETRY).await;
+                let _transition = roles.transition.lock().await;
+                if roles.current().is_some()
+                    || !matches!(roles.gate.state(), GateState::Unavailable { .. })
+                {
+                    return;
+                }
+                let opener = roles.clone();
+                match tokio::task::spawn_blocking(move || opener.open_blocking()).await {
+                    Ok(Ok((running, gate))) => {
+                        roles.refusals.forget_last();
+                        roles.install(Some(Arc::new(running)));
+                        roles.gate.set(gate);
+                        tracing::warn!(
+                            attempt,
+                            "the database opened again after a role change left it closed"
+                        );
+                        roles.note_change(format!(
+                            "opened again (attempt {attempt}) after a role change left it closed"
+                        ));
+                        return;
+                    }
+                    Ok(Err(error)) => {
+                        // Once, then every minute: the reason is in the status meanwhile.
+                        if attempt == 1 || attempt % 60 == 0 {
+                            tracing::error!(
+                                attempt,
+                                error = format!("{error:#}"),
+                                "the database still cannot open; retrying every {REOPEN_RETRY:?}"
+                            );
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
     }
 
     /// Switchover, old primary's part: on return it is a standby of `to`, and the answer says
@@ -306,12 +381,25 @@ impl Roles {
                 .collect(),
         });
         self.reopen(&format!("switchover from '{from}'"), move |roles| {
-            roles.write_fast_start_record(&record)?;
+            // Neither written (a full disk, say): the control file still names a standby, this
+            // member opens as one, and the refusal lets the old primary take its role back.
+            let unchanged = |error: anyhow::Error| -> anyhow::Error {
+                Refused(format!("cannot take over: {error:#}")).into()
+            };
+            roles.write_fast_start_record(&record).map_err(unchanged)?;
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
                 control.followed = false;
                 Ok(())
+            })
+            .map_err(|error| {
+                // Unchanged only if the file still names a standby (the rename may have
+                // happened before the error, a directory sync that failed).
+                match RedoLog::read_control(&redo_config, roles.storage.as_ref()) {
+                    Ok(Some(control)) if control.role == Role::Standby => unchanged(error.into()),
+                    _ => anyhow::Error::from(error),
+                }
             })?;
             Ok(())
         })

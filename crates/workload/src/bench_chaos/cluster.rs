@@ -305,9 +305,9 @@ impl<'m> Cluster<'m> {
     }
 
     /// A member's status, if it answers within two seconds.
-    pub(crate) fn status(&self, name: &str) -> anyhow::Result<server::ServerStatus> {
+    pub(crate) fn status(&self, name: &str) -> anyhow::Result<admin::ServerStatus> {
         let admin = self.admin_addr(name).to_string();
-        let body = server::status::http_get(&admin, "/status", ASK_TIMEOUT)?;
+        let body = admin::http_get(&admin, "/status", ASK_TIMEOUT)?;
         serde_json::from_str(&body).with_context(|| format!("the status of {name}"))
     }
 
@@ -391,13 +391,14 @@ fn shared_config(
 fn member_config(index: usize, shared: &str) -> String {
     let (name, _, role) = MEMBERS[index];
     format!(
-        "# Written by `redoguard bench chaos`.\n[redo]\nlog_file_size = \"4MiB\"\ngroups = 4\n[db]\ncheckpoint_interval = \"1s\"\n[replication]\nmember = \"{name}\"\nrole = \"{role}\"\n{shared}"
+        "# Written by `redoguard bench chaos`.\n{}[redo]\nlog_file_size = \"4MiB\"\ngroups = 4\n[db]\ncheckpoint_interval = \"1s\"\n[replication]\nmember = \"{name}\"\nrole = \"{role}\"\n{shared}",
+        crate::bench_batch::INSECURE
     )
 }
 
 fn observer_config(name: &str, shared: &str) -> String {
     format!(
-        "# Written by `redoguard bench chaos`.\n[observer]\nname = \"{name}\"\n[replication]\n{shared}"
+        "# Written by `redoguard bench chaos`.\n# Protected mode off, as for the members: the mesh's namespaces are reached by nothing else.\n[observer]\nname = \"{name}\"\ninsecure = true\n[replication]\n{shared}"
     )
 }
 

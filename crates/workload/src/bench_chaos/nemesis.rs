@@ -255,11 +255,9 @@ fn not_synchronized(admin: &str, to: &str) -> Option<String> {
         return Some("no open primary".into());
     };
     let status = match configuration.member(&primary).map(|member| member.admin.clone()) {
-        Some(primary_admin) => {
-            server::status::http_get(&primary_admin, "/status", Duration::from_secs(2))
-                .ok()
-                .and_then(|body| serde_json::from_str::<server::ServerStatus>(&body).ok())
-        }
+        Some(primary_admin) => admin::http_get(&primary_admin, "/status", Duration::from_secs(2))
+            .ok()
+            .and_then(|body| serde_json::from_str::<admin::ServerStatus>(&body).ok()),
         None => None,
     };
     let Some(status) = status else {

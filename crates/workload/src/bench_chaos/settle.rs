@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use server::role::gate::GateState;
+use admin::GateState;
 use transport::Phase;
 
 use super::cluster::{Cluster, MEMBERS, OBSERVERS};
