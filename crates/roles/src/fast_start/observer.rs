@@ -408,7 +408,11 @@ impl Observer {
     }
 
     /// A failover under way: has its target (or another member) become the primary of a newer
-    /// incarnation?
+    /// incarnation, or of the same one by a switchover from the old primary? (A member other
+    /// than the old primary answers as the open primary of the old primary's incarnation only
+    /// once a switchover handed it the role: the old primary recorded itself a standby before.
+    /// The failover is moot then; without this, a switchover while the target refused to fail
+    /// over left the observer naming the old primary, a standby, for good.)
     fn follow_failover(
         &mut self,
         now: Time,
@@ -420,7 +424,10 @@ impl Observer {
         let newer = self
             .open_primaries()
             .into_iter()
-            .filter(|(_, pong, _)| pong.info.incarnation > failover.incarnation)
+            .filter(|(name, pong, _)| {
+                pong.info.incarnation > failover.incarnation
+                    || (pong.info.incarnation == failover.incarnation && **name != failover.from)
+            })
             .max_by_key(|(name, pong, _)| (pong.info.incarnation, **name == failover.to))
             .map(|(name, pong, _)| (name.clone(), pong.info.incarnation));
         let Some((primary, incarnation)) = newer else { return };
@@ -440,7 +447,12 @@ impl Observer {
             .get(&failover.from)
             .and_then(|view| view.answered_at)
             .map_or(0, |at| now.since(at).as_millis() as u64);
-        if primary == failover.to {
+        if incarnation == failover.incarnation {
+            self.event(
+                format!("'{primary}' is the primary of incarnation {incarnation} by a switchover from '{}': the failover to '{}' is moot", failover.from, failover.to),
+                events,
+            );
+        } else if primary == failover.to {
             self.failovers.push(FailoverMade {
                 from: failover.from.clone(),
                 to: primary.clone(),

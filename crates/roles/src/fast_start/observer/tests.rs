@@ -388,3 +388,27 @@ fn a_reinstate_is_asked_only_under_a_primary_that_answers_as_such() {
         "{effects:?}"
     );
 }
+
+/// bench chaos's finding: the target refused the failover (it still heard from east), then a
+/// switchover made it the primary of the same incarnation. The failover is moot: the observer
+/// names west, on disk, and counts no failover; east is no longer asked of.
+#[test]
+fn a_switchover_while_a_failover_is_pending_makes_the_failover_moot() {
+    let (mut observer, mut disk, now) = armed();
+    let later = east_silent(&mut observer, &mut disk, now);
+    assert_eq!(observer.failing_over_to(), Some("west"));
+    // East answers again, still the primary: that alone ends nothing.
+    answer(&mut observer, &mut disk, pong("east", WireRole::Primary, 1, &["west"]), later);
+    observer.step(later, &mut disk.persist());
+    assert_eq!(observer.failing_over_to(), Some("west"));
+    let after = later.plus(Duration::from_millis(500));
+    answer(&mut observer, &mut disk, pong("west", WireRole::Primary, 1, &["east"]), after);
+    let (effects, _) = observer.step(after, &mut disk.persist());
+    assert_eq!(observer.failing_over_to(), None);
+    assert_eq!(observer.primary(), Some("west"));
+    assert_eq!(effects, [Effect::SwitchMaster { old: "east".into(), new: "west".into() }]);
+    let record = disk.record.as_ref().unwrap();
+    assert_eq!((record.primary.as_deref(), record.incarnation), (Some("west"), 1));
+    assert!(record.failover.is_none());
+    assert!(observer.failovers.is_empty());
+}
