@@ -228,6 +228,10 @@ pub fn failover(addr: &str, to: &str, immediate: bool, force: bool) -> anyhow::R
     )
     .map_err(|error| match error {
         CallError::Refused(reason) => refused(format!("'{to}' refused to take over: {reason}")),
+        CallError::Failed(reason) if fenced => anyhow::anyhow!(
+            "'{}' is fenced, but the failover on '{to}' failed part way ({reason}): no member is the primary now; once the cause is fixed, run `redoguard failover --to {to}` again (`redoguard show configuration` shows where each member stands)",
+            old_primary.as_deref().unwrap_or("the old primary")
+        ),
         CallError::Failed(reason) => anyhow::anyhow!(
             "failover on '{to}' failed part way ({reason}): run `redoguard show configuration`"
         ),

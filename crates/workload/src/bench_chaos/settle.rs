@@ -2,7 +2,9 @@
 //! primary that both observers name, every other member its standby (connected, caught up, not
 //! fenced), fast-start failover armed again — and helping it as a DBA would: a process that
 //! died by itself is started again, a member left fenced is reinstated (`redoguard reinstate`)
-//! if the observer has not done it, a switchover left half done is completed.
+//! if the observer has not done it, a switchover left half done is completed, and a failover
+//! left half done (the old primary fenced, the target unable to open: a full disk) is run
+//! again, as the failover command's error tells the DBA to.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -15,7 +17,8 @@ use super::cluster::{Cluster, MEMBERS, OBSERVERS};
 /// How long a member may stay fenced, with a primary open, before the campaign reinstates it
 /// (the observer's `auto_reinstate` goes first).
 const REINSTATE_AFTER: Duration = Duration::from_secs(6);
-/// How long without any primary before the campaign completes a half-done switchover.
+/// How long without any primary before the campaign completes a half-done switchover or
+/// failover.
 const NO_PRIMARY_AFTER: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(250);
 
@@ -39,6 +42,8 @@ struct Look {
     fenced: Vec<&'static str>,
     /// A member with a switchover prepared towards another (it is a standby waiting).
     pending_switchover: Option<String>,
+    /// SYNC members that are standbys, not fenced: what a failover would go to.
+    sync_standbys: Vec<&'static str>,
     /// Why it has not settled, for the error if it never does.
     waiting_for: Vec<String>,
 }
@@ -54,6 +59,7 @@ pub(crate) fn settle(
     let mut fenced_since: BTreeMap<&'static str, Instant> = BTreeMap::new();
     let mut no_primary_since: Option<Instant> = None;
     let mut completed_switchover = false;
+    let mut failed_over_again = false;
     loop {
         crate::interrupt::check()?;
         for name in cluster.reap_exited() {
@@ -107,6 +113,20 @@ pub(crate) fn settle(
                         notes.push(format!("completing the switchover to {to} failed: {error:#}"))
                     }
                 }
+            } else if now.duration_since(since) >= NO_PRIMARY_AFTER
+                && !failed_over_again
+                && look.pending_switchover.is_none()
+                && !look.fenced.is_empty()
+                && let Some(to) = look.sync_standbys.first()
+            {
+                failed_over_again = true;
+                let admin = cluster.admin_addr(to).to_string();
+                match broker::transitions::failover(&admin, to, false, false) {
+                    Ok(_) => notes.push(format!("ran the failover to {to} left half done again")),
+                    Err(error) => {
+                        notes.push(format!("failing over to {to} again failed: {error:#}"))
+                    }
+                }
             }
         }
         if started.elapsed() > limit {
@@ -134,6 +154,10 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
         if roles.fenced.is_some() {
             look.fenced.push(name);
             look.waiting_for.push(format!("{name} is fenced"));
+        } else if roles.role == "standby"
+            && MEMBERS.iter().any(|(member, transport, _)| member == name && *transport == "sync")
+        {
+            look.sync_standbys.push(name);
         } else if roles.role == "primary" && roles.gate == GateState::Open {
             look.open_primaries.push(name);
         } else if roles.role == "primary" {
