@@ -17,3 +17,4 @@ mod network;
 pub mod placement;
 pub mod ports;
 pub mod process;
+pub mod sentinel;

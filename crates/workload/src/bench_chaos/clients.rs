@@ -25,8 +25,8 @@ use resp::Frame;
 use tokio::sync::watch;
 
 use super::history::{History, Operation, Outcome, Request};
-use crate::bench_failover::writers::{master_addr, switched_to};
 use crate::client::Client;
+use crate::sentinel::{ask_master, follow_switches};
 
 /// Clients that find the primary through Sentinel.
 pub(crate) const SENTINEL_CLIENTS: usize = 4;
@@ -309,50 +309,6 @@ pub(crate) fn refused(message: &str) -> bool {
     message.starts_with("READONLY")
         || message.starts_with("TRYAGAIN")
         || message.starts_with("ERR writes are refused")
-}
-
-/// `SENTINEL get-master-addr-by-name master` of one Sentinel.
-async fn ask_master(sentinel: SocketAddr, master: &str) -> anyhow::Result<Option<SocketAddr>> {
-    let mut client = Client::connect(sentinel).await?;
-    let reply =
-        client.command(&[b"SENTINEL", b"get-master-addr-by-name", master.as_bytes()]).await?;
-    Ok(master_addr(&reply))
-}
-
-/// Follows `+switch-master` on one Sentinel (again after any error) and publishes each primary
-/// it names.
-async fn follow_switches(
-    sentinel: SocketAddr,
-    named: watch::Sender<Option<SocketAddr>>,
-    mut stop: watch::Receiver<bool>,
-) {
-    while !*stop.borrow() {
-        tokio::select! {
-            _ = subscribe(sentinel, &named) => {}
-            _ = stop.changed() => return,
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
-async fn subscribe(
-    sentinel: SocketAddr,
-    named: &watch::Sender<Option<SocketAddr>>,
-) -> anyhow::Result<()> {
-    let mut client = tokio::time::timeout(CONNECT_TIMEOUT, Client::connect(sentinel)).await??;
-    client.command(&[b"SUBSCRIBE", b"+switch-master"]).await?;
-    loop {
-        if let Frame::Array(parts) = client.reply().await?
-            && let [Frame::Bulk(kind), Frame::Bulk(_), Frame::Bulk(message)] = parts.as_slice()
-            && kind.as_ref() == b"message"
-            && let Some(addr) = switched_to(message)
-        {
-            named.send_replace(Some(addr));
-        }
-    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 
 use super::processes::{Process, Tmpfs};
-use crate::bench_failover::writers::{self, master_addr};
+use crate::bench_failover::writers;
 use crate::ports::free_port;
+use crate::sentinel::master_addr;
 
 /// The configuration's name: the Sentinel master name clients ask for.
 pub(crate) const NAME: &str = "chaos";

@@ -160,7 +160,7 @@ impl<'a> Pair<'a> {
             &[b"SENTINEL", b"get-master-addr-by-name", NAME.as_bytes()],
             Duration::from_secs(2),
         )?;
-        if writers::master_addr(&named) != Some(self.resp(EAST)) {
+        if crate::sentinel::master_addr(&named) != Some(self.resp(EAST)) {
             return Ok(false);
         }
         let east = self.status(EAST)?;
