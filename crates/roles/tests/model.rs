@@ -5,7 +5,7 @@
 //!   one acknowledged one, and every acknowledged write is held by the newest primary, in every
 //!   state reachable within the bounds (CI: `cargo test -p roles --release --test model`; the
 //!   deep run: `REDOGUARD_MODEL_DEEP=1` (and `REDOGUARD_MODEL_SECONDS`, default 6 h per
-//!   check; `REDOGUARD_MODEL_THREADS`), see docs/fast-start-failover.md for its figures).
+//!   check; `REDOGUARD_MODEL_STATES`, default 100 million; `REDOGUARD_MODEL_THREADS`), see docs/fast-start-failover.md for its figures).
 //! - The old logic, with one of issue 29's holes back at a time: the checker finds a
 //!   counterexample by itself, printed as the trace that docs/fast-start-failover.md shows.
 //! - Maximum Performance under its timing assumptions: never two primaries acknowledging.
@@ -43,16 +43,25 @@ fn threads() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cpus| cpus.get()))
 }
 
-/// Checks `config` to `depth`: every property, state counts printed.
-fn check(what: &str, config: Config, depth: usize) {
+/// Checks `config` to `depth`: every property, state counts printed. Breadth first (every
+/// state within the depth reached is checked) unless `depth_first` or the deep run: the deep
+/// run's breadth-first queue of whole states filled this machine's 24 GiB in four minutes
+/// (depth first keeps the path and a fingerprint per state), and under Maximum Performance a
+/// failover needs more steps (ticks of the common clock) than breadth first reaches in CI.
+fn check(what: &str, config: Config, depth: usize, depth_first: bool) {
     let started = Instant::now();
     let members = config.members;
     let builder =
         System { config }.checker().threads(threads()).target_max_depth(depth).timeout(budget());
-    // Breadth first in CI (every state within the depth reached is checked); depth first in
-    // the deep run, whose breadth-first queue of whole states filled this machine's 24 GiB in
-    // four minutes (depth first keeps the path and a fingerprint per state).
-    if deep() {
+    if deep() || depth_first {
+        // (stateright's depth-first checker looks at its timeout only when a thread runs out of
+        // work: a state count bounds it too, `REDOGUARD_MODEL_STATES` in the deep run.)
+        let states = std::env::var("REDOGUARD_MODEL_STATES")
+            .ok()
+            .filter(|_| deep())
+            .and_then(|states| states.parse().ok())
+            .unwrap_or(if deep() { 100_000_000 } else { 1_500_000 });
+        let builder = builder.target_state_count(states);
         report(what, members, depth, "depth first", started, builder.spawn_dfs().join());
     } else {
         report(what, members, depth, "breadth first", started, builder.spawn_bfs().join());
@@ -145,7 +154,7 @@ fn maximum_availability_never_makes_two_primaries_nor_loses_an_acknowledged_writ
     } else {
         (availability(2, 1, Variant::Current), 24)
     };
-    check("maximum availability", config, depth);
+    check("maximum availability", config, depth, false);
 }
 
 /// A path the checker found.
@@ -324,7 +333,7 @@ fn maximum_performance_never_makes_two_primaries_under_its_timing_assumptions() 
         variant: Variant::Current,
         armed: true,
     };
-    check("maximum performance", config, if deep() { 40 } else { 26 });
+    check("maximum performance", config, 40, true);
 }
 
 /// Replays `actions` from the initial state of `config`: the state after the last, or the

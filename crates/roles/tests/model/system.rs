@@ -668,7 +668,20 @@ impl Model for System {
                 if !self.link(&state, d, p) {
                     return None;
                 }
-                let held = state.members[d].log.len();
+                // An acknowledgement comes from the session's receiver: a standby that follows
+                // this primary in its incarnation. (A member that became the primary stopped
+                // receiving first, and its log then grows with its own writes: its length says
+                // nothing of this primary's.)
+                let incarnation = state.members[p].incarnation;
+                let standby = &state.members[d];
+                if standby.primary_role
+                    || standby.following != Some(p)
+                    || standby.incarnation != incarnation
+                    || standby.fenced
+                {
+                    return None;
+                }
+                let held = standby.log.len();
                 let destination = &mut state.members[p].destinations[d];
                 destination.acked = destination.acked.max(held.min(destination.sent));
                 self.refresh(&mut state.members[p]);
