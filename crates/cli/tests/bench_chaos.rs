@@ -165,3 +165,36 @@ fn a_short_campaign_of_real_faults_finds_no_violation() {
     }
     nothing_left_but_the_report(dir.path());
 }
+
+/// A switchover onto a standby whose file system is full (seed 2911's first round: the SYNC
+/// standby's tmpfs filled at +1.0 s, the switchover at +1.8 s, the space back at +4.1 s). Before,
+/// the target's database stayed closed and the old primary was a standby: no primary until a
+/// restart by hand (or, here, the campaign completing the switchover after 20 s). Now the target
+/// refuses, the old primary takes its role back, and the round settles with no help.
+#[test]
+fn a_switchover_onto_a_full_disk_is_refused_and_the_old_primary_takes_its_role_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let ran = campaign(
+        dir.path(),
+        &["--rounds", "1", "--seed", "2911", "--round-seconds", "5s", "--settle-limit", "45s"],
+        Duration::from_secs(120),
+    );
+    println!("{}", ran.stdout);
+    assert!(ran.success, "{}\n{}", ran.stdout, ran.stderr);
+    let round = &ran.report["round_results"][0];
+    assert_eq!(round["kinds"], serde_json::json!(["disk_full", "switchover"]), "{round}");
+    assert_eq!(round["violation_count"], 0, "{round}");
+    assert!(round["unsettled"].is_null(), "{round}");
+    let notes: Vec<&str> =
+        round["notes"].as_array().unwrap().iter().map(|note| note.as_str().unwrap()).collect();
+    assert!(
+        notes.iter().any(|note| note.contains("'west' refused to take over")
+            && note.contains("No space left on device")
+            && note.contains("'east' is the primary again")),
+        "{notes:#?}"
+    );
+    assert!(!notes.iter().any(|note| note.contains("left half done")), "{notes:#?}");
+    assert_eq!(round["primary_after"], "east", "{round}");
+    nothing_left_but_the_report(dir.path());
+}
