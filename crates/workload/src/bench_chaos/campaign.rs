@@ -469,8 +469,10 @@ fn plant_fault(
             let newest = history
                 .ended_before(u64::MAX)
                 .into_iter()
+                // A durable write (a NOWAIT one may be lost, and its loss is no violation).
                 .filter(|operation| {
-                    operation.acknowledged() && matches!(operation.request, Request::Set { .. })
+                    operation.acknowledged()
+                        && matches!(operation.request, Request::Set { nowait: false, .. })
                 })
                 .max_by_key(|operation| operation.completed_us)
                 .context("no acknowledged write to delete")?;
