@@ -674,7 +674,7 @@ mod tests {
             serde_json::from_str(include_str!("../../../docs/bench/transport.json")).unwrap();
         let figures = [
             ("commit", super::commit(&commit), "1 / fdatasync p50", commit.cases.len()),
-            ("resp", super::resp(&resp), "raw fdatasync p50", 5),
+            ("resp", super::resp(&resp), "raw fdatasync p50", 10), // SET and GET (5), the types (5)
             ("transport", super::transport(&transport), "round trip + raw fdatasync p50", 6),
         ];
         let out = std::env::var_os("REDOGUARD_FIGURES_DIR").map(std::path::PathBuf::from);

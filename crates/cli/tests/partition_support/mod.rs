@@ -189,17 +189,23 @@ pub fn settled(cluster: &Cluster, reinstate: bool) -> &'static str {
             })
         });
         assert!(ok, "no open primary\n{}", cluster.logs());
-        for name in cluster.member_names() {
-            let fenced =
-                cluster.server(name).status().roles.is_some_and(|roles| roles.fenced.is_some());
-            if fenced {
-                println!("  reinstating {name}: {}", cluster.must(&["reinstate", name]).trim());
-            }
-        }
     }
     let mut primary = None;
     let ok = common::poll_until(Duration::from_secs(90), || {
         let Some(named) = named_primary(cluster, Duration::from_secs(1)) else { return false };
+        // An old primary may learn of its fence only after the links are back (the new
+        // primary's hello): it is reinstated whenever it is seen fenced, not only at first.
+        if reinstate {
+            for name in cluster.member_names().into_iter().filter(|name| *name != named) {
+                let fenced =
+                    cluster.server(name).status().roles.is_some_and(|roles| roles.fenced.is_some());
+                if fenced {
+                    // (Refused while the new primary is not open yet: tried again next time.)
+                    let (ok, out, err) = cluster.redoguard(&["reinstate", name]);
+                    println!("  reinstating {name}: {}", if ok { out.trim() } else { err.trim() });
+                }
+            }
+        }
         let status = cluster.server(named).status();
         // Open: a primary, not fenced, not isolated, and with no commit still waiting (a
         // write is visible in memory before its commit is durable, so a commit held while
