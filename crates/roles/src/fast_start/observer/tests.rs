@@ -412,3 +412,38 @@ fn a_switchover_while_a_failover_is_pending_makes_the_failover_moot() {
     assert!(record.failover.is_none());
     assert!(observer.failovers.is_empty());
 }
+
+/// Maximum Performance: a target is ready only with both its lags within `lag_limit` (30 s
+/// here), whatever it says of being synchronized.
+#[test]
+fn under_maximum_performance_a_target_past_lag_limit_is_not_ready() {
+    let mut settings = settings();
+    settings.fast_start.protection = Protection::MaximumPerformance;
+    let mut disk = Disk::default();
+    let mut observer = Observer::new(settings, ObserverRecord::default());
+    let now = Time(10 * SECOND);
+    answer(&mut observer, &mut disk, pong("east", WireRole::Primary, 1, &["west"]), now);
+    let lagging = |transport_lag_ms, apply_lag_ms| ObserverPong {
+        transport_lag_ms,
+        apply_lag_ms,
+        ..pong("west", WireRole::Standby, 1, &[])
+    };
+    for (transport, apply, ready) in
+        [(29_000, 0, true), (31_000, 0, false), (0, 31_000, false), (30_000, 30_000, true)]
+    {
+        answer(&mut observer, &mut disk, lagging(transport, apply), now);
+        observer.step(now, &mut disk.persist());
+        let expected: &[&str] = if ready { &["west"] } else { &[] };
+        assert_eq!(observer.ready(now), expected, "transport {transport} ms, apply {apply} ms");
+    }
+    // Lost with west 31 s behind: no failover to it.
+    answer(&mut observer, &mut disk, lagging(31_000, 0), now);
+    let later = now.plus(Duration::from_secs(10));
+    answer(&mut observer, &mut disk, lagging(31_000, 0), later);
+    observer.step(later, &mut disk.persist());
+    assert_eq!(observer.failing_over_to(), None);
+    // The same silence with west within the limit: it is failed over to.
+    answer(&mut observer, &mut disk, lagging(29_000, 0), later);
+    observer.step(later, &mut disk.persist());
+    assert_eq!(observer.failing_over_to(), Some("west"));
+}
