@@ -274,8 +274,8 @@ pub struct RespArgs {
     /// Requests per redis-benchmark run.
     #[arg(long, default_value_t = 200_000)]
     pub requests: u64,
-    /// Runs of the durable SET at -c 50 per server, alternating between the servers so that a
-    /// drifting disk weighs on both alike.
+    /// Runs of each durable write at -c 50 (SET, HSET, LPUSH, SADD, ZADD, SET EX) per server,
+    /// alternating between the servers so that a drifting disk weighs on both alike.
     #[arg(long, default_value_t = 3)]
     pub rounds: u32,
     /// Directory on the file system both servers use.
