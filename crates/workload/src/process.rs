@@ -287,6 +287,23 @@ impl MachineCpu {
     }
 }
 
+/// Whether every thread of `pid` is stopped (`T`, `t`, from `/proc/PID/task/TID/stat`) or is
+/// exiting (`Z`, `X`: a runtime's idle thread may end meanwhile): a SIGSTOP has taken hold.
+pub fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // The state follows the command name, which is in parentheses and may hold any byte.
+        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+        if !matches!(state, Some('T' | 't' | 'Z' | 'X')) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;

@@ -476,7 +476,7 @@ pub fn freeze(pid: u32) {
     // SAFETY: a signal to a child this test started.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
     wait_until(Duration::from_secs(10), &format!("process {pid} to stop"), || {
-        all_threads_stopped(pid)
+        workload::process::all_threads_stopped(pid)
     });
 }
 
@@ -484,23 +484,6 @@ pub fn freeze(pid: u32) {
 pub fn thaw(pid: u32) {
     // SAFETY: a signal to a child this test started.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
-}
-
-/// Whether every thread of `pid` is stopped (`T`, `/proc/PID/task/TID/stat`) or is exiting
-/// (`Z`, `X`: a runtime's idle thread may end meanwhile).
-fn all_threads_stopped(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    let mut any = false;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        // The state follows the command name, which is in parentheses and may hold any byte.
-        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-        if !matches!(state, Some('T' | 't' | 'Z' | 'X')) {
-            return false;
-        }
-        any = true;
-    }
-    any
 }
 
 /// The seed of a test's randomness: `REDOGUARD_TEST_SEED` if set (to replay a failure),

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
+use crate::process::all_threads_stopped;
+
 /// How long a process may take to say it is ready.
 const READY_LIMIT: Duration = Duration::from_secs(60);
 /// How long SIGSTOP may take to stop every thread of a process.
@@ -143,22 +145,6 @@ pub(crate) fn tail(log: &Path, lines: usize) -> String {
 fn signal(pid: u32, signal: libc::c_int) {
     // SAFETY: a signal to a child this process started and has not reaped (its PID is ours).
     unsafe { libc::kill(pid as libc::pid_t, signal) };
-}
-
-/// Whether every thread of `pid` is stopped (`T`, `t`) or exiting (`Z`, `X`).
-fn all_threads_stopped(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    let mut any = false;
-    for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        // The state follows the command name, which is in parentheses and may hold any byte.
-        let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-        if !matches!(state, Some('T' | 't' | 'Z' | 'X')) {
-            return false;
-        }
-        any = true;
-    }
-    any
 }
 
 /// A tmpfs mounted by this process; unmounted when dropped (lazily if still busy).

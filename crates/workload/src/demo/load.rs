@@ -227,6 +227,19 @@ impl Session {
         Ok(self.client.as_mut().expect("connected"))
     }
 
+    /// Runs `steps` (a MULTI … EXEC) one after the other: EXEC's reply, or none if a step was
+    /// refused or failed (the connection then goes, and its MULTI with it).
+    async fn transaction(&mut self, steps: &[&[&[u8]]]) -> anyhow::Result<Option<Frame>> {
+        for (at, step) in steps.iter().enumerate() {
+            match self.call(step).await? {
+                Outcome::Done(frame) if at + 1 == steps.len() => return Ok(Some(frame)),
+                Outcome::Done(_) => {}
+                Outcome::Refused | Outcome::Failed => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
     async fn call(&mut self, args: &[&[u8]]) -> anyhow::Result<Outcome> {
         let following = self.following();
         let client = match self.connect().await {
@@ -340,16 +353,7 @@ pub async fn oltp_client(target: Target, client: usize, shared: Arc<Shared>) -> 
                     &[b"ZADD", b"leaderboard", number.as_bytes(), player.as_bytes()],
                     &[b"EXEC"],
                 ];
-                let mut reply = None;
-                for step in steps {
-                    match session.call(step).await? {
-                        Outcome::Done(frame) => reply = Some(frame),
-                        Outcome::Refused | Outcome::Failed => {
-                            reply = None;
-                            break;
-                        }
-                    }
-                }
+                let reply = session.transaction(&steps).await?;
                 if let Some(reply) = reply {
                     anyhow::ensure!(
                         matches!(&reply, Frame::Array(items) if items.len() == 3),
@@ -370,16 +374,7 @@ pub async fn oltp_client(target: Target, client: usize, shared: Arc<Shared>) -> 
                     &[b"INCRBY", to.as_bytes(), b"5"],
                     &[b"EXEC"],
                 ];
-                let mut reply = None;
-                for step in steps {
-                    match session.call(step).await? {
-                        Outcome::Done(frame) => reply = Some(frame),
-                        Outcome::Refused | Outcome::Failed => {
-                            reply = None;
-                            break;
-                        }
-                    }
-                }
+                let reply = session.transaction(&steps).await?;
                 if let Some(reply) = reply {
                     anyhow::ensure!(
                         matches!(&reply, Frame::Array(items) if items.len() == 2),
