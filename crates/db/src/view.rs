@@ -7,6 +7,7 @@
 //! does not know a row, so the number of keys it reports is exact. A primary's plain SET does
 //! not read a key no layer knows (`key_count`): the checkpoint that writes it learns the rest.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -124,9 +125,19 @@ pub(crate) struct Outcome {
     pub(crate) touched: Option<Vec<Bytes>>,
 }
 
+/// How many rows read from the base a view remembers (see `View::reads`).
+const REMEMBERED_READS: usize = 16;
+
 pub(crate) struct View<'a> {
     base: &'a dyn Base,
     overlay: [BTreeMap<Bytes, Option<Bytes>>; Namespace::COUNT],
+    /// The first rows read from the base, with what was read: a command reads a row and the
+    /// effects of the change it records read the same row again (does the field exist? the
+    /// member's score?), which was a second search of every cache layer and of the data files
+    /// per element written. Bounded, so that a large transaction does not search a long list;
+    /// what a base read once it holds for the view's life (a primary's write transaction holds
+    /// the write lock, and what promotion and checkpoints move between layers keeps its value).
+    reads: RefCell<Vec<(Namespace, Bytes, Option<Bytes>)>>,
     /// Whether each key row changed here existed before (`None`: not known, not read).
     existed: BTreeMap<Bytes, Option<bool>>,
     /// Read the data files for whatever the cache does not know (recovery, apply).
@@ -150,6 +161,7 @@ impl<'a> View<'a> {
         View {
             base,
             overlay: Default::default(),
+            reads: RefCell::new(Vec::new()),
             existed: BTreeMap::new(),
             exact,
             now_ms: None,
@@ -186,16 +198,34 @@ impl<'a> View<'a> {
     }
 
     pub(crate) fn get(&self, namespace: Namespace, row: &Bytes) -> Result<Option<Bytes>> {
-        match self.overlay[namespace.index()].get(row) {
-            Some(value) => Ok(value.clone()),
-            None => self.base.get(namespace, row),
+        if let Some(value) = self.overlay[namespace.index()].get(row) {
+            return Ok(value.clone());
         }
+        if let Some(value) = self.remembered(namespace, row) {
+            return Ok(value);
+        }
+        let value = self.base.get(namespace, row)?;
+        let mut reads = self.reads.borrow_mut();
+        if reads.len() < REMEMBERED_READS {
+            reads.push((namespace, row.clone(), value.clone()));
+        }
+        Ok(value)
+    }
+
+    /// A row this view read from the base before, if it remembers it.
+    fn remembered(&self, namespace: Namespace, row: &Bytes) -> Option<Option<Bytes>> {
+        self.reads
+            .borrow()
+            .iter()
+            .find(|(space, read, _)| *space == namespace && read == row)
+            .map(|(_, _, value)| value.clone())
     }
 
     /// What the overlay or the cache know of a row; `None` if only the data files do.
     pub(crate) fn known(&self, namespace: Namespace, row: &Bytes) -> Option<Option<Bytes>> {
         match self.overlay[namespace.index()].get(row) {
             Some(value) => Some(value.clone()),
+            None if let Some(value) = self.remembered(namespace, row) => Some(value),
             None => match self.base.known(namespace, row) {
                 Lookup::Known(value) => Some(value),
                 Lookup::Store => None,
