@@ -329,6 +329,11 @@ impl Cache {
         !self.dirty.is_empty() || self.flushing.is_some()
     }
 
+    /// Bytes of durable changes no checkpoint has begun to write.
+    pub fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes
+    }
+
     /// Bytes of changes not yet in the data files.
     pub fn unwritten_bytes(&self) -> usize {
         self.pending_bytes + self.dirty_bytes + self.flushing_bytes

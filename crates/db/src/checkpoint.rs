@@ -11,9 +11,21 @@ use crate::cache::Key;
 use crate::key_count::RESOLVE_CHUNK;
 use crate::{DbError, Inner, Result};
 
+/// Rows a paced checkpoint writes between two looks at the clock.
+const PACE_ROWS: usize = 256;
+
+/// The longest a paced checkpoint sleeps before it looks again whether it is needed sooner.
+const PACE_NAP: Duration = Duration::from_millis(20);
+
 #[derive(Debug, Default)]
 pub(crate) struct CheckpointState {
     pub(crate) requested: bool,
+    /// Somebody waits for a checkpoint (a log switch for its group, writers for memory, a
+    /// caller of `Database::checkpoint`): the running one, if paced, stops pacing.
+    pub(crate) urgent: bool,
+    /// When the checkpointer's last checkpoint began, and the log the redo log was writing
+    /// then (a log switch since starts the next one).
+    pub(crate) began: Option<(Instant, u64)>,
     pub(crate) last_error: Option<String>,
     pub(crate) last_scn: Scn,
     pub(crate) last_at_us: Option<u64>,
@@ -55,6 +67,7 @@ impl Inner {
                 break;
             }
             state.requested = true;
+            state.urgent = true;
             self.checkpoint_changed.notify_all();
             self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
             drop(state);
@@ -71,20 +84,65 @@ impl Inner {
         }
     }
 
+    /// Asks for a checkpoint that somebody waits for (the log writer at a log switch): the
+    /// running one hurries, and the next one is not paced.
+    pub(crate) fn request_urgent_checkpoint(&self) {
+        let mut state = self.checkpoint.lock();
+        state.urgent = true;
+        if !state.requested {
+            state.requested = true;
+            self.checkpoint_changed.notify_all();
+        }
+    }
+
+    /// A checkpoint its caller waits for: not paced, and a paced one running hurries.
     pub(crate) fn run_checkpoint(&self) -> Result<Scn> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(DbError::Shutdown);
         }
+        self.checkpoint.lock().urgent = true;
         self.run_checkpoint_locked()
     }
 
     /// Writes every durable change to the data files, with its SCN, in one durable
     /// transaction, then lets the redo log reuse what that covers.
     pub(crate) fn run_checkpoint_locked(&self) -> Result<Scn> {
+        self.run_checkpoint_with(false)
+    }
+
+    /// How long the checkpointer may spread the checkpoint it begins now over: the
+    /// completion target's share of the time between its checkpoints (the last one's begin
+    /// until now), at most `checkpoint_interval`'s. Zero (at once) for the first one, when
+    /// the target is 0, or when somebody already waits for it.
+    fn spread(&self, state: &CheckpointState, now: Instant) -> Duration {
+        let target = self.config.checkpoint_completion_target;
+        match state.began {
+            Some((began, _)) if target > 0.0 && !state.urgent => now
+                .saturating_duration_since(began)
+                .min(self.config.checkpoint_interval)
+                .mul_f64(target),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Writes every durable change to the data files; `paced`: the checkpointer's own, spread
+    /// over time (see `spread`) unless somebody needs it sooner.
+    fn run_checkpoint_with(&self, paced: bool) -> Result<Scn> {
         let _running = self.checkpoint_running.lock();
         if self.checkpoints_suspended.load(Ordering::Acquire) {
             return Ok(self.checkpoint.lock().last_scn);
         }
+        let spread = {
+            let mut state = self.checkpoint.lock();
+            let now = Instant::now();
+            let spread = if paced { self.spread(&state, now) } else { Duration::ZERO };
+            // What asked for this one is answered by it; a later ask hurries it.
+            state.urgent = false;
+            if paced {
+                state.began = Some((now, self.redo.written_addr().seq.0));
+            }
+            spread
+        };
         self.promote();
         let last_scn = self.checkpoint.lock().last_scn;
         let (changed, scn) = {
@@ -142,12 +200,41 @@ impl Inner {
             }
         };
         let started = Instant::now();
-        let written = self.store.checkpoint(
+        let total = changed.len().max(1);
+        let mut done = 0usize;
+        let mut hurried = false;
+        let mut pace = || {
+            done += 1;
+            if spread.is_zero() || hurried || !done.is_multiple_of(PACE_ROWS) {
+                return;
+            }
+            // Where the rows written should be by now, were they written evenly over `spread`.
+            let due = spread.mul_f64(done as f64 / total as f64);
+            loop {
+                let elapsed = started.elapsed();
+                if elapsed >= due {
+                    return;
+                }
+                // Needed sooner: somebody waits, or the next one is due already.
+                if self.checkpoint.lock().urgent
+                    || self.shut_down.load(Ordering::Acquire)
+                    || self.checkpoints_suspended.load(Ordering::Acquire)
+                    || self.cache.read().dirty_bytes() as u64 >= self.config.checkpoint_dirty_bytes
+                {
+                    hurried = true;
+                    self.stats.checkpoints_hurried.incr();
+                    return;
+                }
+                std::thread::sleep((due - elapsed).min(PACE_NAP));
+            }
+        };
+        let written = self.store.checkpoint_paced(
             &changed,
             scn,
             self.redo.identity().database_id,
             &lookups,
             &mut before_commit,
+            &mut pace,
         );
         self.waits.checkpoint_write.record_since(started);
         let result = written.and_then(|()| {
@@ -206,7 +293,13 @@ impl Inner {
                 if self.shut_down.load(Ordering::Acquire) {
                     return;
                 }
+                // A log switch since the last one began: checkpointing now, the group just
+                // filled is covered long before the log writer comes back to it (incremental
+                // checkpointing: small checkpoints, each spread over the time to the next).
+                let switched =
+                    state.began.is_some_and(|(_, seq)| self.redo.written_addr().seq.0 > seq);
                 let due = state.requested
+                    || switched
                     || state.last_error.is_some()
                         && last.elapsed() >= self.config.checkpoint_retry_interval
                     || last.elapsed() >= self.config.checkpoint_interval;
@@ -219,7 +312,9 @@ impl Inner {
                 state.requested = false;
             }
             last = Instant::now();
-            let _ = self.run_checkpoint();
+            if !self.shut_down.load(Ordering::Acquire) {
+                let _ = self.run_checkpoint_with(true);
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::DbError;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DbConfig {
     /// Directory of the data files. Relative paths are resolved against the data directory.
@@ -23,6 +23,14 @@ pub struct DbConfig {
     /// Default: 64 MiB.
     #[serde(with = "units::serde_human::size")]
     pub checkpoint_dirty_bytes: u64,
+
+    /// The share of the time between two checkpoints that the checkpointer spreads one
+    /// checkpoint's writes over, so that it never takes a burst of CPU and disk from the
+    /// sessions (PostgreSQL's `checkpoint_completion_target`). A checkpoint somebody waits for
+    /// (a log switch, writers at `dirty_bytes_max`, shutdown, a role change) is never paced,
+    /// and a paced one hurries as soon as one is. 0: write at once. Bounds: 0..=0.9.
+    /// Default: 0.5.
+    pub checkpoint_completion_target: f64,
 
     /// Changed-but-not-checkpointed data beyond which writers wait for a checkpoint ("free
     /// buffer waits"). Bounds: at least 2 × `checkpoint_dirty_bytes`, at most 64 GiB.
@@ -69,6 +77,7 @@ impl Default for DbConfig {
             dir: PathBuf::from("data"),
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_dirty_bytes: 64 << 20,
+            checkpoint_completion_target: 0.5,
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
             checkpoint_retry_interval: Duration::from_secs(1),
@@ -93,6 +102,12 @@ impl DbConfig {
             return invalid(
                 "checkpoint_interval",
                 format!("{:?} is outside 100ms..=1h", self.checkpoint_interval),
+            );
+        }
+        if !(0.0..=0.9).contains(&self.checkpoint_completion_target) {
+            return invalid(
+                "checkpoint_completion_target",
+                format!("{} is outside 0..=0.9", self.checkpoint_completion_target),
             );
         }
         if !(1 << 20..=16 << 30).contains(&self.checkpoint_dirty_bytes) {

@@ -104,6 +104,8 @@ struct Waits {
 
 struct Stats {
     checkpoints: Arc<Statistic>,
+    /// Paced checkpoints that stopped pacing because they were needed sooner.
+    checkpoints_hurried: Arc<Statistic>,
     checkpoint_keys: Arc<Statistic>,
     recovery_records: Arc<Statistic>,
     applied_records: Arc<Statistic>,
@@ -463,6 +465,8 @@ impl Drop for Database {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_checkpoint;
 #[cfg(test)]
 mod tests_key_count;
 #[cfg(test)]

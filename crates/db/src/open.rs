@@ -126,6 +126,7 @@ impl Database {
             },
             stats: Stats {
                 checkpoints: metrics.stat("checkpoints completed"),
+                checkpoints_hurried: metrics.stat("checkpoints hurried"),
                 checkpoint_keys: metrics.stat("checkpoint keys written"),
                 recovery_records: metrics.stat("recovery redo records applied"),
                 applied_records: metrics.stat("apply redo records applied"),
@@ -139,7 +140,7 @@ impl Database {
         let weak = Arc::downgrade(&inner);
         inner.redo.set_checkpoint_handler(Arc::new(move |_needed| {
             if let Some(inner) = weak.upgrade() {
-                inner.request_checkpoint();
+                inner.request_urgent_checkpoint();
             }
         }));
         let spawn = |name: &str, work: Box<dyn FnOnce() + Send>| {

@@ -372,10 +372,27 @@ impl Store {
         unresolved: &[crate::cache::Key],
         before_commit: &mut dyn FnMut(&[bool]),
     ) -> Result<(), DbError> {
+        self.checkpoint_paced(changed, scn, database_id, unresolved, before_commit, &mut || {})
+    }
+
+    /// `checkpoint`, calling `pace` after each row it writes: the checkpointer spreads its
+    /// writes over time by sleeping there (`checkpoint_completion_target`). One transaction
+    /// all the same, committed durably at the end: readers see the data files as they were
+    /// until then, and a crash in between leaves them at the previous checkpoint.
+    pub fn checkpoint_paced(
+        &self,
+        changed: &Layer,
+        scn: Scn,
+        database_id: DatabaseId,
+        unresolved: &[crate::cache::Key],
+        before_commit: &mut dyn FnMut(&[bool]),
+        pace: &mut dyn FnMut(),
+    ) -> Result<(), DbError> {
         if self.db.read().is_none() && !self.sync_failed.load(Ordering::Acquire) {
             self.reopen()?;
         }
-        let written = self.write_checkpoint(changed, scn, database_id, unresolved, before_commit);
+        let written =
+            self.write_checkpoint(changed, scn, database_id, unresolved, before_commit, pace);
         // Committed or not, reads see the data files as they are from now on (the caller lets
         // the cache go of what was written only after this returns).
         self.drop_reader();
@@ -399,6 +416,7 @@ impl Store {
         database_id: DatabaseId,
         unresolved: &[crate::cache::Key],
         before_commit: &mut dyn FnMut(&[bool]),
+        pace: &mut dyn FnMut(),
     ) -> Result<(), DbError> {
         let fail = store_error(&self.path, "checkpoint");
         let db = self.database("checkpoint")?;
@@ -430,6 +448,7 @@ impl Store {
                 if next.next_if(|lone| *lone == key).is_some() {
                     existed.push(replaced.is_some());
                 }
+                pace();
             }
             for lone in next {
                 existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
@@ -445,6 +464,7 @@ impl Store {
                         None => table.remove(key.as_ref()),
                     }
                     .map_err(|error| fail(&error))?;
+                    pace();
                 }
             }
             {

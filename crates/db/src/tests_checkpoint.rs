@@ -1,0 +1,109 @@
+//! Paced checkpoints (`checkpoint_completion_target`): spread over time when nobody waits,
+//! hurried as soon as somebody does, and still one durable transaction.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redo::crashdisk::Watchdog;
+
+use super::*;
+use crate::tests::WAIT;
+
+fn open_paced(root: &Path, metrics: Arc<Metrics>) -> Database {
+    let db = DbConfig {
+        // Only what the test asks for, or the dirty threshold, starts a checkpoint.
+        checkpoint_interval: Duration::from_secs(60),
+        checkpoint_dirty_bytes: 1 << 20,
+        dirty_bytes_max: 64 << 20,
+        checkpoint_completion_target: 0.9,
+        ..DbConfig::default()
+    }
+    .resolve(root);
+    let redo =
+        RedoConfig { log_file_size: 64 << 20, groups: 3, ..RedoConfig::default() }.resolve(root);
+    Database::open(db, redo, Arc::new(redo::OsStorage::default()), metrics).unwrap()
+}
+
+/// Writes `count` keys of 100 bytes named `prefix:N`, 100 to a transaction.
+fn write_keys(db: &Database, prefix: &str, count: usize) {
+    let value = Bytes::from(vec![b'v'; 100]);
+    for chunk in 0..count / 100 {
+        let ops: Vec<Op> = (0..100)
+            .map(|i| {
+                Op::set(
+                    Bytes::from(format!("{prefix}:{}", chunk * 100 + i)),
+                    value.clone(),
+                    keyspace::SetCondition::Always,
+                )
+            })
+            .collect();
+        db.transact(&ops, WAIT).unwrap();
+    }
+}
+
+fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_paced_checkpoint_hurries_when_somebody_waits_for_it_and_keeps_every_write() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "paced checkpoint hurries");
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Metrics::new();
+    let db = open_paced(dir.path(), metrics.clone());
+    let completed = || metrics.snapshot().stat("checkpoints completed");
+    // Under the dirty threshold (1 MiB): only the test's asks start the checkpointer's.
+    // The first one has no cadence to spread over: it runs at once.
+    write_keys(&db, "first", 4_000);
+    db.inner.request_checkpoint();
+    wait_until("the first checkpoint", || completed() >= 1);
+    // The second one spreads its rows over 0.9 × the time since the first began (≥ 3 s)...
+    thread::sleep(Duration::from_secs(3));
+    write_keys(&db, "second", 4_000);
+    db.inner.request_checkpoint();
+    wait_until("the second checkpoint to be running", || db.inner.checkpoint_running.is_locked());
+    let running_since = Instant::now();
+    // ... unless somebody waits for it: a checkpoint asked for now runs at once after it.
+    let scn = db.checkpoint().unwrap();
+    let took = running_since.elapsed();
+    assert_eq!(metrics.snapshot().stat("checkpoints hurried"), 1);
+    assert!(
+        took < Duration::from_millis(2_500),
+        "a checkpoint somebody waited for took {took:?}: the paced one did not hurry"
+    );
+    assert!(scn >= db.inner.checkpoint.lock().last_scn);
+    // Nothing lost on the way: reopened, every key reads back.
+    db.shutdown().unwrap();
+    drop(db);
+    let db = open_paced(dir.path(), Metrics::new());
+    for (prefix, count) in [("first", 4_000), ("second", 4_000)] {
+        for i in [0, count / 2, count - 1] {
+            let key = Bytes::from(format!("{prefix}:{i}"));
+            assert_eq!(db.get(&key).unwrap().map(|v| v.len()), Some(100), "{prefix}:{i}");
+        }
+    }
+}
+
+#[test]
+fn a_log_switch_starts_a_checkpoint_before_the_log_writer_needs_its_group() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "checkpoint at a log switch");
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Metrics::new();
+    let db = open_paced(dir.path(), metrics.clone());
+    let completed = || metrics.snapshot().stat("checkpoints completed");
+    write_keys(&db, "a", 1_000);
+    // A first checkpoint the checkpointer ran itself (the dirty threshold is far).
+    db.inner.request_checkpoint();
+    wait_until("the first checkpoint", || completed() >= 1);
+    write_keys(&db, "b", 1_000);
+    let before = completed();
+    db.inner.redo.switch_logfile().unwrap();
+    // Nothing asked for it (under the dirty threshold, before the interval): the switch did.
+    wait_until("a checkpoint after the log switch", || completed() > before);
+}
