@@ -131,7 +131,17 @@ pub fn resp(report: &BenchRespReport) -> Figure {
                 limits: vec![fdatasync],
             },
         ],
-        lines: Vec::new(),
+        // The durable SET at -c 50 second by second, where the targets are judged.
+        lines: crate::bench_resp::per_second::panel(
+            &report
+                .results
+                .iter()
+                .filter(|result| !result.runs_per_second.is_empty())
+                .filter(|result| report.client_cpus.is_none() || result.client_cpu == "own")
+                .collect::<Vec<_>>(),
+        )
+        .into_iter()
+        .collect(),
     }
 }
 

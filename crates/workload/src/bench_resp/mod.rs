@@ -34,6 +34,13 @@ use serde::{Deserialize, Serialize};
 use crate::placement::Cpus;
 use crate::process::ServerProcess;
 
+pub mod per_second;
+pub use per_second::Second;
+
+/// Rounds of the durable SET at `-c 50` at least (issue 34: its slowest round is judged, and
+/// its seconds).
+const SET_ROUNDS: u32 = 6;
+
 #[derive(Debug, Clone)]
 pub struct BenchRespConfig {
     /// The `redoguard` binary.
@@ -65,6 +72,10 @@ pub struct RespResult {
     /// the runs it overlaps are the slow ones.
     #[serde(default)]
     pub runs_checkpoints: Vec<u64>,
+    /// Each run's rate second by second (see `per_second`), in the same order; empty in
+    /// older reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs_per_second: Vec<Vec<Second>>,
     /// The server process's CPU time (user + system) per request, µs.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
@@ -81,6 +92,28 @@ pub struct RespResult {
 
 fn shared() -> String {
     ClientCpu::Shared.name().to_string()
+}
+
+#[cfg(test)]
+impl RespResult {
+    pub(crate) fn empty(server: &str) -> RespResult {
+        RespResult {
+            server: server.into(),
+            test: "SET".into(),
+            clients: 50,
+            requests: 0,
+            ops_per_s: 0.0,
+            p50_us: 0.0,
+            p99_us: 0.0,
+            fdatasync_p50_us: 0.0,
+            runs_ops_per_s: Vec::new(),
+            runs_checkpoints: Vec::new(),
+            runs_per_second: Vec::new(),
+            cpu_us_per_op: None,
+            cpu_us_per_op_by_thread: None,
+            client_cpu: shared(),
+        }
+    }
 }
 
 /// Where redis-benchmark runs relative to the servers.
@@ -238,15 +271,19 @@ impl Drop for RedisServer {
     }
 }
 
+/// What a sample of a server says: its commands processed so far, and its checkpoints.
+type Sample<'a> = &'a mut dyn FnMut() -> anyhow::Result<(u64, u64)>;
+
 /// Runs redis-benchmark for one test and client count (on `cpus`, if given); parses its CSV
-/// line.
+/// line. With `sample`, the server is sampled once a second meanwhile: its seconds.
 fn benchmark(
     port: u16,
     test: &str,
     clients: u32,
     requests: u64,
     cpus: Option<&Cpus>,
-) -> anyhow::Result<(f64, f64, f64)> {
+    sample: Option<Sample>,
+) -> anyhow::Result<((f64, f64, f64), Vec<Second>)> {
     let mut command = Command::new("redis-benchmark");
     command.args(["-h", "127.0.0.1", "-p", &port.to_string(), "-c", &clients.to_string()]);
     command.args(["-n", &requests.to_string(), "-r", "1000000", "-d", "100", "--csv"]);
@@ -259,7 +296,31 @@ fn benchmark(
     if let Some(cpus) = cpus {
         cpus.apply_to_command(&mut command);
     }
-    let output = command.output().context("running redis-benchmark")?;
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().context("running redis-benchmark")?;
+    let mut seconds = Vec::new();
+    if let Some(sample) = sample {
+        let mut last = (Instant::now(), sample()?);
+        while child.try_wait()?.is_none() {
+            std::thread::sleep(
+                Duration::from_secs(1)
+                    .saturating_sub(last.0.elapsed())
+                    .min(Duration::from_millis(50)),
+            );
+            if last.0.elapsed() < Duration::from_secs(1) {
+                continue;
+            }
+            let now = (Instant::now(), sample()?);
+            let elapsed = now.0.duration_since(last.0).as_secs_f64();
+            seconds.push(Second {
+                // The sampler's own INFO counts as a command: left out.
+                ops_per_s: now.1.0.saturating_sub(last.1.0).saturating_sub(1) as f64 / elapsed,
+                checkpoints: now.1.1.saturating_sub(last.1.1),
+            });
+            last = now;
+        }
+    }
+    let output = child.wait_with_output().context("running redis-benchmark")?;
     anyhow::ensure!(
         output.status.success(),
         "redis-benchmark failed: {}",
@@ -280,7 +341,7 @@ fn benchmark(
         .map(|field| field.trim_matches('"').parse().unwrap_or(f64::NAN))
         .collect();
     anyhow::ensure!(fields.len() >= 6, "unexpected redis-benchmark line: {line}");
-    Ok((fields[0], fields[3] * 1000.0, fields[5] * 1000.0))
+    Ok(((fields[0], fields[3] * 1000.0, fields[5] * 1000.0), seconds))
 }
 
 /// The commands redis-benchmark has no test of its own for, spelled out: `set ex` is a SET
@@ -306,6 +367,8 @@ struct Run {
     checkpoints: Option<u64>,
     /// The server's CPU time during the run by thread name.
     threads: BTreeMap<String, f64>,
+    /// The run second by second (the durable SET at `-c 50` only).
+    seconds: Vec<Second>,
 }
 
 /// A server's runs of one test as one result: ops/s is all requests over all the runs' time;
@@ -336,6 +399,11 @@ fn combine(
         fdatasync_p50_us,
         runs_ops_per_s: runs.iter().map(|run| run.ops_per_s).collect(),
         runs_checkpoints: runs.iter().filter_map(|run| run.checkpoints).collect(),
+        runs_per_second: if runs.iter().any(|run| !run.seconds.is_empty()) {
+            runs.iter().map(|run| run.seconds.clone()).collect()
+        } else {
+            Vec::new()
+        },
         cpu_us_per_op: (total > 0.0).then(|| cpu / total * 1e6),
         cpu_us_per_op_by_thread: crate::process::threads_summed(
             runs.iter().map(|run| &run.threads),
@@ -445,7 +513,12 @@ pub fn run(
         // (Every durable write at -c 50: one run of a type spreads as the SET's single runs
         // do, by half, so a ratio of one run each says little.)
         let alternated = clients == 50 && test != "get";
-        let rounds = if alternated { config.rounds.max(1) } else { 1 };
+        let rounds = match (alternated, test) {
+            (true, "set") => config.rounds.max(SET_ROUNDS),
+            (true, _) => config.rounds.max(1),
+            (false, _) => 1,
+        };
+        let sampled = alternated && test == "set";
         let server_raw = raw(&mut progress)?;
         // Runs by placement, then by server.
         let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); servers.len()]; placements.len()];
@@ -475,8 +548,23 @@ pub fn run(
                     let checkpoints_before = checkpoints(server)?;
                     let cpu_before = crate::process::cpu_seconds(pid)?;
                     let threads_before = crate::process::thread_cpu_seconds(pid)?;
-                    let (ops_per_s, p50_us, p99_us) =
-                        benchmark(port, test, clients, config.requests, client_cpus)?;
+                    let mut counter =
+                        if sampled { Some(per_second::Counter::connect(port)?) } else { None };
+                    let mut sample = || -> anyhow::Result<(u64, u64)> {
+                        let commands = match &mut counter {
+                            Some(counter) => counter.commands()?,
+                            None => 0,
+                        };
+                        Ok((commands, checkpoints(server)?.unwrap_or(0)))
+                    };
+                    let ((ops_per_s, p50_us, p99_us), seconds) = benchmark(
+                        port,
+                        test,
+                        clients,
+                        config.requests,
+                        client_cpus,
+                        sampled.then_some(&mut sample as Sample),
+                    )?;
                     let cpu = crate::process::cpu_seconds(pid)? - cpu_before;
                     let threads = crate::process::threads_since(
                         &threads_before,
@@ -492,6 +580,7 @@ pub fn run(
                         cpu_seconds: cpu,
                         checkpoints,
                         threads,
+                        seconds,
                     });
                 }
             }
@@ -544,6 +633,48 @@ pub fn run(
             limit: ">= 1.0".into(),
             met: ratio >= 1.0,
         });
+    }
+    // The durable SET at -c 50 round by round, and second by second (issue 34): no round
+    // slower than Redis's, and no second that a checkpoint (or anything) slows much.
+    if let (Some(ours), Some(redis)) =
+        (judged_result("redoguard", "SET", 50), judged_result("redis", "SET", 50))
+    {
+        let mut ratios: Vec<f64> =
+            ours.runs_ops_per_s.iter().zip(&redis.runs_ops_per_s).map(|(a, b)| a / b).collect();
+        if !ratios.is_empty() {
+            let slowest = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let middle = per_second::median(&mut ratios);
+            let rounds = ratios.len();
+            for (what, value, limit, met) in [
+                ("slowest", slowest, ">= 1.0", slowest >= 1.0),
+                ("median", middle, ">= 1.2", middle >= 1.2),
+            ] {
+                targets.push(crate::bench_commit::Target {
+                    name: format!(
+                        "redoguard / Redis durable SET at -c 50, the {what} of {rounds} rounds (client CPU {})",
+                        judged.name()
+                    ),
+                    value,
+                    limit: limit.into(),
+                    met,
+                });
+            }
+        }
+        let seconds = per_second::steady_seconds(ours);
+        if !seconds.is_empty() {
+            let mut rates: Vec<f64> = seconds.iter().map(|second| second.ops_per_s).collect();
+            let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let middle = per_second::median(&mut rates);
+            targets.push(crate::bench_commit::Target {
+                name: format!(
+                    "redoguard's slowest second / its median second, durable SET at -c 50 ({} seconds)",
+                    seconds.len()
+                ),
+                value: slowest / middle,
+                limit: ">= 0.8".into(),
+                met: slowest / middle >= 0.8,
+            });
+        }
     }
     if let Some(ours) = judged_result("redoguard", "SET", 1) {
         let ratio = ours.p50_us / ours.fdatasync_p50_us;
@@ -705,6 +836,32 @@ pub fn render(report: &BenchRespReport) -> String {
             "  runs: each run's ops/s; \"+N ckpt\": N of redoguard's checkpoints ran during it"
         );
     }
+    for result in report.results.iter().filter(|result| !result.runs_per_second.is_empty()) {
+        let seconds = per_second::steady_seconds(result);
+        let mut rates: Vec<f64> = seconds.iter().map(|second| second.ops_per_s).collect();
+        if rates.is_empty() {
+            continue;
+        }
+        let middle = per_second::median(&mut rates.clone());
+        let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let slow = rates.iter().filter(|rate| **rate < 0.8 * middle).count();
+        let slow_with_checkpoint = seconds
+            .iter()
+            .filter(|second| second.ops_per_s < 0.8 * middle && second.checkpoints > 0)
+            .count();
+        rates.clear();
+        let _ = writeln!(
+            out,
+            "  seconds of {} {} -c {} (client CPU {}): {} steady, median {middle:.0}/s, slowest {slowest:.0}/s ({:.2}), {slow} below 0.8 x median ({slow_with_checkpoint} of them with a checkpoint ending), {} with a checkpoint ending",
+            result.server,
+            result.test,
+            result.clients,
+            result.client_cpu,
+            seconds.len(),
+            slowest / middle,
+            seconds.iter().filter(|second| second.checkpoints > 0).count(),
+        );
+    }
     out.push_str(&by_thread(report));
     if let (Some(client), Some(servers)) = (&report.client_cpus, &report.server_cpus) {
         let _ = writeln!(
@@ -748,6 +905,7 @@ mod tests {
                 ("db-ckpt".to_string(), if p50_us > 250.0 { cpu_seconds * 0.2 } else { 0.0 }),
             ]
             .into(),
+            seconds: Vec::new(),
         };
         // 1000 requests each at 1000/s (1 s), 250/s (4 s) and 500/s (2 s): 3000 requests in
         // 7 s, not the mean of the rates (583/s).
