@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod auto_compression;
+pub mod cascade;
 pub mod compression;
 pub mod config;
 pub mod conn;
@@ -26,6 +27,7 @@ pub mod settings;
 pub mod standby_service;
 
 pub use admission::{ListenerLimits, Security};
+pub use cascade::{Cascade, CascadeContext};
 pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
     BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, Hop, MemberConfig,
