@@ -167,36 +167,46 @@ impl ReplicationConfig {
                         .into(),
                 );
             }
-            // Under Maximum Availability the observer fails over only to a target the primary
-            // ships to synchronously: one that holds every commit the primary acknowledged.
-            // With routes, a target another member forwards to is ASYNC under that primary.
-            if self.protection_mode == ProtectionMode::MaximumAvailability {
-                for target in self.failover_targets() {
-                    let Some(member) = self.member_named(&target) else { continue };
-                    if member.transport != Transport::Sync {
+            // The observer fails over only to a target the primary ships to itself: a member
+            // behind a forwarder is never told it is synchronized nor which observer to take
+            // a failover from (`crate::cascade`), so it would refuse. Under Maximum
+            // Availability, only to one shipped SYNC: one that holds every commit the primary
+            // acknowledged.
+            let maximum_availability = self.protection_mode == ProtectionMode::MaximumAvailability;
+            for target in self.failover_targets() {
+                let Some(member) = self.member_named(&target) else { continue };
+                if maximum_availability && member.transport != Transport::Sync {
+                    return invalid(
+                        field("target"),
+                        format!(
+                            "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
+                        ),
+                    );
+                }
+                for primary in self.primary_candidates() {
+                    let Some(tree) = self.route_tree(&primary.name) else { continue };
+                    let Some(hop) = tree.hops.iter().find(|hop| hop.member == target) else {
+                        continue;
+                    };
+                    if hop.from != primary.name {
                         return invalid(
                             field("target"),
                             format!(
-                                "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
+                                "'{target}' receives redo from '{}' when '{}' is the primary: a fast-start target is shipped to by the primary itself (name such members in target)",
+                                hop.from, primary.name
                             ),
                         );
                     }
-                    for primary in self.primary_candidates() {
-                        let Some(tree) = self.route_tree(&primary.name) else { continue };
-                        let Some(hop) = tree.hops.iter().find(|hop| hop.member == target) else {
-                            continue;
-                        };
-                        if hop.from != primary.name || hop.transport != Transport::Sync {
-                            return invalid(
-                                field("target"),
-                                format!(
-                                    "'{target}' receives redo from '{}' ({}) when '{}' is the primary: under maximum_availability every fast-start target is shipped to SYNC by the primary itself",
-                                    hop.from,
-                                    super::transport_name(hop.transport, hop.affirm),
-                                    primary.name
-                                ),
-                            );
-                        }
+                    if maximum_availability && hop.transport != Transport::Sync {
+                        return invalid(
+                            field("target"),
+                            format!(
+                                "'{target}' receives redo from '{}' ({}) when '{}' is the primary: under maximum_availability every fast-start target is shipped to SYNC by the primary itself",
+                                hop.from,
+                                super::transport_name(hop.transport, hop.affirm),
+                                primary.name
+                            ),
+                        );
                     }
                 }
             }

@@ -319,7 +319,7 @@ impl ReplicationConfig {
         if self.role == RoleConfig::Standby && !self.destinations.is_empty() {
             return invalid(
                 "replication.destinations".into(),
-                "a standby has no destinations (cascading is not supported)".into(),
+                "a standby has no destinations (to forward redo, a cascading standby has redo routes: give the configuration form, [[replication.members]] with routes)".into(),
             );
         }
         Ok(())

@@ -231,7 +231,7 @@ fn a_far_sync_is_never_a_primary_nor_a_failover_target() {
 }
 
 #[test]
-fn a_cascaded_fast_start_target_under_maximum_availability_is_refused() {
+fn a_cascaded_fast_start_target_is_refused() {
     let mut config = config(
         ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
         ["transport = \"sync\"", "transport = \"sync\"", "transport = \"sync\"", ""],
@@ -245,8 +245,12 @@ fn a_cascaded_fast_start_target_under_maximum_availability_is_refused() {
     config.observers = extra.observers;
     let (field, reason) = refused(&config);
     assert_eq!(field, "replication.fast_start_failover.target");
-    assert!(
-        reason.contains("'c' receives redo from 'b' (ASYNC) when 'a' is the primary"),
-        "{reason}"
-    );
+    assert!(reason.contains("'c' receives redo from 'b' when 'a' is the primary"), "{reason}");
+    // Under Maximum Performance too: a cascaded member takes no failover from the observer.
+    config.protection_mode = crate::config::ProtectionMode::MaximumPerformance;
+    let (field, reason) = refused(&config);
+    assert_eq!(field, "replication.fast_start_failover.target");
+    assert!(reason.contains("a fast-start target is shipped to by the primary itself"), "{reason}");
+    config.fast_start_failover.target = vec!["b".into()];
+    config.validate().unwrap();
 }
