@@ -420,6 +420,7 @@ pub fn render(configuration: &Configuration) -> String {
             (None, _) => "UNREACHABLE".to_string(),
             (Some(_), Some(_)) => "fenced".to_string(),
             (Some(role), None) if role == "primary" => "Primary".to_string(),
+            (Some(_), None) if member.far_sync => "Far sync".to_string(),
             (Some(_), None) => "Physical standby".to_string(),
         };
         let state = if member.role.as_deref() == Some("primary") && member.fenced.is_none() {

@@ -148,3 +148,94 @@ fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_an
     assert_eq!(a.primary_member.as_deref(), Some("b"));
     assert_eq!(a.source_member.as_deref(), Some("c"));
 }
+
+/// A primary `a` ships SYNC AFFIRM to the far sync `fs` only, under Maximum Availability;
+/// `fs` forwards to the terminal `t`. `a` killed with -9 under load: `t` gets from `fs` every
+/// write `a` acknowledged, and a failover to `t` loses none of them. `fs` is never a target.
+#[test]
+fn through_a_far_sync_a_failover_to_the_terminal_loses_nothing_acknowledged() {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "far sync");
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    let mut cluster = Cluster::start(ClusterConfig {
+        members: vec![a, fs, t],
+        protection_mode: "maximum_availability",
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    let status = cluster.server("a").status();
+    let shipped: Vec<(&str, transport::Phase)> = status
+        .replication
+        .destinations
+        .iter()
+        .map(|destination| (destination.name.as_str(), destination.phase))
+        .collect();
+    assert_eq!(shipped, [("fs", transport::Phase::Synchronized)], "a ships SYNC to fs only");
+    let shown = cluster.must(&["show", "configuration"]);
+    assert!(shown.contains("└─ fs  SYNC AFFIRM  SYNCHRONIZED"), "{shown}");
+    assert!(shown.contains("└─ t  ASYNC"), "{shown}");
+    let (ok, out, err) = cluster.redoguard(&["switchover", "--to", "fs"]);
+    let said = out + &err;
+    assert!(!ok && said.contains("is a far sync"), "a switchover to the far sync: {said}");
+
+    // Writers until the kill: every acknowledged key is recorded.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let address = cluster.resp_addr("a");
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut connection = common::redis_connection(address);
+                let mut acknowledged = Vec::new();
+                for index in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Acquire) {
+                        break;
+                    }
+                    let key = format!("w{writer}:{index}");
+                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
+                        Ok(()) => acknowledged.push(key),
+                        Err(_) => break,
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.kill("a");
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let acknowledged: Vec<String> =
+        writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
+    assert!(acknowledged.len() > 100, "only {} writes acknowledged", acknowledged.len());
+
+    // t takes what fs holds (fs forwards it after the primary is gone), then is failed over to.
+    let fs_received = cluster.server("fs").status().replication.standby.unwrap().received;
+    let caught_up = common::poll_until(limit, || {
+        let received = cluster.server("t").status().replication.standby.unwrap().received;
+        (received.seq.0, received.offset) >= (fs_received.seq.0, fs_received.offset)
+    });
+    assert!(caught_up, "t did not receive what fs holds\n{}", cluster.logs());
+    let (ok, out, err) = cluster.redoguard(&["failover", "--to", "fs"]);
+    let said = out + &err;
+    assert!(!ok && said.contains("far sync"), "a failover to the far sync: {said}");
+    cluster.must(&["failover", "--to", "t"]);
+    let mut connection = common::redis_connection(cluster.resp_addr("t"));
+    let mut missing = Vec::new();
+    for key in &acknowledged {
+        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+        if value.is_none() {
+            missing.push(key.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes are missing on t after the failover: {:?}\n{}",
+        missing.len(),
+        acknowledged.len(),
+        &missing[..missing.len().min(10)],
+        cluster.logs()
+    );
+    println!("far sync: {} acknowledged writes, all on t after the failover", acknowledged.len());
+}

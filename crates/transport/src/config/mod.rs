@@ -279,8 +279,11 @@ impl ReplicationConfig {
         }
         let destinations = self.destinations();
         self.validate_quorum(&destinations)?;
+        // (A far sync is never a primary: what it would ship as one is nothing to check.)
+        let may_be_primary = !self.member.as_deref().is_some_and(|name| self.is_far_sync(name));
         if self.protection_mode != ProtectionMode::MaximumPerformance
             && (self.role == RoleConfig::Primary || self.has_members())
+            && may_be_primary
         {
             let sync_affirm = destinations
                 .iter()

@@ -195,6 +195,9 @@ impl Inner {
         if !archive {
             let mut heard = self.heard.lock();
             heard.peers.push(conn.peer);
+            if !hello.relay_of.is_empty() {
+                heard.relayed.push(conn.peer);
+            }
             heard.at = Some(Instant::now());
             heard.primary_time_us = hello.primary_time_us;
             if !hello.member.is_empty() {
@@ -220,6 +223,9 @@ impl Inner {
         let result = self.receive(&mut conn, &hello);
         {
             let mut heard = self.heard.lock();
+            if let Some(at) = heard.relayed.iter().position(|peer| *peer == conn.peer) {
+                heard.relayed.remove(at);
+            }
             if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
                 heard.peers.remove(at);
             }

@@ -57,7 +57,12 @@ pub struct StandbyReplicationStatus {
     pub source_member: Option<String>,
     /// The address the primary's redo comes from, while connected.
     pub primary_peer: Option<String>,
+    /// Whether its redo source is connected: the primary, or the member forwarding its redo.
     pub connected: bool,
+    /// Whether the primary itself is connected (not only a member forwarding its redo): what a
+    /// failover asks before it takes over.
+    #[serde(default)]
+    pub primary_connected: bool,
     /// Seconds since the primary was last heard from (since this receiver started, if never).
     pub last_heard_s: Option<f64>,
     /// The standby holds every log up to this sequence, with no gap.
@@ -102,6 +107,8 @@ struct Heard {
     /// first: a peer that leaves is forgotten, so the status never names a connection that
     /// is gone (one that was refused after its hello, say) while the primary's remain.
     peers: Vec<SocketAddr>,
+    /// Of those, the ones from a member forwarding the primary's redo (cascading).
+    relayed: Vec<SocketAddr>,
     primary_member: Option<String>,
     source_member: Option<String>,
     at: Option<Instant>,
@@ -297,6 +304,7 @@ impl StandbyReceiver {
             source_member: heard.source_member.clone(),
             primary_peer: heard.peers.last().map(SocketAddr::to_string),
             connected: !heard.peers.is_empty(),
+            primary_connected: heard.peers.iter().any(|peer| !heard.relayed.contains(peer)),
             last_heard_s: Some(heard.at.unwrap_or(inner.started).elapsed().as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,

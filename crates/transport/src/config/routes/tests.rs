@@ -222,6 +222,15 @@ fn a_far_sync_is_never_a_primary_nor_a_failover_target() {
     with_target.fast_start_failover.target.clear();
     with_target.validate().unwrap();
     assert_eq!(with_target.failover_targets(), ["a", "c", "d"]);
+    // A far sync's own file: the protection mode is checked for the members that may be
+    // primary, not for it.
+    let mut own = config(
+        ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
+        ["", "kind = \"far_sync\"\ntransport = \"sync\"", "", ""],
+        "protection_mode = \"maximum_availability\"\nrole = \"standby\"\n",
+    );
+    own.member = Some("b".into());
+    own.validate().unwrap();
     // A file that would start a far sync as a primary.
     let mut as_primary = config(NONE, far_sync, "");
     as_primary.member = Some("b".into());
