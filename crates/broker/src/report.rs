@@ -194,8 +194,30 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
         primary.as_deref().and_then(|primary| transport::route_tree(&view.members, primary).ok());
     if let Some(tree) = &routes {
         for hop in &tree.hops {
+            // A member behind a forwarder, as the forwarder sees it (cascading).
+            let forwarded = (hop.from != tree.primary)
+                .then(|| {
+                    let forwarder = members.iter().find(|member| member.name == hop.from)?;
+                    let status = forwarder.status.as_ref()?;
+                    status
+                        .replication
+                        .destinations
+                        .iter()
+                        .find(|destination| destination.name == hop.member)
+                        .cloned()
+                })
+                .flatten();
             if let Some(member) = members.iter_mut().find(|member| member.name == hop.member) {
                 member.transport = transport::transport_name(hop.transport, hop.affirm).into();
+                if let Some(destination) = forwarded {
+                    member.state = Some(phase_name(destination.phase));
+                    member.synchronized = Some(false);
+                    if member.last_error.is_none()
+                        && destination.phase != transport::Phase::Streaming
+                    {
+                        member.last_error = destination.last_error.clone();
+                    }
+                }
             }
         }
     }

@@ -99,7 +99,7 @@ fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_an
         .collect();
     assert_eq!(tree[0], "a", "{shown}");
     assert!(tree[1].starts_with("└─ b  ASYNC"), "{shown}");
-    assert!(tree[2].starts_with("└─ c  ASYNC"), "{shown}");
+    assert!(tree[2].starts_with("└─ c  ASYNC  STREAMING"), "{shown}");
     assert!(shown.contains("Configuration status: SUCCESS"), "{shown}");
 
     // kill -9 of the forwarder; the primary goes on and switches logs: the terminal lacks
@@ -175,7 +175,8 @@ fn through_a_far_sync_a_failover_to_the_terminal_loses_nothing_acknowledged() {
     assert_eq!(shipped, [("fs", transport::Phase::Synchronized)], "a ships SYNC to fs only");
     let shown = cluster.must(&["show", "configuration"]);
     assert!(shown.contains("└─ fs  SYNC AFFIRM  SYNCHRONIZED"), "{shown}");
-    assert!(shown.contains("└─ t  ASYNC"), "{shown}");
+    assert!(shown.contains("└─ t  ASYNC  STREAMING"), "{shown}");
+    assert!(shown.contains("Far sync"), "{shown}");
     let (ok, out, err) = cluster.redoguard(&["switchover", "--to", "fs"]);
     let said = out + &err;
     assert!(!ok && said.contains("is a far sync"), "a switchover to the far sync: {said}");
