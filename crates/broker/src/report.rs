@@ -8,7 +8,7 @@ use std::time::Duration;
 use admin::ServerStatus;
 use redo::{Fence, LogSeq, RedoAddr, Scn};
 use serde::{Deserialize, Serialize};
-use transport::{MemberConfig, ProtectionMode, Transport};
+use transport::{MemberConfig, ProtectionMode};
 
 use crate::client::{Admin, CallError};
 
@@ -22,8 +22,12 @@ pub struct MemberReport {
     pub resp: String,
     pub admin: String,
     pub redo: String,
-    /// How a primary ships to it: `SYNC AFFIRM`, `SYNC NOAFFIRM` or `ASYNC`.
+    /// How a primary ships to it: `SYNC AFFIRM`, `SYNC NOAFFIRM` or `ASYNC` (under the
+    /// primary's routes, how it receives).
     pub transport: String,
+    /// A far sync: never a primary, never a failover target.
+    #[serde(default)]
+    pub far_sync: bool,
     pub reachable: bool,
     /// Why it could not be reached.
     pub error: Option<String>,
@@ -63,6 +67,10 @@ pub struct Configuration {
     pub lag_threshold_s: f64,
     /// Everything that needs a DBA's attention; empty when all is well.
     pub warnings: Vec<String>,
+    /// The redo routes under the primary: who receives from whom (every standby from the
+    /// primary, without routes).
+    #[serde(default)]
+    pub routes: Option<transport::RouteTree>,
 }
 
 impl Configuration {
@@ -77,11 +85,7 @@ impl Configuration {
 }
 
 fn transport_of(member: &MemberConfig) -> String {
-    match (member.transport, member.affirm) {
-        (Transport::Sync, true) => "SYNC AFFIRM".into(),
-        (Transport::Sync, false) => "SYNC NOAFFIRM".into(),
-        (Transport::Async, _) => "ASYNC".into(),
-    }
+    transport::transport_name(member.transport, member.affirm).to_string()
 }
 
 fn phase_name(phase: transport::Phase) -> String {
@@ -184,8 +188,42 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
             }
         }
     }
+    // Under the primary's routes a standby may receive from another member, with the route's
+    // transport.
+    let routes =
+        primary.as_deref().and_then(|primary| transport::route_tree(&view.members, primary).ok());
+    if let Some(tree) = &routes {
+        for hop in &tree.hops {
+            // A member behind a forwarder, as the forwarder sees it (cascading).
+            let forwarded = (hop.from != tree.primary)
+                .then(|| {
+                    let forwarder = members.iter().find(|member| member.name == hop.from)?;
+                    let status = forwarder.status.as_ref()?;
+                    status
+                        .replication
+                        .destinations
+                        .iter()
+                        .find(|destination| destination.name == hop.member)
+                        .cloned()
+                })
+                .flatten();
+            if let Some(member) = members.iter_mut().find(|member| member.name == hop.member) {
+                member.transport = transport::transport_name(hop.transport, hop.affirm).into();
+                if let Some(destination) = forwarded {
+                    member.state = Some(phase_name(destination.phase));
+                    member.synchronized = Some(false);
+                    if member.last_error.is_none()
+                        && destination.phase != transport::Phase::Streaming
+                    {
+                        member.last_error = destination.last_error.clone();
+                    }
+                }
+            }
+        }
+    }
     for member in &mut members {
-        member.warnings = warnings_of(member, primary.as_deref());
+        let source = routes.as_ref().and_then(|tree| tree.source_of(&member.name));
+        member.warnings = warnings_of(member, primary.as_deref(), source);
         warnings
             .extend(member.warnings.iter().map(|warning| format!("{}: {warning}", member.name)));
     }
@@ -195,6 +233,7 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
         members,
         lag_threshold_s: LAG_THRESHOLD_S,
         warnings,
+        routes,
     })
 }
 
@@ -205,6 +244,7 @@ fn report_of(member: &MemberConfig, status: Result<ServerStatus, CallError>) -> 
         admin: member.admin.clone(),
         redo: member.redo.clone(),
         transport: transport_of(member),
+        far_sync: member.kind == transport::MemberKind::FarSync,
         reachable: false,
         error: None,
         role: None,
@@ -279,7 +319,8 @@ fn gate_summary(gate: &admin::GateState) -> String {
     }
 }
 
-fn warnings_of(member: &MemberReport, primary: Option<&str>) -> Vec<String> {
+/// `source`: the member it receives redo from under the primary's routes.
+fn warnings_of(member: &MemberReport, primary: Option<&str>, source: Option<&str>) -> Vec<String> {
     let mut warnings = Vec::new();
     if !member.reachable {
         warnings
@@ -317,8 +358,14 @@ fn warnings_of(member: &MemberReport, primary: Option<&str>) -> Vec<String> {
         }
         if let (Some(follows), Some(primary)) = (member.follows.as_deref(), primary)
             && follows != primary
+            && Some(follows) != source
         {
-            warnings.push(format!("follows '{follows}', not the primary '{primary}'"));
+            match source {
+                Some(source) if source != primary => warnings.push(format!(
+                    "receives from '{follows}', not from '{source}' as the routes of the primary '{primary}' say"
+                )),
+                _ => warnings.push(format!("follows '{follows}', not the primary '{primary}'")),
+            }
         }
     }
     if member.role.as_deref() == Some("primary")
@@ -395,6 +442,7 @@ pub fn render(configuration: &Configuration) -> String {
             (None, _) => "UNREACHABLE".to_string(),
             (Some(_), Some(_)) => "fenced".to_string(),
             (Some(role), None) if role == "primary" => "Primary".to_string(),
+            (Some(_), None) if member.far_sync => "Far sync".to_string(),
             (Some(_), None) => "Physical standby".to_string(),
         };
         let state = if member.role.as_deref() == Some("primary") && member.fenced.is_none() {
@@ -420,6 +468,22 @@ pub fn render(configuration: &Configuration) -> String {
             seconds(member.apply_lag_s),
             note
         );
+    }
+    if let Some(tree) = &configuration.routes {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "  Redo routes (when {} is the primary):", tree.primary);
+        let label = |hop: &transport::Hop| {
+            let member = configuration.member(&hop.member);
+            format!(
+                "{}  {}  transport lag {}",
+                transport::transport_name(hop.transport, hop.affirm),
+                member.and_then(|member| member.state.clone()).unwrap_or_else(|| "-".into()),
+                seconds(member.and_then(|member| member.transport_lag_s))
+            )
+        };
+        for line in tree.render(&label) {
+            let _ = writeln!(out, "    {line}");
+        }
     }
     let _ = writeln!(out);
     if configuration.warnings.is_empty() {

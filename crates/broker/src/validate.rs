@@ -50,6 +50,15 @@ pub fn validate(configuration: &Configuration, name: &str) -> Validation {
         };
     }
     check(true, "reachable".into());
+    if member.far_sync {
+        check(false, format!("'{name}' is a far sync: it relays redo and is never a primary"));
+        return Validation {
+            name: name.into(),
+            ready_for_switchover: false,
+            ready_for_failover: false,
+            findings,
+        };
+    }
     let standby = member.role.as_deref() == Some("standby");
     check(standby, format!("role: {}", member.role.as_deref().unwrap_or("?")));
     check(

@@ -149,6 +149,7 @@ fn hostile_peers_on_the_redo_listener_are_refused_and_change_nothing() {
         primary_time_us: 0,
         member: "impostor".to_string(),
         history: Vec::new(),
+        relay_of: String::new(),
     };
     let addr = pair.redo_addr;
     // (a) A primary of another database.

@@ -176,6 +176,7 @@ fn a_new_standby_adopts_no_identity_from_a_strangers_hello_and_follows_its_prima
         primary_time_us: 0,
         member: "east".into(),
         history: Vec::new(),
+        relay_of: String::new(),
     };
     let address = format!("127.0.0.1:{west_redo}");
     let mut conn = Conn::connect(&address, Duration::from_secs(5), None, 1 << 20)

@@ -48,6 +48,7 @@ fn hello(database_id: u64, member: &str) -> Hello {
         primary_time_us: 0,
         member: member.to_string(),
         history: Vec::new(),
+        relay_of: String::new(),
     }
 }
 

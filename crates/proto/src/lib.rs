@@ -44,7 +44,7 @@ pub use observer::{FastStartMode, ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
 /// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed
@@ -54,7 +54,9 @@ pub const PROTOCOL_VERSION: u16 = 6;
 /// standby whose `Welcome` says so. Version 6 changed the observer's ping and the members'
 /// answer (the failover request names what it fails over from, the ping carries the
 /// observer's settings, the answer says whether a refusal is final and whether fast-start
-/// failover runs): observers and members must be upgraded together.)
+/// failover runs): observers and members must be upgraded together. Version 7 added
+/// `Hello::relay_of`, sent only by a member that forwards redo (cascading): a version 6 member
+/// refuses such a hello as malformed, and takes a primary's as before.)
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;

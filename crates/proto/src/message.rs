@@ -118,6 +118,10 @@ pub struct Hello {
     /// The newest entries of the primary's incarnation history, oldest first (at most
     /// `HISTORY_MAX`; incarnation 1 has no entry).
     pub history: Vec<IncarnationRecord>,
+    /// Version 7, cascading: the primary whose redo the sender forwards (the sender, `member`,
+    /// is then a standby or far sync that a redo route names); empty when the sender is that
+    /// primary. Encoded only when not empty, so a primary's hello is as in version 6.
+    pub relay_of: String,
 }
 
 /// Where a standby is, as it tells its primary.
@@ -333,6 +337,9 @@ pub(crate) fn encode_payload(message: &Message, w: &mut Writer<'_>) {
             w.text(&hello.destination);
             w.text(&hello.member);
             roles::encode_history(&hello.history, w);
+            if !hello.relay_of.is_empty() {
+                w.text(&hello.relay_of);
+            }
         }
         Message::Welcome(welcome) => {
             w.u16(welcome.version);
@@ -431,6 +438,7 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
             let destination = r.text()?;
             let member = r.text()?;
             let history = roles::decode_history(r)?;
+            let relay_of = if r.remaining() > 0 { r.text()? } else { String::new() };
             Message::Hello(Hello {
                 version,
                 version_min,
@@ -445,6 +453,7 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
                 primary_time_us,
                 member,
                 history,
+                relay_of,
             })
         }
         Kind::Welcome => Message::Welcome(Welcome {

@@ -63,7 +63,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
             any::<u64>(),
             any::<u32>(),
             any::<u64>(),
-            (text, history())
+            (text, history(), text)
         )
             .prop_map(
                 |(
@@ -78,7 +78,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     log_file_size,
                     groups,
                     primary_time_us,
-                    (member, history),
+                    (member, history, relay_of),
                 )| Message::Hello(Hello {
                     version,
                     version_min,
@@ -93,6 +93,7 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                     primary_time_us,
                     member,
                     history,
+                    relay_of,
                 })
             ),
         (any::<u16>(), any::<u64>(), position(), any::<u64>()).prop_map(
@@ -418,6 +419,7 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
         primary_time_us: 0,
         member: "east".into(),
         history: Vec::new(),
+        relay_of: String::new(),
     };
     let ours = LocalIdentity { database_id: 7, block_size: 4096, log_file_size: 64 << 20 };
     assert_eq!(check_hello(&hello, &ours), Ok(()));
@@ -451,6 +453,7 @@ fn a_hello_on_an_unknown_channel_is_refused_as_malformed() {
         primary_time_us: 0,
         member: "east".into(),
         history: Vec::new(),
+        relay_of: String::new(),
     });
     let frame = hello.to_frame();
     let (decoded, _) = Decoder::default().decode(&frame).unwrap().unwrap();

@@ -164,11 +164,12 @@ impl ServerState {
                 transport::PrimaryTransport::mode,
             ),
             synchronized: running.transport.as_ref().map(transport::PrimaryTransport::synchronized),
-            destinations: running
-                .transport
-                .as_ref()
-                .map(transport::PrimaryTransport::status)
-                .unwrap_or_default(),
+            // (On a standby: the members it forwards to, cascading.)
+            destinations: match (&running.transport, &running.receiver) {
+                (Some(transport), _) => transport.status(),
+                (None, Some(receiver)) => receiver.forwarding(),
+                (None, None) => Vec::new(),
+            },
             standby: running.receiver.as_ref().map(|receiver| receiver.status()),
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod admission;
 pub mod auto_compression;
+pub mod cascade;
 pub mod compression;
 pub mod config;
 pub mod conn;
@@ -26,10 +27,12 @@ pub mod settings;
 pub mod standby_service;
 
 pub use admission::{ListenerLimits, Security};
+pub use cascade::{Cascade, CascadeContext};
 pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
-    BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, MemberConfig,
-    ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig, StandbyConfig, Transport,
+    BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, Hop, MemberConfig,
+    MemberKind, ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig, RouteConfig,
+    RouteTree, StandbyConfig, Transport, route_tree, transport_name,
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
 pub use fast_start::{FailoverRefusal, FastStart, ObserverHooks};

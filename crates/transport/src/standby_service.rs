@@ -51,6 +51,7 @@ impl StandbyService {
             refusals: refusals.clone(),
             // (Tests and tools: the server's standbys vouch, see `server::role`.)
             vouch: None,
+            cascade: None,
         })?;
         let listener =
             RedoListener::bind(&config.listen, config.receive_buffer, refusals, receiver.clone())?;

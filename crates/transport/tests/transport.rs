@@ -668,6 +668,7 @@ fn the_standby_names_its_primary_not_a_peer_that_left() {
         primary_time_us: 0,
         member: "visitor".into(),
         history: Vec::new(),
+        relay_of: String::new(),
     });
     let mut visitor = std::net::TcpStream::connect(standby.address()).unwrap();
     visitor.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

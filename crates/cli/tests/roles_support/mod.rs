@@ -547,18 +547,26 @@ impl Cluster {
         stdout
     }
 
-    /// Waits until `primary` ships to every other running member (SYNCHRONIZED or STREAMING).
+    /// Waits until every other running member is shipped to (SYNCHRONIZED or STREAMING): by
+    /// `primary`, or, under its redo routes, by the member that forwards to it (cascading).
     pub fn wait_shipping(&self, primary: &str, limit: Duration) {
-        let others: Vec<&str> = self
+        let running: Vec<&str> = self
             .servers
             .iter()
-            .filter(|(name, server)| **name != primary && server.is_some())
+            .filter(|(_, server)| server.is_some())
             .map(|(name, _)| *name)
             .collect();
+        let others: Vec<&str> = running.iter().copied().filter(|name| *name != primary).collect();
+        let destinations = || -> Vec<transport::DestinationStatus> {
+            running
+                .iter()
+                .flat_map(|name| self.server(name).status().replication.destinations)
+                .collect()
+        };
         let ok = common::poll_until(limit, || {
-            let status = self.server(primary).status();
+            let destinations = destinations();
             others.iter().all(|other| {
-                status.replication.destinations.iter().any(|destination| {
+                destinations.iter().any(|destination| {
                     destination.name == *other
                         && matches!(
                             destination.phase,
@@ -569,8 +577,8 @@ impl Cluster {
         });
         assert!(
             ok,
-            "{primary} does not ship to {others:?}: {:?}\n{}",
-            self.server(primary).status().replication.destinations,
+            "{others:?} are not all shipped to under {primary}: {:?}\n{}",
+            destinations(),
             self.logs()
         );
     }

@@ -336,6 +336,7 @@ impl Roles {
         fast_start: Option<roles::fast_start::PrimaryRecord>,
     ) -> anyhow::Result<Promoted> {
         self.require_members()?;
+        self.refuse_if_far_sync()?;
         let _transition = self.transition.lock().await;
         let started = Instant::now();
         let running = self.running()?;
@@ -458,6 +459,19 @@ impl Roles {
         self.failover_holding(immediate, force).await
     }
 
+    /// A far sync (`kind = "far_sync"`) relays redo and never becomes a primary, whoever asks
+    /// (the broker and the observer do not; a request that reaches it all the same is refused).
+    fn refuse_if_far_sync(&self) -> anyhow::Result<()> {
+        let replication = self.settings.replication();
+        let name = self.member_name();
+        if replication.is_far_sync(&name) {
+            return refuse(format!(
+                "'{name}' is a far sync: it relays redo and never becomes a primary"
+            ));
+        }
+        Ok(())
+    }
+
     /// `failover`, by a caller that holds the role-change lock (`transition`).
     pub(crate) async fn failover_holding(
         self: &Arc<Roles>,
@@ -465,6 +479,7 @@ impl Roles {
         force: bool,
     ) -> anyhow::Result<Promoted> {
         self.require_members()?;
+        self.refuse_if_far_sync()?;
         let started = Instant::now();
         let running = self.running()?;
         let control = running.db.redo().control();
@@ -481,7 +496,10 @@ impl Roles {
             return refuse("this standby has no receiver");
         };
         let heard = receiver.status();
-        if heard.connected && !force {
+        // (A member forwarding the primary's redo is not the primary: a cascaded standby sees
+        // its primary only through it, and the broker's own check that the primary is gone
+        // stands.)
+        if heard.primary_connected && !force {
             return refuse(format!(
                 "the primary{} is connected to this standby: it is not lost; use switchover (or failover --force, which fences it)",
                 heard.primary_member.as_ref().map_or(String::new(), |name| format!(" '{name}'"))

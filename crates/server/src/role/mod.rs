@@ -335,6 +335,7 @@ impl Roles {
                             },
                             history: history.to_wire(),
                             tls: self.redo_tls.clone(),
+                            relay: None,
                         },
                         replication.protection(),
                         destinations,
@@ -418,6 +419,13 @@ impl Roles {
                     refusals: self.refusals.clone(),
                     listen: listener.local_addr().to_string(),
                     vouch: vouch::voucher(&self.config),
+                    // In the configuration form: forwarded redo the routes name, and
+                    // forwarding along them (cascading).
+                    cascade: replication.has_members().then(|| transport::CascadeContext {
+                        replication: replication.clone(),
+                        tls: self.redo_tls.clone(),
+                        metrics: self.metrics.clone(),
+                    }),
                 })?;
                 listener.set_port(receiver.clone());
                 let gate = match &control.fenced {

@@ -42,6 +42,17 @@ pub(crate) fn voucher(config: &ServerConfig) -> Option<IdentityVoucher> {
         let info = transport::probe(&member.redo, &member.name, &me, None, PROBE_TIMEOUT).map_err(
             |error| format!("member {} could not be asked who it is: {error}", member.name),
         )?;
+        // A member forwarding its primary's redo (cascading; the receiver has checked that the
+        // routes name it) is a standby of that database.
+        if !hello.relay_of.is_empty() {
+            if info.role != proto::WireRole::Standby || info.database_id != hello.database_id {
+                return Err(format!(
+                    "member {} at its configured address {} says it is a {:?} of database {}, not a standby of database {} forwarding its primary's redo as this hello claims",
+                    member.name, member.redo, info.role, info.database_id, hello.database_id
+                ));
+            }
+            return Ok(());
+        }
         if info.role != proto::WireRole::Primary || info.database_id != hello.database_id {
             return Err(format!(
                 "member {} at its configured address {} says it is a {:?} of database {}, not the primary of database {} this hello claims",

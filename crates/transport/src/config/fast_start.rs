@@ -137,6 +137,14 @@ impl ReplicationConfig {
             if self.member_named(target).is_none() {
                 return invalid(field("target"), format!("'{target}' is not a member"));
             }
+            if self.is_far_sync(target) {
+                return invalid(
+                    field("target"),
+                    format!(
+                        "'{target}' is a far sync: it holds no data files and is never a primary, so never a failover target"
+                    ),
+                );
+            }
         }
         if fast_start.enabled {
             if !self.has_members() {
@@ -159,20 +167,48 @@ impl ReplicationConfig {
                         .into(),
                 );
             }
-            // Under Maximum Availability the observer fails over only to a target the primary
-            // ships to synchronously: one that holds every commit the primary acknowledged.
-            if self.protection_mode == ProtectionMode::MaximumAvailability
-                && let Some(target) = self.failover_targets().into_iter().find(|target| {
-                    self.member_named(target)
-                        .is_some_and(|member| member.transport != Transport::Sync)
-                })
-            {
-                return invalid(
-                    field("target"),
-                    format!(
-                        "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
-                    ),
-                );
+            // The observer fails over only to a target the primary ships to itself: a member
+            // behind a forwarder is never told it is synchronized nor which observer to take
+            // a failover from (`crate::cascade`), so it would refuse. Under Maximum
+            // Availability, only to one shipped SYNC: one that holds every commit the primary
+            // acknowledged.
+            let maximum_availability = self.protection_mode == ProtectionMode::MaximumAvailability;
+            for target in self.failover_targets() {
+                let Some(member) = self.member_named(&target) else { continue };
+                if maximum_availability && member.transport != Transport::Sync {
+                    return invalid(
+                        field("target"),
+                        format!(
+                            "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
+                        ),
+                    );
+                }
+                for primary in self.primary_candidates() {
+                    let Some(tree) = self.route_tree(&primary.name) else { continue };
+                    let Some(hop) = tree.hops.iter().find(|hop| hop.member == target) else {
+                        continue;
+                    };
+                    if hop.from != primary.name {
+                        return invalid(
+                            field("target"),
+                            format!(
+                                "'{target}' receives redo from '{}' when '{}' is the primary: a fast-start target is shipped to by the primary itself (name such members in target)",
+                                hop.from, primary.name
+                            ),
+                        );
+                    }
+                    if maximum_availability && hop.transport != Transport::Sync {
+                        return invalid(
+                            field("target"),
+                            format!(
+                                "'{target}' receives redo from '{}' ({}) when '{}' is the primary: under maximum_availability every fast-start target is shipped to SYNC by the primary itself",
+                                hop.from,
+                                super::transport_name(hop.transport, hop.affirm),
+                                primary.name
+                            ),
+                        );
+                    }
+                }
             }
         }
         Ok(())

@@ -9,6 +9,7 @@ use super::destination::{
     BufferSize, DestinationConfig, DestinationState, Transport, default_compression_level,
     default_max_connections, default_max_send, default_net_timeout, default_reopen, default_true,
 };
+use super::routes::{MemberKind, RouteConfig};
 use super::standby::delay_minutes;
 use super::{ReplicationConfig, is_host_port, valid_name};
 use crate::compression::{Compression, CompressionScope};
@@ -73,6 +74,14 @@ pub struct MemberConfig {
     /// As a destination: see `DestinationConfig::state`. Default: `enable`.
     #[serde(default)]
     pub state: DestinationState,
+    /// `database` (primary or standby by its role) or `far_sync` (standby logs and archive
+    /// only; never a primary, never a failover target). Default: `database`.
+    #[serde(default, skip_serializing_if = "MemberKind::is_default")]
+    pub kind: MemberKind,
+    /// Its redo routes: under which primary it ships or forwards to which member
+    /// (`routes.rs`). Default: none (a primary ships to every other member).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub routes: Vec<RouteConfig>,
 }
 
 impl MemberConfig {
@@ -145,6 +154,7 @@ impl ReplicationConfig {
             }
             member.destination().validate(&field)?;
         }
+        self.validate_routes()?;
         match &self.member {
             None => invalid(
                 "replication.member".into(),

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 mod destination;
 mod fast_start;
 mod member;
+mod routes;
 mod standby;
 
 pub use destination::{
@@ -16,6 +17,7 @@ pub use destination::{
 };
 pub use fast_start::{FastStartFailoverConfig, OBSERVERS_MAX, ObserverEntry};
 pub use member::{MEMBERS_MAX, MemberConfig};
+pub use routes::{Hop, MemberKind, RouteConfig, RouteTree, route_tree, transport_name};
 pub use standby::{DELAY_MAX, StandbyConfig};
 
 /// A database's role in the configuration.
@@ -147,14 +149,13 @@ impl ReplicationConfig {
         self.members.iter().find(|member| member.redo == address)
     }
 
-    /// Where a primary ships: every other member, or the single-role form's destinations.
+    /// Where this member ships as a primary: in the configuration form the members its
+    /// routes name (every other member, without routes: `routes.rs`); otherwise the
+    /// single-role form's destinations.
     pub fn destinations(&self) -> Vec<DestinationConfig> {
         if self.has_members() {
-            self.members
-                .iter()
-                .filter(|member| Some(member.name.as_str()) != self.member.as_deref())
-                .map(MemberConfig::destination)
-                .collect()
+            let Some(this) = self.member.as_deref() else { return Vec::new() };
+            self.routed_destinations(this)
         } else {
             self.destinations.clone()
         }
@@ -182,11 +183,12 @@ impl ReplicationConfig {
         }
     }
 
-    /// The members fast-start failover may fail over to, in order of preference.
+    /// The members fast-start failover may fail over to, in order of preference (never a far
+    /// sync).
     pub fn failover_targets(&self) -> Vec<String> {
         let targets = &self.fast_start_failover.target;
         if targets.is_empty() {
-            self.members.iter().map(|member| member.name.clone()).collect()
+            self.primary_candidates().map(|member| member.name.clone()).collect()
         } else {
             targets.clone()
         }
@@ -213,24 +215,16 @@ impl ReplicationConfig {
         if !(self.role == RoleConfig::Primary || self.has_members()) {
             return Ok(());
         }
-        // In the configuration form a member's destinations are the other members: the
-        // quorum must be reachable from every member that may become primary.
+        // In the configuration form a member's destinations are the members its routes name
+        // (without routes, every other one): the quorum must be reachable from every member
+        // that may become primary.
         let count = |destinations: &[DestinationConfig], affirm: bool| {
             destinations.iter().filter(|d| d.is_enabled_sync() && (d.affirm || !affirm)).count()
         };
         let worst = |affirm: bool| {
             if self.has_members() {
-                self.members
-                    .iter()
-                    .map(|member| {
-                        let others: Vec<DestinationConfig> = self
-                            .members
-                            .iter()
-                            .filter(|other| other.name != member.name)
-                            .map(MemberConfig::destination)
-                            .collect();
-                        count(&others, affirm)
-                    })
+                self.primary_candidates()
+                    .map(|member| count(&self.routed_destinations(&member.name), affirm))
                     .min()
                     .unwrap_or(0)
             } else {
@@ -285,8 +279,11 @@ impl ReplicationConfig {
         }
         let destinations = self.destinations();
         self.validate_quorum(&destinations)?;
+        // (A far sync is never a primary: what it would ship as one is nothing to check.)
+        let may_be_primary = !self.member.as_deref().is_some_and(|name| self.is_far_sync(name));
         if self.protection_mode != ProtectionMode::MaximumPerformance
             && (self.role == RoleConfig::Primary || self.has_members())
+            && may_be_primary
         {
             let sync_affirm = destinations
                 .iter()
@@ -325,7 +322,7 @@ impl ReplicationConfig {
         if self.role == RoleConfig::Standby && !self.destinations.is_empty() {
             return invalid(
                 "replication.destinations".into(),
-                "a standby has no destinations (cascading is not supported)".into(),
+                "a standby has no destinations (to forward redo, a cascading standby has redo routes: give the configuration form, [[replication.members]] with routes)".into(),
             );
         }
         Ok(())

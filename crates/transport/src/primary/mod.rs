@@ -372,6 +372,9 @@ impl Destination {
 /// Who the primary is, as its hellos say.
 #[derive(Debug, Clone, Default)]
 pub struct PrimaryIdentity {
+    /// Set when the sender is a standby or far sync forwarding its primary's redo
+    /// (cascading, `crate::cascade`).
+    pub relay: Option<Relay>,
     /// Its member name (empty in the single-role form).
     pub member: String,
     /// Its incarnation history (the newest records go in every hello).
@@ -379,6 +382,22 @@ pub struct PrimaryIdentity {
     /// Mutual TLS to the standbys (each destination's `name` is the name its certificate must
     /// prove); none: plain TCP.
     pub tls: Option<Arc<tls::RedoTls>>,
+}
+
+/// A forwarding member's view of the primary whose redo it forwards.
+#[derive(Clone)]
+pub struct Relay {
+    /// The primary's member name (`Hello::relay_of`).
+    pub primary: String,
+    /// The primary's clock now and the newest SCN it announced, as this member last heard
+    /// (microseconds since the Unix epoch, SCN): what its heartbeats pass on.
+    pub upstream: Arc<dyn Fn() -> (u64, Scn) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").field("primary", &self.primary).finish_non_exhaustive()
+    }
 }
 
 /// What a primary learns from its standbys that concerns its role.

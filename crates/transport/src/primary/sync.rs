@@ -203,7 +203,7 @@ impl Inner {
                 }
                 drop(state);
                 let ack = destination.ack_wanted();
-                let durable = self.redo.durable_scn();
+                let durable = self.redo.confirmed_scn();
                 let sent_at = Instant::now();
                 let result = match destination.sync_send.lock().as_mut() {
                     Some((installed, conn)) if *installed == epoch => {

@@ -13,6 +13,11 @@ use roles::{Branch, StandbyView, Verdict};
 use super::Inner;
 use crate::conn::Conn;
 
+/// The primary whose redo a hello brings: the sender, or the one it forwards (cascading).
+fn primary_of(hello: &Hello) -> &str {
+    if hello.relay_of.is_empty() { &hello.member } else { &hello.relay_of }
+}
+
 impl Inner {
     fn refuse(&self, conn: &mut Conn, error: ErrorMessage) {
         self.refusals.refuse(conn, error);
@@ -70,7 +75,7 @@ impl Inner {
                         } else {
                             format!(" of primary '{primary}'")
                         },
-                        hello.member,
+                        primary_of(hello),
                         hello.incarnation
                     ),
                     incarnation: newest.0,
@@ -82,16 +87,19 @@ impl Inner {
                 // branch's primary from now on too, even across restarts.
                 if let Err(error) = self.redo.fence(Fence {
                     incarnation: Incarnation(hello.incarnation),
-                    by: hello.member.clone(),
+                    by: primary_of(hello).to_string(),
                 }) {
                     tracing::error!(%error, "standby: cannot record the fence");
                 }
                 self.newest_known.fetch_max(hello.incarnation, Ordering::AcqRel);
                 Err(ErrorMessage {
                     code: ErrorCode::Diverged,
-                    message: format!("this standby cannot follow '{}': {reason}", hello.member),
+                    message: format!(
+                        "this standby cannot follow '{}': {reason}",
+                        primary_of(hello)
+                    ),
                     incarnation: hello.incarnation,
-                    primary: hello.member.clone(),
+                    primary: primary_of(hello).to_string(),
                 })
             }
         }
@@ -115,6 +123,28 @@ impl Inner {
         if let Err(error) = proto::check_hello(&hello, &local) {
             self.refuse(&mut conn, error);
             return;
+        }
+        // Forwarded redo (cascading) only from the member the routes under its primary name,
+        // checked before the incarnation check can adopt anything of it.
+        if !hello.relay_of.is_empty() {
+            let accepted = match &self.cascade {
+                Some(cascade) => cascade.context().accepts_relay(&hello.relay_of, &hello.member),
+                None => Err("this standby has no redo routes: it takes redo from its primary only"
+                    .to_string()),
+            };
+            if let Err(reason) = accepted {
+                self.refuse(
+                    &mut conn,
+                    ErrorMessage::new(
+                        ErrorCode::Unauthenticated,
+                        format!(
+                            "this standby refuses the redo of '{}' forwarded by '{}': {reason}",
+                            hello.relay_of, hello.member
+                        ),
+                    ),
+                );
+                return;
+            }
         }
         if let Err(error) = self.check_incarnation(&hello) {
             self.refuse(&mut conn, error);
@@ -158,17 +188,21 @@ impl Inner {
             return;
         }
         conn.count_decompression(self.decompression.clone());
-        tracing::info!(peer = %conn.peer, primary = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
+        tracing::info!(peer = %conn.peer, primary = %primary_of(&hello), sender = %hello.member, destination = %hello.destination, channel = ?hello.channel, "standby: primary connected");
         // An archive connection carries whole logs only: it says nothing of the primary's
         // clock or progress, and is not the primary's address in status.
         let archive = hello.channel == proto::Channel::Archive;
         if !archive {
             let mut heard = self.heard.lock();
             heard.peers.push(conn.peer);
+            if !hello.relay_of.is_empty() {
+                heard.relayed.push(conn.peer);
+            }
             heard.at = Some(Instant::now());
             heard.primary_time_us = hello.primary_time_us;
             if !hello.member.is_empty() {
-                heard.primary_member = Some(hello.member.clone());
+                heard.primary_member = Some(primary_of(&hello).to_string());
+                heard.source_member = (!hello.relay_of.is_empty()).then(|| hello.member.clone());
             }
             // A new session (a primary restarted, or another one after a switchover): what the
             // last one said of this standby's observer and whether it is synchronized is not
@@ -179,9 +213,19 @@ impl Inner {
                 heard.caught_up = false;
             }
         }
+        // What this member receives from the primary goes on along its routes.
+        if hello.channel == proto::Channel::Control
+            && !hello.member.is_empty()
+            && let Some(cascade) = &self.cascade
+        {
+            cascade.follow(primary_of(&hello), &self.upstream);
+        }
         let result = self.receive(&mut conn, &hello);
         {
             let mut heard = self.heard.lock();
+            if let Some(at) = heard.relayed.iter().position(|peer| *peer == conn.peer) {
+                heard.relayed.remove(at);
+            }
             if let Some(at) = heard.peers.iter().position(|peer| *peer == conn.peer) {
                 heard.peers.remove(at);
             }

@@ -27,6 +27,7 @@ use redo::{LogSeq, RedoAddr, RedoLog, Scn, Storage};
 use roles::IncarnationHistory;
 use serde::{Deserialize, Serialize};
 
+use crate::cascade::{Cascade, CascadeContext, Upstream};
 use crate::compression::{CompressionCounters, CompressionCounts};
 use crate::config::StandbyConfig;
 use crate::conn::Conn;
@@ -47,11 +48,21 @@ pub struct StandbyReplicationStatus {
     pub listen: String,
     /// The primary as configured (its client address).
     pub primary: Option<String>,
-    /// The member it follows, as the primary named itself in its hello.
+    /// The member it follows, as the primary named itself in its hello (or as the member
+    /// forwarding its redo named it: `source_member`).
     pub primary_member: Option<String>,
+    /// The member its redo comes from when that is not the primary: a standby or far sync
+    /// that forwards it (cascading, redo routes).
+    #[serde(default)]
+    pub source_member: Option<String>,
     /// The address the primary's redo comes from, while connected.
     pub primary_peer: Option<String>,
+    /// Whether its redo source is connected: the primary, or the member forwarding its redo.
     pub connected: bool,
+    /// Whether the primary itself is connected (not only a member forwarding its redo): what a
+    /// failover asks before it takes over.
+    #[serde(default)]
+    pub primary_connected: bool,
     /// Seconds since the primary was last heard from (since this receiver started, if never).
     pub last_heard_s: Option<f64>,
     /// The standby holds every log up to this sequence, with no gap.
@@ -96,7 +107,10 @@ struct Heard {
     /// first: a peer that leaves is forgotten, so the status never names a connection that
     /// is gone (one that was refused after its hello, say) while the primary's remain.
     peers: Vec<SocketAddr>,
+    /// Of those, the ones from a member forwarding the primary's redo (cascading).
+    relayed: Vec<SocketAddr>,
     primary_member: Option<String>,
+    source_member: Option<String>,
     at: Option<Instant>,
     primary_time_us: u64,
     current_scn: Scn,
@@ -175,6 +189,9 @@ pub struct ReceiverContext {
     /// claimed primary, reached at its configured address, must say the same); none with
     /// TLS, whose certificate proved the peer already.
     pub vouch: Option<IdentityVoucher>,
+    /// Redo routes (configuration form): which forwarded redo this standby takes, and where it
+    /// forwards what it receives (`cascade`). None: it takes redo from primaries only.
+    pub cascade: Option<CascadeContext>,
 }
 
 /// Whether a new standby may adopt the identity of this hello's primary, connected from this
@@ -216,6 +233,10 @@ struct Inner {
     following: RwLock<()>,
     /// Compressed frames received on every connection.
     decompression: Arc<CompressionCounters>,
+    /// Forwarding to the members the routes name under the primary (none without routes).
+    cascade: Option<Cascade>,
+    /// What a forwarder's heartbeats pass on of the primary (it reads `heard`).
+    upstream: Upstream,
 }
 
 impl StandbyReceiver {
@@ -225,7 +246,21 @@ impl StandbyReceiver {
             .fenced
             .as_ref()
             .map_or(control.incarnation, |fence| fence.incarnation.max(control.incarnation));
-        let inner = Arc::new(Inner {
+        let cascade = context
+            .cascade
+            .map(|cascade| Cascade::new(cascade, context.redo.handle(), context.history.clone()));
+        let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| Inner {
+            cascade,
+            upstream: {
+                let weak = weak.clone();
+                Arc::new(move || match weak.upgrade() {
+                    Some(inner) => {
+                        let heard = inner.heard.lock();
+                        (heard.primary_now_us(), heard.current_scn.max(heard.received_scn))
+                    }
+                    None => (now_unix_us(), Scn(0)),
+                })
+            },
             newest_known: AtomicU32::new(newest_known.0),
             following: RwLock::new(()),
             decompression: Arc::new(CompressionCounters::default()),
@@ -266,8 +301,10 @@ impl StandbyReceiver {
             listen: inner.listen.clone(),
             primary: inner.config.primary.clone(),
             primary_member: heard.primary_member.clone(),
+            source_member: heard.source_member.clone(),
             primary_peer: heard.peers.last().map(SocketAddr::to_string),
             connected: !heard.peers.is_empty(),
+            primary_connected: heard.peers.iter().any(|peer| !heard.relayed.contains(peer)),
             last_heard_s: Some(heard.at.unwrap_or(inner.started).elapsed().as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,
@@ -310,6 +347,11 @@ impl StandbyReceiver {
         (!heard.peers.is_empty(), heard.primary_member.clone())
     }
 
+    /// The members this standby forwards to (cascading), as a primary's destinations show.
+    pub fn forwarding(&self) -> Vec<crate::primary::DestinationStatus> {
+        self.inner.cascade.as_ref().map(Cascade::status).unwrap_or_default()
+    }
+
     /// The incarnation history as this standby knows it.
     pub fn history(&self) -> IncarnationHistory {
         self.inner.history.lock().clone()
@@ -329,6 +371,9 @@ impl StandbyReceiver {
             self.inner.served.wait_until(&mut serving, deadline);
         }
         drop(serving);
+        if let Some(cascade) = &self.inner.cascade {
+            cascade.stop();
+        }
         if let Some(thread) = self.gap_watch.lock().take() {
             let _ = thread.join();
         }

@@ -2,15 +2,17 @@
 //! waits for the control connection's bytes before it), acknowledgements (durable ones held
 //! back to share one sync), heartbeats, whole logs, and the standby's status sent back.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use proto::{ErrorCode, ErrorMessage, Hello, Message};
-use redo::ship::WriteKind;
+use redo::ship::{LogWrite, WriteKind};
 use redo::types::now_unix_us;
 use redo::{LogSeq, Scn};
 
 use super::Inner;
+use crate::cascade::Cascade;
 use crate::conn::{Conn, ConnError};
 
 impl Inner {
@@ -76,6 +78,9 @@ impl Inner {
         // behind it (the primary pipelines them): one sync and one acknowledgement for them
         // all, which covers every write before it on this connection.
         let mut pending_ack: Option<PendingAck> = None;
+        // Writes received and not yet synced, for the members this one forwards to: offered
+        // once the standby logs hold them durably (after each sync below).
+        let mut held: Vec<Arc<LogWrite>> = Vec::new();
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 conn.refuse(ErrorMessage::new(
@@ -94,6 +99,7 @@ impl Inner {
                     })
                     .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 unsynced = false;
+                self.forward(&mut held);
                 if channel == proto::Channel::Control {
                     conn.send(&self.status_message(), Duration::from_secs(10))
                         .map_err(|error| error.to_string())?;
@@ -147,6 +153,7 @@ impl Inner {
                     .sync_received_then(|durable| ack.send(conn, durable.offset))
                     .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 pending_ack = None;
+                self.forward(&mut held);
             }
             match message {
                 Message::Write(write) => {
@@ -174,6 +181,17 @@ impl Inner {
                         }
                     };
                     self.redo.note_primary_durable(Scn(write.primary_durable_scn));
+                    if self.cascade.as_ref().is_some_and(Cascade::is_forwarding) {
+                        held.push(Arc::new(LogWrite {
+                            seq: LogSeq(write.seq),
+                            offset: write.offset,
+                            kind,
+                            bytes: Arc::from(write.bytes.as_slice()),
+                            last_scn: Scn(write.last_scn),
+                            time_us: write.primary_time_us,
+                            durable_scn: Scn(write.primary_durable_scn),
+                        }));
+                    }
                     {
                         let mut heard = self.heard.lock();
                         heard.received_scn = heard.received_scn.max(Scn(write.last_scn));
@@ -205,6 +223,7 @@ impl Inner {
                                 .sync_received_then(|durable| ack.send(conn, durable.offset))
                                 .map_err(|error| format!("syncing the standby logs: {error}"))??;
                             unsynced = false;
+                            self.forward(&mut held);
                         }
                         proto::AckWanted::Received => {
                             unsynced = true;
@@ -239,6 +258,7 @@ impl Inner {
                         .sync_received()
                         .map_err(|error| format!("syncing the standby logs: {error}"))?;
                     unsynced = false;
+                    self.forward(&mut held);
                     conn.send(&self.status_message(), Duration::from_secs(10))
                         .map_err(|error| error.to_string())?;
                 }
@@ -278,6 +298,16 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+impl Inner {
+    /// Hands writes now durable here to the forwarder (cascading).
+    fn forward(&self, held: &mut Vec<Arc<LogWrite>>) {
+        if let Some(cascade) = &self.cascade {
+            cascade.offer(held);
+        }
+        held.clear();
     }
 }
 

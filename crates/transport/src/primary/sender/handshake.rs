@@ -32,6 +32,12 @@ impl Inner {
             primary_time_us: now_unix_us(),
             member: self.identity.member.clone(),
             history: self.identity.history.clone(),
+            relay_of: self
+                .identity
+                .relay
+                .as_ref()
+                .map(|relay| relay.primary.clone())
+                .unwrap_or_default(),
         })
     }
 

@@ -102,7 +102,7 @@ impl Inner {
                     ack: AckWanted::None,
                     primary_time_us: now_unix_us(),
                     last_scn: 0,
-                    primary_durable_scn: self.redo.durable_scn().0,
+                    primary_durable_scn: self.redo.confirmed_scn().0,
                     bytes,
                     zero_tail,
                 };
@@ -121,7 +121,8 @@ impl Inner {
         conn: &mut Conn,
         writes: &[Arc<LogWrite>],
     ) -> Result<(), String> {
-        let durable = self.redo.durable_scn();
+        // (On a forwarding standby: what its primary confirmed durable, never more.)
+        let durable = self.redo.confirmed_scn();
         let peer_version = conn.peer_version;
         let frame = |write: &LogWrite| {
             let write_id = self.next_write_id.fetch_add(1, Ordering::Relaxed);

@@ -177,16 +177,25 @@ impl Inner {
         let durable = self.redo.durable_addr();
         let lag = destination.transport_lag_us();
         let phase = destination.state.lock().phase;
+        // A forwarding standby passes on what it last heard of its primary: the primary's
+        // clock and newest SCN, and what the primary confirmed durable. It never says a
+        // standby is synchronized, nor names an observer: only the primary may.
+        let (primary_time_us, current_scn) = match &self.identity.relay {
+            Some(relay) => (relay.upstream)(),
+            None => (now_unix_us(), self.redo.next_scn().prev()),
+        };
+        let relayed = self.identity.relay.is_some();
         let beat = proto::Heartbeat {
-            primary_time_us: now_unix_us(),
-            current_scn: self.redo.next_scn().prev().0,
-            durable_scn: self.redo.durable_scn().0,
+            primary_time_us,
+            current_scn: current_scn.0,
+            durable_scn: self.redo.confirmed_scn().0,
             current_seq: durable.seq.0,
             current_offset: durable.offset,
             transport_lag_us: lag,
             // A fast-start target shipped SYNC is told it is synchronized only once it holds
             // what the primary acknowledged without it (`roles::fast_start::Primary`).
-            caught_up: matches!(phase, Phase::Synchronized | Phase::Streaming)
+            caught_up: !relayed
+                && matches!(phase, Phase::Synchronized | Phase::Streaming)
                 && self.fast_start.as_ref().is_none_or(|fast_start| {
                     !destination.is_sync()
                         || !fast_start.targets.contains(&destination.name)

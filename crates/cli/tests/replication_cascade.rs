@@ -1,0 +1,242 @@
+//! Cascading on the real binary (redo routes): a primary, a standby that forwards what it
+//! receives, and a terminal standby behind it. Writes on the primary are read on the terminal;
+//! the cascading standby killed with -9 while the primary switches logs, then restarted: the
+//! terminal catches up, gap included, with archives byte-identical to the primary's; after a
+//! switchover the new primary's routes apply. (A forwarder the routes do not name is refused:
+//! `transport::cascade`'s unit tests.)
+
+mod common;
+mod replication_support;
+mod roles_support;
+
+use std::time::Duration;
+
+use common::Watchdog;
+use roles_support::{Cluster, ClusterConfig, MemberSpec, all_data, archives};
+
+/// `a` primary; when `a` is the primary, `b` forwards to `c`; when `b` is, `c` forwards to `a`.
+fn cascade() -> ClusterConfig {
+    let mut a = MemberSpec::new("a", "async", "primary");
+    let mut b = MemberSpec::new("b", "async", "standby");
+    let mut c = MemberSpec::new("c", "async", "standby");
+    a.extra = "";
+    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
+    c.extra = "routes = [{ when = \"b\", to = \"a\" }]\n";
+    ClusterConfig {
+        members: vec![a, b, c],
+        protection_mode: "maximum_performance",
+        ..ClusterConfig::pair()
+    }
+}
+
+fn write_keys(cluster: &Cluster, member: &str, prefix: &str, count: usize) {
+    let mut connection = common::redis_connection(cluster.resp_addr(member));
+    for index in 0..count {
+        redis::cmd("SET")
+            .arg(format!("{prefix}:{index}"))
+            .arg(format!("value {index} of {prefix}, {}", "x".repeat(index % 200)))
+            .query::<()>(&mut connection)
+            .unwrap_or_else(|error| panic!("SET on {member}: {error}\n{}", cluster.logs()));
+    }
+}
+
+fn assert_same_data(cluster: &Cluster, a: &str, b: &str) {
+    let ours = all_data(&mut common::redis_connection(cluster.resp_addr(a)));
+    let theirs = all_data(&mut common::redis_connection(cluster.resp_addr(b)));
+    assert!(!ours.is_empty());
+    assert_eq!(ours.len(), theirs.len(), "{a} and {b} hold different numbers of keys");
+    assert!(ours == theirs, "{a} and {b} hold different data");
+}
+
+/// Every archived log both members hold is the same file, byte for byte.
+fn assert_same_archives(cluster: &Cluster, a: &str, b: &str) -> usize {
+    let ours = archives(&cluster.data_dir(a));
+    let theirs = archives(&cluster.data_dir(b));
+    let mut compared = 0;
+    for (name, bytes) in &theirs {
+        if let Some(primary) = ours.get(name) {
+            assert!(primary == bytes, "archived log {name} of {b} differs from {a}'s");
+            compared += 1;
+        }
+    }
+    compared
+}
+
+#[test]
+fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_and_a_switchover_applies_the_new_routes()
+ {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "cascade");
+    let mut cluster = Cluster::start(cascade());
+    let limit = Duration::from_secs(60);
+
+    // a ships to b only; b forwards to c.
+    let a = cluster.server("a").status();
+    let names: Vec<&str> =
+        a.replication.destinations.iter().map(|destination| destination.name.as_str()).collect();
+    assert_eq!(names, ["b"], "under a's routes a ships to b only");
+    let b = cluster.server("b").status();
+    assert_eq!(
+        b.replication.destinations.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["c"],
+        "b forwards to c"
+    );
+
+    write_keys(&cluster, "a", "first", 300);
+    cluster.wait_applied("c", "a", limit);
+    assert_same_data(&cluster, "a", "c");
+    let c = cluster.server("c").status().replication.standby.expect("c is a standby");
+    assert_eq!(c.primary_member.as_deref(), Some("a"), "c follows a");
+    assert_eq!(c.source_member.as_deref(), Some("b"), "through b");
+
+    let shown = cluster.must(&["show", "configuration"]);
+    assert!(shown.contains("Redo routes (when a is the primary):"), "{shown}");
+    let tree: Vec<&str> = shown
+        .lines()
+        .skip_while(|line| !line.contains("Redo routes"))
+        .skip(1)
+        .take(3)
+        .map(str::trim)
+        .collect();
+    assert_eq!(tree[0], "a", "{shown}");
+    assert!(tree[1].starts_with("└─ b  ASYNC"), "{shown}");
+    assert!(tree[2].starts_with("└─ c  ASYNC  STREAMING"), "{shown}");
+    assert!(shown.contains("Configuration status: SUCCESS"), "{shown}");
+
+    // kill -9 of the forwarder; the primary goes on and switches logs: the terminal lacks
+    // whole logs, which b gets from a, and c from b (gap resolution).
+    cluster.kill("b");
+    write_keys(&cluster, "a", "during", 300);
+    for _ in 0..2 {
+        cluster.must(&["logswitch", "--addr", &cluster.addr_of("a")]);
+        write_keys(&cluster, "a", "switched", 50);
+    }
+    let durable = cluster.server("a").status().database.redo.durable_scn;
+    assert!(
+        cluster.server("c").status().database.applied_scn < durable,
+        "c must have nothing of what a wrote while b was down"
+    );
+    cluster.start_member("b");
+    cluster.wait_applied("c", "a", limit);
+    assert_same_data(&cluster, "a", "c");
+    // The logs closed while b was down reached c byte for byte.
+    cluster.must(&["logswitch", "--addr", &cluster.addr_of("a")]);
+    let a_seq = cluster.server("a").status().database.redo.durable_addr.seq;
+    let archived = common::poll_until(limit, || {
+        cluster
+            .server("c")
+            .status()
+            .replication
+            .standby
+            .is_some_and(|standby| standby.complete_through_seq.0 + 1 >= a_seq.0)
+    });
+    assert!(archived, "c did not archive every log a closed\n{}", cluster.logs());
+    assert!(assert_same_archives(&cluster, "a", "c") >= 3, "c archived the logs a closed");
+
+    // Switchover to b: b's routes apply by themselves: b ships to c, c forwards to a.
+    cluster.must(&["switchover", "--to", "b"]);
+    cluster.wait_shipping("b", limit);
+    let b = cluster.server("b").status();
+    assert_eq!(
+        b.replication.destinations.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        ["c"],
+        "under b's routes b ships to c only"
+    );
+    write_keys(&cluster, "b", "after", 200);
+    cluster.wait_applied("a", "b", limit);
+    assert_same_data(&cluster, "b", "a");
+    let a = cluster.server("a").status().replication.standby.expect("a is a standby now");
+    assert_eq!(a.primary_member.as_deref(), Some("b"));
+    assert_eq!(a.source_member.as_deref(), Some("c"));
+}
+
+/// A primary `a` ships SYNC AFFIRM to the far sync `fs` only, under Maximum Availability;
+/// `fs` forwards to the terminal `t`. `a` killed with -9 under load: `t` gets from `fs` every
+/// write `a` acknowledged, and a failover to `t` loses none of them. `fs` is never a target.
+#[test]
+fn through_a_far_sync_a_failover_to_the_terminal_loses_nothing_acknowledged() {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "far sync");
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    let mut cluster = Cluster::start(ClusterConfig {
+        members: vec![a, fs, t],
+        protection_mode: "maximum_availability",
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    let status = cluster.server("a").status();
+    let shipped: Vec<(&str, transport::Phase)> = status
+        .replication
+        .destinations
+        .iter()
+        .map(|destination| (destination.name.as_str(), destination.phase))
+        .collect();
+    assert_eq!(shipped, [("fs", transport::Phase::Synchronized)], "a ships SYNC to fs only");
+    let shown = cluster.must(&["show", "configuration"]);
+    assert!(shown.contains("└─ fs  SYNC AFFIRM  SYNCHRONIZED"), "{shown}");
+    assert!(shown.contains("└─ t  ASYNC  STREAMING"), "{shown}");
+    assert!(shown.contains("Far sync"), "{shown}");
+    let (ok, out, err) = cluster.redoguard(&["switchover", "--to", "fs"]);
+    let said = out + &err;
+    assert!(!ok && said.contains("is a far sync"), "a switchover to the far sync: {said}");
+
+    // Writers until the kill: every acknowledged key is recorded.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let address = cluster.resp_addr("a");
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut connection = common::redis_connection(address);
+                let mut acknowledged = Vec::new();
+                for index in 0.. {
+                    if stop.load(std::sync::atomic::Ordering::Acquire) {
+                        break;
+                    }
+                    let key = format!("w{writer}:{index}");
+                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
+                        Ok(()) => acknowledged.push(key),
+                        Err(_) => break,
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.kill("a");
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let acknowledged: Vec<String> =
+        writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
+    assert!(acknowledged.len() > 100, "only {} writes acknowledged", acknowledged.len());
+
+    // t takes what fs holds (fs forwards it after the primary is gone), then is failed over to.
+    let fs_received = cluster.server("fs").status().replication.standby.unwrap().received;
+    let caught_up = common::poll_until(limit, || {
+        let received = cluster.server("t").status().replication.standby.unwrap().received;
+        (received.seq.0, received.offset) >= (fs_received.seq.0, fs_received.offset)
+    });
+    assert!(caught_up, "t did not receive what fs holds\n{}", cluster.logs());
+    let (ok, out, err) = cluster.redoguard(&["failover", "--to", "fs"]);
+    let said = out + &err;
+    assert!(!ok && said.contains("far sync"), "a failover to the far sync: {said}");
+    cluster.must(&["failover", "--to", "t"]);
+    let mut connection = common::redis_connection(cluster.resp_addr("t"));
+    let mut missing = Vec::new();
+    for key in &acknowledged {
+        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
+        if value.is_none() {
+            missing.push(key.clone());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged writes are missing on t after the failover: {:?}\n{}",
+        missing.len(),
+        acknowledged.len(),
+        &missing[..missing.len().min(10)],
+        cluster.logs()
+    );
+    println!("far sync: {} acknowledged writes, all on t after the failover", acknowledged.len());
+}

@@ -1,0 +1,265 @@
+//! The route checks, one test per error, and the trees they leave.
+
+use super::*;
+
+/// Four members on loopback; `extra` is TOML inserted into the `[replication]` table after
+/// the members (more keys need their own tables), `routes[i]` the routes of member i.
+fn config(routes: [&str; 4], kinds: [&str; 4], extra: &str) -> ReplicationConfig {
+    let names = ["a", "b", "c", "d"];
+    let mut text = String::from("member = \"a\"\n");
+    text.push_str(extra);
+    for (index, name) in names.iter().enumerate() {
+        text.push_str(&format!(
+            "[[members]]\nname = \"{name}\"\nresp = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:{}\"\nredo = \"127.0.0.1:{}\"\n{}\n{}\n",
+            7000 + index * 10,
+            7001 + index * 10,
+            7002 + index * 10,
+            kinds[index],
+            routes[index],
+        ));
+    }
+    toml::from_str(&text).unwrap_or_else(|error| panic!("{error}\n{text}"))
+}
+
+fn refused(config: &ReplicationConfig) -> (String, String) {
+    config.validate().expect_err("the configuration should be refused")
+}
+
+const NONE: [&str; 4] = ["", "", "", ""];
+
+#[test]
+fn without_routes_the_primary_ships_to_every_other_member() {
+    let config = config(NONE, NONE, "");
+    config.validate().unwrap();
+    let names: Vec<String> = config.destinations().into_iter().map(|d| d.name).collect();
+    assert_eq!(names, ["b", "c", "d"]);
+    let tree = config.route_tree("c").unwrap();
+    assert!(tree.hops.iter().all(|hop| hop.from == "c"));
+    assert!(config.forwards("c").is_empty());
+}
+
+#[test]
+fn a_cascade_makes_a_tree_and_the_primary_ships_only_to_its_first_hops() {
+    // When a is the primary: a → b → c, a → d; when b is: b → a, b → c → d.
+    let config = config(
+        [
+            "routes = [{ when = \"a\", to = \"b\", transport = \"sync\" }]",
+            "routes = [{ when = \"a\", to = \"c\" }]",
+            "routes = [{ when = \"b\", to = \"d\" }]",
+            "",
+        ],
+        ["transport = \"async\"", "", "", ""],
+        "",
+    );
+    config.validate().unwrap();
+    let destinations = config.destinations();
+    let names: Vec<&str> = destinations.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["b", "d"]);
+    assert_eq!(destinations[0].transport, Transport::Sync, "the route's transport");
+    let tree = config.route_tree("a").unwrap();
+    assert_eq!(tree.source_of("c"), Some("b"));
+    assert_eq!(tree.path("c"), ["a", "b", "c"]);
+    assert_eq!(
+        tree.render(&|hop| transport_name(hop.transport, hop.affirm).to_string()),
+        ["a", "├─ b  SYNC AFFIRM", "│  └─ c  ASYNC", "└─ d  ASYNC"]
+    );
+    let under_b = config.route_tree("b").unwrap();
+    assert_eq!(under_b.path("d"), ["b", "c", "d"]);
+    // This file runs a: under b it forwards nothing; b's file would forward to c.
+    assert!(config.forwards("b").is_empty());
+    let mut b = config.clone();
+    b.member = Some("b".into());
+    let forwards: Vec<String> = b.forwards("a").into_iter().map(|d| d.name).collect();
+    assert_eq!(forwards, ["c"]);
+    assert_eq!(b.source("a").as_deref(), Some("a"));
+    let mut c = config.clone();
+    c.member = Some("c".into());
+    assert_eq!(c.source("a").as_deref(), Some("b"));
+    assert_eq!(c.forwards("b").into_iter().map(|d| d.name).collect::<Vec<_>>(), ["d"]);
+}
+
+#[test]
+fn a_route_to_itself_is_refused_naming_the_member() {
+    let (field, reason) =
+        refused(&config(["", "routes = [{ when = \"a\", to = \"b\" }]", "", ""], NONE, ""));
+    assert_eq!(field, "replication.members[1].routes[0].to");
+    assert!(reason.contains("'b' has a route to itself"), "{reason}");
+}
+
+#[test]
+fn a_route_to_the_primary_it_applies_under_is_refused() {
+    let (field, reason) =
+        refused(&config(["", "routes = [{ when = \"a\", to = \"a\" }]", "", ""], NONE, ""));
+    assert_eq!(field, "replication.members[1].routes[0].to");
+    assert!(reason.contains("'b' routes redo to 'a' while 'a' is the primary"), "{reason}");
+}
+
+#[test]
+fn a_route_naming_an_unknown_member_is_refused() {
+    let (field, reason) =
+        refused(&config(["", "routes = [{ when = \"a\", to = \"x\" }]", "", ""], NONE, ""));
+    assert_eq!(field, "replication.members[1].routes[0].to");
+    assert!(reason.contains("'x' (a route of 'b') is not a member"), "{reason}");
+    let (field, reason) =
+        refused(&config(["", "routes = [{ when = \"y\", to = \"c\" }]", "", ""], NONE, ""));
+    assert_eq!(field, "replication.members[1].routes[0].when");
+    assert!(reason.contains("'y' is not a member"), "{reason}");
+}
+
+#[test]
+fn a_loop_is_refused_naming_its_members() {
+    let (field, reason) = refused(&config(
+        [
+            "",
+            "routes = [{ when = \"a\", to = \"c\" }]",
+            "routes = [{ when = \"a\", to = \"d\" }]",
+            "routes = [{ when = \"a\", to = \"b\" }]",
+        ],
+        NONE,
+        "",
+    ));
+    assert!(field.starts_with("replication.members["), "{field}");
+    assert!(reason.contains("when 'a' is the primary, the routes make a loop"), "{reason}");
+    for name in ["b", "c", "d"] {
+        assert!(reason.contains(&format!("'{name}'")) || reason.contains(name), "{reason}");
+    }
+    // The same routes under another primary are not a loop if they do not apply there.
+    config(
+        [
+            "",
+            "routes = [{ when = \"a\", to = \"c\" }]",
+            "routes = [{ when = \"a\", to = \"d\" }]",
+            "",
+        ],
+        NONE,
+        "",
+    )
+    .validate()
+    .unwrap();
+}
+
+#[test]
+fn a_member_reached_twice_is_refused() {
+    let (field, reason) = refused(&config(
+        [
+            "",
+            "routes = [{ when = \"a\", to = \"d\" }]",
+            "routes = [{ when = \"a\", to = \"d\" }]",
+            "",
+        ],
+        NONE,
+        "",
+    ));
+    assert_eq!(field, "replication.members[2].routes[0].to");
+    assert!(reason.contains("'d' would receive redo from both 'b' and 'c'"), "{reason}");
+}
+
+#[test]
+fn a_forwarded_sync_hop_is_refused() {
+    let (field, reason) = refused(&config(
+        ["", "routes = [{ when = \"a\", to = \"c\", transport = \"sync\" }]", "", ""],
+        NONE,
+        "",
+    ));
+    assert_eq!(field, "replication.members[1].routes[0].transport");
+    assert!(
+        reason.contains("'b' forwards the redo of 'a' to 'c': a forwarded hop is ASYNC"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn sync_beyond_what_the_routes_give_the_primary_is_refused() {
+    // b and c are SYNC members, but when a is the primary c is behind b: a has one SYNC
+    // destination, and "any 2" needs two.
+    let members = ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""];
+    let sync = ["", "transport = \"sync\"", "transport = \"sync\"", "transport = \"sync\""];
+    let (field, reason) = refused(&config(members, sync, "sync_quorum = \"any 3\"\n"));
+    assert_eq!(field, "replication.sync_quorum");
+    assert!(
+        reason.contains("\"any 3\" needs 3 SYNC destinations; a primary here would have 2"),
+        "{reason}"
+    );
+    config(members, sync, "sync_quorum = \"any 2\"\n").validate().unwrap();
+    // Maximum Availability with the only SYNC member behind a cascade.
+    let (field, reason) = refused(&config(
+        ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
+        ["", "", "transport = \"sync\"", ""],
+        "protection_mode = \"maximum_availability\"\n",
+    ));
+    assert_eq!(field, "replication.protection_mode");
+    assert!(reason.contains("maximum_availability needs another member"), "{reason}");
+    // The primary's own route may make a hop SYNC.
+    config(
+        ["routes = [{ when = \"a\", to = \"b\", transport = \"sync\" }]", "", "", ""],
+        NONE,
+        "protection_mode = \"maximum_availability\"\n",
+    )
+    .validate()
+    .unwrap();
+}
+
+#[test]
+fn a_far_sync_is_never_a_primary_nor_a_failover_target() {
+    let far_sync = ["", "kind = \"far_sync\"", "", ""];
+    let (field, reason) =
+        refused(&config(["", "", "routes = [{ when = \"b\", to = \"d\" }]", ""], far_sync, ""));
+    assert_eq!(field, "replication.members[2].routes[0].when");
+    assert!(reason.contains("'b' is a far sync: it is never a primary"), "{reason}");
+    let observers = "[[observers]]\nname = \"o\"\nsentinel = \"127.0.0.1:26379\"\n";
+    let fast_start = |target: &str| {
+        format!("[fast_start_failover]\nenabled = true\ntarget = [{target}]\n{observers}")
+    };
+    // The tables go after the members: build them by hand.
+    let mut with_target = config(NONE, far_sync, "");
+    let extra: ReplicationConfig = toml::from_str(&fast_start("\"b\"")).unwrap();
+    with_target.fast_start_failover = extra.fast_start_failover.clone();
+    with_target.observers = extra.observers.clone();
+    let (field, reason) = refused(&with_target);
+    assert_eq!(field, "replication.fast_start_failover.target");
+    assert!(reason.contains("'b' is a far sync"), "{reason}");
+    // Without targets named, fast-start failover's targets leave the far sync out.
+    with_target.fast_start_failover.target.clear();
+    with_target.validate().unwrap();
+    assert_eq!(with_target.failover_targets(), ["a", "c", "d"]);
+    // A far sync's own file: the protection mode is checked for the members that may be
+    // primary, not for it.
+    let mut own = config(
+        ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
+        ["", "kind = \"far_sync\"\ntransport = \"sync\"", "", ""],
+        "protection_mode = \"maximum_availability\"\nrole = \"standby\"\n",
+    );
+    own.member = Some("b".into());
+    own.validate().unwrap();
+    // A file that would start a far sync as a primary.
+    let mut as_primary = config(NONE, far_sync, "");
+    as_primary.member = Some("b".into());
+    let (field, reason) = refused(&as_primary);
+    assert_eq!(field, "replication.role");
+    assert!(reason.contains("'b' is a far sync: it is never a primary"), "{reason}");
+}
+
+#[test]
+fn a_cascaded_fast_start_target_is_refused() {
+    let mut config = config(
+        ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
+        ["transport = \"sync\"", "transport = \"sync\"", "transport = \"sync\"", ""],
+        "protection_mode = \"maximum_availability\"\n",
+    );
+    let extra: ReplicationConfig = toml::from_str(
+        "[fast_start_failover]\nenabled = true\ntarget = [\"b\", \"c\"]\n[[observers]]\nname = \"o\"\nsentinel = \"127.0.0.1:26379\"\n",
+    )
+    .unwrap();
+    config.fast_start_failover = extra.fast_start_failover;
+    config.observers = extra.observers;
+    let (field, reason) = refused(&config);
+    assert_eq!(field, "replication.fast_start_failover.target");
+    assert!(reason.contains("'c' receives redo from 'b' when 'a' is the primary"), "{reason}");
+    // Under Maximum Performance too: a cascaded member takes no failover from the observer.
+    config.protection_mode = crate::config::ProtectionMode::MaximumPerformance;
+    let (field, reason) = refused(&config);
+    assert_eq!(field, "replication.fast_start_failover.target");
+    assert!(reason.contains("a fast-start target is shipped to by the primary itself"), "{reason}");
+    config.fast_start_failover.target = vec!["b".into()];
+    config.validate().unwrap();
+}
