@@ -86,6 +86,7 @@ impl Inner {
     }
 
     fn apply_record(&self, scn: Scn, payload: Vec<u8>) -> Result<()> {
+        let size = (payload.len() + redo::format::RECORD_HEADER_LEN) as u64;
         let changes = decode_record(scn, payload)?;
         let write = self.write.lock();
         let base = Live { cache: &self.cache, store: &self.store };
@@ -101,6 +102,7 @@ impl Inner {
         drop(write);
         self.applied_scn.store(scn.0, Ordering::Release);
         self.stats.applied_records.incr();
+        self.stats.applied_size.add(size);
         Ok(())
     }
 

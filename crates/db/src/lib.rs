@@ -109,6 +109,9 @@ struct Stats {
     checkpoint_keys: Arc<Statistic>,
     recovery_records: Arc<Statistic>,
     applied_records: Arc<Statistic>,
+    /// Bytes of the records real-time apply applied, counted as "redo size" counts them
+    /// (record headers included), so a standby's apply rate reads against its primary's.
+    applied_size: Arc<Statistic>,
 }
 
 /// Lock order: `checkpoint_running` → `write` → `random` → `cache` → `checkpoint` → `cursors`

@@ -130,6 +130,7 @@ impl Database {
                 checkpoint_keys: metrics.stat("checkpoint keys written"),
                 recovery_records: metrics.stat("recovery redo records applied"),
                 applied_records: metrics.stat("apply redo records applied"),
+                applied_size: metrics.stat("apply redo size"),
             },
             config,
             redo,

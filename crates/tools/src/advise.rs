@@ -8,6 +8,8 @@
 //! 1,048,576 bytes (our MiB) while its "Mbit" of bandwidth is 1,000,000 bits. So
 //! 3 MiB/s of redo = 3 × 1,048,576 × 8 / 1,000,000 = 25.2 Mbit/s.
 
+pub mod logs;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -364,14 +366,25 @@ pub fn group(value: u64) -> String {
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdviseArgs {
     /// Link bandwidth (1gbit, 100mbit, 125MB/s).
-    #[arg(long, value_parser = parse_rate, required_unless_present = "from_nettest")]
+    #[arg(long, value_parser = parse_rate, required_unless_present_any = ["from_nettest", "from_status"])]
     pub bandwidth: Option<Rate>,
     /// Round-trip time between primary and standby (25ms).
-    #[arg(long, value_parser = parse_duration, required_unless_present = "from_nettest")]
+    #[arg(long, value_parser = parse_duration, required_unless_present_any = ["from_nettest", "from_status"])]
     pub rtt: Option<Duration>,
-    /// Peak redo rate (3MiB/s; note that the reference's "MB" is a MiB).
-    #[arg(long, value_parser = parse_rate)]
-    pub redo_rate: Rate,
+    /// Peak redo rate (3MiB/s; note that the reference's "MB" is a MiB). With --from-status:
+    /// the rate the status observed unless given.
+    #[arg(long, value_parser = parse_rate, required_unless_present = "from_status")]
+    pub redo_rate: Option<Rate>,
+    /// A member's status, to size its online logs from the redo it has seen: its admin URL
+    /// (http://HOST:PORT[/status]; its /history is read too) or a file holding the JSON of
+    /// /status (`redoguard status --json`). The link's advice follows if --bandwidth and
+    /// --rtt (or --from-nettest) are given too.
+    #[arg(long, value_name = "URL|FILE")]
+    pub from_status: Option<String>,
+    /// With --from-status: how often the online logs should switch at the observed peak (the
+    /// reference: every 15-20 minutes in production). 1s..=24h.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub switch_interval: Duration,
     /// Socket buffer size in use or planned (default: the recommended 3 × BDP).
     #[arg(long)]
     pub sockbuf: Option<ByteSize>,
@@ -397,7 +410,15 @@ pub struct AdviseArgs {
 }
 
 impl AdviseArgs {
-    pub fn input(&self) -> anyhow::Result<AdviseInput> {
+    /// Whether the link's advice can be given: a bandwidth and an RTT, given or from nettest
+    /// reports.
+    pub fn has_link(&self) -> bool {
+        (self.bandwidth.is_some() && self.rtt.is_some()) || !self.from_nettest.is_empty()
+    }
+
+    /// The advice's input; `observed_redo_bytes_per_s` stands in for --redo-rate when that is
+    /// not given (--from-status).
+    pub fn input(&self, observed_redo_bytes_per_s: Option<f64>) -> anyhow::Result<AdviseInput> {
         use anyhow::Context;
         let mut bandwidth = self.bandwidth.map(|rate| rate.bits_per_s);
         let mut rtt = self.rtt;
@@ -424,7 +445,11 @@ impl AdviseArgs {
         Ok(AdviseInput {
             bandwidth_bits_per_s,
             rtt,
-            redo_bytes_per_s: self.redo_rate.bytes_per_s(),
+            redo_bytes_per_s: self
+                .redo_rate
+                .map(Rate::bytes_per_s)
+                .or(observed_redo_bytes_per_s)
+                .context("no redo rate: give --redo-rate, or --from-status")?,
             sockbuf_bytes: self.sockbuf.map(ByteSize::bytes),
             write_bytes: self.write_size.bytes(),
             standby_sync: self.standby_sync,

@@ -1,6 +1,7 @@
 //! Drives redoguard the way its users do: over the Redis protocol, against real server
 //! processes. The demo and the database benchmarks live here.
 
+pub mod bench_apply;
 pub mod bench_batch;
 pub mod bench_chaos;
 pub mod bench_commit;

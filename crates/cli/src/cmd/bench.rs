@@ -45,6 +45,38 @@ pub enum BenchCommand {
     /// (transport lag over time, MB on the wire), and transport deferred during the batch
     /// (`state = "defer"`) then enabled again (gap-resolution time, OLTP throughput).
     Batch(BatchArgs),
+    /// A standby's real-time apply against its primary's redo generation, with the demo's
+    /// workloads (small OLTP commits; the batch phase's large transactions): the redo is
+    /// generated with the standby's apply held back (delayed apply), then the standby is
+    /// restarted without the delay and applies it from its logs; apply MB/s and records/s
+    /// against the primary's peak redo rate, Data Guard's published apply rates beside.
+    Apply(ApplyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// How long each workload generates redo on the primary.
+    #[arg(long, default_value = "20s", value_parser = tools::units::parse_duration)]
+    pub duration: std::time::Duration,
+    /// The workloads: oltp (the demo's OLTP sessions), batch (the demo's batch phase).
+    #[arg(long, value_delimiter = ',', default_value = "oltp,batch")]
+    pub workloads: Vec<workload::bench_apply::Workload>,
+    /// Sessions of the oltp workload (the demo's default).
+    #[arg(long, default_value_t = 16)]
+    pub clients: usize,
+    /// Batch sessions of the batch workload (the demo's default).
+    #[arg(long, default_value_t = 4)]
+    pub batch_clients: usize,
+    /// Size of each online and standby log file.
+    #[arg(long, default_value = "64MiB", value_parser = tools::units::parse_size)]
+    pub log_file_size: u64,
+    /// Directory on the file system for the servers' data (a temporary directory is created
+    /// inside it and removed).
+    #[arg(long, default_value = ".")]
+    pub dir: std::path::PathBuf,
+    /// Where to write the results as JSON; the figure goes beside it (same name, .svg).
+    #[arg(long)]
+    pub json: std::path::PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -530,6 +562,50 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 &report,
                 &args.json,
                 &workload::bench_batch::figure(&report),
+            )?;
+            anyhow::ensure!(
+                report.failures.is_empty(),
+                "{} case(s) failed (see FAILED above)",
+                report.failures.len()
+            );
+            Ok(())
+        }
+        BenchCommand::Apply(args) => {
+            workload::interrupt::install()?;
+            anyhow::ensure!(
+                (1..=256).contains(&args.clients),
+                "--clients: {} is outside 1..=256",
+                args.clients
+            );
+            anyhow::ensure!(
+                (1..=64).contains(&args.batch_clients),
+                "--batch-clients: {} is outside 1..=64",
+                args.batch_clients
+            );
+            anyhow::ensure!(
+                (1 << 20..=1 << 30).contains(&args.log_file_size),
+                "--log-file-size: {} is outside 1 MiB..=1 GiB",
+                args.log_file_size
+            );
+            anyhow::ensure!(!args.workloads.is_empty(), "--workloads: name at least one");
+            let config = workload::bench_apply::ApplyConfig {
+                binary: std::env::current_exe()?,
+                dir: args.dir,
+                duration: args.duration,
+                workloads: args.workloads,
+                oltp_clients: args.clients,
+                batch_clients: args.batch_clients,
+                log_file_size: args.log_file_size,
+            };
+            let started = std::time::Instant::now();
+            let report = workload::bench_apply::run(&config, |step| {
+                eprintln!("bench apply [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+            })?;
+            write_report(
+                &workload::bench_apply::render(&report),
+                &report,
+                &args.json,
+                &workload::bench_apply::figure(&report),
             )?;
             anyhow::ensure!(
                 report.failures.is_empty(),

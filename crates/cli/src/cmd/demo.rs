@@ -96,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             config.oltp_clients, config.duration
         ),
     }
+    println!("  {}", workload::demo::log_size_note());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let mut first = true;
     let report = runtime.block_on(workload::demo::run(config, |line| {

@@ -276,6 +276,35 @@ impl Progress {
     }
 }
 
+/// The demo's online log size (`DEMO_CONFIG`): small on purpose, see [`log_size_note`].
+pub const DEMO_LOG_FILE_SIZE: u64 = 16 << 20;
+/// The redo its phases generate on the development machine, MB/s ("redo size"): their means,
+/// rounded, as `redoguard bench apply` measured them with the demo's own workloads
+/// (docs/bench/apply.txt).
+pub const DEMO_REDO_MB_PER_S: [(&str, f64); 2] = [("OLTP", 1.0), ("batch", 50.0)];
+
+/// Why the demo's logs are as small as they are, with the switch interval they give at the
+/// redo it generates: the line it prints first.
+pub fn log_size_note() -> String {
+    let switches: Vec<String> = DEMO_REDO_MB_PER_S
+        .iter()
+        .map(|(phase, mb_per_s)| {
+            format!(
+                "{} in its {phase} phase (about {mb_per_s} MB/s of redo)",
+                tools::advise::logs::format_seconds(tools::advise::logs::switch_interval_s(
+                    DEMO_LOG_FILE_SIZE,
+                    mb_per_s * 1e6
+                ))
+            )
+        })
+        .collect();
+    format!(
+        "online logs of {}: a log switch every {} here; small on purpose, so that switches, archiving and checkpoints all happen within a short demo. In production, size them for a switch every 15-20 minutes at the peak: `redoguard advise --from-status http://HOST:PORT/status`",
+        units::format_bytes(DEMO_LOG_FILE_SIZE),
+        switches.join(", every ")
+    )
+}
+
 /// The servers' configuration for the demo: small logs so that log switches, archiving and
 /// checkpoints all happen within a few seconds.
 const DEMO_CONFIG: &str = r#"# Written by `redoguard demo`.
@@ -699,4 +728,25 @@ fn free_port() -> anyhow::Result<u16> {
 /// `addr` as `127.0.0.1:port`.
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The note speaks of the size the servers are given, and does its arithmetic.
+    #[test]
+    fn the_log_size_note_names_the_configured_size_and_its_switch_intervals() {
+        assert!(
+            DEMO_CONFIG.contains(&format!(
+                "log_file_size = {}",
+                tools::advise::logs::config_size(DEMO_LOG_FILE_SIZE)
+            )),
+            "{DEMO_CONFIG}"
+        );
+        let note = log_size_note();
+        // 16 MiB at 1 MB/s: 16.8 s; at 50 MB/s: 336 ms.
+        assert!(note.starts_with("online logs of 16.0 MiB: a log switch every 16.8 s in its OLTP phase (about 1 MB/s of redo), every 336 ms in its batch phase (about 50 MB/s"), "{note}");
+        assert!(note.contains("advise --from-status"), "{note}");
+    }
 }
