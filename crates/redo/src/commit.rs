@@ -125,11 +125,12 @@ impl RedoLog {
             return Some(Err(error));
         }
         let started = Instant::now();
+        let mark = shared.switch_clock.mark(started);
         let result = shared.commit_borrowed(payload).transpose()?;
         // Counted as `append` and `complete_commit` count a commit that waits.
         shared.stats.user_commits.incr();
         shared.stats.redo_synch_writes.incr();
-        shared.waits.log_file_sync.record_since(started);
+        shared.record_commit_wait(started, &mark);
         Some(result)
     }
 
@@ -143,6 +144,7 @@ impl RedoLog {
                     return Ok(());
                 }
                 let started = Instant::now();
+                let mark = shared.switch_clock.mark(started);
                 shared.stats.redo_synch_writes.incr();
                 let urgency = if logging == CommitLogging::Immediate {
                     Urgency::Lead
@@ -150,7 +152,7 @@ impl RedoLog {
                     Urgency::Passive
                 };
                 let result = shared.wait_durable(scn, urgency);
-                shared.waits.log_file_sync.record_since(started);
+                shared.record_commit_wait(started, &mark);
                 result
             }
             (CommitWait::NoWait, CommitLogging::Immediate) => {

@@ -108,13 +108,15 @@ pub(crate) struct Counters {
     pub archived_bytes: Arc<Statistic>,
 }
 
-/// The wait events the engine records.
+/// The wait events the engine records. (A session held up by a log switch is counted under
+/// the switch's reason by `log_writer::SwitchClock`.)
 pub(crate) struct Waits {
     pub log_file_sync: Arc<WaitEvent>,
     pub log_file_parallel_write: Arc<WaitEvent>,
-    pub log_file_switch_completion: Arc<WaitEvent>,
+    /// The log writer's own switch, whole: one per switch.
+    pub log_writer_switch: Arc<WaitEvent>,
+    /// A standby's receiver waiting for its archiver to free a standby log group.
     pub log_file_switch_archiving: Arc<WaitEvent>,
-    pub log_file_switch_checkpoint: Arc<WaitEvent>,
     pub log_file_sequential_read: Arc<WaitEvent>,
     pub log_archive_io: Arc<WaitEvent>,
 }
@@ -182,6 +184,9 @@ pub(crate) struct Shared {
     pub apply_horizon: AtomicU64,
     pub stats: Counters,
     pub waits: Waits,
+    /// The phase of the log switch in progress, which a session held up by it is counted
+    /// under (`log_writer::switch_waits`).
+    pub switch_clock: Arc<log_writer::SwitchClock>,
 }
 
 impl Shared {
@@ -585,3 +590,5 @@ mod tests_stall;
 mod tests_standby;
 #[cfg(test)]
 mod tests_switch;
+#[cfg(test)]
+mod tests_switch_waits;

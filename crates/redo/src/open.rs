@@ -114,13 +114,15 @@ impl RedoLog {
             thread: control.thread,
         };
         let background = Arc::new(Signal::default());
-        let buffer = LogBuffer::new(
+        let switch_clock = Arc::new(log_writer::SwitchClock::new(&metrics));
+        let mut buffer = LogBuffer::new(
             config.strand_size(),
             config.log_buffer_strands,
             opened.next_scn,
             background.clone(),
             &metrics,
         );
+        buffer.charge_switches_to(switch_clock.clone());
         let durable_addr = match opened
             .table
             .current
@@ -150,9 +152,8 @@ impl RedoLog {
         let waits = Waits {
             log_file_sync: metrics.wait("log file sync"),
             log_file_parallel_write: metrics.wait("log file parallel write"),
-            log_file_switch_completion: metrics.wait("log file switch completion"),
-            log_file_switch_archiving: metrics.wait("log file switch (archiving needed)"),
-            log_file_switch_checkpoint: metrics.wait("log file switch (checkpoint incomplete)"),
+            log_writer_switch: metrics.wait("log writer switch"),
+            log_file_switch_archiving: metrics.wait(stats::LOG_FILE_SWITCH_ARCHIVING),
             log_file_sequential_read: metrics.wait("log file sequential read"),
             log_archive_io: metrics.wait("Log archive I/O"),
         };
@@ -192,6 +193,7 @@ impl RedoLog {
             identity: parking_lot::RwLock::new(identity),
             stats,
             waits,
+            switch_clock,
             metrics,
             storage,
             config,

@@ -20,6 +20,26 @@ use hdrhistogram::Histogram;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+/// A session held up by a log switch waits under the reason the switch waits for (the
+/// reference's names): the next group's checkpoint, its archiving, a SYNC standby's
+/// acknowledgement of the switch, or the switch's own work. Each such wait is also part of the
+/// session's "log file sync"; see `docs/redo-format.md`, "Waits at a log switch".
+pub const LOG_FILE_SWITCH_CHECKPOINT: &str = "log file switch (checkpoint incomplete)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`.
+pub const LOG_FILE_SWITCH_ARCHIVING: &str = "log file switch (archiving needed)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`.
+pub const LOG_FILE_SWITCH_SYNC_STANDBY: &str = "log file switch (SYNC standby)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`: the part of the switch no other reason explains (closing
+/// the old log, opening the new one).
+pub const LOG_FILE_SWITCH_COMPLETION: &str = "log file switch completion";
+/// Every reason a session waits for at a log switch, in the order a person reads them.
+pub const LOG_FILE_SWITCH_WAITS: [&str; 4] = [
+    LOG_FILE_SWITCH_CHECKPOINT,
+    LOG_FILE_SWITCH_ARCHIVING,
+    LOG_FILE_SWITCH_SYNC_STANDBY,
+    LOG_FILE_SWITCH_COMPLETION,
+];
+
 /// Longest wait a histogram tracks exactly; longer waits are clamped to it (one hour).
 const HISTOGRAM_MAX_US: u64 = 3_600_000_000;
 
@@ -226,6 +246,26 @@ impl MetricsSnapshot {
         self.waits.iter().find(|event| event.name == name)
     }
 
+    /// The waits of sessions held up by log switches, one per reason
+    /// (`LOG_FILE_SWITCH_WAITS`, in that order), a reason never waited for as zeros.
+    pub fn log_switch_waits(&self) -> Vec<WaitEventSnapshot> {
+        LOG_FILE_SWITCH_WAITS
+            .iter()
+            .map(|name| {
+                self.wait(name).cloned().unwrap_or_else(|| WaitEventSnapshot {
+                    name: name.to_string(),
+                    count: 0,
+                    total_us: 0,
+                    avg_us: 0.0,
+                    max_us: 0,
+                    p50_us: 0,
+                    p99_us: 0,
+                    histogram: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     /// The Prometheus text exposition of this snapshot. Names become
     /// `redoguard_wait_*{event="log file sync"}` and `redoguard_stat{name="redo size"}`.
     pub fn to_prometheus(&self) -> String {
@@ -290,6 +330,10 @@ mod tests {
         assert!(snapshot.wait("log buffer space").is_none());
         let text = snapshot.to_prometheus();
         assert!(text.contains("redoguard_stat{name=\"redo size\"} 128"), "{text}");
+        let reasons = snapshot.log_switch_waits();
+        assert_eq!(reasons.len(), 4);
+        assert_eq!(reasons[0].name, LOG_FILE_SWITCH_CHECKPOINT);
+        assert!(reasons.iter().all(|event| event.count == 0));
         let json = serde_json::to_string(&snapshot).expect("serialises");
         let back: MetricsSnapshot = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, snapshot);

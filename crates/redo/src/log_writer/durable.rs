@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use super::waiters::{FAILED, LEAD, STALLED, WAITING, WaitSlot, Waiter, Wake};
-use super::{Settle, Urgency};
+use super::{Settle, SwitchMark, Urgency};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -72,7 +72,8 @@ pub struct Durable {
     slot: Option<Arc<WaitSlot>>,
     /// Holds the leadership, to write when next polled.
     leading: bool,
-    started: Option<Instant>,
+    /// When the wait began, and where the switch clock stood then.
+    started: Option<(Instant, SwitchMark)>,
 }
 
 impl Durable {
@@ -96,7 +97,8 @@ impl Future for Durable {
             if this.shared.durable_scn() >= this.scn {
                 return Poll::Ready(Ok(()));
             }
-            this.started = Some(Instant::now());
+            let now = Instant::now();
+            this.started = Some((now, this.shared.switch_clock.mark(now)));
         }
         loop {
             if this.leading {
@@ -151,8 +153,8 @@ impl Future for Durable {
             match this.shared.register_task(this.scn, this.urgency, context.waker()) {
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(Registered::Durable) => {
-                    if let Some(started) = this.started.take() {
-                        this.shared.waits.log_file_sync.record_since(started);
+                    if let Some((started, mark)) = this.started.take() {
+                        this.shared.record_commit_wait(started, &mark);
                     }
                     return Poll::Ready(Ok(()));
                 }

@@ -34,6 +34,7 @@ mod leadership;
 mod members;
 pub(crate) mod pipeline;
 mod switch;
+mod switch_waits;
 mod waiters;
 
 pub(crate) use borrowed::BORROW_MIN_BYTES;
@@ -42,6 +43,9 @@ pub(crate) use handover::Handover;
 use members::LogBytes;
 pub(crate) use pipeline::Pipeline;
 use pipeline::{Deferred, Settle};
+#[cfg(test)]
+pub(crate) use switch_waits::SwitchPhase;
+pub(crate) use switch_waits::{SwitchClock, SwitchMark};
 pub(crate) use waiters::Urgency;
 use waiters::Waiter;
 
@@ -78,6 +82,14 @@ pub(crate) struct CommitState {
     /// The background writer stepped back for that borrower and waits for `background` to
     /// look again: the end of the borrowing leadership notifies it.
     background_stepped_back: bool,
+}
+
+#[cfg(test)]
+impl CommitState {
+    /// How many committers (and would-be leaders) wait.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
 }
 
 /// The log being written.

@@ -108,6 +108,11 @@ impl Pipeline {
 }
 
 impl Shared {
+    /// Whether nothing is in flight.
+    pub(crate) fn pipeline_is_empty(&self) -> bool {
+        self.pipeline.flight.lock().entries.is_empty()
+    }
+
     /// Whether a write of `bytes` may go in flight now.
     pub(crate) fn pipeline_has_room(&self, bytes: usize) -> bool {
         let flight = self.pipeline.flight.lock();

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::switch_waits::{PhaseGuard, SwitchPhase};
 use super::waiters::{DONE, STALLED};
 use super::{CurrentLog, LogBytes, WriterState};
 use crate::error::{RedoError, Result};
@@ -30,8 +31,14 @@ impl Shared {
     /// group may be reused.
     pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
         let started = Instant::now();
+        // Sessions held up from here on are counted under the switch's phase.
+        let _switching = PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::Completion));
         // A log is closed only behind writes whose fate is known (see `pipeline`).
-        self.drain_pipeline()?;
+        {
+            let _standby = (!self.pipeline_is_empty())
+                .then(|| PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby)));
+            self.drain_pipeline()?;
+        }
         let block_size = self.config.block_size;
         let block = block_size as usize;
         let mut header_block = std::mem::take(&mut writer.buffer);
@@ -64,6 +71,8 @@ impl Shared {
                 }
                 self.queue_archive(current.header.seq);
                 if let Some(wait) = wait {
+                    let _standby =
+                        PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby));
                     self.wait_shipped(wait)?;
                 }
             }
@@ -119,6 +128,9 @@ impl Shared {
             *self.written_addr.lock() =
                 RedoAddr { seq, offset: format::first_unit_offset(block_size) };
             if let Some(wait) = wait {
+                // (The SYNC standby takes a standby log group for the new log meanwhile.)
+                let _standby =
+                    PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby));
                 self.wait_shipped(wait)?;
             }
             {
@@ -130,7 +142,7 @@ impl Shared {
         })();
         writer.buffer = header_block;
         let seq = result?;
-        self.waits.log_file_switch_completion.record_since(started);
+        self.waits.log_writer_switch.record_since(started);
         self.stats.log_switches.incr();
         self.table_changed.notify_all();
         tracing::info!(%seq, ?reason, "log switch");
@@ -140,10 +152,11 @@ impl Shared {
     /// Waits until group `index` may be reused: its log archived and checkpointed. While a
     /// failure blocks that (archiving or the checkpoint fails: a full disk), the commits
     /// waiting are told so at once (`set_stall`) instead of hanging until space returns; this
-    /// wait goes on, and their redo is written when it ends.
+    /// wait goes on, and their redo is written when it ends. The switch is in the phase of
+    /// what it waits for (`SwitchPhase::Archiving`, `Checkpoint`) meanwhile.
     fn wait_reusable(&self, index: usize) -> Result<()> {
         let _stall = StallGuard(self);
-        let mut waited_for: Option<(Reuse, Instant)> = None;
+        let _phase = PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::Completion));
         let mut asked_checkpoint: Option<Instant> = None;
         let mut stalled: Option<String> = None;
         let mut table = self.table.lock();
@@ -185,12 +198,11 @@ impl Shared {
                 table = self.table.lock();
                 continue;
             }
-            let changed = waited_for.is_none_or(|(previous, _)| {
-                std::mem::discriminant(&previous) != std::mem::discriminant(&reuse)
-            });
-            if changed && let Some((previous, since)) = waited_for.take() {
-                self.record_switch_wait(previous, since);
-            }
+            self.switch_clock.enter(Some(match reuse {
+                Reuse::Ready => SwitchPhase::Completion,
+                Reuse::NeedsArchiving(_) => SwitchPhase::Archiving,
+                Reuse::NeedsCheckpoint(_) => SwitchPhase::Checkpoint,
+            }));
             match reuse {
                 Reuse::Ready => break,
                 Reuse::NeedsArchiving(_) => {
@@ -216,9 +228,6 @@ impl Shared {
                         }
                     }
                 }
-            }
-            if changed {
-                waited_for = Some((reuse, Instant::now()));
             }
             self.table_changed.wait_for(&mut table, Duration::from_millis(100));
         }
@@ -265,14 +274,6 @@ impl Shared {
         }
         for (slot, outcome) in wake {
             slot.complete(outcome);
-        }
-    }
-
-    fn record_switch_wait(&self, reuse: Reuse, since: Instant) {
-        match reuse {
-            Reuse::NeedsArchiving(_) => self.waits.log_file_switch_archiving.record_since(since),
-            Reuse::NeedsCheckpoint(_) => self.waits.log_file_switch_checkpoint.record_since(since),
-            Reuse::Ready => {}
         }
     }
 }

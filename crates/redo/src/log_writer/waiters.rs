@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::Waker;
 use std::thread::{self, Thread};
 
-use super::Settle;
+use std::time::Instant;
+
+use super::{Settle, SwitchMark};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -95,6 +97,14 @@ pub(super) struct Waiter {
 }
 
 impl Shared {
+    /// Records a committer's wait for durability that began at `started` (the clock at
+    /// `mark`): "log file sync", and its share of any log switch it overlapped.
+    pub(crate) fn record_commit_wait(&self, started: Instant, mark: &SwitchMark) {
+        let ended = Instant::now();
+        self.waits.log_file_sync.record(ended.saturating_duration_since(started));
+        self.switch_clock.record(mark, ended);
+    }
+
     /// Waits until `scn` is durable. With `Urgency::Lead` the caller writes it as leader if
     /// nobody else is writing (in `WriterMode::Leader`; in dedicated mode it wakes the
     /// background writer instead); with `Urgency::Passive` it waits for a write someone
