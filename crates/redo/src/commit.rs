@@ -52,7 +52,7 @@ impl RedoLog {
         }
         let full = shared.buffer.used_bytes() * 4 > shared.config.log_buffer_size * 3;
         if full {
-            self.shared.background.notify();
+            self.shared.log_writer.background.notify();
         }
         full
     }
@@ -125,7 +125,7 @@ impl RedoLog {
             return Some(Err(error));
         }
         let started = Instant::now();
-        let mark = shared.switch_clock.mark(started);
+        let mark = shared.log_writer.switch_clock.mark(started);
         let result = shared.commit_borrowed(payload).transpose()?;
         // Counted as `append` and `complete_commit` count a commit that waits.
         shared.stats.user_commits.incr();
@@ -144,7 +144,7 @@ impl RedoLog {
                     return Ok(());
                 }
                 let started = Instant::now();
-                let mark = shared.switch_clock.mark(started);
+                let mark = shared.log_writer.switch_clock.mark(started);
                 shared.stats.redo_synch_writes.incr();
                 let urgency = if logging == CommitLogging::Immediate {
                     Urgency::Lead
@@ -156,7 +156,7 @@ impl RedoLog {
                 result
             }
             (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
+                shared.log_writer.background.notify();
                 Ok(())
             }
             (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
@@ -181,7 +181,7 @@ impl RedoLog {
                 Some(Durable::new(shared.clone(), scn, urgency))
             }
             (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
+                shared.log_writer.background.notify();
                 None
             }
             (CommitWait::NoWait, CommitLogging::Batch) => None,

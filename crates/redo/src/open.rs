@@ -11,7 +11,7 @@ use stats::Metrics;
 
 use crate::catalog::ArchiveCatalog;
 use crate::log_buffer::{LogBuffer, Signal};
-use crate::log_writer::{self, CommitState, WriterState};
+use crate::log_writer::{self, LogWriter};
 use crate::{
     ControlData, ControlFile, Counters, DatabaseId, Identity, Incarnation, LogSeq, RedoAddr,
     RedoConfig, RedoError, RedoLog, RedoThread, Result, Role, Scn, Shared, Storage, Waits,
@@ -158,13 +158,13 @@ impl RedoLog {
             log_archive_io: metrics.wait("Log archive I/O"),
         };
         let shared = Arc::new(Shared {
-            writer: Mutex::new(WriterState::new(opened.next_scn, opened.last_seq)),
-            durable_scn: AtomicU64::new(opened.next_scn.prev().0),
-            durable_addr: Mutex::new(durable_addr),
-            written_addr: Mutex::new(durable_addr),
-            written_scn: AtomicU64::new(opened.next_scn.prev().0),
-            pipeline: log_writer::Pipeline::default(),
-            handover: log_writer::Handover::default(),
+            log_writer: LogWriter::new(
+                opened.next_scn,
+                opened.last_seq,
+                durable_addr,
+                background,
+                switch_clock,
+            ),
             #[cfg(test)]
             failpoint: Mutex::new(None),
             table: Mutex::new(opened.table),
@@ -172,28 +172,21 @@ impl RedoLog {
             control: Mutex::new(control),
             control_file,
             catalog,
-            commit: Mutex::new(CommitState::default()),
-            background,
             buffer,
             archive_queue: Mutex::new(archiver::ArchiveQueue::default()),
             archive_ready: Condvar::new(),
             shutdown: AtomicBool::new(false),
-            failure: Mutex::new(None),
             archive_failing: AtomicBool::new(false),
             checkpoint_handler: Mutex::new(None),
             checkpoint_failure: Mutex::new(None),
             shipper: parking_lot::RwLock::new(None),
             standby: Mutex::new(standby::Receiving::new(opened.open_end)),
-            redo_arrived: Condvar::new(),
-            #[cfg(test)]
-            redo_waiters: AtomicU64::new(0),
             primary_confirmed: AtomicU64::new(0),
             apply_horizon: AtomicU64::new(u64::MAX),
             role,
             identity: parking_lot::RwLock::new(identity),
             stats,
             waits,
-            switch_clock,
             metrics,
             storage,
             config,

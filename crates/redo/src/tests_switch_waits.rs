@@ -75,7 +75,8 @@ fn commit_until_log(log: &Arc<RedoLog>, seq: LogSeq) -> thread::JoinHandle<u64> 
 /// Waits until the switch is in `phase` with a committer waiting; returns when it saw that.
 fn held_in(log: &RedoLog, phase: SwitchPhase) -> Instant {
     wait_until("a committer waits behind the switch", || {
-        log.shared.switch_clock.phase() == Some(phase) && log.shared.commit.lock().waiting() > 0
+        log.shared.log_writer.switch_clock.phase() == Some(phase)
+            && log.shared.log_writer.commit.lock().waiting() > 0
     });
     Instant::now()
 }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use super::pipeline::Settle;
 use super::waiters::{FAILED, LEAD, STALLED, WAITING, WaitSlot, Waiter, Wake};
-use super::{Settle, SwitchMark, Urgency};
+use super::{SwitchMark, Urgency};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -20,7 +21,7 @@ impl Shared {
         if self.durable_scn() >= scn {
             return Ok(Registered::Durable);
         }
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -41,7 +42,7 @@ impl Shared {
         commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
         drop(commit);
         if urgency == Urgency::Lead && !may_lead {
-            self.background.notify();
+            self.log_writer.background.notify();
         }
         Ok(Registered::Waiting(slot))
     }
@@ -98,7 +99,7 @@ impl Future for Durable {
                 return Poll::Ready(Ok(()));
             }
             let now = Instant::now();
-            this.started = Some((now, this.shared.switch_clock.mark(now)));
+            this.started = Some((now, this.shared.log_writer.switch_clock.mark(now)));
         }
         loop {
             if this.leading {
@@ -178,7 +179,7 @@ impl Drop for Durable {
             return;
         }
         let Some(slot) = self.slot.take() else { return };
-        let mut commit = self.shared.commit.lock();
+        let mut commit = self.shared.log_writer.commit.lock();
         if let Some(index) =
             commit.waiters.iter().position(|waiter| Arc::ptr_eq(&waiter.slot, &slot))
         {

@@ -2,11 +2,11 @@
 //! Only the leader touches `WriterState` and the files' redo units, and exactly one leader
 //! exists at a time (`CommitState::leader`).
 
-use std::sync::atomic::Ordering;
 use std::thread;
 
+use super::WriterState;
+use super::pipeline::Settle;
 use super::waiters::{DONE, FAILED, LEAD, WaitSlot, Waiter};
-use super::{Settle, WriterState};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -43,7 +43,7 @@ impl Shared {
         &self,
         work: impl FnOnce(&mut WriterState) -> Result<T>,
     ) -> Result<T> {
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -60,7 +60,7 @@ impl Shared {
         }
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
+            let mut writer = self.log_writer.state.lock();
             work(&mut writer)
         };
         self.end_leadership(result.as_ref().err());
@@ -83,7 +83,7 @@ impl Shared {
         let mut deferred = Vec::new();
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
+            let mut writer = self.log_writer.state.lock();
             let bytes = self.buffer.used_bytes() as usize;
             if settle == Settle::Defer
                 && (!self.pipeline_has_room(bytes)
@@ -100,7 +100,7 @@ impl Shared {
         self.end_leadership(result.as_ref().err());
         let declined = matches!(result, Ok(false));
         if declined {
-            self.background.notify();
+            self.log_writer.background.notify();
         }
         !declined
     }
@@ -118,13 +118,13 @@ impl Shared {
             // A write or sync failed on every member: fsync errors are not retryable, so the
             // writer refuses all further redo rather than pretend.
             tracing::error!(%error, "log writer failed; no further redo will be accepted");
-            *self.failure.lock() = Some(format!("{error}; restart the database"));
+            self.log_writer.refuse(format!("{error}; restart the database"));
             self.buffer.close();
         }
         let stopped = self.failure().is_some() || self.is_shut_down();
         let durable = self.durable_scn();
         let mut wake = Vec::new();
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         // Whoever leads next is not the borrower (cleared under this lock, with the handing on).
         commit.borrowing = false;
         let wake_background = std::mem::take(&mut commit.background_stepped_back);
@@ -141,7 +141,7 @@ impl Shared {
         }
         // A waiter whose redo is written (in flight to SYNC standbys) has nothing to lead: it
         // waits to be published.
-        let written = self.written_scn.load(Ordering::Acquire);
+        let written = self.log_writer.written_scn().0;
         match commit
             .waiters
             .iter()
@@ -153,7 +153,7 @@ impl Shared {
                 if !commit.waiters.is_empty() && self.config.writer == WriterMode::Dedicated {
                     // Dedicated mode: committers that arrived during this write need the
                     // background writer to start the next one.
-                    self.background.notify();
+                    self.log_writer.background.notify();
                 }
             }
         }
@@ -161,7 +161,7 @@ impl Shared {
         if wake_background {
             // The background writer stepped back for the borrower (`background_writer`): it
             // looks again now, whether or not anything was published.
-            self.background.notify();
+            self.log_writer.background.notify();
         }
         for (slot, outcome) in wake {
             slot.complete(outcome);

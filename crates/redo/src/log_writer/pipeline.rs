@@ -25,7 +25,6 @@
 //! behind writes whose fate is open.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
@@ -110,21 +109,21 @@ impl Pipeline {
 impl Shared {
     /// Whether nothing is in flight.
     pub(crate) fn pipeline_is_empty(&self) -> bool {
-        self.pipeline.flight.lock().entries.is_empty()
+        self.log_writer.pipeline.flight.lock().entries.is_empty()
     }
 
     /// Whether a write of `bytes` may go in flight now.
     pub(crate) fn pipeline_has_room(&self, bytes: usize) -> bool {
-        let flight = self.pipeline.flight.lock();
+        let flight = self.log_writer.pipeline.flight.lock();
         has_room(&flight, bytes)
     }
 
     /// Waits (as leader) until a write of `bytes` may go in flight.
     pub(crate) fn make_room(&self, bytes: usize) -> Result<()> {
-        let mut flight = self.pipeline.flight.lock();
+        let mut flight = self.log_writer.pipeline.flight.lock();
         while !has_room(&flight, bytes) {
             self.check_going()?;
-            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
+            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
         }
         Ok(())
     }
@@ -143,7 +142,7 @@ impl Shared {
         deferred: &mut Vec<Deferred>,
     ) -> Result<()> {
         let Some(wait) = wait else {
-            let mut flight = self.pipeline.flight.lock();
+            let mut flight = self.log_writer.pipeline.flight.lock();
             if flight.entries.is_empty() {
                 self.publish_durable(last_scn, addr);
             } else {
@@ -159,8 +158,8 @@ impl Shared {
             Settle::Defer => false,
             Settle::Adaptive => {
                 deferred.is_empty()
-                    && self.pipeline.flight.lock().entries.is_empty()
-                    && self.commit.lock().waiters.is_empty()
+                    && self.log_writer.pipeline.flight.lock().entries.is_empty()
+                    && self.log_writer.commit.lock().waiters.is_empty()
             }
         };
         if here && settle == Settle::Here {
@@ -168,7 +167,7 @@ impl Shared {
             self.drain_pipeline()?;
         }
         let (ticket, alone) = {
-            let mut flight = self.pipeline.flight.lock();
+            let mut flight = self.log_writer.pipeline.flight.lock();
             let alone = flight.entries.is_empty();
             (push(&mut flight, last_scn, addr, bytes), alone)
         };
@@ -201,9 +200,9 @@ impl Shared {
         if deferred.is_empty() {
             return;
         }
-        let mut handed = self.pipeline.handed.lock();
+        let mut handed = self.log_writer.pipeline.handed.lock();
         handed.extend(deferred);
-        self.pipeline.handed_ready.notify_one();
+        self.log_writer.pipeline.handed_ready.notify_one();
     }
 
     /// Runs deferred waits here, in order (a leader about to switch logs settles its own
@@ -263,12 +262,12 @@ impl Shared {
     /// Waits until nothing is in flight: everything written is published (or the writer has
     /// failed, the error).
     pub(crate) fn drain_pipeline(&self) -> Result<()> {
-        let mut flight = self.pipeline.flight.lock();
+        let mut flight = self.log_writer.pipeline.flight.lock();
         while !flight.entries.is_empty() {
             if let Some(error) = self.failure() {
                 return Err(error);
             }
-            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
+            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
         }
         Ok(())
     }
@@ -278,7 +277,7 @@ impl Shared {
     pub(crate) fn ack_waiter(&self) {
         loop {
             let next = {
-                let mut handed = self.pipeline.handed.lock();
+                let mut handed = self.log_writer.pipeline.handed.lock();
                 loop {
                     if let Some(next) = handed.pop_front() {
                         break Some(next);
@@ -286,7 +285,10 @@ impl Shared {
                     if self.is_shut_down() {
                         break None;
                     }
-                    self.pipeline.handed_ready.wait_for(&mut handed, Duration::from_millis(200));
+                    self.log_writer
+                        .pipeline
+                        .handed_ready
+                        .wait_for(&mut handed, Duration::from_millis(200));
                 }
             };
             let Some(Deferred { ticket, wait }) = next else { return };
@@ -298,7 +300,7 @@ impl Shared {
     /// Records the outcome of an entry, then publishes every entry at the head that is done.
     fn complete(&self, ticket: u64, ok: bool) {
         let published = {
-            let mut flight = self.pipeline.flight.lock();
+            let mut flight = self.log_writer.pipeline.flight.lock();
             if let Some(entry) = flight.entries.iter_mut().find(|entry| entry.ticket == ticket) {
                 entry.outcome = if ok { Outcome::Done } else { Outcome::Failed };
             }
@@ -316,7 +318,7 @@ impl Shared {
                 }
                 _ => false,
             };
-            self.pipeline.changed.notify_all();
+            self.log_writer.pipeline.changed.notify_all();
             published
         };
         if published {
@@ -325,20 +327,17 @@ impl Shared {
     }
 
     fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
-        let mut durable = self.durable_addr.lock();
-        *durable = addr;
-        self.durable_scn.store(scn.0, Ordering::Release);
-        self.redo_arrived.notify_all();
+        self.log_writer.publish_durable(Some(scn), addr);
     }
 
     /// Waits until the entry `ticket` is published.
     fn await_published(&self, ticket: u64) -> Result<()> {
-        let mut flight = self.pipeline.flight.lock();
+        let mut flight = self.log_writer.pipeline.flight.lock();
         while flight.entries.front().is_some_and(|entry| entry.ticket <= ticket) {
             if let Some(error) = self.failure() {
                 return Err(error);
             }
-            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
+            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
         }
         Ok(())
     }

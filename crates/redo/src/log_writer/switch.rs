@@ -1,13 +1,14 @@
-//! Log switches: closing the current log, waiting until the next group may be reused, and the
-//! *stall* that answers the commits a failure (a full disk) holds up meanwhile.
+//! Log switches: closing the current log, waiting until the next group may be reused (and
+//! deciding the *stall*, `stall`, while a failure holds that up), opening the next log.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::members::LogBytes;
+use super::stall::StallGuard;
 use super::switch_waits::{PhaseGuard, SwitchPhase};
-use super::waiters::{DONE, STALLED};
-use super::{CurrentLog, LogBytes, WriterState};
+use super::{CurrentLog, WriterState};
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
@@ -15,30 +16,23 @@ use crate::ship::WriteKind;
 use crate::types::{LogSeq, RedoAddr, now_unix_us};
 use crate::{Shared, SwitchReason};
 
-/// Ends a stall when the wait for a reusable group ends, however it ends.
-struct StallGuard<'a>(&'a Shared);
-
-impl Drop for StallGuard<'_> {
-    fn drop(&mut self) {
-        if self.0.commit.lock().stall.is_some() {
-            self.0.set_stall(None);
-        }
-    }
-}
-
 impl Shared {
     /// Closes the current log (if any) and makes the next group current, waiting until that
     /// group may be reused.
     pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
         let started = Instant::now();
         // Sessions held up from here on are counted under the switch's phase.
-        let _switching = PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::Completion));
+        let _switching =
+            PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::Completion));
         // A log is closed only behind writes whose fate is known (see `pipeline`).
         {
-            let _standby = (!self.pipeline_is_empty())
-                .then(|| PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby)));
+            let _standby = (!self.pipeline_is_empty()).then(|| {
+                PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::SyncStandby))
+            });
             self.drain_pipeline()?;
         }
+        // Only the leader puts writes in flight, and this is the leader.
+        assert!(self.pipeline_is_empty(), "a log is closed only behind a drained pipeline");
         let block_size = self.config.block_size;
         let block = block_size as usize;
         let mut header_block = std::mem::take(&mut writer.buffer);
@@ -71,8 +65,10 @@ impl Shared {
                 }
                 self.queue_archive(current.header.seq);
                 if let Some(wait) = wait {
-                    let _standby =
-                        PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby));
+                    let _standby = PhaseGuard::enter(
+                        &self.log_writer.switch_clock,
+                        Some(SwitchPhase::SyncStandby),
+                    );
                     self.wait_shipped(wait)?;
                 }
             }
@@ -125,19 +121,17 @@ impl Shared {
                 offset: format::first_unit_offset(block_size),
             });
             writer.last_seq = seq;
-            *self.written_addr.lock() =
-                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            let start = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            self.log_writer.advance_written(None, start);
             if let Some(wait) = wait {
                 // (The SYNC standby takes a standby log group for the new log meanwhile.)
-                let _standby =
-                    PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::SyncStandby));
+                let _standby = PhaseGuard::enter(
+                    &self.log_writer.switch_clock,
+                    Some(SwitchPhase::SyncStandby),
+                );
                 self.wait_shipped(wait)?;
             }
-            {
-                let mut durable = self.durable_addr.lock();
-                *durable = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
-                self.redo_arrived.notify_all();
-            }
+            self.log_writer.publish_durable(None, start);
             Ok(seq)
         })();
         writer.buffer = header_block;
@@ -155,8 +149,9 @@ impl Shared {
     /// wait goes on, and their redo is written when it ends. The switch is in the phase of
     /// what it waits for (`SwitchPhase::Archiving`, `Checkpoint`) meanwhile.
     fn wait_reusable(&self, index: usize) -> Result<()> {
-        let _stall = StallGuard(self);
-        let _phase = PhaseGuard::enter(&self.switch_clock, Some(SwitchPhase::Completion));
+        let _stall = StallGuard(&self.log_writer);
+        let _phase =
+            PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::Completion));
         let mut asked_checkpoint: Option<Instant> = None;
         let mut stalled: Option<String> = None;
         let mut table = self.table.lock();
@@ -194,11 +189,11 @@ impl Shared {
                 stalled = reason.clone();
                 // Never hold the table lock while waking the waiters (the commit lock).
                 drop(table);
-                self.set_stall(reason);
+                self.log_writer.set_stall(reason);
                 table = self.table.lock();
                 continue;
             }
-            self.switch_clock.enter(Some(match reuse {
+            self.log_writer.switch_clock.enter(Some(match reuse {
                 Reuse::Ready => SwitchPhase::Completion,
                 Reuse::NeedsArchiving(_) => SwitchPhase::Archiving,
                 Reuse::NeedsCheckpoint(_) => SwitchPhase::Checkpoint,
@@ -233,47 +228,5 @@ impl Shared {
         }
         drop(table);
         Ok(())
-    }
-
-    /// Starts (`Some`) or ends (`None`) a stall: while it lasts, every commit waiting for
-    /// redo not yet durable gets `CommitStalled` at once, and so does every new one. Their
-    /// redo stays in the log buffer and is written when the switch goes through.
-    pub(crate) fn set_stall(&self, reason: Option<String>) {
-        let durable = self.durable_scn();
-        let mut wake = Vec::new();
-        {
-            let mut commit = self.commit.lock();
-            match (&commit.stall, &reason) {
-                (None, Some(reason)) => tracing::error!(
-                    %reason,
-                    "log writer stalled; commits not yet durable get an error until it goes on"
-                ),
-                (Some(_), None) => {
-                    tracing::info!("log switch goes on; commits are confirmed again")
-                }
-                (Some(old), Some(new)) if old != new => {
-                    tracing::warn!(reason = %new, "log writer still stalled, now because")
-                }
-                _ => {}
-            }
-            commit.stall = reason;
-            if commit.stall.is_some() {
-                // Commits the part of the batch written before the switch covered are done
-                // (the leader would only tell them once the stall ends); the others stall.
-                let mut index = 0;
-                while index < commit.waiters.len() {
-                    match commit.waiters[index].scn {
-                        Some(scn) => {
-                            let outcome = if scn <= durable { DONE } else { STALLED };
-                            wake.push((commit.waiters.swap_remove(index).slot, outcome));
-                        }
-                        None => index += 1,
-                    }
-                }
-            }
-        }
-        for (slot, outcome) in wake {
-            slot.complete(outcome);
-        }
     }
 }

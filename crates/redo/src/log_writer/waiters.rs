@@ -9,7 +9,8 @@ use std::thread::{self, Thread};
 
 use std::time::Instant;
 
-use super::{Settle, SwitchMark};
+use super::SwitchMark;
+use super::pipeline::Settle;
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -29,7 +30,7 @@ pub(super) const DONE: u8 = 1;
 pub(super) const LEAD: u8 = 2;
 pub(super) const FAILED: u8 = 3;
 /// The writer is stuck on a log switch that a failure blocks (a full disk): the commit is not
-/// durable yet, and its session is told so rather than left waiting (see `Shared::set_stall`).
+/// durable yet, and its session is told so rather than left waiting (see `stall`).
 pub(super) const STALLED: u8 = 4;
 
 /// How a waiter is woken: a parked thread, or an async task.
@@ -102,7 +103,7 @@ impl Shared {
     pub(crate) fn record_commit_wait(&self, started: Instant, mark: &SwitchMark) {
         let ended = Instant::now();
         self.waits.log_file_sync.record(ended.saturating_duration_since(started));
-        self.switch_clock.record(mark, ended);
+        self.log_writer.switch_clock.record(mark, ended);
     }
 
     /// Waits until `scn` is durable. With `Urgency::Lead` the caller writes it as leader if
@@ -116,7 +117,7 @@ impl Shared {
             if self.durable_scn() >= scn {
                 return Ok(());
             }
-            let mut commit = self.commit.lock();
+            let mut commit = self.log_writer.commit.lock();
             if let Some(error) = self.failure() {
                 return Err(error);
             }
@@ -142,7 +143,7 @@ impl Shared {
             commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
             drop(commit);
             if wake_background {
-                self.background.notify();
+                self.log_writer.background.notify();
             }
             match slot.park() {
                 LEAD => may_lead = self.lead_unless_switching(Settle::Adaptive),
@@ -157,7 +158,7 @@ impl Shared {
     /// Whether the log writer has written `scn` (it is in flight to SYNC standbys, or durable):
     /// a committer waiting for it has nothing to lead.
     pub(super) fn is_written(&self, scn: Scn) -> bool {
-        self.written_scn.load(Ordering::Acquire) >= scn.0
+        self.log_writer.is_written(scn)
     }
 
     /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
@@ -170,12 +171,8 @@ impl Shared {
     /// later one) gets `WriterFailed(reason)`; the first reason stays. Used when the database
     /// may not acknowledge anything more (fenced), or a ship wait failed.
     pub(crate) fn refuse_further_redo(&self, reason: &str) {
-        {
-            let mut failure = self.failure.lock();
-            if failure.is_some() {
-                return;
-            }
-            *failure = Some(reason.to_string());
+        if !self.log_writer.refuse(reason.to_string()) {
+            return;
         }
         self.buffer.close();
         tracing::warn!(reason, "the log writer refuses further redo");
@@ -187,7 +184,7 @@ impl Shared {
     /// `outcome` (after the lock is released).
     fn complete_waiters(&self, outcome: u8, pick: impl Fn(Scn) -> bool) {
         let mut wake = Vec::new();
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         let mut index = 0;
         while index < commit.waiters.len() {
             if commit.waiters[index].scn.is_some_and(&pick) {
