@@ -34,7 +34,7 @@ impl Shared {
         if let Some(reason) = &commit.stall {
             return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
         }
-        if may_lead && !commit.leader && !self.is_written(scn) {
+        if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
             commit.leader = true;
             return Ok(Registered::Leader);
         }

@@ -86,7 +86,7 @@ impl Shared {
             let mut writer = self.log_writer.state.lock();
             let bytes = self.buffer.used_bytes() as usize;
             if settle == Settle::Defer
-                && (!self.pipeline_has_room(bytes)
+                && (!self.log_writer.pipeline.has_room(bytes)
                     || self.shipper.read().as_ref().is_some_and(|shipper| shipper.may_block(bytes)))
             {
                 Ok(false)

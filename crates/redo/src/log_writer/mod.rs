@@ -69,18 +69,18 @@ use waiters::Waiter;
 ///
 /// 1. `state` (`WriterState`): held by the leader for its whole round, across the I/O and
 ///    any log switch;
-/// 2. the engine's group `table` (`Shared::table`), then under it the control file's data,
-///    the archive queue and the checkpoint's failure; the switch drops `table` before it
-///    takes `commit` (`set_stall`);
-/// 3. `pipeline`'s in-flight list (`flight`), then `commit` under it (a committing thread
-///    deciding whether to wait here);
+/// 2. the engine's group `table` (`Shared::table`), and under it the control file's data, the
+///    archive queue, the checkpoint's handler and failure; the switch drops `table` before it
+///    calls the checkpoint handler and before it takes `commit` (`set_stall`);
+/// 3. `pipeline`'s in-flight list (`flight`): a committing thread deciding whether to wait
+///    for a SYNC standby itself takes `commit` under it, and publishing takes the ends;
 /// 4. `commit` (`CommitState`: the leader flag, the waiters, the stall);
 /// 5. `failure`;
-/// 6. `written_addr`, then `durable_addr` (each read or published on its own: neither is
-///    held while the other is taken, except in that order).
+/// 6. `written_addr`, `durable_addr`: each is read or changed on its own, never held while
+///    another lock is taken (a reader that tails waits on `redo_arrived` with `durable_addr`).
 ///
-/// `handover`'s and `pipeline`'s hand-off queues are leaves: nothing is locked under them. A
-/// waiter's slot is completed only after `commit` is released.
+/// `handover`'s state and `pipeline`'s hand-off queue are leaves too. A waiter's slot is
+/// completed (its thread unparked, its task woken) only after `commit` is released.
 ///
 /// **Phase changes**, each asserted where it happens (always on: a few comparisons per log
 /// write, and a log writer that broke one must stop rather than publish):

@@ -106,18 +106,19 @@ impl Pipeline {
     }
 }
 
-impl Shared {
+impl Pipeline {
     /// Whether nothing is in flight.
-    pub(crate) fn pipeline_is_empty(&self) -> bool {
-        self.log_writer.pipeline.flight.lock().entries.is_empty()
+    pub(crate) fn is_empty(&self) -> bool {
+        self.flight.lock().entries.is_empty()
     }
 
     /// Whether a write of `bytes` may go in flight now.
-    pub(crate) fn pipeline_has_room(&self, bytes: usize) -> bool {
-        let flight = self.log_writer.pipeline.flight.lock();
-        has_room(&flight, bytes)
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        has_room(&self.flight.lock(), bytes)
     }
+}
 
+impl Shared {
     /// Waits (as leader) until a write of `bytes` may go in flight.
     pub(crate) fn make_room(&self, bytes: usize) -> Result<()> {
         let mut flight = self.log_writer.pipeline.flight.lock();
@@ -322,7 +323,7 @@ impl Shared {
             published
         };
         if published {
-            self.wake_durable_waiters();
+            self.log_writer.wake_durable_waiters();
         }
     }
 

@@ -26,13 +26,16 @@ impl Shared {
             PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::Completion));
         // A log is closed only behind writes whose fate is known (see `pipeline`).
         {
-            let _standby = (!self.pipeline_is_empty()).then(|| {
+            let _standby = (!self.log_writer.pipeline.is_empty()).then(|| {
                 PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::SyncStandby))
             });
             self.drain_pipeline()?;
         }
         // Only the leader puts writes in flight, and this is the leader.
-        assert!(self.pipeline_is_empty(), "a log is closed only behind a drained pipeline");
+        assert!(
+            self.log_writer.pipeline.is_empty(),
+            "a log is closed only behind a drained pipeline"
+        );
         let block_size = self.config.block_size;
         let block = block_size as usize;
         let mut header_block = std::mem::take(&mut writer.buffer);

@@ -9,8 +9,8 @@ use std::thread::{self, Thread};
 
 use std::time::Instant;
 
-use super::SwitchMark;
 use super::pipeline::Settle;
+use super::{LogWriter, SwitchMark};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -130,7 +130,7 @@ impl Shared {
             if let Some(reason) = &commit.stall {
                 return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
             }
-            if may_lead && !commit.leader && !self.is_written(scn) {
+            if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
                 commit.leader = true;
                 drop(commit);
                 // A write that needs a log switch goes to the background writer (the switch
@@ -155,18 +155,6 @@ impl Shared {
         }
     }
 
-    /// Whether the log writer has written `scn` (it is in flight to SYNC standbys, or durable):
-    /// a committer waiting for it has nothing to lead.
-    pub(super) fn is_written(&self, scn: Scn) -> bool {
-        self.log_writer.is_written(scn)
-    }
-
-    /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
-    pub(crate) fn wake_durable_waiters(&self) {
-        let durable = self.durable_scn();
-        self.complete_waiters(DONE, |scn| scn <= durable);
-    }
-
     /// From now on no redo is written or made durable, and every commit waiting (and every
     /// later one) gets `WriterFailed(reason)`; the first reason stays. Used when the database
     /// may not acknowledge anything more (fenced), or a ship wait failed.
@@ -177,14 +165,22 @@ impl Shared {
         self.buffer.close();
         tracing::warn!(reason, "the log writer refuses further redo");
         let durable = self.durable_scn();
-        self.complete_waiters(FAILED, |scn| scn > durable);
+        self.log_writer.complete_waiters(FAILED, |scn| scn > durable);
+    }
+}
+
+impl LogWriter {
+    /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
+    pub(crate) fn wake_durable_waiters(&self) {
+        let durable = self.durable_scn();
+        self.complete_waiters(DONE, |scn| scn <= durable);
     }
 
     /// Takes every waiter for an SCN that `pick` chooses off the list and completes it with
     /// `outcome` (after the lock is released).
     fn complete_waiters(&self, outcome: u8, pick: impl Fn(Scn) -> bool) {
         let mut wake = Vec::new();
-        let mut commit = self.log_writer.commit.lock();
+        let mut commit = self.commit.lock();
         let mut index = 0;
         while index < commit.waiters.len() {
             if commit.waiters[index].scn.is_some_and(&pick) {
