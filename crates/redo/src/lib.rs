@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use stats::{Metrics, Statistic, WaitEvent};
 
 pub use catalog::ArchivedLog;
-pub use commit::{CommitLogging, CommitOptions, CommitWait};
+pub use commit::{BufferSpaceWait, CommitLogging, CommitOptions, CommitWait};
 pub use config::{DeletionPolicy, RedoConfig, WriterMode};
 pub use error::{RedoError, Result};
 pub use log_writer::Durable;
@@ -113,6 +113,9 @@ pub(crate) struct Counters {
 pub(crate) struct Waits {
     pub log_file_sync: Arc<WaitEvent>,
     pub log_file_parallel_write: Arc<WaitEvent>,
+    /// A session waiting for room in the log buffer (the log buffer's own appends record it
+    /// there; a task's wait through `RedoLog::buffer_space_wait`).
+    pub log_buffer_space: Arc<WaitEvent>,
     /// The log writer's own switch, whole: one per switch.
     pub log_writer_switch: Arc<WaitEvent>,
     /// A standby's receiver waiting for its archiver to free a standby log group.

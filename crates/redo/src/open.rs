@@ -152,6 +152,7 @@ impl RedoLog {
         let waits = Waits {
             log_file_sync: metrics.wait("log file sync"),
             log_file_parallel_write: metrics.wait("log file parallel write"),
+            log_buffer_space: metrics.wait("log buffer space"),
             log_writer_switch: metrics.wait("log writer switch"),
             log_file_switch_archiving: metrics.wait(stats::LOG_FILE_SWITCH_ARCHIVING),
             log_file_sequential_read: metrics.wait("log file sequential read"),

@@ -3,7 +3,8 @@
 //! under exactly that reason (`log_writer::switch_waits`). Each test holds the one thing the
 //! switch waits for (the archiver at a failpoint, the checkpoint by never advancing it, the
 //! standby's acknowledgement of the closed header) until it has seen the committer waiting
-//! in that phase.
+//! in that phase. A task's wait for log buffer space (`RedoLog::buffer_space_wait`) during
+//! the switch is counted under its reason too.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -154,6 +155,8 @@ fn an_async_committer_held_up_by_the_checkpoint_is_counted_under_checkpoint_inco
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let commit = runtime.spawn(log.commit_waiter(last, IMMEDIATE_WAIT).expect("WAIT waits"));
     let held_from = held_in(&log, SwitchPhase::Checkpoint);
+    // Another session waits for room in the log buffer meanwhile, as a task does.
+    let space = log.buffer_space_wait();
     thread::sleep(Duration::from_millis(20));
     let held = held_from.elapsed();
     log.advance_checkpoint(log.durable_scn()).unwrap();
@@ -161,6 +164,12 @@ fn an_async_committer_held_up_by_the_checkpoint_is_counted_under_checkpoint_inco
         tokio::time::timeout(Duration::from_secs(20), commit).await.unwrap().unwrap().unwrap();
     });
     assert_counted_under(&log, stats::LOG_FILE_SWITCH_CHECKPOINT, held);
+    // The wait for space ends: "log buffer space", and held up by the same checkpoint.
+    drop(space);
+    let space = wait_event(&log, "log buffer space").expect("the wait for space counted");
+    assert_eq!(space.count, 1);
+    let checkpoint = wait_event(&log, stats::LOG_FILE_SWITCH_CHECKPOINT).unwrap();
+    assert_eq!(checkpoint.count, 2, "{checkpoint:?}");
     log.shutdown().unwrap();
 }
 
