@@ -69,7 +69,7 @@ impl Shared {
             if commit.leader || commit.stall.is_some() {
                 return Ok(None);
             }
-            commit.leader = true;
+            commit.lead();
             commit.borrowing = true;
         }
         let mut deferred = Vec::new();

@@ -35,7 +35,7 @@ impl Shared {
             return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
         }
         if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
-            commit.leader = true;
+            commit.lead();
             return Ok(Registered::Leader);
         }
         let slot = WaitSlot::for_task(waker);

@@ -4,9 +4,9 @@
 
 use std::thread;
 
-use super::WriterState;
 use super::pipeline::Settle;
 use super::waiters::{DONE, FAILED, LEAD, WaitSlot, Waiter};
+use super::{LogWriter, WriterState};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -55,7 +55,7 @@ impl Shared {
                 return Err(self.failure().unwrap_or(RedoError::Shutdown));
             }
         } else {
-            commit.leader = true;
+            commit.lead();
             drop(commit);
         }
         let result = {
@@ -122,9 +122,20 @@ impl Shared {
             self.buffer.close();
         }
         let stopped = self.failure().is_some() || self.is_shut_down();
+        self.log_writer.hand_on(stopped, self.config.writer == WriterMode::Dedicated);
+    }
+}
+
+impl LogWriter {
+    /// Ends a leadership (the caller leads): tells every waiter its write covered that it is
+    /// done (all who wait, if the writer `stopped`), then hands the leadership to a waiter
+    /// who may lead and whose redo is not written yet, or leaves it free. In `dedicated` mode
+    /// (only the background writer leads) it wakes that writer for whoever still waits.
+    pub(super) fn hand_on(&self, stopped: bool, dedicated: bool) {
         let durable = self.durable_scn();
         let mut wake = Vec::new();
-        let mut commit = self.log_writer.commit.lock();
+        let mut commit = self.commit.lock();
+        assert!(commit.leader, "only the leader ends a leadership");
         // Whoever leads next is not the borrower (cleared under this lock, with the handing on).
         commit.borrowing = false;
         let wake_background = std::mem::take(&mut commit.background_stepped_back);
@@ -141,7 +152,7 @@ impl Shared {
         }
         // A waiter whose redo is written (in flight to SYNC standbys) has nothing to lead: it
         // waits to be published.
-        let written = self.log_writer.written_scn().0;
+        let written = self.written_scn().0;
         match commit
             .waiters
             .iter()
@@ -150,10 +161,10 @@ impl Shared {
             Some(next) => wake.push((commit.waiters.swap_remove(next).slot, LEAD)),
             None => {
                 commit.leader = false;
-                if !commit.waiters.is_empty() && self.config.writer == WriterMode::Dedicated {
+                if !commit.waiters.is_empty() && dedicated {
                     // Dedicated mode: committers that arrived during this write need the
                     // background writer to start the next one.
-                    self.log_writer.background.notify();
+                    self.background.notify();
                 }
             }
         }
@@ -161,7 +172,7 @@ impl Shared {
         if wake_background {
             // The background writer stepped back for the borrower (`background_writer`): it
             // looks again now, whether or not anything was published.
-            self.log_writer.background.notify();
+            self.background.notify();
         }
         for (slot, outcome) in wake {
             slot.complete(outcome);

@@ -89,7 +89,9 @@ use waiters::Waiter;
 ///   (`publish_durable`): `written >= durable`;
 /// - a log switch closes a log only behind a drained pipeline: nothing is in flight when its
 ///   closed header is written (`switch`);
-/// - once `failure` is set it stays, with its first reason (`refuse`).
+/// - once `failure` is set it stays, with its first reason (`refuse`);
+/// - the leadership is taken only when nobody holds it (`CommitState::lead`), and ended (or
+///   handed on) only by its holder (`hand_on`).
 pub(crate) struct LogWriter {
     /// Who leads, who waits, the stall (`CommitState`).
     pub commit: Mutex<CommitState>,
@@ -284,6 +286,14 @@ pub(crate) struct CommitState {
     background_stepped_back: bool,
 }
 
+impl CommitState {
+    /// Takes the leadership, which nobody holds.
+    fn lead(&mut self) {
+        assert!(!self.leader, "one leader at a time");
+        self.leader = true;
+    }
+}
+
 #[cfg(test)]
 impl CommitState {
     /// How many committers (and would-be leaders) wait.
@@ -326,6 +336,7 @@ mod tests {
 
     use stats::Metrics;
 
+    use super::waiters::WaitSlot;
     use super::*;
 
     fn log_writer() -> LogWriter {
@@ -353,6 +364,55 @@ mod tests {
         log_writer.advance_written(None, next);
         log_writer.publish_durable(None, next);
         assert_eq!(log_writer.written_addr(), next);
+    }
+
+    fn wait(log_writer: &LogWriter, scn: Option<Scn>, may_lead: bool) -> Arc<WaitSlot> {
+        let slot = WaitSlot::for_thread();
+        log_writer.commit.lock().waiters.push(Waiter { scn, may_lead, slot: slot.clone() });
+        slot
+    }
+
+    #[test]
+    fn a_leader_tells_the_covered_and_hands_on_to_one_with_unwritten_redo() {
+        use waiters::{DONE, FAILED, LEAD, WAITING};
+        let log_writer = log_writer();
+        log_writer.commit.lock().lead();
+        let covered = wait(&log_writer, Some(Scn(9)), true);
+        let passive = wait(&log_writer, Some(Scn(12)), false);
+        let next = wait(&log_writer, Some(Scn(12)), true);
+        log_writer.hand_on(false, false);
+        assert_eq!(covered.outcome(), DONE);
+        assert_eq!(next.outcome(), LEAD, "the one who may lead leads next");
+        assert_eq!(passive.outcome(), WAITING, "BATCH waits for a write someone starts");
+        assert!(log_writer.commit.lock().leader, "handed on, not given up");
+
+        // That leader's write is in flight (written, not yet durable): nobody is left to lead
+        // it, the leadership is free, and the waiters wait to be published.
+        let in_flight = wait(&log_writer, Some(Scn(12)), true);
+        log_writer.advance_written(Some(Scn(12)), RedoAddr { seq: LogSeq(1), offset: 8192 });
+        log_writer.hand_on(false, false);
+        assert_eq!(in_flight.outcome(), WAITING);
+        assert!(!log_writer.commit.lock().leader);
+
+        // A writer that stopped tells everyone still waiting.
+        log_writer.commit.lock().lead();
+        log_writer.hand_on(true, false);
+        assert_eq!((passive.outcome(), in_flight.outcome()), (FAILED, FAILED));
+        assert_eq!(log_writer.commit.lock().waiting(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "only the leader ends a leadership")]
+    fn only_the_leader_hands_on() {
+        log_writer().hand_on(false, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "one leader at a time")]
+    fn one_leader_at_a_time() {
+        let log_writer = log_writer();
+        log_writer.commit.lock().lead();
+        log_writer.commit.lock().lead();
     }
 
     #[test]

@@ -131,7 +131,7 @@ impl Shared {
                 return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
             }
             if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
-                commit.leader = true;
+                commit.lead();
                 drop(commit);
                 // A write that needs a log switch goes to the background writer (the switch
                 // may wait as long as a full disk lasts, and a stall must be able to answer
