@@ -217,3 +217,54 @@ fn a_committer_held_up_by_a_sync_standby_at_the_switch_is_counted_under_sync_sta
     assert_counted_under(&log, stats::LOG_FILE_SWITCH_SYNC_STANDBY, held);
     log.shutdown().unwrap();
 }
+
+#[test]
+fn an_append_held_up_for_log_buffer_space_by_the_checkpoint_is_counted_under_it() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "log buffer space");
+    let disk = CrashDisk::new();
+    // Small strands (16 KiB) and larger logs (256 KiB): an appender fills its strand while the
+    // switch waits, and what it appended fits in the next log (no second switch).
+    let config = RedoConfig {
+        groups: 2,
+        log_file_size: 256 << 10,
+        log_buffer_size: 64 << 10,
+        log_buffer_strands: 4,
+        ..small_config(Path::new("/db"))
+    };
+    let log = Arc::new(RedoLog::open(config, Arc::new(disk.clone()), Metrics::new()).unwrap());
+    commit_until_log(&log, LogSeq(2)).join().unwrap();
+    wait_until("log 1 is archived", || {
+        log.archived_logs().iter().any(|entry| entry.seq == LogSeq(1))
+    });
+    // A session appends without waiting for durability; the background writer writes it, and
+    // fills log 2: its switch needs group 1, whose log the checkpoint has not passed.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let appender = {
+        let (log, stop) = (log.clone(), stop.clone());
+        thread::spawn(move || {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                log.append(&payload_for(2000 + n, 2000)).unwrap();
+                n += 1;
+            }
+        })
+    };
+    wait_until("the appender waits for space behind the switch", || {
+        log.shared.log_writer.switch_clock.phase() == Some(SwitchPhase::Checkpoint)
+            && log.metrics().snapshot().stat("redo buffer allocation retries") > 0
+    });
+    let held_from = Instant::now();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    thread::sleep(Duration::from_millis(20));
+    let held = held_from.elapsed();
+    log.advance_checkpoint(log.durable_scn()).unwrap();
+    appender.join().unwrap();
+    let checkpoint = wait_event(&log, stats::LOG_FILE_SWITCH_CHECKPOINT).expect("counted");
+    assert_eq!(checkpoint.count, 1, "{checkpoint:?}");
+    assert!(checkpoint.total_us >= held.as_micros() as u64, "held {held:?}: {checkpoint:?}");
+    let space = wait_event(&log, "log buffer space").expect("the appender waited for space");
+    assert!(space.total_us >= checkpoint.total_us, "{space:?} against {checkpoint:?}");
+    assert_eq!(wait_event(&log, stats::LOG_FILE_SWITCH_ARCHIVING), None);
+    assert_eq!(wait_event(&log, stats::LOG_FILE_SWITCH_SYNC_STANDBY), None);
+    log.shutdown().unwrap();
+}
