@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::LogWriter;
 use crate::Shared;
 use crate::error::{RedoError, Result};
 use crate::ship::{ShipWait, Tried};
@@ -145,12 +146,12 @@ impl Shared {
         let Some(wait) = wait else {
             let mut flight = self.log_writer.pipeline.flight.lock();
             if flight.entries.is_empty() {
-                self.publish_durable(last_scn, addr);
+                self.log_writer.publish_durable(Some(last_scn), addr);
             } else {
                 // Durable here, but not before what is ahead of it.
                 let ticket = push(&mut flight, last_scn, addr, bytes);
                 drop(flight);
-                self.complete(ticket, true);
+                self.log_writer.complete(ticket, true);
             }
             return Ok(());
         };
@@ -165,7 +166,7 @@ impl Shared {
         };
         if here && settle == Settle::Here {
             // One wait at a time reads the acknowledgements: the ones in flight first.
-            self.drain_pipeline()?;
+            self.log_writer.drain_pipeline()?;
         }
         let (ticket, alone) = {
             let mut flight = self.log_writer.pipeline.flight.lock();
@@ -178,9 +179,9 @@ impl Shared {
             let wait = if settle == Settle::Defer && alone {
                 match self.try_wait_shipped(wait) {
                     Ok(result) => {
-                        self.complete(ticket, result.is_ok());
+                        self.log_writer.complete(ticket, result.is_ok());
                         result?;
-                        return self.await_published(ticket);
+                        return self.log_writer.await_published(ticket);
                     }
                     Err(wait) => wait,
                 }
@@ -191,9 +192,9 @@ impl Shared {
             return Ok(());
         }
         let result = self.wait_shipped(wait);
-        self.complete(ticket, result.is_ok());
+        self.log_writer.complete(ticket, result.is_ok());
         result?;
-        self.await_published(ticket)
+        self.log_writer.await_published(ticket)
     }
 
     /// Hands deferred waits to the acknowledgement waiter (after the leadership is passed on).
@@ -212,11 +213,11 @@ impl Shared {
         let mut failed = None;
         for Deferred { ticket, wait } in deferred.drain(..) {
             if failed.is_some() {
-                self.complete(ticket, false);
+                self.log_writer.complete(ticket, false);
                 continue;
             }
             let result = self.wait_shipped(wait);
-            self.complete(ticket, result.is_ok());
+            self.log_writer.complete(ticket, result.is_ok());
             if let Err(error) = result {
                 failed = Some(error);
             }
@@ -260,19 +261,6 @@ impl Shared {
         })
     }
 
-    /// Waits until nothing is in flight: everything written is published (or the writer has
-    /// failed, the error).
-    pub(crate) fn drain_pipeline(&self) -> Result<()> {
-        let mut flight = self.log_writer.pipeline.flight.lock();
-        while !flight.entries.is_empty() {
-            if let Some(error) = self.failure() {
-                return Err(error);
-            }
-            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
     /// The acknowledgement waiter: runs the waits leaders deferred, in write order, until
     /// shutdown (and until the waits handed before it are run).
     pub(crate) fn ack_waiter(&self) {
@@ -294,14 +282,40 @@ impl Shared {
             };
             let Some(Deferred { ticket, wait }) = next else { return };
             let ok = self.failure().is_none() && self.wait_shipped(wait).is_ok();
-            self.complete(ticket, ok);
+            self.log_writer.complete(ticket, ok);
         }
     }
 
+    fn check_going(&self) -> Result<()> {
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        if self.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
+        Ok(())
+    }
+}
+
+/// The pipeline's side of the log writer: writes leave it, in write order, as durable.
+impl LogWriter {
+    /// Waits until nothing is in flight: everything written is published (or the writer has
+    /// failed, the error).
+    pub(crate) fn drain_pipeline(&self) -> Result<()> {
+        let mut flight = self.pipeline.flight.lock();
+        while !flight.entries.is_empty() {
+            if let Some(error) = self.failure() {
+                return Err(error);
+            }
+            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+
     /// Records the outcome of an entry, then publishes every entry at the head that is done.
-    fn complete(&self, ticket: u64, ok: bool) {
+    pub(super) fn complete(&self, ticket: u64, ok: bool) {
         let published = {
-            let mut flight = self.log_writer.pipeline.flight.lock();
+            let mut flight = self.pipeline.flight.lock();
             if let Some(entry) = flight.entries.iter_mut().find(|entry| entry.ticket == ticket) {
                 entry.outcome = if ok { Outcome::Done } else { Outcome::Failed };
             }
@@ -314,41 +328,27 @@ impl Shared {
             // After a failure nothing more is published: the commits behind it were told.
             let published = match last {
                 Some((scn, addr)) if self.failure().is_none() => {
-                    self.publish_durable(scn, addr);
+                    self.publish_durable(Some(scn), addr);
                     true
                 }
                 _ => false,
             };
-            self.log_writer.pipeline.changed.notify_all();
+            self.pipeline.changed.notify_all();
             published
         };
         if published {
-            self.log_writer.wake_durable_waiters();
+            self.wake_durable_waiters();
         }
     }
 
-    fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
-        self.log_writer.publish_durable(Some(scn), addr);
-    }
-
     /// Waits until the entry `ticket` is published.
-    fn await_published(&self, ticket: u64) -> Result<()> {
-        let mut flight = self.log_writer.pipeline.flight.lock();
+    pub(super) fn await_published(&self, ticket: u64) -> Result<()> {
+        let mut flight = self.pipeline.flight.lock();
         while flight.entries.front().is_some_and(|entry| entry.ticket <= ticket) {
             if let Some(error) = self.failure() {
                 return Err(error);
             }
-            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
-    fn check_going(&self) -> Result<()> {
-        if let Some(error) = self.failure() {
-            return Err(error);
-        }
-        if self.is_shut_down() {
-            return Err(RedoError::Shutdown);
+            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
         }
         Ok(())
     }

@@ -29,7 +29,7 @@ impl Shared {
             let _standby = (!self.log_writer.pipeline.is_empty()).then(|| {
                 PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::SyncStandby))
             });
-            self.drain_pipeline()?;
+            self.log_writer.drain_pipeline()?;
         }
         // Only the leader puts writes in flight, and this is the leader.
         assert!(

@@ -53,7 +53,7 @@ impl Shared {
     /// everything in flight before it, is durable.
     pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
         self.write_pending_switching(writer, true, Settle::Here, &mut Vec::new())?;
-        self.drain_pipeline()
+        self.log_writer.drain_pipeline()
     }
 
     /// Writes every record appended so far (as leader). With `may_switch` false, returns
