@@ -302,12 +302,33 @@ pub fn render(status: &ServerStatus) -> String {
             event.max_us
         );
     }
+    render_log_switch_waits(&mut out, &status.metrics);
     let _ = writeln!(out);
     let _ = writeln!(out, "statistics");
     for (name, value) in &status.metrics.stats {
         let _ = writeln!(out, "  {name:<42} {value:>14}");
     }
     out
+}
+
+/// The waits of sessions held up at log switches, one line per reason, whether or not it
+/// made the top wait events.
+fn render_log_switch_waits(out: &mut String, metrics: &stats::MetricsSnapshot) {
+    let _ = writeln!(out);
+    let _ =
+        writeln!(out, "waits at log switches (sessions held up, by what the switch waited for)");
+    for event in metrics.log_switch_waits() {
+        let _ = writeln!(
+            out,
+            "  {:<42} {:>10} {:>12.1} {:>10.1} {:>10} {:>10}",
+            event.name,
+            event.count,
+            event.total_us as f64 / 1000.0,
+            event.avg_us,
+            event.p99_us,
+            event.max_us
+        );
+    }
 }
 
 fn render_replication(out: &mut String, replication: &ReplicationStatus) {
@@ -389,5 +410,26 @@ mod tests {
     fn dates() {
         assert_eq!(time_us(1_700_000_000_000_000), "2023-11-14 22:13:20Z");
         assert_eq!(time_us(0), "-");
+    }
+
+    #[test]
+    fn every_reason_of_a_wait_at_a_log_switch_is_shown_waited_for_or_not() {
+        let metrics = stats::Metrics::new();
+        metrics
+            .wait(stats::LOG_FILE_SWITCH_ARCHIVING)
+            .record(std::time::Duration::from_millis(250));
+        let mut out = String::new();
+        render_log_switch_waits(&mut out, &metrics.snapshot());
+        let lines: Vec<&str> = out.lines().skip(2).collect();
+        assert_eq!(lines.len(), 4, "{out}");
+        for (line, name) in lines.iter().zip(stats::LOG_FILE_SWITCH_WAITS) {
+            assert!(line.trim_start().starts_with(name), "{line}");
+        }
+        let archiving: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            archiving[archiving.len() - 5..],
+            ["1", "250.0", "250000.0", "250879", "250000"]
+        );
+        assert!(lines[0].split_whitespace().any(|field| field == "0"), "{out}");
     }
 }

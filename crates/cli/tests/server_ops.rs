@@ -117,6 +117,12 @@ fn status_shows_groups_checkpoint_and_waits_and_its_json_parses() {
         "top wait events",
         "log file sync",
         "log file parallel write",
+        // Every reason a session waits for at a log switch, waited for or not.
+        "waits at log switches",
+        "log file switch (checkpoint incomplete)",
+        "log file switch (archiving needed)",
+        "log file switch (SYNC standby)",
+        "log file switch completion",
         "redo size",
         "keys 100",
     ] {

@@ -324,9 +324,16 @@ impl Database {
         let inner = &self.inner;
         let limit = inner.config.dirty_bytes_max as usize;
         let mut started = None;
+        // "log buffer space" (and a log switch's reason), recorded when it ends (dropped).
+        let mut buffer_wait: Option<redo::BufferSpaceWait> = None;
         loop {
             let memory = inner.cache.read().unwritten_bytes() < limit;
             let buffer = !inner.redo.log_buffer_nearly_full();
+            if buffer {
+                buffer_wait = None;
+            } else if buffer_wait.is_none() {
+                buffer_wait = Some(inner.redo.buffer_space_wait());
+            }
             if (memory && buffer)
                 || inner.shut_down.load(Ordering::Acquire)
                 || inner.checkpoint.lock().last_error.is_some()

@@ -66,6 +66,8 @@ impl Shared {
                     self.archive_ready.wait(&mut queue);
                 }
             };
+            #[cfg(test)]
+            self.failpoint("archiver: before archiving");
             let result = self.archive(seq);
             let mut queue = self.archive_queue.lock();
             queue.busy.remove(&seq);

@@ -2,13 +2,14 @@
 //! COMMIT_LOGGING), appending a transaction's redo, and waiting for it to be durable from a
 //! thread or from a task.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::log_writer::{BORROW_MIN_BYTES, Durable, Urgency};
-use crate::{RedoError, RedoLog, Result, Role, Scn};
+use crate::log_writer::{BORROW_MIN_BYTES, Durable, SwitchMark, Urgency};
+use crate::{RedoError, RedoLog, Result, Role, Scn, Shared};
 
 /// Whether a commit waits for its redo to be durable (the reference's COMMIT_WAIT).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,6 +34,27 @@ pub enum CommitLogging {
     Batch,
 }
 
+/// A session's wait for log buffer space, timed until dropped (`RedoLog::buffer_space_wait`).
+pub struct BufferSpaceWait {
+    shared: Arc<Shared>,
+    started: Instant,
+    mark: SwitchMark,
+}
+
+impl std::fmt::Debug for BufferSpaceWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferSpaceWait").field("started", &self.started).finish()
+    }
+}
+
+impl Drop for BufferSpaceWait {
+    fn drop(&mut self) {
+        let ended = Instant::now();
+        self.shared.waits.log_buffer_space.record(ended.saturating_duration_since(self.started));
+        self.shared.log_writer.switch_clock.record(&self.mark, ended);
+    }
+}
+
 /// Commit options of one session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CommitOptions {
@@ -52,9 +74,22 @@ impl RedoLog {
         }
         let full = shared.buffer.used_bytes() * 4 > shared.config.log_buffer_size * 3;
         if full {
-            self.shared.background.notify();
+            self.shared.log_writer.background.notify();
         }
         full
+    }
+
+    /// Starts timing a session's wait for room in the log buffer that no thread blocks on (a
+    /// task that waits while `log_buffer_nearly_full` says so): when the returned value is
+    /// dropped, the wait is counted as "log buffer space", and under the reason of any log
+    /// switch it overlapped, as an append that waits in the buffer is.
+    pub fn buffer_space_wait(&self) -> BufferSpaceWait {
+        let started = Instant::now();
+        BufferSpaceWait {
+            shared: self.shared.clone(),
+            started,
+            mark: self.shared.log_writer.switch_clock.mark(started),
+        }
     }
 
     /// Appends the redo of one transaction to the log buffer and returns its SCN. It is not
@@ -125,11 +160,12 @@ impl RedoLog {
             return Some(Err(error));
         }
         let started = Instant::now();
+        let mark = shared.log_writer.switch_clock.mark(started);
         let result = shared.commit_borrowed(payload).transpose()?;
         // Counted as `append` and `complete_commit` count a commit that waits.
         shared.stats.user_commits.incr();
         shared.stats.redo_synch_writes.incr();
-        shared.waits.log_file_sync.record_since(started);
+        shared.record_commit_wait(started, &mark);
         Some(result)
     }
 
@@ -143,6 +179,7 @@ impl RedoLog {
                     return Ok(());
                 }
                 let started = Instant::now();
+                let mark = shared.log_writer.switch_clock.mark(started);
                 shared.stats.redo_synch_writes.incr();
                 let urgency = if logging == CommitLogging::Immediate {
                     Urgency::Lead
@@ -150,11 +187,11 @@ impl RedoLog {
                     Urgency::Passive
                 };
                 let result = shared.wait_durable(scn, urgency);
-                shared.waits.log_file_sync.record_since(started);
+                shared.record_commit_wait(started, &mark);
                 result
             }
             (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
+                shared.log_writer.background.notify();
                 Ok(())
             }
             (CommitWait::NoWait, CommitLogging::Batch) => Ok(()),
@@ -179,7 +216,7 @@ impl RedoLog {
                 Some(Durable::new(shared.clone(), scn, urgency))
             }
             (CommitWait::NoWait, CommitLogging::Immediate) => {
-                shared.background.notify();
+                shared.log_writer.background.notify();
                 None
             }
             (CommitWait::NoWait, CommitLogging::Batch) => None,

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use stats::{Metrics, Statistic, WaitEvent};
 
 pub use catalog::ArchivedLog;
-pub use commit::{CommitLogging, CommitOptions, CommitWait};
+pub use commit::{BufferSpaceWait, CommitLogging, CommitOptions, CommitWait};
 pub use config::{DeletionPolicy, RedoConfig, WriterMode};
 pub use error::{RedoError, Result};
 pub use log_writer::Durable;
@@ -54,8 +54,8 @@ pub use types::{DatabaseId, Incarnation, LogSeq, RedoAddr, RedoRecord, RedoThrea
 
 use catalog::ArchiveCatalog;
 pub use control::{ControlData, ControlFile, Fence};
-use log_buffer::{LogBuffer, Signal};
-use log_writer::{CommitState, WriterState};
+use log_buffer::LogBuffer;
+use log_writer::LogWriter;
 use online_log::GroupTable;
 
 /// Why a log switch happened.
@@ -108,13 +108,18 @@ pub(crate) struct Counters {
     pub archived_bytes: Arc<Statistic>,
 }
 
-/// The wait events the engine records.
+/// The wait events the engine records. (A session held up by a log switch is counted under
+/// the switch's reason by `log_writer::SwitchClock`.)
 pub(crate) struct Waits {
     pub log_file_sync: Arc<WaitEvent>,
     pub log_file_parallel_write: Arc<WaitEvent>,
-    pub log_file_switch_completion: Arc<WaitEvent>,
+    /// A session waiting for room in the log buffer (the log buffer's own appends record it
+    /// there; a task's wait through `RedoLog::buffer_space_wait`).
+    pub log_buffer_space: Arc<WaitEvent>,
+    /// The log writer's own switch, whole: one per switch.
+    pub log_writer_switch: Arc<WaitEvent>,
+    /// A standby's receiver waiting for its archiver to free a standby log group.
     pub log_file_switch_archiving: Arc<WaitEvent>,
-    pub log_file_switch_checkpoint: Arc<WaitEvent>,
     pub log_file_sequential_read: Arc<WaitEvent>,
     pub log_archive_io: Arc<WaitEvent>,
 }
@@ -137,28 +142,16 @@ pub(crate) struct Shared {
     pub control_file: ControlFile,
     pub control: Mutex<ControlData>,
     pub catalog: ArchiveCatalog,
-    pub commit: Mutex<CommitState>,
-    pub writer: Mutex<WriterState>,
-    durable_scn: AtomicU64,
-    pub durable_addr: Mutex<RedoAddr>,
-    /// End of what the log writer has written and synced locally (ahead of `durable_addr`
-    /// while it waits for SYNC standbys): what redo transport may ship.
-    pub written_addr: Mutex<RedoAddr>,
-    /// The last SCN the log writer has written locally (ahead of `durable_scn` while writes
-    /// are in flight to SYNC standbys).
-    pub written_scn: AtomicU64,
-    /// Log writes in flight to SYNC standbys (see `log_writer::pipeline`).
-    pub pipeline: log_writer::Pipeline,
-    /// A task leader's write handed to the hand-over writer (see `log_writer::handover`).
-    pub handover: log_writer::Handover,
+    /// The log writer: who leads and who waits, the writer's position, the durable and
+    /// written ends, the writes in flight, the hand-over, the stall, its failure (its lock
+    /// order and invariants are in `log_writer::LogWriter`).
+    pub log_writer: LogWriter,
     /// Test-only points where a test may stop a thread to force an interleaving.
     #[cfg(test)]
     pub(crate) failpoint: Mutex<Option<Failpoint>>,
-    pub background: Arc<Signal>,
     pub archive_queue: Mutex<archiver::ArchiveQueue>,
     pub archive_ready: Condvar,
     shutdown: AtomicBool,
-    pub failure: Mutex<Option<String>>,
     /// Set while archiving of some log fails: new redo is refused then (see `append`).
     pub archive_failing: AtomicBool,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
@@ -169,12 +162,6 @@ pub(crate) struct Shared {
     pub shipper: parking_lot::RwLock<Option<Arc<dyn ship::Shipper>>>,
     /// A standby's receiving state (partial archived logs of gap resolution).
     pub standby: Mutex<standby::Receiving>,
-    /// Signalled with `durable_addr` when more redo is durable (readers that tail wait on it).
-    pub redo_arrived: Condvar,
-    /// Readers parked on `redo_arrived` (counted under `durable_addr`'s lock): lets a test
-    /// know a reader is waiting before it publishes.
-    #[cfg(test)]
-    pub redo_waiters: AtomicU64,
     /// A standby's knowledge of its primary: every SCN at or below this is durable there.
     pub primary_confirmed: AtomicU64,
     /// A standby's delayed apply: readers hand out no record above this SCN (u64::MAX: none
@@ -202,11 +189,11 @@ impl Shared {
     }
 
     pub(crate) fn durable_scn(&self) -> Scn {
-        Scn(self.durable_scn.load(Ordering::Acquire))
+        self.log_writer.durable_scn()
     }
 
     pub(crate) fn durable_addr(&self) -> RedoAddr {
-        *self.durable_addr.lock()
+        self.log_writer.durable_addr()
     }
 
     pub(crate) fn is_shut_down(&self) -> bool {
@@ -218,7 +205,7 @@ impl Shared {
     }
 
     pub(crate) fn failure(&self) -> Option<RedoError> {
-        self.failure.lock().clone().map(RedoError::WriterFailed)
+        self.log_writer.failure()
     }
 }
 
@@ -414,7 +401,7 @@ impl RedoLog {
 
     /// The end of what the log writer has written and synced locally (what may be shipped).
     pub fn written_addr(&self) -> RedoAddr {
-        (*self.shared.written_addr.lock()).max(self.shared.durable_addr())
+        self.shared.log_writer.written_addr()
     }
 
     pub fn identity(&self) -> Identity {
@@ -454,20 +441,12 @@ impl RedoLog {
     }
 
     fn wake_readers(&self) {
-        let _addr = self.shared.durable_addr.lock();
-        self.shared.redo_arrived.notify_all();
+        self.shared.log_writer.wake_readers();
     }
 
     /// Waits up to `timeout` for durable redo beyond `seen` (readers that tail).
     pub fn wait_for_redo(&self, seen: RedoAddr, timeout: std::time::Duration) {
-        let mut addr = self.shared.durable_addr.lock();
-        if *addr == seen && !self.shared.is_shut_down() {
-            #[cfg(test)]
-            self.shared.redo_waiters.fetch_add(1, Ordering::SeqCst);
-            self.shared.redo_arrived.wait_for(&mut addr, timeout);
-            #[cfg(test)]
-            self.shared.redo_waiters.fetch_sub(1, Ordering::SeqCst);
-        }
+        self.shared.log_writer.wait_for_redo(seen, timeout, || self.shared.is_shut_down());
     }
 
     pub fn config(&self) -> &RedoConfig {
@@ -521,8 +500,8 @@ impl RedoLog {
         self.shared.failpoint("shutdown: flushed");
         self.shared.shutdown.store(true, Ordering::Release);
         self.shared.buffer.close();
-        self.shared.background.notify();
-        self.shared.pipeline.wake_all();
+        self.shared.log_writer.background.notify();
+        self.shared.log_writer.pipeline.wake_all();
         self.shared.wake_handover_writer();
         {
             let _queue = self.shared.archive_queue.lock();
@@ -585,3 +564,5 @@ mod tests_stall;
 mod tests_standby;
 #[cfg(test)]
 mod tests_switch;
+#[cfg(test)]
+mod tests_switch_waits;

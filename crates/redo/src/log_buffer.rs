@@ -29,6 +29,7 @@ use stats::{Metrics, Statistic, WaitEvent};
 
 use crate::error::{RedoError, Result};
 use crate::format::RECORD_HEADER_LEN;
+use crate::log_writer::SwitchClock;
 use crate::types::Scn;
 
 /// Buffer space charged per record beyond its payload (its header in the log).
@@ -118,6 +119,8 @@ pub struct LogBuffer {
     writer: Arc<Signal>,
     space_wait: Arc<WaitEvent>,
     space_retries: Arc<Statistic>,
+    /// Charges a wait for space to the log switch it overlapped, if any (`switch_waits`).
+    switch_clock: Option<Arc<SwitchClock>>,
 }
 
 impl std::fmt::Debug for LogBuffer {
@@ -209,7 +212,14 @@ impl LogBuffer {
             writer,
             space_wait: metrics.wait("log buffer space"),
             space_retries: metrics.stat("redo buffer allocation retries"),
+            switch_clock: None,
         }
+    }
+
+    /// From now on a wait for space that a log switch held up is also counted under the
+    /// switch's reason (`log_writer::switch_waits`).
+    pub(crate) fn charge_switches_to(&mut self, clock: Arc<SwitchClock>) {
+        self.switch_clock = Some(clock);
     }
 
     /// The SCN the next append will get: every SCN below it has been handed out.
@@ -298,8 +308,13 @@ impl LogBuffer {
             self.space_retries.incr();
             self.writer.notify();
             let waited = Instant::now();
+            let mark = self.switch_clock.as_ref().map(|clock| clock.mark(waited));
             strand.space.wait(&mut state);
-            self.space_wait.record_since(waited);
+            let ended = Instant::now();
+            self.space_wait.record(ended - waited);
+            if let (Some(clock), Some(mark)) = (&self.switch_clock, mark) {
+                clock.record(&mark, ended);
+            }
         };
         let scn = Scn(self.next_scn.fetch_add(1, Ordering::AcqRel));
         // SAFETY: [start, start + len) lies past the tail and within one lap of the head, so it

@@ -11,7 +11,7 @@ use stats::Metrics;
 
 use crate::catalog::ArchiveCatalog;
 use crate::log_buffer::{LogBuffer, Signal};
-use crate::log_writer::{self, CommitState, WriterState};
+use crate::log_writer::{self, LogWriter};
 use crate::{
     ControlData, ControlFile, Counters, DatabaseId, Identity, Incarnation, LogSeq, RedoAddr,
     RedoConfig, RedoError, RedoLog, RedoThread, Result, Role, Scn, Shared, Storage, Waits,
@@ -114,13 +114,15 @@ impl RedoLog {
             thread: control.thread,
         };
         let background = Arc::new(Signal::default());
-        let buffer = LogBuffer::new(
+        let switch_clock = Arc::new(log_writer::SwitchClock::new(&metrics));
+        let mut buffer = LogBuffer::new(
             config.strand_size(),
             config.log_buffer_strands,
             opened.next_scn,
             background.clone(),
             &metrics,
         );
+        buffer.charge_switches_to(switch_clock.clone());
         let durable_addr = match opened
             .table
             .current
@@ -150,20 +152,20 @@ impl RedoLog {
         let waits = Waits {
             log_file_sync: metrics.wait("log file sync"),
             log_file_parallel_write: metrics.wait("log file parallel write"),
-            log_file_switch_completion: metrics.wait("log file switch completion"),
-            log_file_switch_archiving: metrics.wait("log file switch (archiving needed)"),
-            log_file_switch_checkpoint: metrics.wait("log file switch (checkpoint incomplete)"),
+            log_buffer_space: metrics.wait("log buffer space"),
+            log_writer_switch: metrics.wait("log writer switch"),
+            log_file_switch_archiving: metrics.wait(stats::LOG_FILE_SWITCH_ARCHIVING),
             log_file_sequential_read: metrics.wait("log file sequential read"),
             log_archive_io: metrics.wait("Log archive I/O"),
         };
         let shared = Arc::new(Shared {
-            writer: Mutex::new(WriterState::new(opened.next_scn, opened.last_seq)),
-            durable_scn: AtomicU64::new(opened.next_scn.prev().0),
-            durable_addr: Mutex::new(durable_addr),
-            written_addr: Mutex::new(durable_addr),
-            written_scn: AtomicU64::new(opened.next_scn.prev().0),
-            pipeline: log_writer::Pipeline::default(),
-            handover: log_writer::Handover::default(),
+            log_writer: LogWriter::new(
+                opened.next_scn,
+                opened.last_seq,
+                durable_addr,
+                background,
+                switch_clock,
+            ),
             #[cfg(test)]
             failpoint: Mutex::new(None),
             table: Mutex::new(opened.table),
@@ -171,21 +173,15 @@ impl RedoLog {
             control: Mutex::new(control),
             control_file,
             catalog,
-            commit: Mutex::new(CommitState::default()),
-            background,
             buffer,
             archive_queue: Mutex::new(archiver::ArchiveQueue::default()),
             archive_ready: Condvar::new(),
             shutdown: AtomicBool::new(false),
-            failure: Mutex::new(None),
             archive_failing: AtomicBool::new(false),
             checkpoint_handler: Mutex::new(None),
             checkpoint_failure: Mutex::new(None),
             shipper: parking_lot::RwLock::new(None),
             standby: Mutex::new(standby::Receiving::new(opened.open_end)),
-            redo_arrived: Condvar::new(),
-            #[cfg(test)]
-            redo_waiters: AtomicU64::new(0),
             primary_confirmed: AtomicU64::new(0),
             apply_horizon: AtomicU64::new(u64::MAX),
             role,

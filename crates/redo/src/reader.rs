@@ -331,7 +331,7 @@ impl crate::RedoLog {
         // Shipping may run ahead of durability: redo written and synced here can go to a
         // standby while the log writer waits for SYNC standbys.
         let written = match shared.role {
-            Role::Primary => (*shared.written_addr.lock()).max(shared.durable_addr()),
+            Role::Primary => shared.log_writer.written_addr(),
             Role::Standby => shared.durable_addr(),
         };
         {

@@ -78,7 +78,7 @@ impl RedoLog {
             log_buffer_used_bytes: self.shared.buffer.used_bytes(),
             groups: self.groups(),
             archive_errors: self.shared.archive_errors(),
-            writer_failure: self.shared.failure.lock().clone(),
+            writer_failure: self.shared.log_writer.failure_text(),
         }
     }
 

@@ -283,7 +283,8 @@ fn a_standby_acknowledges_before_it_wakes_its_readers() {
     // Counted under the lock the end is published with, which the reader holds until it is
     // parked: from here on a publication finds it waiting.
     wait_until("the reader waits", || {
-        ready.load(Ordering::Acquire) && standby.shared.redo_waiters.load(Ordering::SeqCst) == 1
+        ready.load(Ordering::Acquire)
+            && standby.shared.log_writer.redo_waiters.load(Ordering::SeqCst) == 1
     });
     let acknowledged = standby
         .sync_received_then(|durable| {

@@ -20,6 +20,33 @@ use hdrhistogram::Histogram;
 use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
+/// A session held up by a log switch waits under the reason the switch waits for (the
+/// reference's names): the next group's checkpoint, its archiving, a SYNC standby's
+/// acknowledgement of the switch, or the switch's own work. Each such wait is also part of the
+/// session's "log file sync"; see `docs/redo-format.md`, "Waits at a log switch".
+pub const LOG_FILE_SWITCH_CHECKPOINT: &str = "log file switch (checkpoint incomplete)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`.
+pub const LOG_FILE_SWITCH_ARCHIVING: &str = "log file switch (archiving needed)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`.
+pub const LOG_FILE_SWITCH_SYNC_STANDBY: &str = "log file switch (SYNC standby)";
+/// See `LOG_FILE_SWITCH_CHECKPOINT`: the part of the switch no other reason explains (closing
+/// the old log, opening the new one).
+pub const LOG_FILE_SWITCH_COMPLETION: &str = "log file switch completion";
+/// Every reason a session waits for at a log switch, in the order a person reads them.
+pub const LOG_FILE_SWITCH_WAITS: [&str; 4] = [
+    LOG_FILE_SWITCH_CHECKPOINT,
+    LOG_FILE_SWITCH_ARCHIVING,
+    LOG_FILE_SWITCH_SYNC_STANDBY,
+    LOG_FILE_SWITCH_COMPLETION,
+];
+
+/// The bucket bounds of the wait histograms in the Prometheus exposition, in microseconds:
+/// every fourth power of two from 64 µs to about 17 s (ten buckets, then `+Inf`), so that
+/// each is a sum of `WaitEventSnapshot::histogram`'s power-of-two buckets, and the same
+/// every scrape.
+const PROMETHEUS_BUCKETS_US: [u64; 10] =
+    [1 << 6, 1 << 8, 1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24];
+
 /// Longest wait a histogram tracks exactly; longer waits are clamped to it (one hour).
 const HISTOGRAM_MAX_US: u64 = 3_600_000_000;
 
@@ -226,8 +253,29 @@ impl MetricsSnapshot {
         self.waits.iter().find(|event| event.name == name)
     }
 
+    /// The waits of sessions held up by log switches, one per reason
+    /// (`LOG_FILE_SWITCH_WAITS`, in that order), a reason never waited for as zeros.
+    pub fn log_switch_waits(&self) -> Vec<WaitEventSnapshot> {
+        LOG_FILE_SWITCH_WAITS
+            .iter()
+            .map(|name| {
+                self.wait(name).cloned().unwrap_or_else(|| WaitEventSnapshot {
+                    name: name.to_string(),
+                    count: 0,
+                    total_us: 0,
+                    avg_us: 0.0,
+                    max_us: 0,
+                    p50_us: 0,
+                    p99_us: 0,
+                    histogram: Vec::new(),
+                })
+            })
+            .collect()
+    }
+
     /// The Prometheus text exposition of this snapshot. Names become
-    /// `redoguard_wait_*{event="log file sync"}` and `redoguard_stat{name="redo size"}`.
+    /// `redoguard_wait_*{event="log file sync"}` and `redoguard_stat{name="redo size"}`; each
+    /// wait event's histogram is `redoguard_wait_duration_seconds` (`PROMETHEUS_BUCKETS_US`).
     pub fn to_prometheus(&self) -> String {
         let mut out = String::new();
         out.push_str("# HELP redoguard_wait_count Number of waits per wait event.\n");
@@ -244,6 +292,40 @@ impl MetricsSnapshot {
                 "redoguard_wait_seconds_total{{event=\"{}\"}} {}",
                 event.name,
                 event.total_us as f64 / 1e6
+            );
+        }
+        out.push_str("# HELP redoguard_wait_duration_seconds Time of each wait, per wait event.\n");
+        out.push_str("# TYPE redoguard_wait_duration_seconds histogram\n");
+        for event in &self.waits {
+            for bound_us in PROMETHEUS_BUCKETS_US {
+                let below: u64 = event
+                    .histogram
+                    .iter()
+                    .filter(|bucket| bucket.le_us <= bound_us)
+                    .map(|bucket| bucket.count)
+                    .sum();
+                let _ = writeln!(
+                    out,
+                    "redoguard_wait_duration_seconds_bucket{{event=\"{}\",le=\"{}\"}} {below}",
+                    event.name,
+                    bound_us as f64 / 1e6
+                );
+            }
+            let _ = writeln!(
+                out,
+                "redoguard_wait_duration_seconds_bucket{{event=\"{}\",le=\"+Inf\"}} {}",
+                event.name, event.count
+            );
+            let _ = writeln!(
+                out,
+                "redoguard_wait_duration_seconds_sum{{event=\"{}\"}} {}",
+                event.name,
+                event.total_us as f64 / 1e6
+            );
+            let _ = writeln!(
+                out,
+                "redoguard_wait_duration_seconds_count{{event=\"{}\"}} {}",
+                event.name, event.count
             );
         }
         out.push_str("# HELP redoguard_stat Database statistics (counters).\n");
@@ -277,6 +359,23 @@ mod tests {
         assert_eq!(event.histogram.iter().map(|bucket| bucket.count).sum::<u64>(), 3);
         assert_eq!(event.histogram[0], HistogramBucket { le_us: 256, count: 2 });
         assert_eq!(event.histogram[1].le_us, 4_096);
+        // Prometheus: cumulative buckets at fixed bounds, with the count and the sum.
+        let text = snapshot.to_prometheus();
+        for (le, below) in [("0.000064", 0), ("0.000256", 2), ("0.001024", 2), ("0.004096", 3)] {
+            let line = format!(
+                "redoguard_wait_duration_seconds_bucket{{event=\"log file sync\",le=\"{le}\"}} {below}\n"
+            );
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(text.contains(
+            "redoguard_wait_duration_seconds_bucket{event=\"log file sync\",le=\"+Inf\"} 3\n"
+        ));
+        assert!(
+            text.contains("redoguard_wait_duration_seconds_sum{event=\"log file sync\"} 0.00332\n")
+        );
+        assert!(
+            text.contains("redoguard_wait_duration_seconds_count{event=\"log file sync\"} 3\n")
+        );
     }
 
     #[test]
@@ -290,6 +389,10 @@ mod tests {
         assert!(snapshot.wait("log buffer space").is_none());
         let text = snapshot.to_prometheus();
         assert!(text.contains("redoguard_stat{name=\"redo size\"} 128"), "{text}");
+        let reasons = snapshot.log_switch_waits();
+        assert_eq!(reasons.len(), 4);
+        assert_eq!(reasons[0].name, LOG_FILE_SWITCH_CHECKPOINT);
+        assert!(reasons.iter().all(|event| event.count == 0));
         let json = serde_json::to_string(&snapshot).expect("serialises");
         let back: MetricsSnapshot = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, snapshot);

@@ -117,8 +117,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 "lag ms (xport/apply)"
             );
         }
-        let waits: Vec<String> =
+        let mut waits: Vec<String> =
             line.top_waits.iter().map(|(name, ms)| format!("{name} {ms:.0} ms")).collect();
+        // Sessions held up at a log switch, by reason, even when it is not a top wait.
+        for (name, ms) in &line.switch_waits {
+            if !line.top_waits.iter().any(|(top, _)| top == name) {
+                waits.push(format!("{name} {ms:.0} ms"));
+            }
+        }
         let lags = match line.lags_ms {
             Some((transport, apply)) => format!("{transport:.1} / {apply:.1}"),
             None => "-".to_string(),

@@ -31,7 +31,9 @@
 //! O_DIRECT members, a shipper, dedicated mode) takes the usual path, copied.
 
 use super::leadership::LeaderPanicGuard;
-use super::{Settle, UnitsWritten, Urgency, WriterState};
+use super::pipeline::Settle;
+use super::write::UnitsWritten;
+use super::{Urgency, WriterState};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -42,7 +44,7 @@ use crate::types::Scn;
 /// Records at least this large are borrowed when they can be. Below it the copy costs little
 /// next to the write; the same bound decides whether a write is gathered
 /// (`GATHER_MIN_BYTES`), so a borrowed record is always written gathered.
-pub(crate) const BORROW_MIN_BYTES: usize = super::GATHER_MIN_BYTES;
+pub(crate) const BORROW_MIN_BYTES: usize = super::write::GATHER_MIN_BYTES;
 
 impl Shared {
     /// Commits `payload` as a borrowed record, if this thread can lead now: returns its SCN
@@ -57,7 +59,7 @@ impl Shared {
             return Ok(None);
         }
         {
-            let mut commit = self.commit.lock();
+            let mut commit = self.log_writer.commit.lock();
             if let Some(error) = self.failure() {
                 return Err(error);
             }
@@ -67,13 +69,13 @@ impl Shared {
             if commit.leader || commit.stall.is_some() {
                 return Ok(None);
             }
-            commit.leader = true;
+            commit.lead();
             commit.borrowing = true;
         }
         let mut deferred = Vec::new();
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
+            let mut writer = self.log_writer.state.lock();
             self.write_borrowed(&mut writer, payload, &mut deferred)
         };
         self.dispatch(deferred);

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use super::pipeline::Settle;
 use super::waiters::{FAILED, LEAD, STALLED, WAITING, WaitSlot, Waiter, Wake};
-use super::{Settle, Urgency};
+use super::{SwitchMark, Urgency};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -20,7 +21,7 @@ impl Shared {
         if self.durable_scn() >= scn {
             return Ok(Registered::Durable);
         }
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -33,15 +34,15 @@ impl Shared {
         if let Some(reason) = &commit.stall {
             return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
         }
-        if may_lead && !commit.leader && !self.is_written(scn) {
-            commit.leader = true;
+        if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
+            commit.lead();
             return Ok(Registered::Leader);
         }
         let slot = WaitSlot::for_task(waker);
         commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
         drop(commit);
         if urgency == Urgency::Lead && !may_lead {
-            self.background.notify();
+            self.log_writer.background.notify();
         }
         Ok(Registered::Waiting(slot))
     }
@@ -72,7 +73,8 @@ pub struct Durable {
     slot: Option<Arc<WaitSlot>>,
     /// Holds the leadership, to write when next polled.
     leading: bool,
-    started: Option<Instant>,
+    /// When the wait began, and where the switch clock stood then.
+    started: Option<(Instant, SwitchMark)>,
 }
 
 impl Durable {
@@ -96,7 +98,8 @@ impl Future for Durable {
             if this.shared.durable_scn() >= this.scn {
                 return Poll::Ready(Ok(()));
             }
-            this.started = Some(Instant::now());
+            let now = Instant::now();
+            this.started = Some((now, this.shared.log_writer.switch_clock.mark(now)));
         }
         loop {
             if this.leading {
@@ -151,8 +154,8 @@ impl Future for Durable {
             match this.shared.register_task(this.scn, this.urgency, context.waker()) {
                 Err(error) => return Poll::Ready(Err(error)),
                 Ok(Registered::Durable) => {
-                    if let Some(started) = this.started.take() {
-                        this.shared.waits.log_file_sync.record_since(started);
+                    if let Some((started, mark)) = this.started.take() {
+                        this.shared.record_commit_wait(started, &mark);
                     }
                     return Poll::Ready(Ok(()));
                 }
@@ -176,7 +179,7 @@ impl Drop for Durable {
             return;
         }
         let Some(slot) = self.slot.take() else { return };
-        let mut commit = self.shared.commit.lock();
+        let mut commit = self.shared.log_writer.commit.lock();
         if let Some(index) =
             commit.waiters.iter().position(|waiter| Arc::ptr_eq(&waiter.slot, &slot))
         {

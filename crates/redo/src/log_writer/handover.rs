@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::Settle;
 use super::leadership::LeaderPanicGuard;
+use super::pipeline::Settle;
 use crate::Shared;
 use crate::config::WriterMode;
 
@@ -53,13 +53,15 @@ impl Shared {
     /// the hand-over writer and returns true (the task no longer leads, and waits as a
     /// follower); otherwise returns false, and the task writes itself.
     pub(crate) fn hand_over_if_others_wait(&self) -> bool {
-        if self.config.writer != WriterMode::Leader || self.commit.lock().waiters.is_empty() {
+        if self.config.writer != WriterMode::Leader
+            || self.log_writer.commit.lock().waiters.is_empty()
+        {
             return false;
         }
         #[cfg(test)]
         self.failpoint("hand-over: others wait");
         {
-            let mut state = self.handover.state.lock();
+            let mut state = self.log_writer.handover.state.lock();
             // Decided under the lock the thread ends under: a request it would never see (it
             // has ended, or ends on the shutdown it finds) is not made, and this task leads
             // (and, shut down, fails) itself.
@@ -68,7 +70,7 @@ impl Shared {
             }
             state.requested = true;
         }
-        self.handover.ready.notify_one();
+        self.log_writer.handover.ready.notify_one();
         self.stats.redo_writes_handed_over.incr();
         true
     }
@@ -76,10 +78,10 @@ impl Shared {
     /// The hand-over writer thread: leads each write handed to it, then ends the leadership
     /// (which wakes the commits it covered and passes the leadership on, as any leader's end).
     pub(crate) fn handover_writer(&self) {
-        let _gone = Gone(&self.handover);
+        let _gone = Gone(&self.log_writer.handover);
         loop {
             {
-                let mut state = self.handover.state.lock();
+                let mut state = self.log_writer.handover.state.lock();
                 while !state.requested {
                     if self.is_shut_down() {
                         // Marked gone under this lock: a task that checks after this does not
@@ -87,14 +89,14 @@ impl Shared {
                         state.gone = true;
                         return;
                     }
-                    self.handover.ready.wait_for(&mut state, Duration::from_millis(200));
+                    self.log_writer.handover.ready.wait_for(&mut state, Duration::from_millis(200));
                 }
                 state.requested = false;
             }
             let mut deferred = Vec::new();
             let result = {
                 let _unwinding = LeaderPanicGuard::new(self);
-                let mut writer = self.writer.lock();
+                let mut writer = self.log_writer.state.lock();
                 // A thread may wait for a log switch: it takes it (`may_switch`).
                 self.write_pending_switching(&mut writer, true, Settle::Defer, &mut deferred)
             };
@@ -106,7 +108,7 @@ impl Shared {
 
     /// Wakes the hand-over writer to see the shutdown.
     pub(crate) fn wake_handover_writer(&self) {
-        let _state = self.handover.state.lock();
-        self.handover.ready.notify_all();
+        let _state = self.log_writer.handover.state.lock();
+        self.log_writer.handover.ready.notify_all();
     }
 }

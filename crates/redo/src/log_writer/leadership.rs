@@ -2,11 +2,11 @@
 //! Only the leader touches `WriterState` and the files' redo units, and exactly one leader
 //! exists at a time (`CommitState::leader`).
 
-use std::sync::atomic::Ordering;
 use std::thread;
 
+use super::pipeline::Settle;
 use super::waiters::{DONE, FAILED, LEAD, WaitSlot, Waiter};
-use super::{Settle, WriterState};
+use super::{LogWriter, WriterState};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -43,7 +43,7 @@ impl Shared {
         &self,
         work: impl FnOnce(&mut WriterState) -> Result<T>,
     ) -> Result<T> {
-        let mut commit = self.commit.lock();
+        let mut commit = self.log_writer.commit.lock();
         if let Some(error) = self.failure() {
             return Err(error);
         }
@@ -55,12 +55,12 @@ impl Shared {
                 return Err(self.failure().unwrap_or(RedoError::Shutdown));
             }
         } else {
-            commit.leader = true;
+            commit.lead();
             drop(commit);
         }
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
+            let mut writer = self.log_writer.state.lock();
             work(&mut writer)
         };
         self.end_leadership(result.as_ref().err());
@@ -83,10 +83,10 @@ impl Shared {
         let mut deferred = Vec::new();
         let result = {
             let _unwinding = LeaderPanicGuard::new(self);
-            let mut writer = self.writer.lock();
+            let mut writer = self.log_writer.state.lock();
             let bytes = self.buffer.used_bytes() as usize;
             if settle == Settle::Defer
-                && (!self.pipeline_has_room(bytes)
+                && (!self.log_writer.pipeline.has_room(bytes)
                     || self.shipper.read().as_ref().is_some_and(|shipper| shipper.may_block(bytes)))
             {
                 Ok(false)
@@ -100,7 +100,7 @@ impl Shared {
         self.end_leadership(result.as_ref().err());
         let declined = matches!(result, Ok(false));
         if declined {
-            self.background.notify();
+            self.log_writer.background.notify();
         }
         !declined
     }
@@ -118,13 +118,24 @@ impl Shared {
             // A write or sync failed on every member: fsync errors are not retryable, so the
             // writer refuses all further redo rather than pretend.
             tracing::error!(%error, "log writer failed; no further redo will be accepted");
-            *self.failure.lock() = Some(format!("{error}; restart the database"));
+            self.log_writer.refuse(format!("{error}; restart the database"));
             self.buffer.close();
         }
         let stopped = self.failure().is_some() || self.is_shut_down();
+        self.log_writer.hand_on(stopped, self.config.writer == WriterMode::Dedicated);
+    }
+}
+
+impl LogWriter {
+    /// Ends a leadership (the caller leads): tells every waiter its write covered that it is
+    /// done (all who wait, if the writer `stopped`), then hands the leadership to a waiter
+    /// who may lead and whose redo is not written yet, or leaves it free. In `dedicated` mode
+    /// (only the background writer leads) it wakes that writer for whoever still waits.
+    pub(super) fn hand_on(&self, stopped: bool, dedicated: bool) {
         let durable = self.durable_scn();
         let mut wake = Vec::new();
         let mut commit = self.commit.lock();
+        assert!(commit.leader, "only the leader ends a leadership");
         // Whoever leads next is not the borrower (cleared under this lock, with the handing on).
         commit.borrowing = false;
         let wake_background = std::mem::take(&mut commit.background_stepped_back);
@@ -141,7 +152,7 @@ impl Shared {
         }
         // A waiter whose redo is written (in flight to SYNC standbys) has nothing to lead: it
         // waits to be published.
-        let written = self.written_scn.load(Ordering::Acquire);
+        let written = self.written_scn().0;
         match commit
             .waiters
             .iter()
@@ -150,7 +161,7 @@ impl Shared {
             Some(next) => wake.push((commit.waiters.swap_remove(next).slot, LEAD)),
             None => {
                 commit.leader = false;
-                if !commit.waiters.is_empty() && self.config.writer == WriterMode::Dedicated {
+                if !commit.waiters.is_empty() && dedicated {
                     // Dedicated mode: committers that arrived during this write need the
                     // background writer to start the next one.
                     self.background.notify();

@@ -13,19 +13,30 @@
 //! `batch_write_interval`, sooner when the buffer is a third full), and switches logs for
 //! `archive_lag_target`.
 //!
+//! `LogWriter` is the log writer's state, with its lock order and the invariants its phase
+//! changes assert. Its work is in the submodules, as methods of the engine's `Shared` (they
+//! need the log buffer, the groups and the shipper too): `leadership` (who writes, and the
+//! hand-on), `waiters` and `durable` (how committers wait, from a thread or a task), `write`
+//! (the write path and the background writer), `members` (a write's I/O), `pipeline` (writes
+//! in flight to SYNC standbys, published in order), `switch` (log switches and the stall),
+//! `switch_waits` (what a session a switch holds up is counted under), `handover` (the thread
+//! a task leader hands its write to), `borrowed` (large records written from their
+//! committer's memory).
+//!
 //! *Architecture Invariant*: only the leader touches `WriterState` and the files' redo
 //! units; exactly one leader exists at a time (`CommitState::leader`). Durability is
 //! published (`durable_scn`) only after every valid member's sync returned.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::{RedoError, Result};
-use crate::format::{self, LogHeader, RECORD_HEADER_LEN, UnitGather, UnitWriter};
-use crate::ship::{ShipWait, WriteKind};
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::RedoError;
+use crate::format::LogHeader;
+use crate::log_buffer::Signal;
 use crate::storage::AlignedBuf;
-use crate::types::{LogSeq, RedoAddr, Scn, now_unix_us};
-use crate::{Shared, SwitchReason};
+use crate::types::{LogSeq, RedoAddr, Scn};
 
 mod borrowed;
 mod durable;
@@ -33,35 +44,230 @@ mod handover;
 mod leadership;
 mod members;
 pub(crate) mod pipeline;
+mod stall;
 mod switch;
+mod switch_waits;
 mod waiters;
+mod write;
 
 pub(crate) use borrowed::BORROW_MIN_BYTES;
 pub use durable::Durable;
 pub(crate) use handover::Handover;
-use members::LogBytes;
 pub(crate) use pipeline::Pipeline;
-use pipeline::{Deferred, Settle};
+#[cfg(test)]
+pub(crate) use switch_waits::SwitchPhase;
+pub(crate) use switch_waits::{SwitchClock, SwitchMark};
 pub(crate) use waiters::Urgency;
 use waiters::Waiter;
 
-/// Lays `records` of `batch` out as units filling `out` exactly (every byte, padding
-/// included), as a log write starting at `offset` of log `seq`.
-fn format_units(
-    out: &mut [u8],
-    block_size: u32,
-    seq: LogSeq,
-    offset: u64,
-    batch: &crate::log_buffer::Batch<'_>,
-    records: &[crate::log_buffer::Taken],
-) {
-    let len = out.len();
-    let mut unit_writer = UnitWriter::new(out, block_size, seq, offset);
-    for record in records {
-        unit_writer.put(record.scn, batch.payload(record));
+/// The log writer's state: who leads and who waits, the writer's position, what is written
+/// and what is durable, the writes in flight to SYNC standbys, the hand-over, the stall, and
+/// why it refuses further redo.
+///
+/// **Lock order.** A thread holding one of these locks takes only locks later in this list
+/// (never an earlier one), so no two threads can wait on each other:
+///
+/// 1. `state` (`WriterState`): held by the leader for its whole round, across the I/O and
+///    any log switch;
+/// 2. the engine's group `table` (`Shared::table`), and under it the control file's data, the
+///    archive queue, the checkpoint's handler and failure; the switch drops `table` before it
+///    calls the checkpoint handler and before it takes `commit` (`set_stall`);
+/// 3. `pipeline`'s in-flight list (`flight`): a committing thread deciding whether to wait
+///    for a SYNC standby itself takes `commit` under it, and publishing takes the ends;
+/// 4. `commit` (`CommitState`: the leader flag, the waiters, the stall);
+/// 5. `failure`;
+/// 6. `written_addr`, `durable_addr`: each is read or changed on its own, never held while
+///    another lock is taken (a reader that tails waits on `redo_arrived` with `durable_addr`).
+///
+/// `handover`'s state and `pipeline`'s hand-off queue are leaves too. A waiter's slot is
+/// completed (its thread unparked, its task woken) only after `commit` is released.
+///
+/// **Phase changes**, each asserted where it happens (always on: a few comparisons per log
+/// write, and a log writer that broke one must stop rather than publish):
+/// - what is written (`written_scn`, `written_addr`) never moves back (`advance_written`);
+/// - what is durable never moves back, and never passes what is written
+///   (`publish_durable`): `written >= durable`;
+/// - a log switch closes a log only behind a drained pipeline: nothing is in flight when its
+///   closed header is written (`switch`);
+/// - once `failure` is set it stays, with its first reason (`refuse`);
+/// - the leadership is taken only when nobody holds it (`CommitState::lead`), and ended (or
+///   handed on) only by its holder (`hand_on`).
+pub(crate) struct LogWriter {
+    /// Who leads, who waits, the stall (`CommitState`).
+    pub commit: Mutex<CommitState>,
+    /// The leader's position: the current log, the next SCN to write, its write buffer.
+    pub state: Mutex<WriterState>,
+    /// Every record at or below this SCN is durable.
+    durable_scn: AtomicU64,
+    /// The end of durable redo (on a standby, of received redo synced: the receiver publishes
+    /// it, `publish_received`).
+    durable_addr: Mutex<RedoAddr>,
+    /// Signalled with `durable_addr` when more redo is durable (readers that tail wait on it).
+    pub redo_arrived: Condvar,
+    /// Readers parked on `redo_arrived` (counted under `durable_addr`'s lock): lets a test
+    /// know a reader is waiting before it publishes.
+    #[cfg(test)]
+    pub redo_waiters: AtomicU64,
+    /// End of what the log writer has written and synced locally (ahead of `durable_addr`
+    /// while it waits for SYNC standbys): what redo transport may ship.
+    written_addr: Mutex<RedoAddr>,
+    /// The last SCN the log writer has written locally (ahead of `durable_scn` while writes
+    /// are in flight to SYNC standbys).
+    written_scn: AtomicU64,
+    /// Log writes in flight to SYNC standbys (see `pipeline`).
+    pub pipeline: Pipeline,
+    /// A task leader's write handed to the hand-over writer (see `handover`).
+    pub handover: Handover,
+    /// The phase of the log switch in progress, which a session held up by it is counted
+    /// under (`switch_waits`).
+    pub switch_clock: Arc<SwitchClock>,
+    /// Why the log writer refuses all further redo, once it does (a failed write, a fence, a
+    /// failed SYNC wait): the first reason stays.
+    failure: Mutex<Option<String>>,
+    /// Wakes the background writer (the log buffer shares it).
+    pub background: Arc<Signal>,
+}
+
+impl LogWriter {
+    /// The log writer of an engine whose redo ends at `durable` (SCN `next_scn - 1`, in log
+    /// `last_seq` at most): nothing in flight, nobody leading.
+    pub(crate) fn new(
+        next_scn: Scn,
+        last_seq: LogSeq,
+        durable: RedoAddr,
+        background: Arc<Signal>,
+        switch_clock: Arc<SwitchClock>,
+    ) -> LogWriter {
+        LogWriter {
+            commit: Mutex::new(CommitState::default()),
+            state: Mutex::new(WriterState::new(next_scn, last_seq)),
+            durable_scn: AtomicU64::new(next_scn.prev().0),
+            durable_addr: Mutex::new(durable),
+            redo_arrived: Condvar::new(),
+            #[cfg(test)]
+            redo_waiters: AtomicU64::new(0),
+            written_addr: Mutex::new(durable),
+            written_scn: AtomicU64::new(next_scn.prev().0),
+            pipeline: Pipeline::default(),
+            handover: Handover::default(),
+            switch_clock,
+            failure: Mutex::new(None),
+            background,
+        }
     }
-    let written = unit_writer.finish();
-    assert_eq!(written, len);
+
+    /// Every record at or below this SCN is durable.
+    pub(crate) fn durable_scn(&self) -> Scn {
+        Scn(self.durable_scn.load(Ordering::Acquire))
+    }
+
+    /// The end of durable redo.
+    pub(crate) fn durable_addr(&self) -> RedoAddr {
+        *self.durable_addr.lock()
+    }
+
+    /// The end of what is written and synced locally (what may be shipped): never behind the
+    /// durable end (on a standby, only that moves).
+    pub(crate) fn written_addr(&self) -> RedoAddr {
+        let written = *self.written_addr.lock();
+        written.max(self.durable_addr())
+    }
+
+    /// Whether the log writer has written `scn` (it is in flight to SYNC standbys, or
+    /// durable): a committer waiting for it has nothing to lead.
+    pub(crate) fn is_written(&self, scn: Scn) -> bool {
+        self.written_scn.load(Ordering::Acquire) >= scn.0
+    }
+
+    /// The last SCN written locally.
+    pub(crate) fn written_scn(&self) -> Scn {
+        Scn(self.written_scn.load(Ordering::Acquire))
+    }
+
+    /// The leader wrote and synced redo locally up to `addr` (with records up to `scn`, if
+    /// the write held any: a log switch's header moves the address alone).
+    pub(crate) fn advance_written(&self, scn: Option<Scn>, addr: RedoAddr) {
+        let mut written = self.written_addr.lock();
+        assert!(addr >= *written, "the written end moves back: {addr} after {}", *written);
+        *written = addr;
+        drop(written);
+        if let Some(scn) = scn {
+            let before = self.written_scn.swap(scn.0, Ordering::AcqRel);
+            assert!(scn.0 >= before, "the written SCN moves back: {scn} after {before}");
+        }
+    }
+
+    /// Publishes redo up to `addr` (records up to `scn`, if any moved) as durable and wakes
+    /// the readers that tail. Never behind what was published, never past what is written.
+    pub(crate) fn publish_durable(&self, scn: Option<Scn>, addr: RedoAddr) {
+        let written = *self.written_addr.lock();
+        assert!(addr <= written, "durable {addr} published past the written end {written}");
+        let mut durable = self.durable_addr.lock();
+        assert!(addr >= *durable, "the durable end moves back: {addr} after {}", *durable);
+        *durable = addr;
+        if let Some(scn) = scn {
+            assert!(self.is_written(scn), "SCN {scn} published durable before it is written");
+            let before = self.durable_scn.swap(scn.0, Ordering::AcqRel);
+            assert!(scn.0 >= before, "the durable SCN moves back: {scn} after {before}");
+        }
+        self.redo_arrived.notify_all();
+    }
+
+    /// A standby's receiver publishes the end of what it received and synced (no log writer
+    /// runs on a standby); `wake` wakes the readers that tail now (else the caller does, with
+    /// `wake_readers`).
+    pub(crate) fn publish_received(&self, addr: RedoAddr, wake: bool) {
+        let mut durable = self.durable_addr.lock();
+        *durable = addr;
+        if wake {
+            self.redo_arrived.notify_all();
+        }
+    }
+
+    /// Wakes the readers that tail (more redo may be readable).
+    pub(crate) fn wake_readers(&self) {
+        let _durable = self.durable_addr.lock();
+        self.redo_arrived.notify_all();
+    }
+
+    /// Waits up to `timeout` for the durable end to move from `seen` (readers that tail);
+    /// returns at once if it has, or `stop` says so.
+    pub(crate) fn wait_for_redo(
+        &self,
+        seen: RedoAddr,
+        timeout: std::time::Duration,
+        stop: impl Fn() -> bool,
+    ) {
+        let mut addr = self.durable_addr.lock();
+        if *addr == seen && !stop() {
+            #[cfg(test)]
+            self.redo_waiters.fetch_add(1, Ordering::SeqCst);
+            self.redo_arrived.wait_for(&mut addr, timeout);
+            #[cfg(test)]
+            self.redo_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Why the log writer refuses further redo, if it does.
+    pub(crate) fn failure(&self) -> Option<RedoError> {
+        self.failure.lock().clone().map(RedoError::WriterFailed)
+    }
+
+    /// From now on the log writer refuses further redo, for `reason`; returns false if it
+    /// already did (the first reason stays).
+    pub(crate) fn refuse(&self, reason: String) -> bool {
+        let mut failure = self.failure.lock();
+        if failure.is_some() {
+            return false;
+        }
+        *failure = Some(reason);
+        true
+    }
+
+    /// The text of why it refuses further redo, for the status.
+    pub(crate) fn failure_text(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
 }
 
 /// Who leads, and who waits.
@@ -78,6 +284,22 @@ pub(crate) struct CommitState {
     /// The background writer stepped back for that borrower and waits for `background` to
     /// look again: the end of the borrowing leadership notifies it.
     background_stepped_back: bool,
+}
+
+impl CommitState {
+    /// Takes the leadership, which nobody holds.
+    fn lead(&mut self) {
+        assert!(!self.leader, "one leader at a time");
+        self.leader = true;
+    }
+}
+
+#[cfg(test)]
+impl CommitState {
+    /// How many committers (and would-be leaders) wait.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
 }
 
 /// The log being written.
@@ -102,309 +324,115 @@ pub(crate) struct WriterState {
     buffer: AlignedBuf,
 }
 
-/// Writes at least this large (of record stream) are gathered from the log buffer rather than
-/// formatted into the write buffer: below it the copy costs little and the kernel would get
-/// many small pieces. (Lower in unit tests, whose logs are 64 KiB, so that the crash tests
-/// cover both ways.)
-const GATHER_MIN_BYTES: usize = if cfg!(test) { 8 << 10 } else { 64 << 10 };
-
-/// What one units write carried, for `record_units_write`.
-#[derive(Debug, Clone, Copy)]
-struct UnitsWritten {
-    last_scn: Scn,
-    /// Records written.
-    entries: u64,
-    /// Bytes of record stream (headers and payloads).
-    stream: usize,
-    units: usize,
-}
-
 impl WriterState {
     pub fn new(next_scn: Scn, last_seq: LogSeq) -> WriterState {
         WriterState { current: None, next_scn, last_seq, buffer: AlignedBuf::new() }
     }
 }
 
-impl Shared {
-    /// Writes every record appended so far (as leader), and returns once all of it, and
-    /// everything in flight before it, is durable.
-    pub(crate) fn write_pending(&self, writer: &mut WriterState) -> Result<()> {
-        self.write_pending_switching(writer, true, Settle::Here, &mut Vec::new())?;
-        self.drain_pipeline()
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use stats::Metrics;
+
+    use super::waiters::WaitSlot;
+    use super::*;
+
+    fn log_writer() -> LogWriter {
+        // Redo durable up to SCN 10, at offset 4096 of log 1.
+        LogWriter::new(
+            Scn(11),
+            LogSeq(1),
+            RedoAddr { seq: LogSeq(1), offset: 4096 },
+            Arc::new(Signal::default()),
+            Arc::new(SwitchClock::new(&Metrics::new())),
+        )
     }
 
-    /// Writes every record appended so far (as leader). With `may_switch` false, returns
-    /// false, having written nothing, if that needs a log switch. Writes that must be
-    /// acknowledged by SYNC standbys are settled as `settle` says; deferred waits are added to
-    /// `deferred`, for the caller to `dispatch` once it has handed the leadership on.
-    fn write_pending_switching(
-        &self,
-        writer: &mut WriterState,
-        may_switch: bool,
-        settle: Settle,
-        deferred: &mut Vec<Deferred>,
-    ) -> Result<bool> {
-        if let Some(error) = self.failure() {
-            return Err(error);
-        }
-        if self.is_shut_down() {
-            // Shutdown flushed what was appended before it; a batch taken now could be cut
-            // off by the stopping switch, leaving a gap in the SCNs.
-            return Err(RedoError::Shutdown);
-        }
-        let horizon = self.buffer.next_scn();
-        if horizon <= writer.next_scn {
-            return Ok(true);
-        }
-        if !may_switch {
-            // Decide before taking the batch (taken records cannot be put back). The buffer's
-            // used bytes, read after the horizon, bound the batch's stream (each record is
-            // charged its header there too), and the buffer's size bounds those: count them
-            // only when the log has less room than a full buffer.
-            let Some(current) = writer.current else { return Ok(false) };
-            let block_size = self.config.block_size;
-            let room_units = (current.header.file_size - current.offset) / u64::from(block_size);
-            let fits =
-                |bytes: u64| format::units_for(bytes as usize, block_size) as u64 <= room_units;
-            if !fits(self.config.log_buffer_size) && !fits(self.buffer.used_bytes()) {
-                return Ok(false);
-            }
-        }
-        if writer.current.is_none() {
-            self.switch(writer, SwitchReason::FirstWrite)?;
-        }
-        if self.shipper.read().is_some() {
-            // Bounds what is in flight to SYNC standbys (a task never gets here when full).
-            self.make_room(self.buffer.used_bytes() as usize)?;
-        }
-        let block_size = self.config.block_size;
-        let mut batch = Some(self.buffer.take(horizon));
-        let count = batch.as_ref().map_or(0, |batch| batch.records.len());
-        assert_eq!(
-            count as u64,
-            horizon.0 - writer.next_scn.0,
-            "the log buffer hands out every SCN below the horizon"
-        );
-        let mut first = 0;
-        while first < count {
-            if first > 0
-                && let Some(error) = self.failure()
-            {
-                // Refused meanwhile (fenced during a long switch, say): nothing more of this
-                // batch may be written and counted durable.
-                return Err(error);
-            }
-            let current = writer.current.expect("a log is open after a switch");
-            let room_units =
-                ((current.header.file_size - current.offset) / u64::from(block_size)) as usize;
-            // As many records as fit in the current log.
-            let (end, stream) = {
-                let records = &batch.as_ref().expect("batch held until formatted").records;
-                let mut stream = 0usize;
-                let mut end = first;
-                while end < count {
-                    let grown = stream + RECORD_HEADER_LEN + records[end].len();
-                    if format::units_for(grown, block_size) > room_units {
-                        break;
-                    }
-                    stream = grown;
-                    end += 1;
-                }
-                (end, stream)
-            };
-            if end == first {
-                self.stats.log_space_requests.incr();
-                // The switch waits for everything in flight, this round's writes included.
-                self.run_deferred(deferred)?;
-                self.switch(writer, SwitchReason::Full)?;
-                continue;
-            }
-            let units = format::units_for(stream, block_size);
-            let bytes = units * block_size as usize;
-            let held = batch.as_ref().expect("batch held until formatted");
-            let records = &held.records[first..end];
-            let last_scn = records[records.len() - 1].scn;
-            let entries = (end - first) as u64;
-            let seq = current.header.seq;
-            // How the units are laid out (the same bytes every way; `docs/redo-format.md`):
-            // - shipped: formatted once into memory the shipper shares with the local write;
-            // - large, where the members take vectored writes: gathered, the payloads written
-            //   straight from the log buffer (no copy before the kernel's);
-            // - otherwise (small, or O_DIRECT, which needs aligned memory): formatted into
-            //   the aligned write buffer.
-            let gathers = self.members_gather(current.group);
-            let wait = if gathers && self.shipper.read().is_some() {
-                // SAFETY: zero is a valid u8.
-                let mut shared = unsafe { Arc::<[u8]>::new_zeroed_slice(bytes).assume_init() };
-                let out = Arc::get_mut(&mut shared).expect("not shared before it is shipped");
-                format_units(out, block_size, seq, current.offset, held, records);
-                if end == count {
-                    // Everything is formatted: give the log buffer its space back before the I/O.
-                    batch = None;
-                }
-                self.write_log(
-                    current.group,
-                    LogBytes::Shared(shared),
-                    current.offset,
-                    WriteKind::Units,
-                    seq,
-                    last_scn,
-                )?
-            } else if gathers && stream >= GATHER_MIN_BYTES {
-                let (wait, started) = {
-                    let mut gather = UnitGather::new(block_size, seq, current.offset);
-                    for record in records {
-                        gather.put(record.scn, held.payload(record));
-                    }
-                    let gathered = gather.finish();
-                    assert_eq!(gathered.len(), bytes);
-                    self.write_gathered(current.group, &gathered, current.offset, seq, last_scn)?
-                };
-                // The pieces borrowed the log buffer; the kernel has the bytes now, so it gets
-                // its space back before the sync.
-                if end == count {
-                    batch = None;
-                }
-                self.sync_gathered(current.group, current.offset, started)?;
-                wait
-            } else {
-                let mut buffer = std::mem::take(&mut writer.buffer);
-                // (The unit writer writes every byte of the units, padding included.)
-                buffer.resize_for_overwrite(bytes);
-                format_units(&mut buffer[..bytes], block_size, seq, current.offset, held, records);
-                if end == count {
-                    // Everything is formatted: give the log buffer its space back before the I/O.
-                    batch = None;
-                }
-                let result = self.write_log(
-                    current.group,
-                    LogBytes::Slice(&buffer[..bytes]),
-                    current.offset,
-                    WriteKind::Units,
-                    seq,
-                    last_scn,
-                );
-                writer.buffer = buffer;
-                result?
-            };
-            let written = UnitsWritten { last_scn, entries, stream, units };
-            self.record_units_write(writer, current, written, wait, settle, deferred)?;
-            first = end;
-        }
-        drop(batch);
-        Ok(true)
+    #[test]
+    fn written_and_durable_ends_move_forward_together() {
+        let log_writer = log_writer();
+        let end = RedoAddr { seq: LogSeq(1), offset: 8192 };
+        log_writer.advance_written(Some(Scn(12)), end);
+        assert!(log_writer.is_written(Scn(12)));
+        assert_eq!(log_writer.durable_scn(), Scn(10), "written, in flight: not durable yet");
+        log_writer.publish_durable(Some(Scn(12)), end);
+        assert_eq!((log_writer.durable_scn(), log_writer.durable_addr()), (Scn(12), end));
+        // A switch moves both to the next log's first unit, with no record.
+        let next = RedoAddr { seq: LogSeq(2), offset: 8192 };
+        log_writer.advance_written(None, next);
+        log_writer.publish_durable(None, next);
+        assert_eq!(log_writer.written_addr(), next);
     }
 
-    /// Records a units write just made locally at `current`'s offset (as leader): the
-    /// writer's position and the written SCN move past it, it is settled (`settle_write`) and
-    /// counted.
-    fn record_units_write(
-        &self,
-        writer: &mut WriterState,
-        current: CurrentLog,
-        written: UnitsWritten,
-        wait: Option<Box<dyn ShipWait>>,
-        settle: Settle,
-        deferred: &mut Vec<Deferred>,
-    ) -> Result<()> {
-        let UnitsWritten { last_scn, entries, stream, units } = written;
-        let block_size = self.config.block_size as usize;
-        let bytes = units * block_size;
-        let offset = current.offset + bytes as u64;
-        writer.current = Some(CurrentLog { offset, ..current });
-        writer.next_scn = last_scn.next();
-        let addr = RedoAddr { seq: current.header.seq, offset };
-        *self.written_addr.lock() = addr;
-        self.written_scn.store(last_scn.0, Ordering::Release);
-        self.settle_write(last_scn, addr, bytes, wait, settle, deferred)?;
-        self.stats.redo_writes.incr();
-        self.stats.redo_entries.add(entries);
-        self.stats.redo_size.add(stream as u64);
-        self.stats.redo_blocks_written.add(units as u64);
-        let capacity = format::unit_capacity(self.config.block_size);
-        self.stats.redo_wastage.add((units * capacity - stream) as u64);
-        Ok(())
+    fn wait(log_writer: &LogWriter, scn: Option<Scn>, may_lead: bool) -> Arc<WaitSlot> {
+        let slot = WaitSlot::for_thread();
+        log_writer.commit.lock().waiters.push(Waiter { scn, may_lead, slot: slot.clone() });
+        slot
     }
 
-    /// The background log writer: BATCH and NOWAIT redo, dedicated-mode commits, and
-    /// `archive_lag_target`.
-    pub(crate) fn background_writer(self: &Arc<Shared>) {
-        let interval = self.config.batch_write_interval;
-        let lag_target = self.config.archive_lag_target;
-        loop {
-            self.background.wait(interval);
-            if self.is_shut_down() || self.failure().is_some() {
-                return;
-            }
-            let mut unwritten =
-                Scn(self.written_scn.load(Ordering::Acquire)) < self.buffer.next_scn().prev();
-            // `borrowing` implies leader mode and a leader (set with the leadership, cleared
-            // when it ends or passes on).
-            let step_back = unwritten && {
-                let mut commit = self.commit.lock();
-                commit.background_stepped_back = commit.borrowing;
-                commit.borrowing
-            };
-            if step_back {
-                // A committer is writing its own borrowed record. Queueing to lead after it
-                // would hold the leadership just when that committer comes back with its next
-                // record, and make it copy that record and wait for this thread. Look again
-                // once its leadership ends (or after the interval): whatever it did not cover
-                // is written then. Any other leader is queued behind as before: one that
-                // declines a log switch hands the leadership on, and the switch must reach
-                // this thread at once, not an interval later.
-                // The end of the borrowing leadership notifies `background` (it finds
-                // `background_stepped_back`, set under the same lock as the check above), and
-                // `background` keeps a notification that comes before this wait: none is lost
-                // (before, a wait on `redo_arrived` missed a borrower that declined, led a
-                // copied write, declined its log switch and notified this thread, and the
-                // switch waited for the interval).
-                self.background.wait(interval);
-                self.background.notify();
-                unwritten = false;
-            }
-            let mut deferred = Vec::new();
-            let result = if unwritten {
-                self.with_leadership(|writer| {
-                    let result =
-                        self.write_pending_switching(writer, true, Settle::Defer, &mut deferred);
-                    // Handed on while still leading, as in `lead_unless_switching`.
-                    self.dispatch(std::mem::take(&mut deferred));
-                    result
-                })
-            } else {
-                Ok(true)
-            };
-            if let Err(error) = result {
-                if !matches!(error, RedoError::Shutdown) {
-                    tracing::warn!(%error, "background log write failed");
-                }
-                continue;
-            }
-            if !lag_target.is_zero() {
-                let due = {
-                    let writer_view = *self.durable_addr.lock();
-                    let table = self.table.lock();
-                    table
-                        .current
-                        .and_then(|current| table.groups[current].log.as_ref())
-                        .is_some_and(|log| {
-                            log.end.is_none()
-                                && writer_view.offset
-                                    > format::first_unit_offset(self.config.block_size)
-                                && now_unix_us().saturating_sub(log.header.first_time_us)
-                                    >= lag_target.as_micros() as u64
-                        })
-                };
-                if due
-                    && let Err(error) = self.with_leadership(|writer| {
-                        self.write_pending(writer)?;
-                        self.switch(writer, SwitchReason::ArchiveLagTarget)
-                    })
-                {
-                    tracing::warn!(%error, "log switch for archive_lag_target failed");
-                }
-            }
-        }
+    #[test]
+    fn a_leader_tells_the_covered_and_hands_on_to_one_with_unwritten_redo() {
+        use waiters::{DONE, FAILED, LEAD, WAITING};
+        let log_writer = log_writer();
+        log_writer.commit.lock().lead();
+        let covered = wait(&log_writer, Some(Scn(9)), true);
+        let passive = wait(&log_writer, Some(Scn(12)), false);
+        let next = wait(&log_writer, Some(Scn(12)), true);
+        log_writer.hand_on(false, false);
+        assert_eq!(covered.outcome(), DONE);
+        assert_eq!(next.outcome(), LEAD, "the one who may lead leads next");
+        assert_eq!(passive.outcome(), WAITING, "BATCH waits for a write someone starts");
+        assert!(log_writer.commit.lock().leader, "handed on, not given up");
+
+        // That leader's write is in flight (written, not yet durable): nobody is left to lead
+        // it, the leadership is free, and the waiters wait to be published.
+        let in_flight = wait(&log_writer, Some(Scn(12)), true);
+        log_writer.advance_written(Some(Scn(12)), RedoAddr { seq: LogSeq(1), offset: 8192 });
+        log_writer.hand_on(false, false);
+        assert_eq!(in_flight.outcome(), WAITING);
+        assert!(!log_writer.commit.lock().leader);
+
+        // A writer that stopped tells everyone still waiting.
+        log_writer.commit.lock().lead();
+        log_writer.hand_on(true, false);
+        assert_eq!((passive.outcome(), in_flight.outcome()), (FAILED, FAILED));
+        assert_eq!(log_writer.commit.lock().waiting(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "only the leader ends a leadership")]
+    fn only_the_leader_hands_on() {
+        log_writer().hand_on(false, false);
+    }
+
+    #[test]
+    #[should_panic(expected = "one leader at a time")]
+    fn one_leader_at_a_time() {
+        let log_writer = log_writer();
+        log_writer.commit.lock().lead();
+        log_writer.commit.lock().lead();
+    }
+
+    #[test]
+    #[should_panic(expected = "published past the written end")]
+    fn durable_never_passes_written() {
+        let log_writer = log_writer();
+        log_writer.publish_durable(Some(Scn(12)), RedoAddr { seq: LogSeq(1), offset: 8192 });
+    }
+
+    #[test]
+    #[should_panic(expected = "the durable end moves back")]
+    fn durable_never_moves_back() {
+        let log_writer = log_writer();
+        log_writer.publish_durable(None, RedoAddr { seq: LogSeq(1), offset: 0 });
+    }
+
+    #[test]
+    #[should_panic(expected = "the written SCN moves back")]
+    fn written_never_moves_back() {
+        let log_writer = log_writer();
+        log_writer.advance_written(Some(Scn(9)), RedoAddr { seq: LogSeq(1), offset: 8192 });
     }
 }

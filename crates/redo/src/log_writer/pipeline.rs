@@ -25,11 +25,11 @@
 //! behind writes whose fate is open.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use super::LogWriter;
 use crate::Shared;
 use crate::error::{RedoError, Result};
 use crate::ship::{ShipWait, Tried};
@@ -107,19 +107,25 @@ impl Pipeline {
     }
 }
 
-impl Shared {
-    /// Whether a write of `bytes` may go in flight now.
-    pub(crate) fn pipeline_has_room(&self, bytes: usize) -> bool {
-        let flight = self.pipeline.flight.lock();
-        has_room(&flight, bytes)
+impl Pipeline {
+    /// Whether nothing is in flight.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.flight.lock().entries.is_empty()
     }
 
+    /// Whether a write of `bytes` may go in flight now.
+    pub(crate) fn has_room(&self, bytes: usize) -> bool {
+        has_room(&self.flight.lock(), bytes)
+    }
+}
+
+impl Shared {
     /// Waits (as leader) until a write of `bytes` may go in flight.
     pub(crate) fn make_room(&self, bytes: usize) -> Result<()> {
-        let mut flight = self.pipeline.flight.lock();
+        let mut flight = self.log_writer.pipeline.flight.lock();
         while !has_room(&flight, bytes) {
             self.check_going()?;
-            self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
+            self.log_writer.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
         }
         Ok(())
     }
@@ -138,14 +144,14 @@ impl Shared {
         deferred: &mut Vec<Deferred>,
     ) -> Result<()> {
         let Some(wait) = wait else {
-            let mut flight = self.pipeline.flight.lock();
+            let mut flight = self.log_writer.pipeline.flight.lock();
             if flight.entries.is_empty() {
-                self.publish_durable(last_scn, addr);
+                self.log_writer.publish_durable(Some(last_scn), addr);
             } else {
                 // Durable here, but not before what is ahead of it.
                 let ticket = push(&mut flight, last_scn, addr, bytes);
                 drop(flight);
-                self.complete(ticket, true);
+                self.log_writer.complete(ticket, true);
             }
             return Ok(());
         };
@@ -154,16 +160,16 @@ impl Shared {
             Settle::Defer => false,
             Settle::Adaptive => {
                 deferred.is_empty()
-                    && self.pipeline.flight.lock().entries.is_empty()
-                    && self.commit.lock().waiters.is_empty()
+                    && self.log_writer.pipeline.flight.lock().entries.is_empty()
+                    && self.log_writer.commit.lock().waiters.is_empty()
             }
         };
         if here && settle == Settle::Here {
             // One wait at a time reads the acknowledgements: the ones in flight first.
-            self.drain_pipeline()?;
+            self.log_writer.drain_pipeline()?;
         }
         let (ticket, alone) = {
-            let mut flight = self.pipeline.flight.lock();
+            let mut flight = self.log_writer.pipeline.flight.lock();
             let alone = flight.entries.is_empty();
             (push(&mut flight, last_scn, addr, bytes), alone)
         };
@@ -173,9 +179,9 @@ impl Shared {
             let wait = if settle == Settle::Defer && alone {
                 match self.try_wait_shipped(wait) {
                     Ok(result) => {
-                        self.complete(ticket, result.is_ok());
+                        self.log_writer.complete(ticket, result.is_ok());
                         result?;
-                        return self.await_published(ticket);
+                        return self.log_writer.await_published(ticket);
                     }
                     Err(wait) => wait,
                 }
@@ -186,9 +192,9 @@ impl Shared {
             return Ok(());
         }
         let result = self.wait_shipped(wait);
-        self.complete(ticket, result.is_ok());
+        self.log_writer.complete(ticket, result.is_ok());
         result?;
-        self.await_published(ticket)
+        self.log_writer.await_published(ticket)
     }
 
     /// Hands deferred waits to the acknowledgement waiter (after the leadership is passed on).
@@ -196,9 +202,9 @@ impl Shared {
         if deferred.is_empty() {
             return;
         }
-        let mut handed = self.pipeline.handed.lock();
+        let mut handed = self.log_writer.pipeline.handed.lock();
         handed.extend(deferred);
-        self.pipeline.handed_ready.notify_one();
+        self.log_writer.pipeline.handed_ready.notify_one();
     }
 
     /// Runs deferred waits here, in order (a leader about to switch logs settles its own
@@ -207,11 +213,11 @@ impl Shared {
         let mut failed = None;
         for Deferred { ticket, wait } in deferred.drain(..) {
             if failed.is_some() {
-                self.complete(ticket, false);
+                self.log_writer.complete(ticket, false);
                 continue;
             }
             let result = self.wait_shipped(wait);
-            self.complete(ticket, result.is_ok());
+            self.log_writer.complete(ticket, result.is_ok());
             if let Err(error) = result {
                 failed = Some(error);
             }
@@ -255,6 +261,44 @@ impl Shared {
         })
     }
 
+    /// The acknowledgement waiter: runs the waits leaders deferred, in write order, until
+    /// shutdown (and until the waits handed before it are run).
+    pub(crate) fn ack_waiter(&self) {
+        loop {
+            let next = {
+                let mut handed = self.log_writer.pipeline.handed.lock();
+                loop {
+                    if let Some(next) = handed.pop_front() {
+                        break Some(next);
+                    }
+                    if self.is_shut_down() {
+                        break None;
+                    }
+                    self.log_writer
+                        .pipeline
+                        .handed_ready
+                        .wait_for(&mut handed, Duration::from_millis(200));
+                }
+            };
+            let Some(Deferred { ticket, wait }) = next else { return };
+            let ok = self.failure().is_none() && self.wait_shipped(wait).is_ok();
+            self.log_writer.complete(ticket, ok);
+        }
+    }
+
+    fn check_going(&self) -> Result<()> {
+        if let Some(error) = self.failure() {
+            return Err(error);
+        }
+        if self.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
+        Ok(())
+    }
+}
+
+/// The pipeline's side of the log writer: writes leave it, in write order, as durable.
+impl LogWriter {
     /// Waits until nothing is in flight: everything written is published (or the writer has
     /// failed, the error).
     pub(crate) fn drain_pipeline(&self) -> Result<()> {
@@ -268,30 +312,8 @@ impl Shared {
         Ok(())
     }
 
-    /// The acknowledgement waiter: runs the waits leaders deferred, in write order, until
-    /// shutdown (and until the waits handed before it are run).
-    pub(crate) fn ack_waiter(&self) {
-        loop {
-            let next = {
-                let mut handed = self.pipeline.handed.lock();
-                loop {
-                    if let Some(next) = handed.pop_front() {
-                        break Some(next);
-                    }
-                    if self.is_shut_down() {
-                        break None;
-                    }
-                    self.pipeline.handed_ready.wait_for(&mut handed, Duration::from_millis(200));
-                }
-            };
-            let Some(Deferred { ticket, wait }) = next else { return };
-            let ok = self.failure().is_none() && self.wait_shipped(wait).is_ok();
-            self.complete(ticket, ok);
-        }
-    }
-
     /// Records the outcome of an entry, then publishes every entry at the head that is done.
-    fn complete(&self, ticket: u64, ok: bool) {
+    pub(super) fn complete(&self, ticket: u64, ok: bool) {
         let published = {
             let mut flight = self.pipeline.flight.lock();
             if let Some(entry) = flight.entries.iter_mut().find(|entry| entry.ticket == ticket) {
@@ -306,7 +328,7 @@ impl Shared {
             // After a failure nothing more is published: the commits behind it were told.
             let published = match last {
                 Some((scn, addr)) if self.failure().is_none() => {
-                    self.publish_durable(scn, addr);
+                    self.publish_durable(Some(scn), addr);
                     true
                 }
                 _ => false,
@@ -319,31 +341,14 @@ impl Shared {
         }
     }
 
-    fn publish_durable(&self, scn: Scn, addr: RedoAddr) {
-        let mut durable = self.durable_addr.lock();
-        *durable = addr;
-        self.durable_scn.store(scn.0, Ordering::Release);
-        self.redo_arrived.notify_all();
-    }
-
     /// Waits until the entry `ticket` is published.
-    fn await_published(&self, ticket: u64) -> Result<()> {
+    pub(super) fn await_published(&self, ticket: u64) -> Result<()> {
         let mut flight = self.pipeline.flight.lock();
         while flight.entries.front().is_some_and(|entry| entry.ticket <= ticket) {
             if let Some(error) = self.failure() {
                 return Err(error);
             }
             self.pipeline.changed.wait_for(&mut flight, Duration::from_millis(100));
-        }
-        Ok(())
-    }
-
-    fn check_going(&self) -> Result<()> {
-        if let Some(error) = self.failure() {
-            return Err(error);
-        }
-        if self.is_shut_down() {
-            return Err(RedoError::Shutdown);
         }
         Ok(())
     }

@@ -1,12 +1,14 @@
-//! Log switches: closing the current log, waiting until the next group may be reused, and the
-//! *stall* that answers the commits a failure (a full disk) holds up meanwhile.
+//! Log switches: closing the current log, waiting until the next group may be reused (and
+//! deciding the *stall*, `stall`, while a failure holds that up), opening the next log.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::waiters::{DONE, STALLED};
-use super::{CurrentLog, LogBytes, WriterState};
+use super::members::LogBytes;
+use super::stall::StallGuard;
+use super::switch_waits::{PhaseGuard, SwitchPhase};
+use super::{CurrentLog, WriterState};
 use crate::error::{RedoError, Result};
 use crate::format::{self, HeaderBlock, LogEnd, LogHeader};
 use crate::online_log::{MemberState, OnlineLog, Reuse};
@@ -14,24 +16,26 @@ use crate::ship::WriteKind;
 use crate::types::{LogSeq, RedoAddr, now_unix_us};
 use crate::{Shared, SwitchReason};
 
-/// Ends a stall when the wait for a reusable group ends, however it ends.
-struct StallGuard<'a>(&'a Shared);
-
-impl Drop for StallGuard<'_> {
-    fn drop(&mut self) {
-        if self.0.commit.lock().stall.is_some() {
-            self.0.set_stall(None);
-        }
-    }
-}
-
 impl Shared {
     /// Closes the current log (if any) and makes the next group current, waiting until that
     /// group may be reused.
     pub(crate) fn switch(&self, writer: &mut WriterState, reason: SwitchReason) -> Result<LogSeq> {
         let started = Instant::now();
+        // Sessions held up from here on are counted under the switch's phase.
+        let _switching =
+            PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::Completion));
         // A log is closed only behind writes whose fate is known (see `pipeline`).
-        self.drain_pipeline()?;
+        {
+            let _standby = (!self.log_writer.pipeline.is_empty()).then(|| {
+                PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::SyncStandby))
+            });
+            self.log_writer.drain_pipeline()?;
+        }
+        // Only the leader puts writes in flight, and this is the leader.
+        assert!(
+            self.log_writer.pipeline.is_empty(),
+            "a log is closed only behind a drained pipeline"
+        );
         let block_size = self.config.block_size;
         let block = block_size as usize;
         let mut header_block = std::mem::take(&mut writer.buffer);
@@ -64,6 +68,10 @@ impl Shared {
                 }
                 self.queue_archive(current.header.seq);
                 if let Some(wait) = wait {
+                    let _standby = PhaseGuard::enter(
+                        &self.log_writer.switch_clock,
+                        Some(SwitchPhase::SyncStandby),
+                    );
                     self.wait_shipped(wait)?;
                 }
             }
@@ -116,21 +124,22 @@ impl Shared {
                 offset: format::first_unit_offset(block_size),
             });
             writer.last_seq = seq;
-            *self.written_addr.lock() =
-                RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            let start = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
+            self.log_writer.advance_written(None, start);
             if let Some(wait) = wait {
+                // (The SYNC standby takes a standby log group for the new log meanwhile.)
+                let _standby = PhaseGuard::enter(
+                    &self.log_writer.switch_clock,
+                    Some(SwitchPhase::SyncStandby),
+                );
                 self.wait_shipped(wait)?;
             }
-            {
-                let mut durable = self.durable_addr.lock();
-                *durable = RedoAddr { seq, offset: format::first_unit_offset(block_size) };
-                self.redo_arrived.notify_all();
-            }
+            self.log_writer.publish_durable(None, start);
             Ok(seq)
         })();
         writer.buffer = header_block;
         let seq = result?;
-        self.waits.log_file_switch_completion.record_since(started);
+        self.waits.log_writer_switch.record_since(started);
         self.stats.log_switches.incr();
         self.table_changed.notify_all();
         tracing::info!(%seq, ?reason, "log switch");
@@ -140,10 +149,12 @@ impl Shared {
     /// Waits until group `index` may be reused: its log archived and checkpointed. While a
     /// failure blocks that (archiving or the checkpoint fails: a full disk), the commits
     /// waiting are told so at once (`set_stall`) instead of hanging until space returns; this
-    /// wait goes on, and their redo is written when it ends.
+    /// wait goes on, and their redo is written when it ends. The switch is in the phase of
+    /// what it waits for (`SwitchPhase::Archiving`, `Checkpoint`) meanwhile.
     fn wait_reusable(&self, index: usize) -> Result<()> {
-        let _stall = StallGuard(self);
-        let mut waited_for: Option<(Reuse, Instant)> = None;
+        let _stall = StallGuard(&self.log_writer);
+        let _phase =
+            PhaseGuard::enter(&self.log_writer.switch_clock, Some(SwitchPhase::Completion));
         let mut asked_checkpoint: Option<Instant> = None;
         let mut stalled: Option<String> = None;
         let mut table = self.table.lock();
@@ -181,16 +192,15 @@ impl Shared {
                 stalled = reason.clone();
                 // Never hold the table lock while waking the waiters (the commit lock).
                 drop(table);
-                self.set_stall(reason);
+                self.log_writer.set_stall(reason);
                 table = self.table.lock();
                 continue;
             }
-            let changed = waited_for.is_none_or(|(previous, _)| {
-                std::mem::discriminant(&previous) != std::mem::discriminant(&reuse)
-            });
-            if changed && let Some((previous, since)) = waited_for.take() {
-                self.record_switch_wait(previous, since);
-            }
+            self.log_writer.switch_clock.enter(Some(match reuse {
+                Reuse::Ready => SwitchPhase::Completion,
+                Reuse::NeedsArchiving(_) => SwitchPhase::Archiving,
+                Reuse::NeedsCheckpoint(_) => SwitchPhase::Checkpoint,
+            }));
             match reuse {
                 Reuse::Ready => break,
                 Reuse::NeedsArchiving(_) => {
@@ -217,62 +227,9 @@ impl Shared {
                     }
                 }
             }
-            if changed {
-                waited_for = Some((reuse, Instant::now()));
-            }
             self.table_changed.wait_for(&mut table, Duration::from_millis(100));
         }
         drop(table);
         Ok(())
-    }
-
-    /// Starts (`Some`) or ends (`None`) a stall: while it lasts, every commit waiting for
-    /// redo not yet durable gets `CommitStalled` at once, and so does every new one. Their
-    /// redo stays in the log buffer and is written when the switch goes through.
-    pub(crate) fn set_stall(&self, reason: Option<String>) {
-        let durable = self.durable_scn();
-        let mut wake = Vec::new();
-        {
-            let mut commit = self.commit.lock();
-            match (&commit.stall, &reason) {
-                (None, Some(reason)) => tracing::error!(
-                    %reason,
-                    "log writer stalled; commits not yet durable get an error until it goes on"
-                ),
-                (Some(_), None) => {
-                    tracing::info!("log switch goes on; commits are confirmed again")
-                }
-                (Some(old), Some(new)) if old != new => {
-                    tracing::warn!(reason = %new, "log writer still stalled, now because")
-                }
-                _ => {}
-            }
-            commit.stall = reason;
-            if commit.stall.is_some() {
-                // Commits the part of the batch written before the switch covered are done
-                // (the leader would only tell them once the stall ends); the others stall.
-                let mut index = 0;
-                while index < commit.waiters.len() {
-                    match commit.waiters[index].scn {
-                        Some(scn) => {
-                            let outcome = if scn <= durable { DONE } else { STALLED };
-                            wake.push((commit.waiters.swap_remove(index).slot, outcome));
-                        }
-                        None => index += 1,
-                    }
-                }
-            }
-        }
-        for (slot, outcome) in wake {
-            slot.complete(outcome);
-        }
-    }
-
-    fn record_switch_wait(&self, reuse: Reuse, since: Instant) {
-        match reuse {
-            Reuse::NeedsArchiving(_) => self.waits.log_file_switch_archiving.record_since(since),
-            Reuse::NeedsCheckpoint(_) => self.waits.log_file_switch_checkpoint.record_since(since),
-            Reuse::Ready => {}
-        }
     }
 }

@@ -7,7 +7,10 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::Waker;
 use std::thread::{self, Thread};
 
-use super::Settle;
+use std::time::Instant;
+
+use super::pipeline::Settle;
+use super::{LogWriter, SwitchMark};
 use crate::Shared;
 use crate::config::WriterMode;
 use crate::error::{RedoError, Result};
@@ -27,7 +30,7 @@ pub(super) const DONE: u8 = 1;
 pub(super) const LEAD: u8 = 2;
 pub(super) const FAILED: u8 = 3;
 /// The writer is stuck on a log switch that a failure blocks (a full disk): the commit is not
-/// durable yet, and its session is told so rather than left waiting (see `Shared::set_stall`).
+/// durable yet, and its session is told so rather than left waiting (see `stall`).
 pub(super) const STALLED: u8 = 4;
 
 /// How a waiter is woken: a parked thread, or an async task.
@@ -95,6 +98,14 @@ pub(super) struct Waiter {
 }
 
 impl Shared {
+    /// Records a committer's wait for durability that began at `started` (the clock at
+    /// `mark`): "log file sync", and its share of any log switch it overlapped.
+    pub(crate) fn record_commit_wait(&self, started: Instant, mark: &SwitchMark) {
+        let ended = Instant::now();
+        self.waits.log_file_sync.record(ended.saturating_duration_since(started));
+        self.log_writer.switch_clock.record(mark, ended);
+    }
+
     /// Waits until `scn` is durable. With `Urgency::Lead` the caller writes it as leader if
     /// nobody else is writing (in `WriterMode::Leader`; in dedicated mode it wakes the
     /// background writer instead); with `Urgency::Passive` it waits for a write someone
@@ -106,7 +117,7 @@ impl Shared {
             if self.durable_scn() >= scn {
                 return Ok(());
             }
-            let mut commit = self.commit.lock();
+            let mut commit = self.log_writer.commit.lock();
             if let Some(error) = self.failure() {
                 return Err(error);
             }
@@ -119,8 +130,8 @@ impl Shared {
             if let Some(reason) = &commit.stall {
                 return Err(RedoError::CommitStalled { scn, reason: reason.clone() });
             }
-            if may_lead && !commit.leader && !self.is_written(scn) {
-                commit.leader = true;
+            if may_lead && !commit.leader && !self.log_writer.is_written(scn) {
+                commit.lead();
                 drop(commit);
                 // A write that needs a log switch goes to the background writer (the switch
                 // may wait as long as a full disk lasts, and a stall must be able to answer
@@ -132,7 +143,7 @@ impl Shared {
             commit.waiters.push(Waiter { scn: Some(scn), may_lead, slot: slot.clone() });
             drop(commit);
             if wake_background {
-                self.background.notify();
+                self.log_writer.background.notify();
             }
             match slot.park() {
                 LEAD => may_lead = self.lead_unless_switching(Settle::Adaptive),
@@ -144,33 +155,25 @@ impl Shared {
         }
     }
 
-    /// Whether the log writer has written `scn` (it is in flight to SYNC standbys, or durable):
-    /// a committer waiting for it has nothing to lead.
-    pub(super) fn is_written(&self, scn: Scn) -> bool {
-        self.written_scn.load(Ordering::Acquire) >= scn.0
-    }
-
-    /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
-    pub(crate) fn wake_durable_waiters(&self) {
-        let durable = self.durable_scn();
-        self.complete_waiters(DONE, |scn| scn <= durable);
-    }
-
     /// From now on no redo is written or made durable, and every commit waiting (and every
     /// later one) gets `WriterFailed(reason)`; the first reason stays. Used when the database
     /// may not acknowledge anything more (fenced), or a ship wait failed.
     pub(crate) fn refuse_further_redo(&self, reason: &str) {
-        {
-            let mut failure = self.failure.lock();
-            if failure.is_some() {
-                return;
-            }
-            *failure = Some(reason.to_string());
+        if !self.log_writer.refuse(reason.to_string()) {
+            return;
         }
         self.buffer.close();
         tracing::warn!(reason, "the log writer refuses further redo");
         let durable = self.durable_scn();
-        self.complete_waiters(FAILED, |scn| scn > durable);
+        self.log_writer.complete_waiters(FAILED, |scn| scn > durable);
+    }
+}
+
+impl LogWriter {
+    /// Wakes every waiter whose SCN is durable now (after a write in flight was published).
+    pub(crate) fn wake_durable_waiters(&self) {
+        let durable = self.durable_scn();
+        self.complete_waiters(DONE, |scn| scn <= durable);
     }
 
     /// Takes every waiter for an SCN that `pick` chooses off the list and completes it with

@@ -396,8 +396,7 @@ impl RedoLog {
         shared.stats.archived_logs.incr();
         tracing::info!(%seq, bytes = end.end_offset, "standby: received a missing log (gap resolution)");
         // Apply may be waiting for this log.
-        let _durable = shared.durable_addr.lock();
-        shared.redo_arrived.notify_all();
+        shared.log_writer.wake_readers();
         Ok(())
     }
 }

@@ -383,7 +383,7 @@ impl RedoLog {
             {
                 shared.sync_members(group)?;
                 let durable = RedoAddr { seq: addr.seq, offset: receiving.written_end };
-                *shared.durable_addr.lock() = durable;
+                shared.log_writer.publish_received(durable, false);
                 (durable, true)
             } else {
                 (addr, false)
@@ -393,7 +393,7 @@ impl RedoLog {
         if published {
             // The end changed under the lock a reader checks it with before it waits
             // (`wait_for_redo`): a reader either saw the new end or is waiting now.
-            shared.redo_arrived.notify_all();
+            shared.log_writer.wake_readers();
         }
         Ok(acknowledged)
     }
@@ -490,9 +490,7 @@ impl RedoLog {
     }
 
     fn publish_received(&self, seq: LogSeq, offset: u64) {
-        let mut durable = self.shared.durable_addr.lock();
-        *durable = RedoAddr { seq, offset };
-        self.shared.redo_arrived.notify_all();
+        self.shared.log_writer.publish_received(RedoAddr { seq, offset }, true);
     }
 }
 

@@ -186,6 +186,20 @@ pub struct WaitReport {
     pub total_us: u64,
     pub avg_us: f64,
     pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl WaitReport {
+    fn of(event: &stats::WaitEventSnapshot) -> WaitReport {
+        WaitReport {
+            name: event.name.clone(),
+            count: event.count,
+            total_us: event.total_us,
+            avg_us: event.avg_us,
+            p99_us: event.p99_us,
+            max_us: event.max_us,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -227,6 +241,9 @@ pub struct DemoReport {
     pub commit_max_us: u64,
     pub phases: Vec<PhaseReport>,
     pub waits: Vec<WaitReport>,
+    /// Sessions held up at log switches, one per reason (`stats::LOG_FILE_SWITCH_WAITS`),
+    /// whether or not it made the top waits.
+    pub switch_waits: Vec<WaitReport>,
     pub stats: BTreeMap<String, u64>,
     pub log_switches: u64,
     pub archived_logs: u64,
@@ -254,6 +271,9 @@ pub struct Progress {
     pub commit_p99_us: u64,
     /// The wait events that took the most time in the last interval: name, milliseconds.
     pub top_waits: Vec<(String, f64)>,
+    /// Sessions held up at log switches in the last interval, by reason: name, milliseconds
+    /// (reasons not waited for are left out).
+    pub switch_waits: Vec<(String, f64)>,
     /// The standby's lags now (transport, apply), in milliseconds.
     pub lags_ms: Option<(f64, f64)>,
     /// Something that happened (a failover, say): printed instead of the figures.
@@ -270,6 +290,7 @@ impl Progress {
             commit_p50_us: 0,
             commit_p99_us: 0,
             top_waits: Vec::new(),
+            switch_waits: Vec::new(),
             lags_ms: None,
             event: Some(text),
         }
@@ -504,6 +525,9 @@ async fn drive(
             commit_p50_us: if interval.is_empty() { 0 } else { interval.value_at_quantile(0.5) },
             commit_p99_us: if interval.is_empty() { 0 } else { interval.value_at_quantile(0.99) },
             top_waits: top_wait_deltas(&previous, &status, 2),
+            switch_waits: wait_deltas(&previous, &status, |name| {
+                stats::LOG_FILE_SWITCH_WAITS.contains(&name)
+            }),
             lags_ms: lags_now,
             event: None,
         });
@@ -540,19 +564,8 @@ fn summary(
     let total = loaded.shared.total.lock();
     let commits = loaded.shared.commits.load(Ordering::Relaxed);
     let redo_bytes = end_status.metrics.stat("redo size");
-    let waits = end_status
-        .metrics
-        .waits
-        .iter()
-        .take(8)
-        .map(|event| WaitReport {
-            name: event.name.clone(),
-            count: event.count,
-            total_us: event.total_us,
-            avg_us: event.avg_us,
-            p99_us: event.p99_us,
-        })
-        .collect();
+    let waits = end_status.metrics.waits.iter().take(8).map(WaitReport::of).collect();
+    let switch_waits = end_status.metrics.log_switch_waits().iter().map(WaitReport::of).collect();
     let stats = [
         "redo size",
         "redo entries",
@@ -579,6 +592,7 @@ fn summary(
             commit_max_us: total.max(),
             phases: loaded.phases.clone(),
             waits,
+            switch_waits,
             log_switches: end_status.metrics.stat("redo log switches"),
             archived_logs: end_status.archive.archived_logs,
             data_dir: root.display().to_string(),
@@ -599,6 +613,7 @@ struct DemoReportParts {
     commit_max_us: u64,
     phases: Vec<PhaseReport>,
     waits: Vec<WaitReport>,
+    switch_waits: Vec<WaitReport>,
     log_switches: u64,
     archived_logs: u64,
     data_dir: String,
@@ -628,6 +643,7 @@ impl DemoReportParts {
             commit_max_us: self.commit_max_us,
             phases: self.phases,
             waits: self.waits,
+            switch_waits: self.switch_waits,
             stats,
             log_switches: self.log_switches,
             archived_logs: self.archived_logs,
@@ -705,19 +721,30 @@ fn top_wait_deltas(
     after: &admin::ServerStatus,
     count: usize,
 ) -> Vec<(String, f64)> {
-    let mut deltas: Vec<(String, f64)> = after
+    let mut deltas = wait_deltas(before, after, |_| true);
+    deltas.sort_by(|a, b| b.1.total_cmp(&a.1));
+    deltas.truncate(count);
+    deltas
+}
+
+/// Milliseconds waited between two statuses on each event `pick` chooses (none left out
+/// that waited).
+fn wait_deltas(
+    before: &admin::ServerStatus,
+    after: &admin::ServerStatus,
+    pick: impl Fn(&str) -> bool,
+) -> Vec<(String, f64)> {
+    after
         .metrics
         .waits
         .iter()
+        .filter(|event| pick(&event.name))
         .map(|event| {
             let previous = before.metrics.wait(&event.name).map_or(0, |previous| previous.total_us);
             (event.name.clone(), event.total_us.saturating_sub(previous) as f64 / 1000.0)
         })
         .filter(|(_, ms)| *ms > 0.0)
-        .collect();
-    deltas.sort_by(|a, b| b.1.total_cmp(&a.1));
-    deltas.truncate(count);
-    deltas
+        .collect()
 }
 
 /// A free port on loopback (for the members' fixed addresses in the configuration form).

@@ -66,6 +66,20 @@ pub fn render(report: &DemoReport) -> String {
             event.p99_us
         );
     }
+    let _ =
+        writeln!(out, "  waits at log switches (sessions held up, by what the switch waited for):");
+    for event in &report.switch_waits {
+        let _ = writeln!(
+            out,
+            "    {:<40} {:>9} waits {:>10.1} ms  avg {:>8.1} µs  p99 {:>7} µs  max {:>7} µs",
+            event.name,
+            event.count,
+            event.total_us as f64 / 1000.0,
+            event.avg_us,
+            event.p99_us,
+            event.max_us
+        );
+    }
     if let (Some(standby), Some(lag)) = (&report.standby, &report.lag) {
         let _ = writeln!(
             out,

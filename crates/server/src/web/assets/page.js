@@ -220,6 +220,32 @@
     document.getElementById('capacity').textContent = String(Math.round(view.capacity / 60));
   }
 
+  // ---- waits at log switches -------------------------------------------------------------
+
+  // What a session held up by a log switch waits for, one wait event per reason (the server's
+  // stats::LOG_FILE_SWITCH_WAITS, in its order).
+  const SWITCH_WAITS = ['log file switch (checkpoint incomplete)', 'log file switch (archiving needed)',
+    'log file switch (SYNC standby)', 'log file switch completion'];
+
+  function renderSwitchWaits() {
+    const status = view.status;
+    if (!status) return;
+    const body = document.querySelector('#switch-waits tbody');
+    body.replaceChildren(...SWITCH_WAITS.map(function (name) {
+      const wait = status.metrics.waits.find(function (w) { return w.name === name; });
+      const ms = function (us) { return wait ? (us / 1000).toFixed(1) : '-'; };
+      const count = wait ? wait.count : 0;
+      return el('tr', { 'data-wait': name, 'data-count': String(count) }, [
+        el('td', { text: name }),
+        el('td', { class: 'num', text: String(count) }),
+        el('td', { class: 'num', text: ms(wait && wait.total_us) }),
+        el('td', { class: 'num', text: ms(wait && wait.avg_us) }),
+        el('td', { class: 'num', text: ms(wait && wait.p99_us) }),
+        el('td', { class: 'num', text: ms(wait && wait.max_us) }),
+      ]);
+    }));
+  }
+
   // ---- the charts ------------------------------------------------------------------------
 
   // Dashed vertical lines where the log sequence moved on, labelled with the new sequence.
@@ -412,6 +438,7 @@
 
   function render() {
     renderConfiguration();
+    renderSwitchWaits();
     renderCharts();
     const updated = document.getElementById('updated');
     updated.classList.remove('stale');
