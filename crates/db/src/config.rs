@@ -29,7 +29,10 @@ pub struct DbConfig {
     /// sessions (PostgreSQL's `checkpoint_completion_target`). A checkpoint somebody waits for
     /// (a log switch, writers at `dirty_bytes_max`, shutdown, a role change) is never paced,
     /// and a paced one hurries as soon as one is. 0: write at once. Bounds: 0..=0.9.
-    /// Default: 0.5.
+    /// Default: 0, measured: under a durable SET at 50 clients, 0.5 cost a tenth of the rate
+    /// (61k against 67k SET/s, the median second 61k against 78k) and left the slowest second
+    /// as slow: while a paced checkpoint runs, its rows stay a second large layer that every
+    /// lookup searches, and redb writes its pages at the commit all the same.
     pub checkpoint_completion_target: f64,
 
     /// Changed-but-not-checkpointed data beyond which writers wait for a checkpoint ("free
@@ -77,7 +80,7 @@ impl Default for DbConfig {
             dir: PathBuf::from("data"),
             checkpoint_interval: Duration::from_secs(30),
             checkpoint_dirty_bytes: 64 << 20,
-            checkpoint_completion_target: 0.5,
+            checkpoint_completion_target: 0.0,
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
             checkpoint_retry_interval: Duration::from_secs(1),

@@ -243,9 +243,12 @@ fn dbsize_answers_while_plain_sets_go_on() {
     assert_eq!(db.dbsize().unwrap(), 40_000);
     let stop = Arc::new(AtomicBool::new(false));
     let sets = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // SETs begun: one is visible to DBSIZE from its append on, before `transact` returns and
+    // it is counted in `sets`.
+    let begun = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let writers: Vec<_> = (0..2u64)
         .map(|seed| {
-            let (db, stop, sets) = (db.clone(), stop.clone(), sets.clone());
+            let (db, stop, sets, begun) = (db.clone(), stop.clone(), sets.clone(), begun.clone());
             thread::spawn(move || {
                 let mut rng = StdRng::seed_from_u64(seed);
                 while !stop.load(Ordering::Acquire) {
@@ -257,6 +260,7 @@ fn dbsize_answers_while_plain_sets_go_on() {
                         rng.random::<u64>()
                     ));
                     let op = Op::set(key, Bytes::from_static(b"y"), SetCondition::Always);
+                    begun.fetch_add(1, Ordering::AcqRel);
                     db.transact(&[op], WAIT).unwrap();
                     sets.fetch_add(1, Ordering::Relaxed);
                 }
@@ -266,13 +270,13 @@ fn dbsize_answers_while_plain_sets_go_on() {
     thread::sleep(Duration::from_millis(300));
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let counter = {
-        let (db, sets) = (db.clone(), sets.clone());
+        let (db, sets, begun) = (db.clone(), sets.clone(), begun.clone());
         thread::Builder::new()
             .name("slow-reader".into())
             .spawn(move || {
-                let before = sets.load(Ordering::Relaxed);
+                let before = sets.load(Ordering::Acquire);
                 let keys = db.dbsize().unwrap();
-                let after = sets.load(Ordering::Relaxed);
+                let after = begun.load(Ordering::Acquire);
                 done_tx.send((before, keys, after)).unwrap();
             })
             .unwrap()
@@ -290,7 +294,8 @@ fn dbsize_answers_while_plain_sets_go_on() {
     let (before, keys, after) = answered.unwrap_or_else(|_| {
         panic!("DBSIZE did not answer within 30 s while writes went on ({sets_meanwhile} SETs)")
     });
-    // The count as at one moment while it ran (every SET made a new key).
+    // The count as at one moment while it ran (every SET made a new key): at least the SETs
+    // done before it began, at most those begun before it ended.
     assert!(
         (40_000 + before..=40_000 + after).contains(&keys),
         "DBSIZE {keys}, between {} and {}",
