@@ -132,6 +132,8 @@ impl Inner {
         if self.checkpoints_suspended.load(Ordering::Acquire) {
             return Ok(self.checkpoint.lock().last_scn);
         }
+        // Read before `checkpoint` is taken: nothing of the redo log is asked under it.
+        let writing = self.redo.written_addr().seq.0;
         let spread = {
             let mut state = self.checkpoint.lock();
             let now = Instant::now();
@@ -139,7 +141,7 @@ impl Inner {
             // What asked for this one is answered by it; a later ask hurries it.
             state.urgent = false;
             if paced {
-                state.began = Some((now, self.redo.written_addr().seq.0));
+                state.began = Some((now, writing));
             }
             spread
         };
@@ -277,6 +279,7 @@ impl Inner {
         let mut last = Instant::now();
         loop {
             {
+                let writing = self.redo.written_addr().seq.0;
                 let mut state = self.checkpoint.lock();
                 let wait = if state.last_error.is_some() {
                     self.config.checkpoint_retry_interval
@@ -296,8 +299,7 @@ impl Inner {
                 // A log switch since the last one began: checkpointing now, the group just
                 // filled is covered long before the log writer comes back to it (incremental
                 // checkpointing: small checkpoints, each spread over the time to the next).
-                let switched =
-                    state.began.is_some_and(|(_, seq)| self.redo.written_addr().seq.0 > seq);
+                let switched = state.began.is_some_and(|(_, seq)| writing > seq);
                 let due = state.requested
                     || switched
                     || state.last_error.is_some()
