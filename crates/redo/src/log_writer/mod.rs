@@ -331,23 +331,27 @@ impl WriterState {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use stats::Metrics;
-
-    use super::waiters::WaitSlot;
-    use super::*;
-
-    fn log_writer() -> LogWriter {
-        // Redo durable up to SCN 10, at offset 4096 of log 1.
+impl LogWriter {
+    /// A log writer on its own, for its unit tests: redo durable up to SCN 10, at offset 4096
+    /// of log 1.
+    pub(crate) fn for_tests() -> LogWriter {
         LogWriter::new(
             Scn(11),
             LogSeq(1),
             RedoAddr { seq: LogSeq(1), offset: 4096 },
             Arc::new(Signal::default()),
-            Arc::new(SwitchClock::new(&Metrics::new())),
+            Arc::new(SwitchClock::new(&stats::Metrics::new())),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::waiters::WaitSlot;
+    use super::*;
+
+    fn log_writer() -> LogWriter {
+        LogWriter::for_tests()
     }
 
     #[test]

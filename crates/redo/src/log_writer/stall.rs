@@ -78,23 +78,13 @@ impl LogWriter {
 mod tests {
     use std::sync::Arc;
 
-    use stats::Metrics;
-
+    use super::super::LogWriter;
     use super::super::waiters::{WAITING, WaitSlot, Waiter};
-    use super::super::{LogWriter, SwitchClock};
     use super::*;
-    use crate::log_buffer::Signal;
-    use crate::types::{LogSeq, RedoAddr, Scn};
+    use crate::types::Scn;
 
     fn log_writer() -> LogWriter {
-        // Redo durable up to SCN 10, at offset 4096 of log 1.
-        LogWriter::new(
-            Scn(11),
-            LogSeq(1),
-            RedoAddr { seq: LogSeq(1), offset: 4096 },
-            Arc::new(Signal::default()),
-            Arc::new(SwitchClock::new(&Metrics::new())),
-        )
+        LogWriter::for_tests()
     }
 
     fn wait(log_writer: &LogWriter, scn: Option<Scn>) -> Arc<WaitSlot> {
