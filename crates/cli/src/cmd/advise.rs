@@ -31,6 +31,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<()> {
         mean_bytes_per_s: Some(observed.mean_log_bytes_per_s()),
         switch_interval: args.switch_interval,
         archive_bytes_per_s: observed.archive_bytes_per_s,
+        checkpoint_s: observed.checkpoint_s,
         current: Some((observed.log_file_size, observed.groups)),
     });
     print!("{}", observed.text());

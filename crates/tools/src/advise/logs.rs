@@ -57,6 +57,10 @@ pub struct ObservedRedo {
     /// The slowest archiver copy among the recent archived logs, bytes per second: from the
     /// switch that closed a log to its archived copy being durable.
     pub archive_bytes_per_s: Option<f64>,
+    /// How long a checkpoint takes, seconds: the p99 of its "db file parallel write" wait
+    /// (writing the data files and making them durable), if one ran.
+    #[serde(default)]
+    pub checkpoint_s: Option<f64>,
     /// The recent archived logs, oldest first: what they held and when.
     pub recent_logs: Vec<LogSpan>,
     /// From `/history`: "redo size" per second, oldest first.
@@ -179,7 +183,19 @@ struct Archived {
 #[derive(Deserialize)]
 struct Metrics {
     stats: std::collections::BTreeMap<String, u64>,
+    #[serde(default)]
+    waits: Vec<Wait>,
 }
+
+#[derive(Deserialize)]
+struct Wait {
+    name: String,
+    count: u64,
+    p99_us: u64,
+}
+
+/// The wait event a checkpoint's writing of the data files is timed by.
+pub const CHECKPOINT_WAIT: &str = "db file parallel write";
 
 #[derive(Deserialize)]
 struct History {
@@ -222,6 +238,12 @@ pub fn observed(source: &str, status: &str, history: Option<&str>) -> anyhow::Re
         .filter(|log| log.completed_us > log.next_time_us)
         .map(|log| log.size_bytes as f64 / ((log.completed_us - log.next_time_us) as f64 / 1e6))
         .min_by(f64::total_cmp);
+    let checkpoint_s = status
+        .metrics
+        .waits
+        .iter()
+        .find(|wait| wait.name == CHECKPOINT_WAIT && wait.count > 0)
+        .map(|wait| wait.p99_us as f64 / 1e6);
     let history = match history {
         None => None,
         Some(text) => {
@@ -252,6 +274,7 @@ pub fn observed(source: &str, status: &str, history: Option<&str>) -> anyhow::Re
         archived_logs: archive.archived_logs,
         fastest_log,
         archive_bytes_per_s,
+        checkpoint_s,
         recent_logs,
         history,
     })
@@ -335,6 +358,9 @@ pub struct LogSizingInput {
     pub switch_interval: Duration,
     /// How fast the archiver copies a log (the slowest seen), bytes per second.
     pub archive_bytes_per_s: Option<f64>,
+    /// How long a checkpoint takes (its p99), seconds.
+    #[serde(default)]
+    pub checkpoint_s: Option<f64>,
     /// The member's log file size and group count now.
     pub current: Option<(u64, u32)>,
 }
@@ -352,6 +378,13 @@ pub struct LogAdvice {
     pub switch_at_mean_s: Option<f64>,
     /// Seconds to archive one log of `log_file_size`.
     pub archive_s: Option<f64>,
+    /// What the archiver needs (`2 + ⌈archive / switch⌉`) and what the checkpointer needs
+    /// (`2 + ⌈2 × checkpoint / switch⌉`), each if known: `groups` is the larger, at least
+    /// `GROUPS_MIN`.
+    #[serde(default)]
+    pub groups_for_archiving: Option<u32>,
+    #[serde(default)]
+    pub groups_for_checkpoints: Option<u32>,
     pub groups: u32,
     /// Standby logs: the same size, one group more (what the receiver needs while the last
     /// one is archived).
@@ -378,6 +411,22 @@ pub fn round_log_size(bytes: f64) -> u64 {
     rounded.min(LOG_FILE_SIZE_MAX)
 }
 
+/// The groups that let a log switch every `switch_s` seconds never wait for work that takes
+/// `busy_s` seconds after a group fills: a filled group is written again (groups − 1) switches
+/// later, so `2 + ⌈busy / switch⌉` (one group spare), at least `GROUPS_MIN`, at most
+/// `GROUPS_MAX`.
+///
+/// For the archiver, `busy_s` is one log's copy. For the checkpointer it is twice a checkpoint:
+/// the checkpoint that frees a group must begin after the group filled, and may have to wait
+/// for the one running then to end first.
+pub fn groups_for(busy_s: f64, switch_s: f64) -> u32 {
+    let switches = (busy_s / switch_s.max(1e-9)).ceil();
+    if !switches.is_finite() || switches >= f64::from(GROUPS_MAX) {
+        return GROUPS_MAX;
+    }
+    (2 + switches.max(0.0) as u32).clamp(GROUPS_MIN, GROUPS_MAX)
+}
+
 /// Computes the advice. Pure.
 pub fn size_logs(input: &LogSizingInput) -> LogAdvice {
     let peak = input.peak_bytes_per_s.max(1e-9);
@@ -387,10 +436,13 @@ pub fn size_logs(input: &LogSizingInput) -> LogAdvice {
     let capped = exact_bytes > LOG_FILE_SIZE_MAX as f64;
     let switch_at_peak_s = log_file_size as f64 / peak;
     let archive_s = input.archive_bytes_per_s.map(|rate| log_file_size as f64 / rate.max(1e-9));
-    // A filled group is written again (groups − 1) switches later; archiving must be done by
-    // then, with one group to spare.
-    let groups = archive_s
-        .map_or(GROUPS_MIN, |archive_s| 2 + (archive_s / switch_at_peak_s).ceil() as u32)
+    let groups_for_archiving = archive_s.map(|archive_s| groups_for(archive_s, switch_at_peak_s));
+    let groups_for_checkpoints =
+        input.checkpoint_s.map(|checkpoint_s| groups_for(2.0 * checkpoint_s, switch_at_peak_s));
+    let groups = groups_for_archiving
+        .into_iter()
+        .chain(groups_for_checkpoints)
+        .fold(GROUPS_MIN, u32::max)
         .clamp(GROUPS_MIN, GROUPS_MAX);
     LogAdvice {
         input: input.clone(),
@@ -403,6 +455,8 @@ pub fn size_logs(input: &LogSizingInput) -> LogAdvice {
             .filter(|mean| *mean > 0.0)
             .map(|mean| log_file_size as f64 / mean),
         archive_s,
+        groups_for_archiving,
+        groups_for_checkpoints,
         groups,
         standby_groups: (groups + 1).min(GROUPS_MAX),
         current_switch_at_peak_s: input.current.map(|(size, _)| size as f64 / peak),
@@ -494,6 +548,13 @@ impl ObservedRedo {
                 mb_per_s(rate)
             );
         }
+        if let Some(checkpoint_s) = self.checkpoint_s {
+            let _ = writeln!(
+                t,
+                "  checkpoints       p99 {} to write the data files (\"{CHECKPOINT_WAIT}\")",
+                format_seconds(checkpoint_s)
+            );
+        }
         t
     }
 }
@@ -548,30 +609,56 @@ impl LogAdvice {
                 .map(|mean| format!(", every {} at the mean", format_seconds(mean)))
                 .unwrap_or_default()
         );
-        match self.archive_s {
-            Some(archive_s) => {
+        let mut rules = Vec::new();
+        if let (Some(archive_s), Some(groups)) = (self.archive_s, self.groups_for_archiving) {
+            let _ = writeln!(
+                t,
+                "  groups       a filled group is written again (groups − 1) switches later, so each rule is 2 + ⌈busy / {}⌉ (one spare):",
+                format_seconds(self.switch_at_peak_s)
+            );
+            let _ = writeln!(
+                t,
+                "               archiving a {} log at {} takes {}: 2 + ⌈{} / {}⌉ = {groups}",
+                format_bytes(self.log_file_size),
+                mb_per_s(input.archive_bytes_per_s.unwrap_or(0.0)),
+                format_seconds(archive_s),
+                format_seconds(archive_s),
+                format_seconds(self.switch_at_peak_s),
+            );
+            rules.push(groups.to_string());
+        }
+        if let (Some(checkpoint_s), Some(groups)) =
+            (input.checkpoint_s, self.groups_for_checkpoints)
+        {
+            if rules.is_empty() {
                 let _ = writeln!(
                     t,
-                    "  groups       archiving a {} log at {} takes {}; a filled group is written again (groups − 1) switches later,",
-                    format_bytes(self.log_file_size),
-                    mb_per_s(input.archive_bytes_per_s.unwrap_or(0.0)),
-                    format_seconds(archive_s)
-                );
-                let _ = writeln!(
-                    t,
-                    "               so groups = max({GROUPS_MIN}, 2 + ⌈{} / {}⌉) = {} (one written, one archived and checkpointed, one spare)",
-                    format_seconds(archive_s),
-                    format_seconds(self.switch_at_peak_s),
-                    self.groups
+                    "  groups       a filled group is written again (groups − 1) switches later, so each rule is 2 + ⌈busy / {}⌉ (one spare):",
+                    format_seconds(self.switch_at_peak_s)
                 );
             }
-            None => {
-                let _ = writeln!(
-                    t,
-                    "  groups       {} (no archived log to time the archiver by: one written, one archived and checkpointed, one spare)",
-                    self.groups
-                );
-            }
+            let _ = writeln!(
+                t,
+                "               a checkpoint takes {} (p99), and the one that frees a group may wait for the one running: 2 + ⌈2 × {} / {}⌉ = {groups}",
+                format_seconds(checkpoint_s),
+                format_seconds(checkpoint_s),
+                format_seconds(self.switch_at_peak_s),
+            );
+            rules.push(groups.to_string());
+        }
+        if rules.is_empty() {
+            let _ = writeln!(
+                t,
+                "  groups       {} (no archived log or checkpoint to time: one written, one archived and checkpointed, one spare)",
+                self.groups
+            );
+        } else {
+            let _ = writeln!(
+                t,
+                "               so groups = max({GROUPS_MIN}, {}) = {}",
+                rules.join(", "),
+                self.groups
+            );
         }
         let _ = writeln!(
             t,
@@ -616,6 +703,7 @@ mod tests {
             mean_bytes_per_s: Some(peak / 4.0),
             switch_interval: Duration::from_secs(interval_s),
             archive_bytes_per_s: archive,
+            checkpoint_s: None,
             current: Some((16 << 20, 4)),
         }
     }
@@ -674,6 +762,39 @@ mod tests {
     }
 
     #[test]
+    fn slow_checkpoints_need_more_groups() {
+        // The demo's batch: 16 MiB logs at 50 MB/s switch every 336 ms; a checkpoint of 1 s
+        // may have to wait for the one running: 2 + ⌈2 s / 336 ms⌉ = 8 groups.
+        let mut sizing = input(50e6, 0, None);
+        sizing.switch_interval = Duration::from_millis(335);
+        sizing.checkpoint_s = Some(1.0);
+        let advice = size_logs(&sizing);
+        assert_eq!(advice.log_file_size, 16 << 20);
+        assert_eq!(advice.groups_for_checkpoints, Some(8));
+        assert_eq!((advice.groups, advice.standby_groups), (8, 9));
+        let text = advice.text(&rate(50e6));
+        assert!(text.contains("2 + ⌈2 × 1.0 s / 336 ms⌉ = 8"), "{text}");
+        assert!(text.contains("so groups = max(3, 8) = 8"), "{text}");
+        // The archiver's rule still counts when it needs more.
+        sizing.archive_bytes_per_s = Some(10e6);
+        let advice = size_logs(&sizing);
+        // 1.7 s to archive a log: 2 + ⌈1.7 s / 336 ms⌉ = 7, fewer than the checkpoints need.
+        let archive_s = advice.archive_s.unwrap();
+        assert_eq!(
+            advice.groups_for_archiving,
+            Some(2 + (archive_s / advice.switch_at_peak_s).ceil() as u32)
+        );
+        assert!(advice.groups_for_archiving.unwrap() <= 8);
+        assert_eq!(advice.groups, 8);
+        sizing.archive_bytes_per_s = Some(4e6);
+        assert_eq!(size_logs(&sizing).groups, 2 + 13);
+        // Quick checkpoints need only the least; an absurd one the most the engine takes.
+        assert_eq!(groups_for(2.0 * 0.01, 900.0), GROUPS_MIN);
+        assert_eq!(groups_for(1e12, 1.0), GROUPS_MAX);
+        assert_eq!(groups_for(f64::INFINITY, 1.0), GROUPS_MAX);
+    }
+
+    #[test]
     fn a_real_status_gives_its_rates_and_logs() {
         let observed = observed("fixture", STATUS, Some(HISTORY)).unwrap();
         assert_eq!(observed.role, "primary");
@@ -718,8 +839,14 @@ mod tests {
         // A one-second interval: the busiest second of logs, faster than the whole span.
         let burst = observed.sizing_rate(Duration::from_secs(1)).unwrap();
         assert!(!burst.short && burst.window_s >= 1.0 && burst.bytes_per_s > sized.bytes_per_s);
+        // Its checkpoints, from the "db file parallel write" wait.
+        let waits = status["metrics"]["waits"].as_array().unwrap();
+        let checkpoint = waits.iter().find(|wait| wait["name"] == CHECKPOINT_WAIT).unwrap();
+        let p99_s = checkpoint["p99_us"].as_u64().unwrap() as f64 / 1e6;
+        assert_eq!(observed.checkpoint_s, Some(p99_s));
         let text = observed.text();
         assert!(text.contains("fastest log       log 9: 4.0 MiB in"), "{text}");
+        assert!(text.contains("checkpoints       p99"), "{text}");
         assert!(text.contains("of 12 archived logs"), "{text}");
         assert!(text.contains("last 15 s of \"redo size\": peak second 11.75 MB/s"), "{text}");
         let advice = size_logs(&LogSizingInput {
@@ -727,6 +854,7 @@ mod tests {
             mean_bytes_per_s: Some(observed.mean_log_bytes_per_s()),
             switch_interval: SWITCH_INTERVAL_DEFAULT,
             archive_bytes_per_s: observed.archive_bytes_per_s,
+            checkpoint_s: observed.checkpoint_s,
             current: Some((observed.log_file_size, observed.groups)),
         });
         assert!(advice.text(&sized).contains("less than the switch interval"));

@@ -303,6 +303,19 @@ pub const DEMO_LOG_FILE_SIZE: u64 = 16 << 20;
 /// rounded, as `redoguard bench apply` measured them with the demo's own workloads
 /// (docs/bench/apply.txt).
 pub const DEMO_REDO_MB_PER_S: [(&str, f64); 2] = [("OLTP", 1.0), ("batch", 50.0)];
+/// How long one of its checkpoints takes in the batch phase on the development machine,
+/// seconds: the p99 of "db file parallel write" over demo runs on 2026-11-28 (0.6–1.4 s, the
+/// longest when other builds ran beside it).
+pub const DEMO_CHECKPOINT_S: f64 = 1.0;
+
+/// The demo's online log groups (a standby in the single-role form gets one more): what
+/// `redoguard advise` computes for its fastest phase's switches and its checkpoints, so that a
+/// log switch does not wait for a checkpoint ("log file switch (checkpoint incomplete)").
+pub fn demo_groups() -> u32 {
+    let fastest = DEMO_REDO_MB_PER_S.iter().map(|(_, mb_per_s)| *mb_per_s).fold(0.0, f64::max);
+    let switch_s = tools::advise::logs::switch_interval_s(DEMO_LOG_FILE_SIZE, fastest * 1e6);
+    tools::advise::logs::groups_for(2.0 * DEMO_CHECKPOINT_S, switch_s)
+}
 
 /// Why the demo's logs are as small as they are, with the switch interval they give at the
 /// redo it generates: the line it prints first.
@@ -319,10 +332,16 @@ pub fn log_size_note() -> String {
             )
         })
         .collect();
+    let fastest = DEMO_REDO_MB_PER_S.iter().map(|(_, mb_per_s)| *mb_per_s).fold(0.0, f64::max);
+    let switch_s = tools::advise::logs::switch_interval_s(DEMO_LOG_FILE_SIZE, fastest * 1e6);
     format!(
-        "online logs of {}: a log switch every {} here; small on purpose, so that switches, archiving and checkpoints all happen within a short demo. In production, size them for a switch every 15-20 minutes at the peak: `redoguard advise --from-status http://HOST:PORT/status`",
+        "online logs of {}: a log switch every {} here; small on purpose, so that switches, archiving and checkpoints all happen within a short demo. {} groups, so that a switch never waits for a checkpoint: one takes up to {} here, and the one that frees a group may first wait for the one running, so 2 + ⌈2 × {} / {}⌉, as `redoguard advise` counts. In production, size them for a switch every 15-20 minutes at the peak: `redoguard advise --from-status http://HOST:PORT/status`",
         units::format_bytes(DEMO_LOG_FILE_SIZE),
-        switches.join(", every ")
+        switches.join(", every "),
+        demo_groups(),
+        tools::advise::logs::format_seconds(DEMO_CHECKPOINT_S),
+        tools::advise::logs::format_seconds(DEMO_CHECKPOINT_S),
+        tools::advise::logs::format_seconds(switch_s),
     )
 }
 
@@ -775,5 +794,8 @@ mod tests {
         // 16 MiB at 1 MB/s: 16.8 s; at 50 MB/s: 336 ms.
         assert!(note.starts_with("online logs of 16.0 MiB: a log switch every 16.8 s in its OLTP phase (about 1 MB/s of redo), every 336 ms in its batch phase (about 50 MB/s"), "{note}");
         assert!(note.contains("advise --from-status"), "{note}");
+        // 2 + ⌈2 s / 336 ms⌉ = 8.
+        assert_eq!(demo_groups(), 8);
+        assert!(note.contains("8 groups, so that a switch never waits for a checkpoint: one takes up to 1.0 s here, and the one that frees a group may first wait for the one running, so 2 + ⌈2 × 1.0 s / 336 ms⌉"), "{note}");
     }
 }

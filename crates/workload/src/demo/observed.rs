@@ -15,7 +15,7 @@ use anyhow::Context as _;
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
+    DEMO_CONFIG, DemoConfig, demo_groups, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
     SwitchoverReport, auth_section, compare, drive, free_port, loopback, make_certificates,
     summary, tls_section,
 };
@@ -218,7 +218,7 @@ pub async fn run(
         // The same number of groups on both: either may be the standby.
         let text = format!(
             "{}{}{}\n[replication]\nmember = \"{}\"\nrole = \"{role}\"\n{shared}",
-            DEMO_CONFIG.replace("GROUPS", "4"),
+            DEMO_CONFIG.replace("GROUPS", &demo_groups().to_string()),
             tls(member.name),
             auth,
             member.name

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, auth_section, compare, drive,
+    DEMO_CONFIG, DemoConfig, demo_groups, DemoReport, Progress, StandbyOptions, auth_section, compare, drive,
     make_certificates, summary, tls_section, wait_applied_all_received,
 };
 use crate::process::ServerProcess;
 
 fn primary_config(standby: Option<(&StandbyOptions, std::net::SocketAddr)>) -> String {
-    let mut text = DEMO_CONFIG.replace("GROUPS", "3");
+    let mut text = DEMO_CONFIG.replace("GROUPS", &demo_groups().to_string());
     if let Some((options, redo)) = standby {
         text.push_str(&format!(
             "[replication]\nrole = \"primary\"\nprotection_mode = \"{}\"\n[[replication.destinations]]\nname = \"standby\"\naddress = \"{redo}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"5s\"\nreopen = \"500ms\"\n",
@@ -26,7 +26,7 @@ fn primary_config(standby: Option<(&StandbyOptions, std::net::SocketAddr)>) -> S
 
 fn standby_config() -> String {
     // One more standby log group than the primary has.
-    DEMO_CONFIG.replace("GROUPS", "4")
+    DEMO_CONFIG.replace("GROUPS", &(demo_groups() + 1).to_string())
         + "[replication]\nrole = \"standby\"\n[replication.standby]\nlisten = \"127.0.0.1:0\"\n"
 }
 
