@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use super::async_cpu::{Sum, summed};
 use super::limits::measure_limits;
-use super::members::{Layout, primary_destinations};
+use super::members::{
+    Layout, add_cpu_since, members_cpu_text, per_commit, primary_destinations, standbys_cpu_seconds,
+};
 use super::runs::{Bench, CaseKind};
 use super::setup::{Mode, Setup};
 use super::steady::SteadyLoad;
@@ -113,6 +115,8 @@ fn rounds(
         sample_lag: false,
     };
     let mut sums: [Sum; 3] = Default::default();
+    // Each setup's standbys' CPU seconds over its rounds, by member.
+    let mut members: [std::collections::BTreeMap<String, f64>; 3] = Default::default();
     for (index, layout) in ORDER.into_iter().enumerate() {
         crate::interrupt::check()?;
         let position = index as u32 + 1;
@@ -130,6 +134,7 @@ fn rounds(
             load.commits_per_s
         );
         let mode = Mode::Routes(layout);
+        let cpu_before = standbys_cpu_seconds(layout, setup);
         let round = bench
             .steady_measured(setup, mode, load, None, CaseKind::of(Experiment::FanOut))
             .map(|(mut case, mut problems, measured)| {
@@ -140,11 +145,13 @@ fn rounds(
                 problems.extend(forwarding);
                 (case, problems, measured)
             });
+        add_cpu_since(&mut members[slot], &cpu_before, &standbys_cpu_seconds(layout, setup));
         sums[slot].add(position, round, &what, report)?;
     }
-    for (sum, layout) in sums.into_iter().zip(LAYOUTS) {
+    for ((sum, layout), members) in sums.into_iter().zip(LAYOUTS).zip(members) {
         if let Some(mut case) = summed(sum, ORDER_TEXT) {
             case.standbys = Some(primary_destinations(layout));
+            case.member_cpu_us_per_commit = per_commit(&members, case.commits.unwrap_or(0));
             report.cases.push(case);
         }
     }
@@ -253,6 +260,32 @@ pub(super) fn table(report: &TransportReport) -> String {
                 super::report::verdict(&Some(target.clone()))
             );
         }
+    }
+    // The primary's redo senders and status readers (`redo-send-*`, `redo-recv-*`): what
+    // shipping costs it, apart from the sessions and the log writer, whose CPU per commit
+    // follows how many commits a log write carries.
+    let transport = |case: &TransportCase| {
+        case.cpu_us_per_commit_by_thread.as_ref().map(|threads| {
+            threads
+                .iter()
+                .filter(|(name, _)| {
+                    name.starts_with("redo-send-") || name.starts_with("redo-recv-")
+                })
+                .map(|(_, us)| us)
+                .sum::<f64>()
+        })
+    };
+    for case in &cases {
+        let shipping = transport(case);
+        let _ = writeln!(
+            out,
+            "  {:<22} the primary's senders and status readers {} µs per commit (x one {}), its other threads {} µs; the standbys' CPU µs per commit: {}",
+            case.mode,
+            figure(shipping, 1),
+            ratio(shipping, one.and_then(|one| transport(one))),
+            figure(shipping.zip(case.cpu_us_per_commit).map(|(t, all)| all - t), 1),
+            members_cpu_text(case)
+        );
     }
     let _ = writeln!(
         out,

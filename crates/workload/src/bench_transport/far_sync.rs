@@ -18,7 +18,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::limits::measure_limits;
-use super::members::{Layout, primary_destinations};
+use super::members::{
+    Layout, add_cpu_since, members_cpu_text, per_commit, primary_destinations, standbys_cpu_seconds,
+};
 use super::runs::{Bench, CaseKind};
 use super::setup::Mode;
 use super::{Experiment, Target, TransportCase, TransportConfig, TransportReport};
@@ -85,8 +87,14 @@ pub(super) fn run(
                 layout.name(),
                 limits.rtt_ms
             ));
+            let cpu_before = standbys_cpu_seconds(layout, setup);
             let case = bench.closed_loop(setup, mode, clients, CaseKind::of(Experiment::FarSync));
+            let cpu_after = standbys_cpu_seconds(layout, setup);
             let case = case.map(|(mut case, mut problems)| {
+                let mut members = std::collections::BTreeMap::new();
+                add_cpu_since(&mut members, &cpu_before, &cpu_after);
+                let commits = (case.commits_per_s * bench.config.duration.as_secs_f64()).round();
+                case.member_cpu_us_per_commit = per_commit(&members, commits as u64);
                 let forwarding = bench.forwarding_problems(layout, setup);
                 if !forwarding.is_empty() {
                     case.notes.push_str(&format!("; NOT VALID: {}", forwarding.join("; ")));
@@ -181,11 +189,23 @@ pub(super) fn table(report: &TransportReport) -> String {
         "clients/RTT/s",
         "p50 %"
     );
+    let mut cpu_lines = Vec::new();
     let pct = |value: Option<f64>| value.map_or_else(|| "-".into(), |v| format!("{v:+.1}"));
-    for case in cases {
-        let bound = (case.mode == Layout::SyncAffirmDirect.name())
-            .then(|| format!("{:.0}", sync_direct_bound(case)))
-            .unwrap_or_else(|| "-".into());
+    for case in &cases {
+        // The RTT each client waits for per commit: the far one direct, the near one through
+        // the far sync.
+        let bound = match case.mode.as_str() {
+            mode if mode == Layout::SyncAffirmDirect.name() => {
+                format!("{:.0}", sync_direct_bound(case))
+            }
+            mode if mode == Layout::FarSync.name() => {
+                case.near_rtt_ms.filter(|&near| near > 0.0).map_or_else(
+                    || "-".into(),
+                    |near| format!("{:.0}", f64::from(case.clients) * 1000.0 / near),
+                )
+            }
+            _ => "-".into(),
+        };
         let _ = writeln!(
             out,
             "  {:<22} {:>10} {:>11.3} {:>7} {:>10.0} {:>9.0} {:>9.0} {:>11} {:>11} {:>13} {:>9}  {}",
@@ -201,6 +221,31 @@ pub(super) fn table(report: &TransportReport) -> String {
             bound,
             pct(case.p50_change_pct),
             super::report::verdict(&case.target)
+        );
+        cpu_lines.push(format!(
+            "  {:<22} the machine's CPUs {} % busy, {} µs of them per commit (every process and the kernel); the other members' CPU µs per commit: {}",
+            case.mode,
+            case.machine_cpu_busy_pct.map_or_else(|| "-".into(), |busy| format!("{busy:.0}")),
+            case.machine_cpu_us_per_commit.map_or_else(|| "-".into(), |us| format!("{us:.0}")),
+            members_cpu_text(case)
+        ));
+    }
+    for line in cpu_lines {
+        let _ = writeln!(out, "{line}");
+    }
+    // On one machine the far sync's work shares the primary's CPUs; with them all busy, the
+    // commits/s the far sync's case could reach is ASYNC direct's times the ratio of their
+    // CPU per commit.
+    let of = |mode: Layout| cases.iter().find(|case| case.mode == mode.name());
+    if let (Some(far), Some(direct)) = (of(Layout::FarSync), of(Layout::AsyncDirect))
+        && let (Some(far_us), Some(direct_us)) =
+            (far.machine_cpu_us_per_commit, direct.machine_cpu_us_per_commit)
+        && far_us > 0.0
+    {
+        let _ = writeln!(
+            out,
+            "  all members share this machine's CPUs: at their CPU per commit, through the far sync the machine carries {:.2} of ASYNC direct's commits/s once its CPUs are all busy (a far sync on a host of its own takes its share off the primary's)",
+            direct_us / far_us
         );
     }
     out

@@ -425,3 +425,55 @@ pub(super) fn primary_destinations(layout: Layout) -> u32 {
         _ => 1,
     }
 }
+
+/// Each standby's CPU seconds (user + system) now, by name; a member whose process is gone is
+/// left out.
+pub(super) fn standbys_cpu_seconds(layout: Layout, setup: &Setup<'_>) -> Vec<(String, f64)> {
+    layout
+        .standbys()
+        .iter()
+        .zip(&setup.standbys)
+        .filter_map(|(name, server)| {
+            let seconds = server.pid().and_then(|pid| crate::process::cpu_seconds(pid).ok())?;
+            Some((name.to_string(), seconds))
+        })
+        .collect()
+}
+
+/// Adds what each member used between `before` and `after` (`standbys_cpu_seconds`) to
+/// `sums`, in seconds.
+pub(super) fn add_cpu_since(
+    sums: &mut std::collections::BTreeMap<String, f64>,
+    before: &[(String, f64)],
+    after: &[(String, f64)],
+) {
+    for (name, last) in after {
+        if let Some((_, first)) = before.iter().find(|(other, _)| other == name) {
+            *sums.entry(name.clone()).or_default() += last - first;
+        }
+    }
+}
+
+/// CPU seconds by member as µs per commit (None without a commit or a member).
+pub(super) fn per_commit(
+    sums: &std::collections::BTreeMap<String, f64>,
+    commits: u64,
+) -> Option<std::collections::BTreeMap<String, f64>> {
+    (commits > 0 && !sums.is_empty()).then(|| {
+        sums.iter().map(|(name, seconds)| (name.clone(), seconds * 1e6 / commits as f64)).collect()
+    })
+}
+
+/// `member_cpu_us_per_commit` as text: `fs 26.1, t 8.0` (`-` without).
+pub(super) fn members_cpu_text(case: &super::TransportCase) -> String {
+    case.member_cpu_us_per_commit.as_ref().map_or_else(
+        || "-".into(),
+        |members| {
+            members
+                .iter()
+                .map(|(name, us)| format!("{name} {us:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    )
+}

@@ -500,6 +500,11 @@ pub struct TransportCase {
     pub redo_bytes_sent_per_commit: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_bytes_per_commit: Option<f64>,
+    /// `far_sync`, `fan_out`: every other member's CPU time (user + system, /proc/PID/stat,
+    /// read just before and just after the load) per commit of the primary, in µs, by member
+    /// name (`fs`: the far sync, `s1`: the cascading standby, …). Absent from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_cpu_us_per_commit: Option<std::collections::BTreeMap<String, f64>>,
     /// `async_cpu`: the primary's CPU seconds (user + system) and its commits, summed over
     /// `cpu_rounds` (`cpu_us_per_commit` is their quotient).
     #[serde(default)]
