@@ -349,6 +349,34 @@ impl Bench<'_> {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+        // Each member a route names takes its redo from that forwarder, and follows `p`.
+        for (index, member) in members.iter().skip(1).enumerate() {
+            let Some(forwarder) =
+                members.iter().find(|other| other.forwards_to.contains(&member.name))
+            else {
+                continue;
+            };
+            let server = &setup.standbys[index];
+            loop {
+                crate::interrupt::check()?;
+                let status = status_in_site(self.network, member.site, server.admin_addr)?;
+                let standby = status.replication.standby;
+                let (primary, source) = standby.as_ref().map_or((None, None), |standby| {
+                    (standby.primary_member.as_deref(), standby.source_member.as_deref())
+                });
+                if (primary, source) == (Some(PRIMARY), Some(forwarder.name)) {
+                    break;
+                }
+                anyhow::ensure!(
+                    Instant::now() < deadline,
+                    "{}: {} does not take its redo from {} within {CONNECT_TIMEOUT:?}: its primary_member is {primary:?}, its source_member {source:?}",
+                    layout.name(),
+                    member.name,
+                    forwarder.name
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         for (index, member) in members.iter().skip(1).enumerate() {
             if member.forwards_to.is_empty() {
                 continue;
