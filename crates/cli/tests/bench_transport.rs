@@ -36,6 +36,11 @@ fn bench_transport_help_names_its_flags() {
         "--async-cpu-rtt",
         "--async-cpu-rate",
         "--standby-dir",
+        "--far-sync-rtt",
+        "--far-sync-near-rtt",
+        "--far-sync-clients",
+        "--fan-out-rtt",
+        "--fan-out-rate",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }

@@ -48,6 +48,8 @@ impl Pair {
 /// namespaces.
 pub struct Mesh {
     name: String,
+    /// The configuration every pair came up with ([`Mesh::set_rtt`] changes one pair's RTT).
+    config: LinkConfig,
     stop: Arc<StopSignal>,
     pairs: BTreeMap<(usize, usize), Pair>,
     namespaces: Vec<Namespace>,
@@ -73,7 +75,13 @@ impl Mesh {
             StopSignal::new()
                 .map_err(|source| Error::Io { what: "create eventfd".into(), source })?,
         );
-        let mut mesh = Mesh { name, stop, pairs: BTreeMap::new(), namespaces: Vec::new() };
+        let mut mesh = Mesh {
+            name,
+            config: config.clone(),
+            stop,
+            pairs: BTreeMap::new(),
+            namespaces: Vec::new(),
+        };
         for site in 0..sites {
             let namespace = Namespace::create(&format!("{}s{site}", mesh.name))?;
             let local = format!("{}/32", Mesh::address_of(site));
@@ -184,6 +192,20 @@ impl Mesh {
     fn pair(&self, a: usize, b: usize) -> &Pair {
         assert_ne!(a, b, "a site has no link to itself");
         self.pairs.get(&ordered(a, b)).unwrap_or_else(|| panic!("no sites {a} and {b}"))
+    }
+
+    /// Changes the RTT of the link between two sites, for packets from now on (a far site
+    /// behind a near one, say); the other pairs keep theirs. The drop-tail queue follows the
+    /// RTT as [`LinkConfig::effective_queue_bytes`] sizes it. Refused, naming the field, if the
+    /// mesh's configuration with this RTT is not valid (longer than the maximum, or shorter
+    /// than twice the jitter).
+    pub fn set_rtt(&self, a: usize, b: usize, rtt: std::time::Duration) -> Result<(), Error> {
+        let pair = self.pair(a, b);
+        let changed = LinkConfig { rtt, ..self.config.clone() };
+        changed.validate()?;
+        pair.params.one_way_ns.store((rtt / 2).as_nanos() as u64, Ordering::Relaxed);
+        pair.params.queue_bytes.store(changed.effective_queue_bytes(), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Cuts the link between two sites: every packet between them, in flight included, is

@@ -107,3 +107,52 @@ fn a_one_way_cut_drops_one_direction_and_restore_ends_it() {
     mesh.restore_all();
     assert!(datagram_arrives(&mesh, &sockets, 2, 1), "2 -> 1 after restore_all");
 }
+
+/// The time of one echo of one byte from `from` to a listener in `to`, on one connection
+/// (the median of five, after one to warm up).
+fn echo_time(mesh: &Mesh, listeners: &[TcpListener], from: usize, to: usize) -> Duration {
+    let address = (mesh.address(to), listeners[to].local_addr().unwrap().port());
+    let mut client = mesh
+        .run_in(from, || TcpStream::connect_timeout(&address.into(), Duration::from_secs(2)))
+        .expect("enter the site")
+        .expect("connect");
+    let (mut server, _) = listeners[to].accept().expect("accept");
+    client.set_nodelay(true).unwrap();
+    server.set_nodelay(true).unwrap();
+    let mut byte = [0u8; 1];
+    let mut times = Vec::new();
+    for _ in 0..6 {
+        let started = std::time::Instant::now();
+        client.write_all(b"x").unwrap();
+        server.read_exact(&mut byte).unwrap();
+        server.write_all(&byte).unwrap();
+        client.read_exact(&mut byte).unwrap();
+        times.push(started.elapsed());
+    }
+    times.remove(0);
+    times.sort();
+    times[times.len() / 2]
+}
+
+#[test]
+fn set_rtt_changes_one_pair_and_leaves_the_others() {
+    if let Some(reason) = linkemu::unavailable_reason() {
+        panic!("this test needs linkemu, which cannot run here: {reason}");
+    }
+    let mesh = Mesh::up(3, LinkConfig { rtt: Duration::from_millis(40), ..LinkConfig::default() })
+        .expect("bring the mesh up");
+    let listeners: Vec<TcpListener> = (0..3)
+        .map(|site| {
+            mesh.run_in(site, || TcpListener::bind((mesh.address(site), 0)))
+                .expect("enter the site")
+                .expect("bind")
+        })
+        .collect();
+    mesh.set_rtt(1, 0, Duration::from_millis(2)).expect("a valid RTT");
+    let near = echo_time(&mesh, &listeners, 0, 1);
+    let far = echo_time(&mesh, &listeners, 0, 2);
+    assert!(near < Duration::from_millis(20), "0 -> 1 at 2 ms took {near:?}");
+    assert!(far >= Duration::from_millis(40), "0 -> 2 kept 40 ms, took {far:?}");
+    let error = mesh.set_rtt(0, 2, Duration::from_secs(3600)).expect_err("an RTT too long");
+    assert!(error.to_string().contains("rtt"), "{error}");
+}

@@ -293,6 +293,8 @@ pub fn transport(report: &TransportReport) -> Figure {
     panels.extend(sync_rate_panels(report));
     panels.extend(commit_mode_panels(report));
     panels.extend(async_cpu_panels(report));
+    panels.extend(far_sync_panels(report));
+    panels.extend(fan_out_panels(report));
     Figure {
         title: format!(
             "bench transport: redo transport end to end on {} ({})",
@@ -531,6 +533,139 @@ fn async_cpu_panels(report: &TransportReport) -> Vec<BarPanel> {
             .into_iter()
             .collect(),
     }]
+}
+
+/// `far_sync`: commits/s and latency through a far sync and direct, against ASYNC direct's
+/// commits/s (the 0.9 target) and clients / RTT (SYNC direct's bound), and the two RTTs.
+fn far_sync_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases = experiment_cases(report, Experiment::FarSync);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let label = |case: &&TransportCase| {
+        format!(
+            "{} · {} clients · far RTT {:.1} ms{}",
+            case.mode,
+            case.clients,
+            case.rtt_ms,
+            case.near_rtt_ms.map_or_else(String::new, |near| format!(" · near RTT {near:.1} ms"))
+        )
+    };
+    let async_direct = cases.iter().find(|case| case.mode == "async_direct");
+    let mut rate_limits: Vec<Limit> = async_direct
+        .map(|case| Limit {
+            label: "0.9 x ASYNC direct's commits/s (the far sync's target)".into(),
+            value: LimitValue::All(case.commits_per_s * 0.9),
+        })
+        .into_iter()
+        .collect();
+    rate_limits.push(Limit {
+        label: "clients / far RTT (SYNC direct's bound)".into(),
+        value: LimitValue::PerGroup(
+            cases
+                .iter()
+                .map(|case| {
+                    (case.mode == "sync_affirm_direct" && case.rtt_ms > 0.0)
+                        .then(|| f64::from(case.clients) * 1000.0 / case.rtt_ms)
+                })
+                .collect(),
+        ),
+    });
+    vec![
+        BarPanel {
+            title: "Far sync: commits per second, SYNC AFFIRM through a far sync near the primary and direct to the far terminal".into(),
+            y_label: "commits/s (log scale)".into(),
+            log_y: true,
+            series: vec!["commits/s".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group { label: label(case), values: vec![Some(case.commits_per_s)] })
+                .collect(),
+            limits: rate_limits,
+        },
+        BarPanel {
+            title: "Far sync: commit latency".into(),
+            y_label: "µs (log scale)".into(),
+            log_y: true,
+            series: vec!["p50".into(), "p99".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group {
+                    label: label(case),
+                    values: vec![Some(case.p50_us), Some(case.p99_us)],
+                })
+                .collect(),
+            limits: vec![Limit {
+                label: "the RTT a SYNC commit waits for (near through the far sync, far direct)"
+                    .into(),
+                value: LimitValue::PerGroup(
+                    cases
+                        .iter()
+                        .map(|case| match case.mode.as_str() {
+                            "sync_affirm_far_sync" => case.near_rtt_ms.map(|rtt| rtt * 1000.0),
+                            "sync_affirm_direct" => Some(case.rtt_ms * 1000.0),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+            }],
+        },
+    ]
+}
+
+/// `fan_out`: the primary's CPU and bytes sent per commit with four standbys, direct or
+/// through a cascade, against one standby's (1.1 x it: the cascade's target).
+fn fan_out_panels(report: &TransportReport) -> Vec<BarPanel> {
+    let cases = experiment_cases(report, Experiment::FanOut);
+    if cases.is_empty() {
+        return Vec::new();
+    }
+    let one = cases.iter().find(|case| case.mode == "async_one_standby");
+    let label = |case: &&TransportCase| {
+        format!(
+            "{} · the primary ships to {} · {:.0} commits/s · {} commits per log write",
+            case.mode,
+            case.standbys.unwrap_or_default(),
+            case.commits_per_s,
+            case.commits_per_log_write.map_or_else(|| "-".into(), |per| format!("{per:.2}"))
+        )
+    };
+    let target = |value: Option<f64>| -> Vec<Limit> {
+        value
+            .map(|value| Limit {
+                label: "1.1 x one standby's (the cascade's target)".into(),
+                value: LimitValue::All(value * 1.1),
+            })
+            .into_iter()
+            .collect()
+    };
+    vec![
+        BarPanel {
+            title: "Fan-out: the primary's CPU time per commit (user + system), steady load".into(),
+            y_label: "µs per commit".into(),
+            log_y: false,
+            series: vec!["CPU µs per commit".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group { label: label(case), values: vec![case.cpu_us_per_commit] })
+                .collect(),
+            limits: target(one.and_then(|case| case.cpu_us_per_commit)),
+        },
+        BarPanel {
+            title: "Fan-out: bytes the primary sent its destinations per commit".into(),
+            y_label: "bytes per commit".into(),
+            log_y: false,
+            series: vec!["on the wire (frames)".into(), "redo (as in the log files)".into()],
+            groups: cases
+                .iter()
+                .map(|case| Group {
+                    label: label(case),
+                    values: vec![case.wire_bytes_per_commit, case.redo_bytes_sent_per_commit],
+                })
+                .collect(),
+            limits: target(one.and_then(|case| case.wire_bytes_per_commit)),
+        },
+    ]
 }
 
 /// `bench external`: PostgreSQL and Redis with a standby, each mode at each RTT and client

@@ -1,6 +1,7 @@
-//! Where a benchmark's primary and standby run: both on this host's loopback, or on the two
-//! sides of a linkemu link (primary and clients on side A, standby on side B), and the RTT
-//! between them as TCP sees it.
+//! Where a benchmark's primary and standby run: both on this host's loopback, on the two
+//! sides of a linkemu link (primary and clients on side A, standby on side B), or on the
+//! sites of a linkemu mesh (site 0 is side A, site 1 side B, and more sites beyond, each pair
+//! its own RTT), and the RTT between them as TCP sees it.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
@@ -17,6 +18,25 @@ pub(crate) enum Network {
     Loopback,
     /// On the two sides of an emulated link.
     Link(Box<linkemu::Link>),
+    /// On the sites of an emulated mesh: site 0 is side A, site 1 side B.
+    Mesh(Box<linkemu::Mesh>),
+}
+
+/// The site a side is in a mesh (and the index a side has among the sites of the others).
+fn site_of(side: Side) -> usize {
+    match side {
+        Side::A => 0,
+        Side::B => 1,
+    }
+}
+
+/// The side of a site of loopback or a link (which have two).
+fn side_of(site: usize) -> anyhow::Result<Side> {
+    match site {
+        0 => Ok(Side::A),
+        1 => Ok(Side::B),
+        _ => anyhow::bail!("site {site}: only a mesh has more than two sites"),
+    }
 }
 
 /// Line rate of the emulated link the benchmarks use.
@@ -65,6 +85,22 @@ impl Network {
         match self {
             Network::Loopback => Command::new(program),
             Network::Link(link) => link.command(side, program),
+            Network::Mesh(mesh) => mesh.command(site_of(side), program),
+        }
+    }
+
+    /// A command that runs `program` on one site (0 and 1 are sides A and B; a mesh has more).
+    pub(crate) fn site_command(
+        &self,
+        site: usize,
+        program: impl AsRef<OsStr>,
+    ) -> anyhow::Result<Command> {
+        match self {
+            Network::Mesh(mesh) => {
+                anyhow::ensure!(site < mesh.sites(), "site {site} of a mesh of {}", mesh.sites());
+                Ok(mesh.command(site, program))
+            }
+            _ => Ok(self.command(side_of(site)?, program)),
         }
     }
 
@@ -73,6 +109,18 @@ impl Network {
         match self {
             Network::Loopback => Ipv4Addr::LOCALHOST,
             Network::Link(link) => link.address(side),
+            Network::Mesh(mesh) => mesh.address(site_of(side)),
+        }
+    }
+
+    /// The address a site is reached at from the others.
+    pub(crate) fn site_address(&self, site: usize) -> anyhow::Result<Ipv4Addr> {
+        match self {
+            Network::Mesh(mesh) => {
+                anyhow::ensure!(site < mesh.sites(), "site {site} of a mesh of {}", mesh.sites());
+                Ok(mesh.address(site))
+            }
+            _ => Ok(self.address(side_of(site)?)),
         }
     }
 
@@ -81,6 +129,9 @@ impl Network {
         match self {
             Network::Loopback => vec!["127.0.0.1".into()],
             Network::Link(link) => vec!["127.0.0.1".into(), link.address(side).to_string()],
+            Network::Mesh(mesh) => {
+                vec!["127.0.0.1".into(), mesh.address(site_of(side)).to_string()]
+            }
         }
     }
 
@@ -117,26 +168,74 @@ impl Network {
         side: Side,
         work: impl FnOnce() -> R + Send,
     ) -> anyhow::Result<R> {
+        self.run_in_site(site_of(side), work)
+    }
+
+    /// Runs `work` on a new thread on one site (0 and 1 are sides A and B; a mesh has more).
+    pub(crate) fn run_in_site<R: Send>(
+        &self,
+        site: usize,
+        work: impl FnOnce() -> R + Send,
+    ) -> anyhow::Result<R> {
         match self {
-            Network::Loopback => Ok(std::thread::scope(|scope| {
-                scope.spawn(work).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })),
-            Network::Link(link) => Ok(link.run_in(side, work)?),
+            Network::Loopback => {
+                side_of(site)?;
+                Ok(std::thread::scope(|scope| {
+                    scope
+                        .spawn(work)
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                }))
+            }
+            Network::Link(link) => Ok(link.run_in(side_of(site)?, work)?),
+            Network::Mesh(mesh) => {
+                anyhow::ensure!(site < mesh.sites(), "site {site} of a mesh of {}", mesh.sites());
+                Ok(mesh.run_in(site, work)?)
+            }
         }
     }
 
-    /// Sets the link's RTT (loopback has only 0).
+    /// Sets the link's RTT (loopback has only 0; a mesh, every pair's).
     pub(crate) fn set_rtt(&self, rtt_ms: u32) -> anyhow::Result<()> {
+        let rtt = Duration::from_millis(u64::from(rtt_ms));
         match self {
             Network::Loopback => Ok(()),
-            Network::Link(link) => Ok(link.set_rtt(Duration::from_millis(u64::from(rtt_ms)))?),
+            Network::Link(link) => Ok(link.set_rtt(rtt)?),
+            Network::Mesh(mesh) => {
+                for a in 0..mesh.sites() {
+                    for b in a + 1..mesh.sites() {
+                        mesh.set_rtt(a, b, rtt)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sets the RTT between two sites of a mesh; the other pairs keep theirs.
+    pub(crate) fn set_pair_rtt(&self, a: usize, b: usize, rtt_ms: u32) -> anyhow::Result<()> {
+        match self {
+            Network::Mesh(mesh) => {
+                anyhow::ensure!(
+                    a.max(b) < mesh.sites() && a != b,
+                    "sites {a} and {b} of a mesh of {}",
+                    mesh.sites()
+                );
+                Ok(mesh.set_rtt(a, b, Duration::from_millis(u64::from(rtt_ms)))?)
+            }
+            _ => anyhow::bail!("only a mesh has an RTT per pair of sites"),
         }
     }
 
     /// Median of 21 one-byte TCP round trips from side A to side B, in milliseconds.
     pub(crate) fn measure_rtt_ms(&self) -> anyhow::Result<f64> {
-        let address_b = self.address(Side::B);
-        let listener = self.run_in(Side::B, move || TcpListener::bind((address_b, 0)))??;
+        self.measure_rtt_ms_between(site_of(Side::A), site_of(Side::B))
+    }
+
+    /// Median of 21 one-byte TCP round trips from site `from` to site `to`, in milliseconds.
+    pub(crate) fn measure_rtt_ms_between(&self, from: usize, to: usize) -> anyhow::Result<f64> {
+        let address_b = self.site_address(to)?;
+        let listener = self.run_in_site(to, move || TcpListener::bind((address_b, 0)))??;
         let port = listener.local_addr()?.port();
         listener.set_nonblocking(true)?;
         let echo = std::thread::spawn(move || -> std::io::Result<()> {
@@ -163,7 +262,7 @@ impl Network {
             Ok(())
         });
         let target = SocketAddr::from((address_b, port));
-        let round_trips = self.run_in(Side::A, move || -> std::io::Result<Vec<Duration>> {
+        let round_trips = self.run_in_site(from, move || -> std::io::Result<Vec<Duration>> {
             let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(10))?;
             stream.set_nodelay(true)?;
             stream.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -192,6 +291,7 @@ impl Network {
         match self {
             Network::Loopback => "loopback",
             Network::Link(_) => "link",
+            Network::Mesh(_) => "mesh",
         }
     }
 
@@ -200,6 +300,7 @@ impl Network {
         match self {
             Network::Loopback => "loopback".into(),
             Network::Link(_) => format!("linkemu at {rtts:?} ms RTT"),
+            Network::Mesh(mesh) => format!("a linkemu mesh of {} sites", mesh.sites()),
         }
     }
 }

@@ -225,7 +225,11 @@ pub struct TransportArgs {
     /// AFFIRM standbys, all and any 1, at --quorum-rtts), sync-rate (SYNC AFFIRM against no
     /// standby at a steady --sync-rate, at --sync-rate-rtts), commit-mode (COMMITMODE
     /// WAIT/NOWAIT × IMMEDIATE/BATCH under SYNC AFFIRM at --commit-mode-rtt), async-cpu (the
-    /// primary's CPU per commit with and without an ASYNC standby at --async-cpu-rtt).
+    /// primary's CPU per commit with and without an ASYNC standby at --async-cpu-rtt);
+    /// and, not by default, far-sync (SYNC AFFIRM through a far sync at --far-sync-near-rtt
+    /// against SYNC AFFIRM and ASYNC direct at --far-sync-rtt) and fan-out (the primary's CPU
+    /// and bytes per commit with four standbys, direct or through a cascading standby, against
+    /// one, at --fan-out-rate).
     #[arg(
         long,
         value_delimiter = ',',
@@ -250,6 +254,21 @@ pub struct TransportArgs {
     /// Steady commits a second of the CPU cases.
     #[arg(long, default_value_t = 2000.0)]
     pub async_cpu_rate: f64,
+    /// RTT from the primary to the far sync, in ms (far-sync).
+    #[arg(long, default_value_t = 1)]
+    pub far_sync_near_rtt: u32,
+    /// RTT from the far sync and from the primary to the terminal standby, in ms (far-sync).
+    #[arg(long, default_value_t = 50)]
+    pub far_sync_rtt: u32,
+    /// Clients of the far-sync cases.
+    #[arg(long, default_value_t = 16)]
+    pub far_sync_clients: u32,
+    /// RTT between each two sites of the fan-out cases, in ms.
+    #[arg(long, default_value_t = 1)]
+    pub fan_out_rtt: u32,
+    /// Steady commits a second of the fan-out cases.
+    #[arg(long, default_value_t = 2000.0)]
+    pub fan_out_rate: f64,
     /// Size of each online and standby log file of redoguard's servers. The default keeps
     /// log switches (and the archiving they start on both servers' one disk) out of 5-second
     /// cases; a smaller size brings them in.
@@ -397,6 +416,11 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 commit_mode_rtt_ms: args.commit_mode_rtt,
                 async_cpu_rtt_ms: args.async_cpu_rtt,
                 async_cpu_commits_per_s: args.async_cpu_rate,
+                far_sync_near_rtt_ms: args.far_sync_near_rtt,
+                far_sync_far_rtt_ms: args.far_sync_rtt,
+                far_sync_clients: args.far_sync_clients,
+                fan_out_rtt_ms: args.fan_out_rtt,
+                fan_out_commits_per_s: args.fan_out_rate,
                 external: !args.no_external,
                 tls: args.tls,
                 tcp_congestion: args.tcp_congestion,

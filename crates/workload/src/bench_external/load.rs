@@ -93,6 +93,19 @@ pub(crate) fn set_load_with(
     prelude: &[Vec<u8>],
 ) -> anyhow::Result<Measured> {
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    set_load_at(network, address, clients, duration, wait, prelude)
+}
+
+/// Like [`set_load_with`], to the server at `address` (reached from side A): a member of a
+/// mesh listens on its site's address.
+pub(crate) fn set_load_at(
+    network: &Network,
+    address: SocketAddr,
+    clients: u32,
+    duration: Duration,
+    wait: bool,
+    prelude: &[Vec<u8>],
+) -> anyhow::Result<Measured> {
     let prelude = prelude.to_vec();
     network.run_in(Side::A, move || -> anyhow::Result<Measured> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

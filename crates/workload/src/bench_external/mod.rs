@@ -45,7 +45,7 @@ mod process;
 pub mod quorum;
 mod redis;
 
-pub(crate) use load::set_load_with;
+pub(crate) use load::set_load_at;
 use postgresql::{ensure_postgresql, postgresql_cases};
 use redis::redis_cases;
 

@@ -61,12 +61,15 @@ pub(super) fn run(
 
 /// One mode's rounds so far.
 #[derive(Default)]
-struct Sum {
-    cases: Vec<TransportCase>,
-    measured: Vec<Measured>,
-    rounds: Vec<CpuRound>,
-    problems: Vec<String>,
+pub(super) struct Sum {
+    pub(super) cases: Vec<TransportCase>,
+    pub(super) measured: Vec<Measured>,
+    pub(super) rounds: Vec<CpuRound>,
+    pub(super) problems: Vec<String>,
 }
+
+/// How the rounds of this experiment alternate, for the notes.
+const ORDER_TEXT: &str = "the order A B B A B A A B, A = no_standby, both setups up throughout";
 
 /// The rounds in [`ORDER`], then one case per mode with their sums.
 fn rounds(
@@ -103,11 +106,33 @@ fn rounds(
             mode.name(),
             load.commits_per_s
         );
-        match bench.steady_measured(setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu)) {
+        let round =
+            bench.steady_measured(setup, mode, load, None, CaseKind::of(Experiment::AsyncCpu));
+        sum.add(position, round, &what, report)?;
+    }
+    for sum in sums {
+        if let Some(case) = summed(sum, ORDER_TEXT) {
+            report.cases.push(case);
+        }
+    }
+    Ok(())
+}
+
+impl Sum {
+    /// Adds a round at `position` (its problems, or its error, to the report's failures under
+    /// `what`). Fails only on an interrupt.
+    pub(super) fn add(
+        &mut self,
+        position: u32,
+        round: anyhow::Result<(TransportCase, Vec<String>, Measured)>,
+        what: &str,
+        report: &mut TransportReport,
+    ) -> anyhow::Result<()> {
+        match round {
             Ok((case, problems, measured)) => {
                 report.failures.extend(problems.iter().map(|problem| format!("{what}: {problem}")));
-                sum.problems.extend(problems);
-                sum.rounds.push(CpuRound {
+                self.problems.extend(problems);
+                self.rounds.push(CpuRound {
                     position,
                     commits: measured.commits,
                     cpu_s: measured.cpu_s.unwrap_or(f64::NAN),
@@ -115,27 +140,22 @@ fn rounds(
                     commits_per_log_write: case.commits_per_log_write.unwrap_or(f64::NAN),
                     log_write_avg_us: case.log_write_avg_us.unwrap_or(f64::NAN),
                 });
-                sum.cases.push(case);
-                sum.measured.push(measured);
+                self.cases.push(case);
+                self.measured.push(measured);
             }
             Err(error) => {
                 crate::interrupt::check()?;
                 report.failures.push(format!("{what}: {error:#}"));
             }
         }
+        Ok(())
     }
-    for sum in sums {
-        if let Some(case) = summed(sum) {
-            report.cases.push(case);
-        }
-    }
-    Ok(())
 }
 
 /// One mode's case from its rounds: commits, CPU time, seconds, log writes and latencies
 /// added up; the first round's case for what does not change between rounds. None if no
 /// round ran.
-fn summed(sum: Sum) -> Option<TransportCase> {
+pub(super) fn summed(sum: Sum, order: &str) -> Option<TransportCase> {
     let Sum { cases, measured, rounds, problems } = sum;
     let mut case = cases.first()?.clone();
     let commits: u64 = measured.iter().map(|round| round.commits).sum();
@@ -167,7 +187,7 @@ fn summed(sum: Sum) -> Option<TransportCase> {
         rounds.iter().map(|round| format!("{:.1}", value(round))).collect::<Vec<_>>().join(", ")
     };
     let mut notes = format!(
-        "sums of {} rounds (places {} in the order A B B A B A A B, A = no_standby, both setups up throughout); per round CPU µs/commit {}, commits per log write {}; {commits} commits, {:.1} commits per log write in all; each round: {}",
+        "sums of {} rounds (places {} in {order}); per round CPU µs/commit {}, commits per log write {}; {commits} commits, {:.1} commits per log write in all; each round: {}",
         rounds.len(),
         rounds.iter().map(|round| round.position.to_string()).collect::<Vec<_>>().join(", "),
         list(|round| round.cpu_us_per_commit),
@@ -391,12 +411,15 @@ mod tests {
             mode: name.into(),
             ..TransportCase::default()
         };
-        summed(Sum {
-            cases: vec![case; measured.len()],
-            rounds: Vec::new(),
-            measured,
-            problems: Vec::new(),
-        })
+        summed(
+            Sum {
+                cases: vec![case; measured.len()],
+                rounds: Vec::new(),
+                measured,
+                problems: Vec::new(),
+            },
+            ORDER_TEXT,
+        )
         .unwrap()
     }
 

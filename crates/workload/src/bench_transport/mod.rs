@@ -57,6 +57,15 @@
 //! - `async_cpu` (`async_cpu`): a primary alone and one with an ASYNC standby at the same
 //!   steady commit rate, the primary's CPU time per commit (from /proc) of each.
 //!
+//! And the experiments of redo routes (issue 33), each on a linkemu mesh of its own, every
+//! member of one configuration on its own site (`members`):
+//!
+//! - `far_sync` (`far_sync`): SYNC AFFIRM through a far sync near the primary, against SYNC
+//!   AFFIRM and ASYNC to the distant terminal standby itself, in closed loops;
+//! - `fan_out` (`fan_out`): four standbys shipped to by the primary itself, or through one
+//!   cascading standby, against one standby: the primary's CPU and bytes sent per commit at a
+//!   steady commit rate.
+//!
 //! Every redoguard case also reports the primary's CPU time per commit.
 //!
 //! # Targets
@@ -81,6 +90,10 @@
 //!   (the reference: under 5 % at 10 ms and 4 MB/s).
 //! - COMMITMODE NOWAIT under SYNC: p50 ≤ 0.10 × WAIT IMMEDIATE's (the reference: -90 %).
 //! - ASYNC: the primary's CPU per commit ≤ 1.05 × the primary alone's.
+//! - SYNC AFFIRM through a far sync: commits/s ≥ 0.9 × ASYNC direct's to the same terminal;
+//!   SYNC AFFIRM direct is bounded by clients / RTT (printed).
+//! - Four standbys through a cascade: the primary's CPU and bytes sent per commit ≤ 1.1 ×
+//!   one standby's.
 //!
 //! Every process started is a child of this one, stopped by its PID (and killed if it does
 //! not stop); the link's drop deletes its namespaces, and the temporary directory goes at the
@@ -88,7 +101,10 @@
 
 mod async_cpu;
 mod commit_mode;
+mod fan_out;
+mod far_sync;
 mod limits;
+mod members;
 mod quorum;
 mod report;
 mod runs;
@@ -136,16 +152,22 @@ pub enum Experiment {
     CommitMode,
     /// The primary's CPU time per commit with and without an ASYNC standby.
     AsyncCpu,
+    /// SYNC AFFIRM through a far sync against SYNC AFFIRM and ASYNC direct at a distance.
+    FarSync,
+    /// Four standbys direct or through a cascading standby, against one: the primary's cost.
+    FanOut,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 6] = [
+    pub const ALL: [Experiment; 8] = [
         Experiment::Modes,
         Experiment::Lag,
         Experiment::Quorum,
         Experiment::SyncRate,
         Experiment::CommitMode,
         Experiment::AsyncCpu,
+        Experiment::FarSync,
+        Experiment::FanOut,
     ];
 
     /// The name on the command line.
@@ -157,6 +179,8 @@ impl Experiment {
             Experiment::SyncRate => "sync-rate",
             Experiment::CommitMode => "commit-mode",
             Experiment::AsyncCpu => "async-cpu",
+            Experiment::FarSync => "far-sync",
+            Experiment::FanOut => "fan-out",
         }
     }
 }
@@ -210,6 +234,16 @@ pub struct TransportConfig {
     pub async_cpu_rtt_ms: u32,
     /// The steady commit rate of the `async-cpu` cases. Bounds: 1..=100 000.
     pub async_cpu_commits_per_s: f64,
+    /// `far-sync`: the RTT from the primary to the far sync, and from the far sync and the
+    /// primary to the terminal standby, in ms. Bounds: near at most far, far 1..=10 000.
+    pub far_sync_near_rtt_ms: u32,
+    pub far_sync_far_rtt_ms: u32,
+    /// `far-sync`: the clients of its closed loops. Bounds: 1..=256.
+    pub far_sync_clients: u32,
+    /// `fan-out`: the RTT between each two of its sites, in ms. Bounds: at most 10 000.
+    pub fan_out_rtt_ms: u32,
+    /// `fan-out`: the steady commit rate. Bounds: 1..=100 000.
+    pub fan_out_commits_per_s: f64,
     /// Run PostgreSQL and Redis too (`bench external`, with the `modes` experiment; with
     /// `quorum`, PostgreSQL with two synchronous standbys).
     pub external: bool,
@@ -270,6 +304,33 @@ impl TransportConfig {
             self.sync_rate_mb_per_s
         );
         anyhow::ensure!(
+            (1..=10_000).contains(&self.far_sync_far_rtt_ms),
+            "far-sync-rtt: {} ms is outside 1..=10 000",
+            self.far_sync_far_rtt_ms
+        );
+        anyhow::ensure!(
+            self.far_sync_near_rtt_ms <= self.far_sync_far_rtt_ms,
+            "far-sync-near-rtt: {} ms is more than the far RTT ({} ms): a far sync is near the primary",
+            self.far_sync_near_rtt_ms,
+            self.far_sync_far_rtt_ms
+        );
+        anyhow::ensure!(
+            (1..=bench_external::CLIENTS_MAX).contains(&self.far_sync_clients),
+            "far-sync-clients: {} is outside 1..={}",
+            self.far_sync_clients,
+            bench_external::CLIENTS_MAX
+        );
+        anyhow::ensure!(
+            self.fan_out_rtt_ms <= 10_000,
+            "fan-out-rtt: {} ms is more than 10 000 ms",
+            self.fan_out_rtt_ms
+        );
+        anyhow::ensure!(
+            (1.0..=CPU_COMMITS_PER_S_MAX).contains(&self.fan_out_commits_per_s),
+            "fan-out-rate: {} commits/s is outside 1..={CPU_COMMITS_PER_S_MAX}",
+            self.fan_out_commits_per_s
+        );
+        anyhow::ensure!(
             (1.0..=CPU_COMMITS_PER_S_MAX).contains(&self.async_cpu_commits_per_s),
             "async-cpu-rate: {} commits/s is outside 1..={CPU_COMMITS_PER_S_MAX}",
             self.async_cpu_commits_per_s
@@ -291,6 +352,8 @@ impl TransportConfig {
                 Experiment::SyncRate => self.sync_rate_rtts_ms.contains(&rtt),
                 Experiment::CommitMode => self.commit_mode_rtt_ms == rtt,
                 Experiment::AsyncCpu => self.async_cpu_rtt_ms == rtt,
+                // Each on a mesh of its own, after the others.
+                Experiment::FarSync | Experiment::FanOut => false,
             }
     }
 
@@ -374,6 +437,10 @@ pub struct TransportCase {
     pub rtt_ms: f64,
     /// The RTT asked of the link, in ms (0: plain loopback).
     pub rtt_set_ms: u32,
+    /// `far_sync` through the far sync: the RTT measured from the primary to the far sync
+    /// (`rtt_ms` is the one to the terminal standby), in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_rtt_ms: Option<f64>,
     /// Client connections.
     pub clients: u32,
     pub commits_per_s: f64,
@@ -433,6 +500,11 @@ pub struct TransportCase {
     pub redo_bytes_sent_per_commit: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_bytes_per_commit: Option<f64>,
+    /// `far_sync`, `fan_out`: every other member's CPU time (user + system, /proc/PID/stat,
+    /// read just before and just after the load) per commit of the primary, in µs, by member
+    /// name (`fs`: the far sync, `s1`: the cascading standby, …). Absent from older reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_cpu_us_per_commit: Option<std::collections::BTreeMap<String, f64>>,
     /// `async_cpu`: the primary's CPU seconds (user + system) and its commits, summed over
     /// `cpu_rounds` (`cpu_us_per_commit` is their quotient).
     #[serde(default)]
@@ -655,6 +727,15 @@ pub fn run(
     // Every server on it has stopped: the link goes down before the other systems bring up
     // their own.
     drop(networks);
+    let standby_work = standby_work.as_ref().map(|dir| dir.path());
+    if config.runs(Experiment::FarSync) {
+        crate::interrupt::check()?;
+        far_sync::run(config, work.path(), standby_work, &mut report, progress)?;
+    }
+    if config.runs(Experiment::FanOut) {
+        crate::interrupt::check()?;
+        fan_out::run(config, work.path(), standby_work, &mut report, progress)?;
+    }
 
     if config.external && config.runs(Experiment::Modes) {
         let external = ExternalConfig {

@@ -3,7 +3,7 @@
 
 use super::steady::LAG_SAMPLE_INTERVAL;
 use super::{Experiment, Target, TransportCase, TransportReport};
-use super::{async_cpu, commit_mode, quorum, sync_rate};
+use super::{async_cpu, commit_mode, fan_out, far_sync, quorum, sync_rate};
 
 /// Sets each redoguard case's target (see the module documentation), and the changes the
 /// experiments compare.
@@ -104,6 +104,8 @@ pub(super) fn assess(cases: &mut [TransportCase]) {
     sync_rate::assess(cases);
     commit_mode::assess(cases);
     async_cpu::assess(cases);
+    far_sync::assess(cases);
+    fan_out::assess(cases);
 }
 
 /// A figure of the tables, or `-`.
@@ -182,6 +184,12 @@ pub(super) fn sort_cases(cases: &mut [TransportCase]) {
             "sync_commit_on_any_1",
             "no_wait",
             "wait_1",
+            "sync_affirm_far_sync",
+            "sync_affirm_direct",
+            "async_direct",
+            "async_one_standby",
+            "async_four_direct",
+            "async_cascade_1_to_3",
         ]
         .iter()
         .position(|m| *m == name)
@@ -387,6 +395,8 @@ pub fn render(report: &TransportReport) -> String {
     out.push_str(&sync_rate::table(report));
     out.push_str(&commit_mode::table(report));
     out.push_str(&async_cpu::table(report));
+    out.push_str(&far_sync::table(report));
+    out.push_str(&fan_out::table(report));
     let _ = writeln!(out, "targets: {} met, {} missed", report.targets_met, report.targets_missed);
     for skipped in &report.skipped {
         let _ = writeln!(out, "skipped: {skipped}");

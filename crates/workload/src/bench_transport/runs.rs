@@ -312,9 +312,9 @@ impl Bench<'_> {
         });
         let cpu_before = setup.primary_pid().map(cpu_seconds).transpose()?;
         let machine_before = MachineCpu::now()?;
-        let measured = bench_external::set_load_with(
+        let measured = bench_external::set_load_at(
             self.network,
-            setup.primary.resp_addr.port(),
+            setup.client_addr,
             clients,
             self.config.duration,
             false,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use linkemu::Side;
 
+use super::members::Layout;
 use super::runs::Bench;
 use crate::network::Network;
 use crate::process::ServerProcess;
@@ -15,7 +16,7 @@ use crate::process::ServerProcess;
 /// How long a destination may take to reach STREAMING or SYNCHRONIZED.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 /// A SYNC destination that does not answer within this is dropped (the case then reports it).
-const NET_TIMEOUT: &str = "10s";
+pub(super) const NET_TIMEOUT: &str = "10s";
 
 /// A redoguard setup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub(super) enum Mode {
     /// Two standbys, both SYNC AFFIRM under Maximum Availability, the commit waiting for
     /// `Quorum` of them.
     SyncAffirmTwo(Quorum),
+    /// Members of one configuration on a mesh, with redo routes (`far_sync`, `fan_out`).
+    Routes(Layout),
 }
 
 /// How many of its synchronized SYNC destinations a commit waits for.
@@ -84,6 +87,7 @@ impl Mode {
             Mode::SyncAffirm => "sync_affirm",
             Mode::SyncAffirmTwo(Quorum::All | Quorum::Default) => "sync_affirm_2_all",
             Mode::SyncAffirmTwo(Quorum::AnyOne) => "sync_affirm_2_any_1",
+            Mode::Routes(layout) => layout.name(),
         }
     }
 
@@ -95,6 +99,7 @@ impl Mode {
             Mode::SyncNoAffirm | Mode::SyncAffirm | Mode::SyncAffirmTwo(_) => {
                 Some(transport::Phase::Synchronized)
             }
+            Mode::Routes(layout) => Some(layout.phase()),
         }
     }
 
@@ -119,6 +124,7 @@ impl Mode {
             Mode::SyncAffirmTwo(Quorum::AnyOne) => {
                 "two standbys, each transport = sync, affirm = true, under maximum_availability with sync_quorum = \"any 1\", sync_latency = \"200ms\"; the commit waits for the local log write and the first standby's fdatasync"
             }
+            Mode::Routes(layout) => layout.describe(),
         }
     }
 
@@ -128,6 +134,7 @@ impl Mode {
             Mode::NoStandby => &[],
             Mode::Async | Mode::SyncNoAffirm | Mode::SyncAffirm => &["standby"],
             Mode::SyncAffirmTwo(_) => &["standby1", "standby2"],
+            Mode::Routes(layout) => layout.standbys(),
         }
     }
 }
@@ -148,6 +155,8 @@ pub(super) fn primary_config(
         Mode::Async => ("async", true, "maximum_performance"),
         Mode::SyncNoAffirm => ("sync", false, "maximum_availability"),
         Mode::SyncAffirm | Mode::SyncAffirmTwo(_) => ("sync", true, "maximum_availability"),
+        // Written by `members`, in the configuration form.
+        Mode::Routes(_) => return text,
     };
     text.push_str(&format!(
         "[replication]\nrole = \"primary\"\nprotection_mode = \"{protection}\"\n"
@@ -188,6 +197,8 @@ pub(super) struct Setup<'a> {
     pub(super) standbys: Vec<ServerProcess>,
     /// The standbys' data, when not in `dir` (`standby_dir`).
     pub(super) standby_data: Option<PathBuf>,
+    /// Where the clients on side A reach the primary.
+    pub(super) client_addr: SocketAddr,
 }
 
 impl Setup<'_> {
@@ -241,6 +252,9 @@ impl Bench<'_> {
     /// Starts `mode`'s servers in a directory named after `label` (what the setup is for),
     /// waits until every destination is as `mode` wants it.
     pub(super) fn start(&self, mode: Mode, label: &str) -> anyhow::Result<Setup<'_>> {
+        if let Mode::Routes(layout) = mode {
+            return self.start_members(layout, label);
+        }
         let name = format!("redoguard-{}-{}-{label}", self.rtt(), mode.name());
         let dir = self.work.join(&name);
         // The standbys' data, on the file system of `standby_dir` if given.
@@ -315,7 +329,9 @@ impl Bench<'_> {
                 return Err(error);
             }
         };
-        let setup = Setup { network: self.network, dir, primary, standbys, standby_data };
+        let client_addr = SocketAddr::from((Ipv4Addr::LOCALHOST, primary.resp_addr.port()));
+        let setup =
+            Setup { network: self.network, dir, primary, standbys, standby_data, client_addr };
         if let Some(wanted) = mode.phase() {
             let deadline = Instant::now() + CONNECT_TIMEOUT;
             loop {

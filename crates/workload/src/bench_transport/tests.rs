@@ -228,6 +228,11 @@ fn config_bounds_are_named() {
         commit_mode_rtt_ms: 25,
         async_cpu_rtt_ms: 0,
         async_cpu_commits_per_s: 2000.0,
+        far_sync_near_rtt_ms: 1,
+        far_sync_far_rtt_ms: 50,
+        far_sync_clients: 16,
+        fan_out_rtt_ms: 1,
+        fan_out_commits_per_s: 2000.0,
         tls: false,
         external: true,
         tcp_congestion: None,
@@ -264,7 +269,107 @@ fn config_bounds_are_named() {
         message(TransportConfig { tcp_congestion: Some("Cubic!".into()), ..good.clone() })
             .starts_with("tcp-congestion: \"Cubic!\" is not a congestion control's name")
     );
+    assert!(
+        message(TransportConfig { far_sync_near_rtt_ms: 60, ..good.clone() })
+            .starts_with("far-sync-near-rtt")
+    );
+    assert!(
+        message(TransportConfig {
+            far_sync_far_rtt_ms: 0,
+            far_sync_near_rtt_ms: 0,
+            ..good.clone()
+        })
+        .starts_with("far-sync-rtt")
+    );
+    assert!(
+        message(TransportConfig { far_sync_clients: 0, ..good.clone() })
+            .starts_with("far-sync-clients")
+    );
+    assert!(
+        message(TransportConfig { fan_out_commits_per_s: 0.0, ..good.clone() })
+            .starts_with("fan-out-rate")
+    );
+    assert_eq!("far-sync".parse::<Experiment>(), Ok(Experiment::FarSync));
+    assert_eq!("fan_out".parse::<Experiment>(), Ok(Experiment::FanOut));
+    // They run on meshes of their own, at no RTT of the list.
+    let routes = TransportConfig {
+        experiments: vec![Experiment::FarSync, Experiment::FanOut],
+        ..good.clone()
+    };
+    assert!(routes.all_rtts_ms().is_empty());
     assert!(message(TransportConfig { clients: vec![], ..good }).starts_with("clients"));
+}
+
+/// Every member's file of every layout of redo routes is one the server takes: the far sync
+/// and the forwarders with their routes, each member on its site.
+#[test]
+fn route_layouts_write_configurations_the_server_takes() {
+    use super::members::{LAYOUTS, Layout, config_text, member_names};
+    let hosts: Vec<Ipv4Addr> = (1..=5).map(|last| Ipv4Addr::new(198, 19, 0, last)).collect();
+    for layout in LAYOUTS {
+        for name in member_names(layout) {
+            let text = config_text(layout, &hosts, name, 64 << 20).unwrap();
+            let config = server::ServerConfig::parse(&text)
+                .unwrap_or_else(|error| panic!("{} {name}: {error}\n{text}", layout.name()));
+            config
+                .validate()
+                .unwrap_or_else(|error| panic!("{} {name}: {error}\n{text}", layout.name()));
+        }
+    }
+    let far_sync = config_text(Layout::FarSync, &hosts, "fs", 64 << 20).unwrap();
+    assert!(far_sync.contains("kind = \"far_sync\"\nroutes = [{ when = \"p\", to = \"t\" }]"));
+    assert!(far_sync.contains("resp = \"198.19.0.3:7100\""), "t on site 2: {far_sync}");
+    let cascade = config_text(Layout::Cascade, &hosts, "p", 64 << 20).unwrap();
+    assert!(cascade.contains("routes = [{ when = \"p\", to = \"s2\" }, { when = \"p\", to = \"s3\" }, { when = \"p\", to = \"s4\" }]"));
+    assert!(config_text(Layout::FourDirect, &hosts[..2], "p", 64 << 20).is_err());
+}
+
+/// The far sync against ASYNC direct (the 0.9 target) and SYNC direct against clients / RTT;
+/// the cascade's CPU and bytes per commit against one standby's.
+#[test]
+fn route_experiments_compare_with_their_references() {
+    let far = |mode: &str, commits_per_s: f64| TransportCase {
+        rtt_ms: 50.0,
+        rtt_set_ms: 50,
+        commits_per_s,
+        ..experiment_case(Experiment::FarSync, mode, "closed_loop", 16)
+    };
+    let mut cases = vec![
+        far("sync_affirm_far_sync", 950.0),
+        far("sync_affirm_direct", 310.0),
+        far("async_direct", 1000.0),
+    ];
+    assess(&mut cases);
+    let target = cases[0].target.as_ref().unwrap();
+    assert!(target.met && (target.ratio - 0.95).abs() < 1e-9, "{target:?}");
+    assert_eq!(cases[0].compared_with.as_deref(), Some("async_direct"));
+    let bound = cases[1].target.as_ref().unwrap();
+    assert!((bound.reference - 320.0).abs() < 1e-9, "16 clients / 50 ms: {bound:?}");
+    assert!(bound.met);
+    assert!(cases[2].target.is_none());
+    cases[0].commits_per_s = 850.0;
+    assess(&mut cases);
+    assert!(!cases[0].target.as_ref().unwrap().met);
+
+    let fan = |mode: &str, cpu: f64, bytes: f64| TransportCase {
+        cpu_us_per_commit: Some(cpu),
+        wire_bytes_per_commit: Some(bytes),
+        ..experiment_case(Experiment::FanOut, mode, "steady_rate", 16)
+    };
+    let mut cases = vec![
+        fan("async_one_standby", 100.0, 200.0),
+        fan("async_four_direct", 180.0, 800.0),
+        fan("async_cascade_1_to_3", 105.0, 230.0),
+    ];
+    assess(&mut cases);
+    assert!(cases[0].target.is_none() && cases[1].target.is_none());
+    let cpu = cases[2].target.as_ref().unwrap();
+    assert!(cpu.met && (cpu.ratio - 1.05).abs() < 1e-9, "{cpu:?}");
+    let bytes = &cases[2].more_targets[0];
+    assert!(!bytes.met && (bytes.ratio - 1.15).abs() < 1e-9, "{bytes:?}");
+    let text = render(&TransportReport { cases, ..TransportReport::default() });
+    assert!(text.contains("fan-out: the primary's cost"), "{text}");
+    assert!(text.contains("async_cascade_1_to_3"), "{text}");
 }
 
 fn message_of(config: TransportConfig) -> String {
