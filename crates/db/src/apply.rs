@@ -10,7 +10,7 @@ use bytes::Bytes;
 use redo::Scn;
 
 use crate::change::{self, Change};
-use crate::read_ahead::{Ahead, Next, ReadAhead};
+use crate::read_ahead::{Ahead, Decoded, Next, ReadAhead};
 use crate::view::{Base, Fixed, Outcome, View};
 use crate::{DbError, Inner, Result};
 
@@ -59,12 +59,14 @@ impl Inner {
                 continue;
             }
             match got {
-                Next::Ahead(Ahead::Record { scn, size, changes }) => {
-                    if let Err(error) = self.apply_record(scn, size, &changes) {
-                        tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
-                        return;
+                Next::Ahead(Ahead::Records(records)) => {
+                    for Decoded { scn, size, changes } in records {
+                        if let Err(error) = self.apply_record(scn, size, &changes) {
+                            tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
+                            return;
+                        }
+                        next = scn.next();
                     }
-                    next = scn.next();
                 }
                 Next::Ahead(Ahead::CaughtUp) => self.promote(),
                 Next::Ahead(Ahead::Failed { scn, error }) => {
