@@ -129,15 +129,6 @@ impl Layer {
         self.rows[namespace.index()].get(key)
     }
 
-    fn insert(
-        &mut self,
-        namespace: Namespace,
-        key: Bytes,
-        value: Option<Bytes>,
-    ) -> Option<Option<Bytes>> {
-        self.rows[namespace.index()].insert(Key::new(key), value)
-    }
-
     /// The changed rows of one namespace in key order (what a checkpoint writes).
     pub fn rows(&self, namespace: Namespace) -> &Changed {
         &self.rows[namespace.index()]
@@ -174,7 +165,11 @@ pub enum Lookup {
     Store,
 }
 
-type PendingIndex = BTreeMap<Bytes, (Option<Bytes>, usize)>;
+/// The pending layer's index: a row's latest pending value and how many pending changes touch
+/// it. Keyed by `Key` as the durable layers are: every write and every apply looks its row up
+/// here first, and with plain `Bytes` keys each step of that search was a call to memcmp
+/// through the key's pointer (26 % of a standby's apply CPU on the batch workload, 2026-11-28).
+type PendingIndex = BTreeMap<Key, (Option<Bytes>, usize)>;
 
 #[derive(Debug, Default)]
 pub struct Cache {
@@ -200,30 +195,26 @@ impl Cache {
     }
 
     pub fn lookup(&self, namespace: Namespace, key: &[u8]) -> Lookup {
-        self.lookup_with(namespace, key, || Bytes::copy_from_slice(key))
+        self.lookup_with(namespace, || Bytes::copy_from_slice(key))
     }
 
     /// `lookup` of a row the caller holds as `Bytes` (no copy of it is made).
     pub fn lookup_bytes(&self, namespace: Namespace, key: &Bytes) -> Lookup {
-        self.lookup_with(namespace, key, || key.clone())
+        self.lookup_with(namespace, || key.clone())
     }
 
-    fn lookup_with(
-        &self,
-        namespace: Namespace,
-        key: &[u8],
-        owned: impl FnOnce() -> Bytes,
-    ) -> Lookup {
-        if let Some((value, _)) = self.pending_index[namespace.index()].get(key) {
-            return Lookup::Known(value.clone());
-        }
+    fn lookup_with(&self, namespace: Namespace, owned: impl FnOnce() -> Bytes) -> Lookup {
+        let pending = &self.pending_index[namespace.index()];
         let in_dirty = !self.dirty.rows(namespace).is_empty();
         let in_flushing =
             self.flushing.as_ref().is_some_and(|layer| !layer.rows(namespace).is_empty());
-        if !in_dirty && !in_flushing {
+        if pending.is_empty() && !in_dirty && !in_flushing {
             return Lookup::Store;
         }
         let key = Key::new(owned());
+        if let Some((value, _)) = pending.get(&key) {
+            return Lookup::Known(value.clone());
+        }
         if let Some(value) = self.dirty.get(namespace, &key) {
             return Lookup::Known(value.clone());
         }
@@ -239,7 +230,7 @@ impl Cache {
         for change in changes {
             self.pending_bytes += entry_bytes(&change.row, &change.value);
             let entry = self.pending_index[change.namespace.index()]
-                .entry(change.row.clone())
+                .entry(Key::new(change.row.clone()))
                 .or_insert((None, 0));
             entry.0 = change.value.clone();
             entry.1 += 1;
@@ -267,14 +258,15 @@ impl Cache {
             let (scn, changes, _) = self.pending.pop_front().expect("front exists");
             for change in changes {
                 self.pending_bytes -= entry_bytes(&change.row, &change.value);
+                let key = Key::new(change.row);
                 let index = &mut self.pending_index[change.namespace.index()];
-                if let Some(entry) = index.get_mut(&change.row) {
+                if let Some(entry) = index.get_mut(&key) {
                     entry.1 -= 1;
                     if entry.1 == 0 {
-                        index.remove(&change.row);
+                        index.remove(&key);
                     }
                 }
-                self.put_dirty(change.namespace, change.row, change.value);
+                self.put_dirty_key(change.namespace, key, change.value);
             }
             // Never beyond the last transaction actually promoted: the next one may have its
             // SCN (even a durable one) and not be in `pending` yet.
@@ -314,9 +306,14 @@ impl Cache {
     }
 
     fn put_dirty(&mut self, namespace: Namespace, key: Bytes, value: Option<Bytes>) {
-        self.dirty_bytes += durable_entry_bytes(&key, &value);
-        if let Some(old) = self.dirty.insert(namespace, key.clone(), value) {
-            self.dirty_bytes -= durable_entry_bytes(&key, &old);
+        self.put_dirty_key(namespace, Key::new(key), value);
+    }
+
+    fn put_dirty_key(&mut self, namespace: Namespace, key: Key, value: Option<Bytes>) {
+        self.dirty_bytes += durable_entry_bytes(key.bytes(), &value);
+        let bytes = key.bytes().clone();
+        if let Some(old) = self.dirty.rows[namespace.index()].insert(key, value) {
+            self.dirty_bytes -= durable_entry_bytes(&bytes, &old);
         }
     }
 
@@ -418,9 +415,11 @@ impl Cache {
             }
         };
         let pending = if bounds_ordered(lower, upper) {
-            let entries = self.pending_index[namespace.index()].range::<[u8], _>((lower, upper));
-            let pick =
-                |(key, (value, _)): (&Bytes, &(Option<Bytes>, usize))| (key.clone(), value.clone());
+            let entries = self.pending_index[namespace.index()]
+                .range((lower_key.as_ref(), upper_key.as_ref()));
+            let pick = |(key, (value, _)): (&Key, &(Option<Bytes>, usize))| {
+                (key.bytes().clone(), value.clone())
+            };
             if reverse {
                 entries.rev().take(limit).map(pick).collect()
             } else {

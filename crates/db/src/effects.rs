@@ -66,7 +66,8 @@ pub(crate) fn apply(view: &mut View, change: &Change) -> Result<()> {
     match change {
         Change::String { key, row } => {
             let new = KeyRow::decode(row).map_err(|error| mismatch(change, &error.to_string()))?;
-            let old = if view.is_exact() { Some(view.raw_key(key)?) } else { view.known_key(key)? };
+            let old =
+                if view.is_exact() { Some(view.replaced_key(key)?) } else { view.known_key(key)? };
             if let Some(old) = &old {
                 drop_elements(view, old.as_ref());
             }

@@ -31,6 +31,7 @@ mod key_count;
 pub mod layout;
 mod open;
 pub mod ops;
+mod read_ahead;
 mod scan;
 pub mod store;
 mod transaction;

@@ -243,6 +243,20 @@ impl<'a> View<'a> {
         self.get(Namespace::Keys, key)?.map(|row| decode_key_row(key, &row)).transpose()
     }
 
+    /// A key's row that the change being replayed replaces whole (a standby's or recovery's
+    /// SET): read as `raw_key` reads it, but neither looked for among nor added to the
+    /// remembered reads. Nothing reads it again (the overlay holds its new row from now on),
+    /// and a record of hundreds of SETs (an MSET) would otherwise fill the remembered reads
+    /// that every later read of the record scans, for nothing. What the base holds does not
+    /// change for the view's life, so skipping the remembered reads changes no answer.
+    pub(crate) fn replaced_key(&self, key: &Bytes) -> Result<Option<KeyRow>> {
+        let row = match self.overlay[Namespace::Keys.index()].get(key) {
+            Some(row) => row.clone(),
+            None => self.base.get(Namespace::Keys, key)?,
+        };
+        row.map(|row| decode_key_row(key, &row)).transpose()
+    }
+
     /// A key's row if the overlay or the cache know it (`Some(None)`: known absent).
     pub(crate) fn known_key(&self, key: &Bytes) -> Result<Option<Option<KeyRow>>> {
         match self.known(Namespace::Keys, key) {

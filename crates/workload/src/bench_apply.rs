@@ -141,6 +141,39 @@ pub struct ApplyCase {
     pub apply_rate: Vec<(f64, f64)>,
     /// The standby's wait events during apply that took the most time: (name, seconds).
     pub standby_waits: Vec<(String, f64)>,
+    /// CPU time (Linux's per-thread `utime + stime`) from the standby's restart to everything
+    /// applied, in seconds, of its apply thread (`db-apply`) and of the read-ahead thread that
+    /// reads and decodes the redo for it (`db-apply-read`); `None` where `/proc` cannot tell.
+    /// On a machine shared with other work the apply *rate* follows the neighbours; the CPU
+    /// apply costs per GB does not.
+    pub apply_thread_cpu_s: Option<f64>,
+    pub read_ahead_cpu_s: Option<f64>,
+    /// The apply thread's CPU seconds per GB of redo applied since the restart.
+    pub apply_thread_cpu_s_per_gb: Option<f64>,
+}
+
+/// CPU seconds of a process's threads named `name`, from `/proc/PID/task/*/stat`.
+fn thread_cpu_s(pid: u32, name: &str) -> Option<f64> {
+    // SAFETY: sysconf has no preconditions.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks_per_s <= 0 {
+        return None;
+    }
+    let mut ticks = 0u64;
+    let mut found = false;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        // After the `(comm)` field: state is field 3, utime 14 and stime 15.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |index: usize| fields.get(index)?.parse::<u64>().ok();
+        ticks += field(11)? + field(12)?;
+        found = true;
+    }
+    found.then(|| ticks as f64 / ticks_per_s as f64)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -380,6 +413,10 @@ fn measure(
         std::thread::sleep(APPLY_SAMPLE);
     };
     let apply_total_s = started.elapsed().as_secs_f64();
+    let standby_pid = standby.pid();
+    let apply_thread_cpu_s = standby_pid.and_then(|pid| thread_cpu_s(pid, "db-apply"));
+    let read_ahead_cpu_s = standby_pid.and_then(|pid| thread_cpu_s(pid, "db-apply-read"));
+    let applied_gb = after.metrics.stat("apply redo size") as f64 / 1e9;
     let (mut a0, a1) = (apply_samples[0], *apply_samples.last().expect("a sample"));
     let mut apply_basis = "samples";
     if a1.0 - a0.0 < APPLY_WINDOW_MIN_S {
@@ -434,6 +471,11 @@ fn measure(
         primary_rate: rate_points(&load_samples, 1),
         apply_rate,
         standby_waits,
+        apply_thread_cpu_s,
+        read_ahead_cpu_s,
+        apply_thread_cpu_s_per_gb: apply_thread_cpu_s
+            .filter(|_| applied_gb > 0.0)
+            .map(|seconds| seconds / applied_gb),
     })
 }
 
@@ -571,6 +613,16 @@ pub fn render(report: &ApplyReport) -> String {
             },
             if waits.is_empty() { "none".to_string() } else { waits.join(", ") }
         );
+        if let (Some(apply), Some(per_gb)) =
+            (case.apply_thread_cpu_s, case.apply_thread_cpu_s_per_gb)
+        {
+            let _ = writeln!(
+                text,
+                "{}: CPU since the standby's restart: apply thread {apply:.2} s ({per_gb:.2} s per GB applied), read-ahead {}",
+                case.workload.name(),
+                case.read_ahead_cpu_s.map_or("-".to_string(), |seconds| format!("{seconds:.2} s"))
+            );
+        }
     }
     for case in &report.cases {
         let _ = writeln!(
