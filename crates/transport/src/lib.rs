@@ -36,7 +36,7 @@ pub use config::{
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
 pub use fast_start::{FailoverRefusal, FastStart, ObserverHooks};
-pub use listener::{RedoListener, RedoPort, Refusals, probe};
+pub use listener::{RedoListener, RedoPort, Refusals, probe, relay_seal};
 pub use primary::{
     DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryIdentity,
     PrimaryTransport, TransportEvent, TransportEvents,

@@ -15,6 +15,7 @@ pub mod divergent;
 mod fast_start;
 pub mod gate;
 pub mod http;
+mod relay_tail;
 mod vouch;
 
 use std::sync::Arc;

@@ -686,6 +686,21 @@ impl PrimaryTransport {
         Ok(changes)
     }
 
+    /// Connects to destination `name` now if it waits to reconnect (its `reopen` interval):
+    /// a failover target that sealed this member, a forwarder, wants its tail at once.
+    pub fn connect_now(&self, name: &str) {
+        for destination in &self.inner.destinations {
+            if destination.name == name {
+                let mut state = destination.state.lock();
+                if state.phase == Phase::Disconnected {
+                    state.restart = true;
+                }
+                drop(state);
+                destination.notify();
+            }
+        }
+    }
+
     /// Retries destination `name` if it was given up after `max_failure` failures (any change
     /// to it does, `state=enable` included, even one that changes nothing).
     pub fn retry(&self, name: &str) {
