@@ -347,6 +347,7 @@ impl Roles {
                         fast_start.clone(),
                     )
                     .context("starting redo transport")?;
+                    transport.watch_alternates(replication.alternates(&member));
                     db.redo().set_shipper(Some(transport.shipper()));
                     Some(transport)
                 } else {

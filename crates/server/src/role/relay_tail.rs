@@ -61,6 +61,9 @@ impl Roles {
         let replication = self.settings.replication();
         let me = self.member_name();
         let (primary, relay) = match heard.primary_member.clone() {
+            // Its last session was the primary's own (an alternate route while the far sync
+            // was lost): there is no relay's tail to take.
+            Some(_) if heard.source_member.is_none() => return RelayTail::Direct,
             Some(primary) => {
                 let Some(relay) = replication.source(&primary).filter(|source| *source != primary)
                 else {

@@ -36,6 +36,7 @@ use crate::conn::Conn;
 use crate::quorum::{Protection, SyncQuorum};
 use crate::settings::Change;
 
+mod alternate;
 mod archive;
 mod sender;
 mod sync;
@@ -634,7 +635,14 @@ impl PrimaryTransport {
         mode: ProtectionMode,
         destinations: &[DestinationConfig],
     ) -> Result<Vec<(String, Change)>, String> {
-        let inner = &self.inner;
+        PrimaryTransport::reconfigure_inner(&self.inner, mode, destinations)
+    }
+
+    fn reconfigure_inner(
+        inner: &Arc<Inner>,
+        mode: ProtectionMode,
+        destinations: &[DestinationConfig],
+    ) -> Result<Vec<(String, Change)>, String> {
         let same_names = destinations.len() == inner.destinations.len()
             && inner.destinations.iter().all(|destination| {
                 destinations.iter().any(|config| config.name == destination.name)
