@@ -60,29 +60,27 @@ fn set_state(inner: &Arc<Inner>, name: &str, state: DestinationState) -> Result<
 }
 
 fn watch(inner: &Arc<Inner>, alternates: &[Alternate]) {
-    // Per alternate: since when the member it stands in for is not connected, and whether the
-    // alternate is in use.
+    // Per alternate: since when the member it stands in for is not connected.
     let mut lost_since: Vec<Option<Instant>> = vec![None; alternates.len()];
-    let mut in_use = vec![false; alternates.len()];
+    let named = |name: &str| inner.destinations.iter().find(|destination| destination.name == name);
     while !inner.shutdown.load(Ordering::Acquire) {
         std::thread::sleep(WATCH_INTERVAL);
         for (index, alternate) in alternates.iter().enumerate() {
-            let Some(destination) = inner
-                .destinations
-                .iter()
-                .find(|destination| destination.name == alternate.instead_of)
+            let (Some(far_sync), Some(terminal)) =
+                (named(&alternate.instead_of), named(&alternate.member))
             else {
                 continue;
             };
-            let phase = destination.state.lock().phase;
+            // Read each time: a run-time edit of the destinations (the file's) defers it too.
+            let in_use = terminal.config().state == DestinationState::Enable;
+            let phase = far_sync.state.lock().phase;
             let connected =
                 matches!(phase, Phase::CatchingUp | Phase::Streaming | Phase::Synchronized);
             if connected {
                 lost_since[index] = None;
-                if in_use[index] {
+                if in_use {
                     match set_state(inner, &alternate.member, DestinationState::Defer) {
                         Ok(()) => {
-                            in_use[index] = false;
                             tracing::warn!(member = %alternate.member, far_sync = %alternate.instead_of, "alternate route: '{}' is back; it forwards to '{}' again, and this primary stops shipping to it", alternate.instead_of, alternate.member);
                         }
                         Err(reason) => {
@@ -93,10 +91,9 @@ fn watch(inner: &Arc<Inner>, alternates: &[Alternate]) {
                 continue;
             }
             let since = *lost_since[index].get_or_insert_with(Instant::now);
-            if !in_use[index] && since.elapsed() >= alternate.after {
+            if !in_use && since.elapsed() >= alternate.after {
                 match set_state(inner, &alternate.member, DestinationState::Enable) {
                     Ok(()) => {
-                        in_use[index] = true;
                         tracing::warn!(member = %alternate.member, far_sync = %alternate.instead_of, lost_for = ?since.elapsed(), "alternate route: '{}' is lost; this primary ships to '{}' itself", alternate.instead_of, alternate.member);
                     }
                     Err(reason) => {
