@@ -273,7 +273,7 @@ fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothi
     let mut fs = MemberSpec::new("fs", "sync", "standby");
     fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
     let t = MemberSpec::new("t", "async", "standby");
-    let mut cluster = Cluster::start(ClusterConfig {
+    let cluster = Cluster::start(ClusterConfig {
         members: vec![a, fs, t],
         protection_mode: "maximum_protection",
         ..ClusterConfig::pair()
