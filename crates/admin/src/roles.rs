@@ -86,6 +86,10 @@ pub struct Promoted {
     /// still held back by it (applied before opening, as the failover said).
     #[serde(default)]
     pub delay_released_s: Option<f64>,
+    /// A failover behind a far sync (or a cascading standby): the tail it took from it, or
+    /// that it opened without it (`--force`).
+    #[serde(default)]
+    pub relay_tail: Option<String>,
     pub elapsed_ms: u64,
 }
 

@@ -169,7 +169,16 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
         .cloned()
         && let Some(status) = &primary.status
     {
+        let tree = transport::route_tree(&view.members, &primary.name).ok();
         for destination in &status.replication.destinations {
+            // An alternate route standing by (`alternate_of`): the member is shown as the
+            // member it receives from sees it (below), not as a deferred destination.
+            let alternate = tree.as_ref().is_some_and(|tree| {
+                tree.source_of(&destination.name) != Some(primary.name.as_str())
+            });
+            if alternate && destination.phase == transport::Phase::Deferred {
+                continue;
+            }
             if let Some(member) = members.iter_mut().find(|member| member.name == destination.name)
             {
                 member.state = Some(phase_name(destination.phase));

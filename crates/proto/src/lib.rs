@@ -41,10 +41,10 @@ pub use message::{
     Position, StandbyStatus, Welcome, Write, WriteKind, ZERO_TAIL_MAX, zero_tail,
 };
 pub use observer::{FastStartMode, ObserverPing, ObserverPong};
-pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RoleInfo, WireRole};
+pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RelaySeal, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 7;
+pub const PROTOCOL_VERSION: u16 = 8;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
 /// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed
@@ -56,7 +56,10 @@ pub const PROTOCOL_VERSION: u16 = 7;
 /// observer's settings, the answer says whether a refusal is final and whether fast-start
 /// failover runs): observers and members must be upgraded together. Version 7 added
 /// `Hello::relay_of`, sent only by a member that forwards redo (cascading): a version 6 member
-/// refuses such a hello as malformed, and takes a primary's as before.)
+/// refuses such a hello as malformed, and takes a primary's as before. Version 8 added
+/// `RelaySeal`, sent only by a failover target to the member it receives from: a version 7
+/// relay refuses it as malformed, and the target then fails over as it would without the
+/// relay's tail.)
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;

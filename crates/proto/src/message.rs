@@ -5,7 +5,7 @@ use crate::copy::{CopyBegin, CopyChunk, CopyEnd, CopyRequest};
 use crate::error::{ErrorCode, ErrorMessage, ProtoError};
 use crate::frame::{Reader, Writer};
 use crate::observer::{ObserverPing, ObserverPong};
-use crate::roles::{self, IncarnationRecord, Probe, RoleInfo};
+use crate::roles::{self, IncarnationRecord, Probe, RelaySeal, RoleInfo};
 
 /// Message kinds on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,9 @@ pub enum Kind {
     ObserverPong = 18,
     /// A `Write` whose trailing zero bytes are left out (version 5): see [`Write::zero_tail`].
     TrimmedWrite = 19,
+    /// A failover target asks the member it receives from to stop taking the old primary's
+    /// redo and say where its own ends (version 8): see [`RelaySeal`].
+    RelaySeal = 20,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ impl Kind {
             17 => Kind::ObserverPing,
             18 => Kind::ObserverPong,
             19 => Kind::TrimmedWrite,
+            20 => Kind::RelaySeal,
             _ => return None,
         })
     }
@@ -293,6 +297,7 @@ pub enum Message {
     CopyEnd(CopyEnd),
     ObserverPing(ObserverPing),
     ObserverPong(ObserverPong),
+    RelaySeal(RelaySeal),
 }
 
 impl Message {
@@ -317,6 +322,7 @@ impl Message {
             Message::CopyEnd(_) => Kind::CopyEnd,
             Message::ObserverPing(_) => Kind::ObserverPing,
             Message::ObserverPong(_) => Kind::ObserverPong,
+            Message::RelaySeal(_) => Kind::RelaySeal,
         }
     }
 }
@@ -414,6 +420,7 @@ pub(crate) fn encode_payload(message: &Message, w: &mut Writer<'_>) {
         Message::CopyEnd(end) => end.encode(w),
         Message::ObserverPing(ping) => ping.encode(w),
         Message::ObserverPong(pong) => pong.encode(w),
+        Message::RelaySeal(seal) => seal.encode(w),
     }
 }
 
@@ -565,5 +572,6 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
         Kind::CopyEnd => Message::CopyEnd(CopyEnd::decode(r)?),
         Kind::ObserverPing => Message::ObserverPing(ObserverPing::decode(r)?),
         Kind::ObserverPong => Message::ObserverPong(ObserverPong::decode(r)?),
+        Kind::RelaySeal => Message::RelaySeal(RelaySeal::decode(r)?),
     })
 }

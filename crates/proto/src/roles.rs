@@ -1,6 +1,7 @@
 //! What members tell each other about roles and incarnations: the incarnation history a
 //! primary's hello carries (so that a standby can tell whether it may follow a primary of a
-//! newer incarnation), and `Probe` / `RoleInfo`, by which any member asks another who it is.
+//! newer incarnation), `Probe` / `RoleInfo`, by which any member asks another who it is, and
+//! `RelaySeal`, by which a failover target takes the tail its relay holds.
 
 use crate::error::ProtoError;
 use crate::frame::{Reader, Writer};
@@ -48,6 +49,42 @@ pub struct Probe {
     /// The asking member (empty for a tool).
     pub member: String,
     pub time_us: u64,
+}
+
+/// "I fail over from `primary` of `incarnation`: take no more of its redo, and tell me where
+/// yours ends": the first frame of a connection from a failover target to the member it
+/// receives its redo from (its far sync or cascading standby, version 8). The relay stops
+/// taking that primary's redo of that incarnation (or older), makes what it received durable
+/// and answers with its `RoleInfo`, whose position is then its final end: every write the
+/// old primary had acknowledged by it is before it, and it forwards all of it to the target.
+// Format: { member: text | primary: text | incarnation: u32 | time_us: u64 }
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelaySeal {
+    /// The asking member (the failover target).
+    pub member: String,
+    /// The primary it fails over from; empty if the target has heard from none since it
+    /// started: then the one the relay receives from (the answer's `primary` names it).
+    pub primary: String,
+    pub incarnation: u32,
+    pub time_us: u64,
+}
+
+impl RelaySeal {
+    pub(crate) fn encode(&self, w: &mut Writer<'_>) {
+        w.text(&self.member);
+        w.text(&self.primary);
+        w.u32(self.incarnation);
+        w.u64(self.time_us);
+    }
+
+    pub(crate) fn decode(r: &mut Reader<'_>) -> Result<RelaySeal, ProtoError> {
+        Ok(RelaySeal {
+            member: r.text()?,
+            primary: r.text()?,
+            incarnation: r.u32()?,
+            time_us: r.u64()?,
+        })
+    }
 }
 
 /// The answer to a `Probe`: who this member is, in which incarnation, and where its redo is.

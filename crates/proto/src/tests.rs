@@ -270,6 +270,11 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
         }),
         (text, any::<u64>())
             .prop_map(|(member, time_us)| Message::Probe(Probe { member, time_us })),
+        (text, text, any::<u32>(), any::<u64>()).prop_map(
+            |(member, primary, incarnation, time_us)| {
+                Message::RelaySeal(RelaySeal { member, primary, incarnation, time_us })
+            }
+        ),
         (text, any::<bool>(), any::<u64>(), (any::<u32>(), any::<u32>()), text, position())
             .prop_flat_map(
                 move |(

@@ -138,13 +138,14 @@ impl Security {
         let claim = match first {
             Message::Hello(hello) => Claim::Member(&hello.member),
             Message::CopyRequest(request) => Claim::Member(&request.member),
+            Message::RelaySeal(seal) => Claim::Member(&seal.member),
             Message::Probe(probe) => Claim::Peer(&probe.member),
             Message::ObserverPing(ping) => Claim::Observer(&ping.observer),
             other => {
                 return Err(ErrorMessage::new(
                     ErrorCode::Malformed,
                     format!(
-                        "expected a hello, a probe, a copy request or an observer ping, got {:?}",
+                        "expected a hello, a probe, a copy request, a relay seal or an observer ping, got {:?}",
                         other.kind()
                     ),
                 ));

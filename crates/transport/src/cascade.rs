@@ -167,6 +167,14 @@ impl Cascade {
         writes.clear();
     }
 
+    /// Connects to `member` now if the forwarder waits to reconnect to it (a failover target
+    /// that sealed this member wants its tail at once).
+    pub fn connect_now(&self, member: &str) {
+        if let Some(Forwarding { transport: Some(transport), .. }) = self.running.lock().as_ref() {
+            transport.connect_now(member);
+        }
+    }
+
     /// Whether anything is forwarded now (writes are worth holding for `offer`).
     pub fn is_forwarding(&self) -> bool {
         self.running.lock().as_ref().is_some_and(|running| running.transport.is_some())

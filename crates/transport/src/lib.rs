@@ -30,13 +30,13 @@ pub use admission::{ListenerLimits, Security};
 pub use cascade::{Cascade, CascadeContext};
 pub use compression::{Compression, CompressionCounts, CompressionScope, DestinationCompression};
 pub use config::{
-    BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, Hop, MemberConfig,
-    MemberKind, ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig, RouteConfig,
-    RouteTree, StandbyConfig, Transport, route_tree, transport_name,
+    Alternate, BufferSize, DestinationConfig, DestinationState, FastStartFailoverConfig, Hop,
+    MemberConfig, MemberKind, ObserverEntry, ProtectionMode, ReplicationConfig, RoleConfig,
+    RouteConfig, RouteTree, StandbyConfig, Transport, route_tree, transport_name,
 };
 pub use copy::{CopyProgress, CopyServer, DataSnapshot, Entries, SnapshotSource, fetch_copy};
 pub use fast_start::{FailoverRefusal, FastStart, ObserverHooks};
-pub use listener::{RedoListener, RedoPort, Refusals, probe};
+pub use listener::{RedoListener, RedoPort, Refusals, probe, relay_seal};
 pub use primary::{
     DestinationStatus, LOG_BUFFER_MAX_SHIPPED, LagSummary, Phase, PrimaryIdentity,
     PrimaryTransport, TransportEvent, TransportEvents,

@@ -9,6 +9,9 @@
 //!   a newer incarnation than its own.
 //! - `Probe`: "who are you?": answered with the member's `RoleInfo`.
 //! - `CopyRequest`: a new standby asking a primary for a copy of its data (`copy`).
+//! - `RelaySeal`: a failover target asking the member it receives from (a far sync, a
+//!   cascading standby) to take no more of the old primary's redo and say where its own ends
+//!   (`receiver`; docs/roles.md, "Failover through a far sync").
 //!
 //! - `ObserverPing`: a fast-start failover observer (`fast_start`).
 //!
@@ -26,7 +29,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, Message, Probe, RoleInfo};
+use proto::{CopyRequest, ErrorCode, ErrorMessage, Hello, Message, Probe, RelaySeal, RoleInfo};
 
 pub use crate::admission::{CONNECTIONS_MAX, ListenerLimits, Security};
 use crate::admission::{FIRST_FRAME_MAX, HandshakeSlot, Slots};
@@ -50,6 +53,17 @@ pub trait RedoPort: Send + Sync {
     fn role_info(&self) -> RoleInfo;
     /// A new standby asks for a copy of the data: serve it, or refuse.
     fn copy(&self, conn: Conn, request: CopyRequest);
+    /// A failover target asks this member, its relay, to take no more of the old primary's
+    /// redo and say where its own ends. Only a standby that forwards serves it.
+    fn relay_seal(&self, mut conn: Conn, seal: RelaySeal) {
+        conn.refuse(ErrorMessage::new(
+            ErrorCode::NotAStandby,
+            format!(
+                "'{}' asks this member for the tail of '{}', but it relays no redo now (it is no standby)",
+                seal.member, seal.primary
+            ),
+        ));
+    }
 }
 
 /// Refusals, counted for status: who was refused last, and why.
@@ -343,6 +357,7 @@ impl Inner {
                 conn.shutdown();
             }
             Message::CopyRequest(request) => port.copy(conn, request),
+            Message::RelaySeal(seal) => port.relay_seal(conn, seal),
             Message::ObserverPing(ping) => match self.observer.read().clone() {
                 Some(hooks) => crate::fast_start::serve_observer(conn, ping, hooks.as_ref(), &|| {
                     self.shutdown.load(Ordering::Acquire)
@@ -383,5 +398,39 @@ pub fn probe(
         Ok(Message::Error(error)) => Err(format!("{address} refused: {}", error.message)),
         Ok(other) => Err(format!("{address} answered with {:?}", other.kind())),
         Err(error) => Err(format!("asking {address}: {error}")),
+    }
+}
+
+/// Asks `relay` (at `address`), the member this one receives its redo from, to take no more of
+/// `primary`'s redo of `incarnation` (or older) and say where its redo ends (a `RelaySeal`),
+/// within `timeout`, as `asking`; over mutual TLS if `tls` is given. The answer's position is
+/// the relay's durable end after the seal.
+pub fn relay_seal(
+    address: &str,
+    relay: &str,
+    asking: &str,
+    primary: &str,
+    incarnation: u32,
+    tls: Option<&tls::RedoTls>,
+    timeout: Duration,
+) -> Result<RoleInfo, String> {
+    let mut conn = Conn::connect(address, timeout, None, PAYLOAD_MAX)
+        .and_then(|conn| conn.secure(tls, relay, timeout))
+        .map_err(|error| format!("connecting to '{relay}' at {address}: {error}"))?;
+    conn.send(
+        &Message::RelaySeal(RelaySeal {
+            member: asking.to_string(),
+            primary: primary.to_string(),
+            incarnation,
+            time_us: redo::types::now_unix_us(),
+        }),
+        timeout,
+    )
+    .map_err(|error| format!("asking '{relay}': {error}"))?;
+    match conn.recv(Some(timeout)) {
+        Ok(Message::RoleInfo(info)) => Ok(info),
+        Ok(Message::Error(error)) => Err(format!("'{relay}' refused: {}", error.message)),
+        Ok(other) => Err(format!("'{relay}' answered with {:?}", other.kind())),
+        Err(error) => Err(format!("asking '{relay}': {error}")),
     }
 }

@@ -145,6 +145,9 @@ pub fn failover(args: FailoverArgs) -> anyhow::Result<()> {
         ),
         _ => println!("The old primary's last SCN is not known (it was never heard from)."),
     }
+    if let Some(tail) = &promoted.relay_tail {
+        println!("'{}' {tail}.", done.to);
+    }
     if let Some(delay) = promoted.delay_released_s {
         println!(
             "'{}' had an apply delay of {delay} s: it applied the redo the delay held back ({} SCNs received and not yet applied) before opening as the primary.",

@@ -20,7 +20,8 @@ pub struct MemberSpec {
     pub affirm: bool,
     /// `role` for a new database: `primary` or `standby`.
     pub initial_role: &'static str,
-    /// More keys of its `[[replication.members]]` entry (`delay = "5s"\n`, say).
+    /// More keys of its `[[replication.members]]` entry (`delay = "5s"\n`, say; a `reopen`
+    /// here replaces the cluster's).
     pub extra: &'static str,
 }
 
@@ -373,7 +374,7 @@ impl Cluster {
             let ports = self.ports[member.name];
             let host = self.host(member.name);
             text += &format!(
-                "[[replication.members]]\nname = \"{}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"{}\"\nreopen = \"{}\"\n",
+                "[[replication.members]]\nname = \"{}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"{}\"\n",
                 member.name,
                 ports.resp,
                 ports.admin,
@@ -381,8 +382,11 @@ impl Cluster {
                 member.transport,
                 member.affirm,
                 self.config.net_timeout,
-                self.config.reopen
             );
+            // The cluster's `reopen`, unless the member's own keys give one.
+            if !member.extra.contains("reopen =") {
+                text += &format!("reopen = \"{}\"\n", self.config.reopen);
+            }
             text += member.extra;
         }
         text

@@ -417,6 +417,7 @@ impl Roles {
             lost_scns_at_most: Some(0),
             unapplied_scns: 0,
             delay_released_s,
+            relay_tail: None,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
@@ -456,7 +457,8 @@ impl Roles {
         force: bool,
     ) -> anyhow::Result<Promoted> {
         let _transition = self.transition.lock().await;
-        self.failover_holding(immediate, force).await
+        // `force` also opens it without its relay's tail, if that cannot be had.
+        self.failover_holding(immediate, force, force).await
     }
 
     /// A far sync (`kind = "far_sync"`) relays redo and never becomes a primary, whoever asks
@@ -472,11 +474,14 @@ impl Roles {
         Ok(())
     }
 
-    /// `failover`, by a caller that holds the role-change lock (`transition`).
+    /// `failover`, by a caller that holds the role-change lock (`transition`). `force`: even
+    /// with the primary connected; `without_tail`: even if the tail held by the member it
+    /// receives from (a far sync) cannot be had.
     pub(crate) async fn failover_holding(
         self: &Arc<Roles>,
         immediate: bool,
         force: bool,
+        without_tail: bool,
     ) -> anyhow::Result<Promoted> {
         self.require_members()?;
         self.refuse_if_far_sync()?;
@@ -503,6 +508,16 @@ impl Roles {
             return refuse(format!(
                 "the primary{} is connected to this standby: it is not lost; use switchover (or failover --force, which fences it)",
                 heard.primary_member.as_ref().map_or(String::new(), |name| format!(" '{name}'"))
+            ));
+        }
+        // Behind a far sync (or a cascading standby): first the tail it holds, the relay
+        // sealed so that it takes no more of the old primary (`relay_tail`).
+        let tail = self.take_relay_tail(&receiver, &heard, control.incarnation.0).await;
+        if let super::relay_tail::RelayTail::Missing { relay, reason } = &tail
+            && !without_tail
+        {
+            return refuse(format!(
+                "the tail held by '{relay}', which this standby receives from, cannot be had: {reason}; use failover --force to open with what this standby holds (commits the old primary acknowledged through '{relay}' may be lost)"
             ));
         }
         // No more redo from anyone: what this standby holds now is what the new incarnation
@@ -596,6 +611,7 @@ impl Roles {
             lost_scns_at_most: lost,
             unapplied_scns,
             delay_released_s,
+            relay_tail: tail.note(),
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }

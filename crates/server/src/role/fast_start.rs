@@ -164,7 +164,7 @@ impl ObserverHooks for Hooks {
         let roles = roles.clone();
         self.runtime
             .block_on(async move {
-                let promoted = roles.failover_holding(false, true).await;
+                let promoted = roles.failover_holding(false, true, false).await;
                 drop(transition);
                 promoted
             })

@@ -15,6 +15,7 @@ pub mod divergent;
 mod fast_start;
 pub mod gate;
 pub mod http;
+mod relay_tail;
 mod vouch;
 
 use std::sync::Arc;
@@ -346,6 +347,7 @@ impl Roles {
                         fast_start.clone(),
                     )
                     .context("starting redo transport")?;
+                    transport.watch_alternates(replication.alternates(&member));
                     db.redo().set_shipper(Some(transport.shipper()));
                     Some(transport)
                 } else {

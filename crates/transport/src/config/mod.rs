@@ -17,7 +17,7 @@ pub use destination::{
 };
 pub use fast_start::{FastStartFailoverConfig, OBSERVERS_MAX, ObserverEntry};
 pub use member::{MEMBERS_MAX, MemberConfig};
-pub use routes::{Hop, MemberKind, RouteConfig, RouteTree, route_tree, transport_name};
+pub use routes::{Alternate, Hop, MemberKind, RouteConfig, RouteTree, route_tree, transport_name};
 pub use standby::{DELAY_MAX, StandbyConfig};
 
 /// A database's role in the configuration.

@@ -7,9 +7,11 @@
 //! A member no route names under a primary receives from that primary directly, as without
 //! routes; so a configuration without routes ships from the primary to every other member.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
-use super::destination::{DestinationConfig, Transport};
+use super::destination::{DestinationConfig, DestinationState, Transport};
 use super::member::MemberConfig;
 use super::{ReplicationConfig, RoleConfig};
 
@@ -27,6 +29,39 @@ pub struct RouteConfig {
     /// `transport`. Forwarded (`when` is another member): `async` only, the default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<Transport>,
+    /// An alternate route (Data Guard's `ALTERNATE`): the primary (`when`, this member) ships
+    /// to `to` itself only while this member, its own destination and `to`'s source under it
+    /// (a far sync), is lost: not connected for `after`. When it is back, the primary stops
+    /// and `to` receives from it again. Default: none (a route of the tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alternate_of: Option<String>,
+    /// With `alternate_of`: how long that member is not connected before the alternate takes
+    /// over. Default: 5s; 100ms..=1h.
+    #[serde(
+        default = "default_alternate_after",
+        with = "units::serde_human::duration",
+        skip_serializing_if = "is_default_alternate_after"
+    )]
+    pub after: Duration,
+}
+
+fn default_alternate_after() -> Duration {
+    Duration::from_secs(5)
+}
+
+fn is_default_alternate_after(after: &Duration) -> bool {
+    *after == default_alternate_after()
+}
+
+/// An alternate route of a primary (`RouteConfig::alternate_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alternate {
+    /// The member the primary ships to while the alternate is in use.
+    pub member: String,
+    /// The member whose loss puts it in use (`member`'s source in the route tree).
+    pub instead_of: String,
+    pub transport: Transport,
+    pub after: Duration,
 }
 
 /// What a member is: a database (primary or standby by its role), or a far sync (standby logs
@@ -137,7 +172,7 @@ pub fn route_tree(members: &[MemberConfig], primary: &str) -> Result<RouteTree, 
     let mut routed: Vec<(usize, usize, Hop)> = Vec::new();
     for (index, member) in members.iter().enumerate() {
         for (route_index, route) in member.routes.iter().enumerate() {
-            if route.when != primary {
+            if route.when != primary || route.alternate_of.is_some() {
                 continue;
             }
             let Some(to) = members.iter().find(|other| other.name == route.to) else { continue };
@@ -225,13 +260,48 @@ impl ReplicationConfig {
             // (Refused by `validate`; never used to ship.)
             return Vec::new();
         };
-        tree.sent_by(primary)
+        let mut destinations: Vec<DestinationConfig> = tree
+            .sent_by(primary)
             .filter_map(|hop| {
                 let mut destination = self.member_named(&hop.member)?.destination();
                 destination.transport = hop.transport;
                 Some(destination)
             })
+            .collect();
+        // Each alternate is a destination deferred until its far sync is lost.
+        for alternate in self.alternates(primary) {
+            let Some(member) = self.member_named(&alternate.member) else { continue };
+            let mut destination = member.destination();
+            destination.transport = alternate.transport;
+            destination.state = DestinationState::Defer;
+            destinations.push(destination);
+        }
+        destinations
+    }
+
+    /// The alternate routes of `primary` (its own routes with `alternate_of`).
+    pub fn alternates(&self, primary: &str) -> Vec<Alternate> {
+        let Some(member) = self.member_named(primary) else { return Vec::new() };
+        member
+            .routes
+            .iter()
+            .filter(|route| route.when == primary)
+            .filter_map(|route| {
+                let instead_of = route.alternate_of.clone()?;
+                let to = self.member_named(&route.to)?;
+                Some(Alternate {
+                    member: to.name.clone(),
+                    instead_of,
+                    transport: route.transport.unwrap_or(to.transport),
+                    after: route.after,
+                })
+            })
             .collect()
+    }
+
+    /// Whether `sender` is `primary` shipping to this member over an alternate route.
+    pub fn is_alternate_of(&self, primary: &str, member: &str) -> bool {
+        self.alternates(primary).iter().any(|alternate| alternate.member == member)
     }
 
     /// What this member forwards to, ASYNC, while `primary` is the primary and this member a
@@ -339,6 +409,83 @@ impl ReplicationConfig {
         }
         for primary in self.primary_candidates() {
             route_tree(&self.members, &primary.name)?;
+        }
+        self.validate_alternates()
+    }
+
+    /// An alternate route is the primary's own, to a member that receives from one of the
+    /// primary's destinations, instead of that destination.
+    fn validate_alternates(&self) -> Result<(), (String, String)> {
+        for (index, member) in self.members.iter().enumerate() {
+            for (route_index, route) in member.routes.iter().enumerate() {
+                let Some(instead_of) = &route.alternate_of else { continue };
+                let field =
+                    |key: &str| format!("replication.members[{index}].routes[{route_index}].{key}");
+                let invalid = |key: &str, reason: String| Err((field(key), reason));
+                if route.when != member.name {
+                    return invalid(
+                        "alternate_of",
+                        format!(
+                            "'{}' names an alternate route under '{}': an alternate route is the primary's own (when = \"{}\")",
+                            member.name, route.when, member.name
+                        ),
+                    );
+                }
+                if self.member_named(instead_of).is_none() {
+                    return invalid(
+                        "alternate_of",
+                        format!(
+                            "'{instead_of}' (an alternate route of '{}') is not a member",
+                            member.name
+                        ),
+                    );
+                }
+                if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&route.after)
+                {
+                    return invalid(
+                        "after",
+                        format!(
+                            "{:?} (an alternate route of '{}') is outside 100ms..=1h",
+                            route.after, member.name
+                        ),
+                    );
+                }
+                let Ok(tree) = route_tree(&self.members, &member.name) else { continue };
+                if tree.source_of(instead_of) != Some(member.name.as_str()) {
+                    return invalid(
+                        "alternate_of",
+                        format!(
+                            "'{instead_of}' is not a destination of '{}' when '{}' is the primary: an alternate route stands in for one of the primary's own destinations",
+                            member.name, member.name
+                        ),
+                    );
+                }
+                if tree.source_of(&route.to) != Some(instead_of.as_str()) {
+                    return invalid(
+                        "to",
+                        format!(
+                            "'{}' does not receive redo from '{instead_of}' when '{}' is the primary: the alternate route of '{}' to it would stand in for nothing",
+                            route.to, member.name, member.name
+                        ),
+                    );
+                }
+                if member
+                    .routes
+                    .iter()
+                    .filter(|other| {
+                        other.when == member.name
+                            && other.to == route.to
+                            && other.alternate_of.is_some()
+                    })
+                    .count()
+                    > 1
+                {
+                    return invalid(
+                        "to",
+                        format!("'{}' names two alternate routes to '{}'", member.name, route.to),
+                    );
+                }
+            }
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ use crate::conn::Conn;
 use crate::quorum::{Protection, SyncQuorum};
 use crate::settings::Change;
 
+mod alternate;
 mod archive;
 mod sender;
 mod sync;
@@ -634,7 +635,14 @@ impl PrimaryTransport {
         mode: ProtectionMode,
         destinations: &[DestinationConfig],
     ) -> Result<Vec<(String, Change)>, String> {
-        let inner = &self.inner;
+        PrimaryTransport::reconfigure_inner(&self.inner, mode, destinations)
+    }
+
+    fn reconfigure_inner(
+        inner: &Arc<Inner>,
+        mode: ProtectionMode,
+        destinations: &[DestinationConfig],
+    ) -> Result<Vec<(String, Change)>, String> {
         let same_names = destinations.len() == inner.destinations.len()
             && inner.destinations.iter().all(|destination| {
                 destinations.iter().any(|config| config.name == destination.name)
@@ -684,6 +692,21 @@ impl PrimaryTransport {
             inner.progressed.notify_all();
         }
         Ok(changes)
+    }
+
+    /// Connects to destination `name` now if it waits to reconnect (its `reopen` interval):
+    /// a failover target that sealed this member, a forwarder, wants its tail at once.
+    pub fn connect_now(&self, name: &str) {
+        for destination in &self.inner.destinations {
+            if destination.name == name {
+                let mut state = destination.state.lock();
+                if state.phase == Phase::Disconnected {
+                    state.restart = true;
+                }
+                drop(state);
+                destination.notify();
+            }
+        }
     }
 
     /// Retries destination `name` if it was given up after `max_failure` failures (any change

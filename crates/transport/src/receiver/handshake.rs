@@ -14,7 +14,7 @@ use super::Inner;
 use crate::conn::Conn;
 
 /// The primary whose redo a hello brings: the sender, or the one it forwards (cascading).
-fn primary_of(hello: &Hello) -> &str {
+pub(super) fn primary_of(hello: &Hello) -> &str {
     if hello.relay_of.is_empty() { &hello.member } else { &hello.relay_of }
 }
 
@@ -145,6 +145,10 @@ impl Inner {
                 );
                 return;
             }
+        }
+        if let Some(refusal) = self.sealed(&hello) {
+            self.refuse(&mut conn, refusal);
+            return;
         }
         if let Err(error) = self.check_incarnation(&hello) {
             self.refuse(&mut conn, error);

@@ -36,6 +36,7 @@ use crate::listener::{RedoPort, Refusals};
 
 mod handshake;
 mod receive;
+mod seal;
 
 /// (SCN, primary time) points kept to compute the apply lag.
 const HISTORY_MAX: usize = 100_000;
@@ -229,8 +230,12 @@ struct Inner {
     /// connection of an older one is ended at its next write.
     newest_known: AtomicU32,
     /// Held (shared) by every write received, and (exclusively) while a newer incarnation is
-    /// decided and adopted, so that no write of the old incarnation lands in between.
+    /// decided and adopted, or a seal is set, so that no write of the old incarnation lands in
+    /// between.
     following: RwLock<()>,
+    /// A failover target sealed this relay (`seal`): redo of an incarnation below this is
+    /// taken from no one (0: not sealed). In memory: a restart forgets it.
+    sealed_below: AtomicU32,
     /// Compressed frames received on every connection.
     decompression: Arc<CompressionCounters>,
     /// Forwarding to the members the routes name under the primary (none without routes).
@@ -263,6 +268,7 @@ impl StandbyReceiver {
             },
             newest_known: AtomicU32::new(newest_known.0),
             following: RwLock::new(()),
+            sealed_below: AtomicU32::new(0),
             decompression: Arc::new(CompressionCounters::default()),
             redo: context.redo,
             storage: context.storage,
@@ -408,6 +414,10 @@ impl RedoPort for StandbyReceiver {
                 "this member is a standby: ask the primary for a copy of the data",
             ),
         );
+    }
+
+    fn relay_seal(&self, conn: Conn, seal: proto::RelaySeal) {
+        self.inner.serve_seal(conn, seal);
     }
 }
 

@@ -121,6 +121,16 @@ impl Inner {
             // A newer incarnation has been adopted (or learned of) since this connection's
             // hello: its primary has been failed over; nothing more of it is taken.
             let _following = self.following.read();
+            // A failover target sealed this relay: what was received goes on to the members
+            // it forwards to, and nothing more of this incarnation is taken.
+            if let Some(refusal) = self.sealed(hello) {
+                self.redo
+                    .sync_received()
+                    .map_err(|error| format!("syncing the standby logs: {error}"))?;
+                self.forward(&mut held);
+                conn.refuse(refusal.clone());
+                return Err(refusal.message);
+            }
             let newest = self.newest_known.load(Ordering::Acquire);
             if newest > hello.incarnation {
                 let message = format!(

@@ -263,3 +263,76 @@ fn a_cascaded_fast_start_target_is_refused() {
     config.fast_start_failover.target = vec!["b".into()];
     config.validate().unwrap();
 }
+
+#[test]
+fn an_alternate_route_stands_in_for_the_far_sync_and_is_refused_by_name_otherwise() {
+    // a → b (far sync) → c; a's alternate to c while b is lost.
+    let far_sync = ["", "kind = \"far_sync\"", "", ""];
+    let routes = |a: &str| {
+        [
+            a.to_string(),
+            "routes = [{ when = \"a\", to = \"c\" }]".to_string(),
+            String::new(),
+            String::new(),
+        ]
+    };
+    let build = |a: &str| {
+        let routes = routes(a);
+        config([&routes[0], &routes[1], &routes[2], &routes[3]], far_sync, "")
+    };
+    let good = build(
+        "routes = [{ when = \"a\", to = \"c\", alternate_of = \"b\", after = \"2s\", transport = \"sync\" }]",
+    );
+    good.validate().unwrap();
+    // The tree is unchanged (c receives from b); the alternate is a deferred destination.
+    assert_eq!(good.route_tree("a").unwrap().source_of("c"), Some("b"));
+    let destinations = good.destinations();
+    let shipped: Vec<(&str, DestinationState, Transport)> =
+        destinations.iter().map(|d| (d.name.as_str(), d.state, d.transport)).collect();
+    assert_eq!(
+        shipped,
+        [
+            ("b", DestinationState::Enable, Transport::Async),
+            ("d", DestinationState::Enable, Transport::Async),
+            ("c", DestinationState::Defer, Transport::Sync)
+        ]
+    );
+    assert_eq!(
+        good.alternates("a"),
+        [Alternate {
+            member: "c".into(),
+            instead_of: "b".into(),
+            transport: Transport::Sync,
+            after: Duration::from_secs(2)
+        }]
+    );
+    assert!(good.alternates("c").is_empty());
+
+    // Standing in for a member that is not the primary's destination.
+    let (field, reason) =
+        refused(&build("routes = [{ when = \"a\", to = \"d\", alternate_of = \"c\" }]"));
+    assert_eq!(field, "replication.members[0].routes[0].alternate_of");
+    assert!(reason.contains("'c' is not a destination of 'a'"), "{reason}");
+    // To a member that does not receive from the member it stands in for.
+    let (field, reason) =
+        refused(&build("routes = [{ when = \"a\", to = \"d\", alternate_of = \"b\" }]"));
+    assert_eq!(field, "replication.members[0].routes[0].to");
+    assert!(reason.contains("'d' does not receive redo from 'b'"), "{reason}");
+    // Not a member.
+    let (_, reason) =
+        refused(&build("routes = [{ when = \"a\", to = \"c\", alternate_of = \"x\" }]"));
+    assert!(reason.contains("'x' (an alternate route of 'a') is not a member"), "{reason}");
+    // Out of bounds.
+    let (field, reason) = refused(&build(
+        "routes = [{ when = \"a\", to = \"c\", alternate_of = \"b\", after = \"10ms\" }]",
+    ));
+    assert_eq!(field, "replication.members[0].routes[0].after");
+    assert!(reason.contains("outside 100ms..=1h"), "{reason}");
+    // Another member's alternate route.
+    let mut others = routes("");
+    others[3] = "routes = [{ when = \"a\", to = \"c\", alternate_of = \"b\" }]".into();
+    let (field, reason) =
+        refused(&config([&others[0], &others[1], &others[2], &others[3]], far_sync, ""));
+    assert_eq!(field, "replication.members[3].routes[0].alternate_of");
+    assert!(reason.contains("an alternate route is the primary's own"), "{reason}");
+}
