@@ -21,7 +21,7 @@ pub const NAME_MAX: usize = 64;
 // | incarnation: u32 | database_id: u64 | checkpoint_scn: u64 | created_us: u64
 // | block_size: u32 | groups: u32 | members: u32 | role: u8 (1 primary, 2 standby)
 // | flags: u8 (bit 0: followed) | reserved: u16 | log_file_size: u64 | write_bytes_max: u64
-// | base_seq: u64 | fenced_incarnation: u32 | reserved: u32
+// | base_seq: u64 | fenced_incarnation: u32 | sealed_below: u32
 // | member_len: u8 | member: [u8; 64] | fenced_by_len: u8 | fenced_by: [u8; 64]
 // | reserved: zeros to 256 }
 // Version 1 was the first 72 bytes (role, flags and everything after write_bytes_max
@@ -62,6 +62,11 @@ pub struct ControlData {
     /// A newer incarnation this database is not part of: it takes no write (a primary) and
     /// no redo (a standby) until it is reinstated.
     pub fenced: Option<Fence>,
+    /// A relay sealed by a failover target (`RelaySeal`, docs/roles.md, "Failover through a
+    /// far sync"): it takes no redo of an incarnation below this one, from anyone, ever again
+    /// (0: not sealed). On disk before the seal is answered, so that a restart of the relay
+    /// cannot let the old primary acknowledge through it again.
+    pub sealed_below: Incarnation,
     /// The configuration member this database is (empty: not named yet).
     pub member: String,
 }
@@ -108,6 +113,7 @@ impl ControlData {
             bytes[80..84].copy_from_slice(&fence.incarnation.0.to_le_bytes());
             put_name(&mut bytes, 153, &fence.by);
         }
+        bytes[84..88].copy_from_slice(&self.sealed_below.0.to_le_bytes());
         put_name(&mut bytes, 88, &self.member);
         let crc = crc32c::crc32c(&bytes[8..]);
         bytes[4..8].copy_from_slice(&crc.to_le_bytes());
@@ -160,6 +166,7 @@ impl ControlData {
             followed: false,
             base_seq: LogSeq(0),
             fenced: None,
+            sealed_below: Incarnation(0),
             member: String::new(),
         };
         if version == 1 {
@@ -172,6 +179,8 @@ impl ControlData {
         };
         data.followed = bytes[53] & 1 != 0;
         data.base_seq = LogSeq(u64_at(72));
+        // Zero in files written before seals existed (the bytes were reserved, zeros).
+        data.sealed_below = Incarnation(u32_at(84));
         data.member = get_name(bytes, 88).map_err(error)?;
         let fenced = u32_at(80);
         if fenced != 0 {
@@ -238,6 +247,7 @@ mod tests {
             followed: true,
             base_seq: LogSeq(42),
             fenced: Some(Fence { incarnation: Incarnation(3), by: "wést".into() }),
+            sealed_below: Incarnation(3),
             member: "east".into(),
         };
         let bytes = data.encode();
@@ -248,7 +258,12 @@ mod tests {
             assert!(ControlData::decode(&damaged, Role::Primary).is_err(), "byte {at}");
         }
         assert!(ControlData::decode(&bytes[..10], Role::Primary).is_err());
-        let unfenced = ControlData { fenced: None, member: String::new(), ..data };
+        let unfenced = ControlData {
+            fenced: None,
+            sealed_below: Incarnation(0),
+            member: String::new(),
+            ..data
+        };
         assert_eq!(ControlData::decode(&unfenced.encode(), Role::Primary), Ok(unfenced));
     }
 
@@ -270,6 +285,7 @@ mod tests {
             followed: false,
             base_seq: LogSeq(0),
             fenced: None,
+            sealed_below: Incarnation(0),
             member: String::new(),
         };
         let mut v1 = data.encode()[..LEN_V1].to_vec();

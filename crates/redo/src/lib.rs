@@ -319,6 +319,16 @@ impl RedoLog {
         Ok(())
     }
 
+    /// Records durably that this member (a relay) takes no redo of an incarnation below
+    /// `below` any more (`ControlData::sealed_below`): before the seal is answered.
+    pub fn seal_below(&self, below: Incarnation) -> Result<()> {
+        self.shared.update_control(|control| {
+            control.sealed_below = control.sealed_below.max(below);
+            Ok(())
+        })?;
+        Ok(())
+    }
+
     /// Changes the control file of a database that is not open (a role change happens while
     /// the database is closed: the control file is its commit point). `change` edits a copy,
     /// which replaces the file durably.

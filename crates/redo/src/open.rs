@@ -100,6 +100,7 @@ impl RedoLog {
                 followed: false,
                 base_seq: LogSeq(0),
                 fenced: None,
+                sealed_below: Incarnation(0),
                 member: String::new(),
             };
             control_file.write(storage.as_ref(), &control)?;

@@ -202,6 +202,7 @@ fn write_standby_identity(
         followed: false,
         base_seq: LogSeq(begin.first_seq),
         fenced: None,
+        sealed_below: Incarnation(0),
         member: member.to_string(),
     };
     ControlFile::new(&config.dir).write(storage, &control)?;

@@ -268,7 +268,8 @@ impl StandbyReceiver {
             },
             newest_known: AtomicU32::new(newest_known.0),
             following: RwLock::new(()),
-            sealed_below: AtomicU32::new(0),
+            // A seal survives restarts (docs/roles.md, "Failover through a far sync").
+            sealed_below: AtomicU32::new(control.sealed_below.0),
             decompression: Arc::new(CompressionCounters::default()),
             redo: context.redo,
             storage: context.storage,

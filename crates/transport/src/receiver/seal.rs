@@ -11,6 +11,10 @@
 //! incarnation is ended at its next message, and its hellos are refused). What a connection
 //! received and had not yet handed on is handed to the forwarder as it ends: the target gets
 //! all of it.
+//!
+//! The seal is in the control file (`ControlData::sealed_below`) before it is answered: a
+//! restart of this member keeps it, so the old primary, if alive behind a partition, can never
+//! again count this member's acknowledgement once the target may have opened.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -106,9 +110,14 @@ impl Inner {
                 ),
             );
         }
-        self.sealed_below.fetch_max(seal.incarnation + 1, Ordering::AcqRel);
+        self.sealed_below.fetch_max(seal.incarnation.saturating_add(1), Ordering::AcqRel);
         // No write of the sealed incarnation is being written once this is held.
         drop(self.following.write());
+        // On disk before it is answered: a restart of this member must not let the old
+        // primary acknowledge through it again once the target has opened.
+        self.redo.seal_below(redo::Incarnation(seal.incarnation.saturating_add(1))).map_err(
+            |error| ErrorMessage::new(ErrorCode::Internal, format!("recording the seal: {error}")),
+        )?;
         let end = self.redo.sync_received().map_err(|error| {
             ErrorMessage::new(ErrorCode::Internal, format!("syncing the standby logs: {error}"))
         })?;

@@ -15,9 +15,9 @@ use anyhow::Context as _;
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, demo_groups, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
-    SwitchoverReport, auth_section, compare, drive, free_port, loopback, make_certificates,
-    summary, tls_section,
+    DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
+    SwitchoverReport, auth_section, compare, demo_groups, drive, free_port, loopback,
+    make_certificates, summary, tls_section,
 };
 use crate::process::{ServerProcess, status_at};
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::load::{self, Target};
 use super::{
-    DEMO_CONFIG, DemoConfig, demo_groups, DemoReport, Progress, StandbyOptions, auth_section, compare, drive,
-    make_certificates, summary, tls_section, wait_applied_all_received,
+    DEMO_CONFIG, DemoConfig, DemoReport, Progress, StandbyOptions, auth_section, compare,
+    demo_groups, drive, make_certificates, summary, tls_section, wait_applied_all_received,
 };
 use crate::process::ServerProcess;
 
