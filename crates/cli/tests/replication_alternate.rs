@@ -92,21 +92,7 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     cluster.wait_applied("t", "a", limit);
     let t = cluster.server("t").status().replication.standby.expect("t is a standby");
     assert_eq!(t.source_member, None, "t receives from a itself");
-    let mut connection = common::redis_connection(cluster.resp_addr("t"));
-    let missing: Vec<&String> = acknowledged
-        .iter()
-        .filter(|key| {
-            redis::cmd("GET").arg(*key).query::<Option<String>>(&mut connection).unwrap().is_none()
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes are missing on t: {:?}\n{}",
-        missing.len(),
-        acknowledged.len(),
-        &missing[..missing.len().min(10)],
-        cluster.logs()
-    );
+    cluster.assert_all_present("t", &acknowledged, "acknowledged writes");
 
     // The far sync back: a stops shipping to t, and fs forwards to it again.
     cluster.start_member("fs");

@@ -231,22 +231,7 @@ fn through_a_far_sync_a_failover_to_the_terminal_takes_the_far_syncs_tail_and_lo
     assert!(!ok && said.contains("far sync"), "a failover to the far sync: {said}");
     let said = cluster.must(&["failover", "--to", "t"]);
     assert!(said.contains("took the tail held by 'fs'"), "{said}");
-    let mut connection = common::redis_connection(cluster.resp_addr("t"));
-    let mut missing = Vec::new();
-    for key in &acknowledged {
-        let value: Option<String> = redis::cmd("GET").arg(key).query(&mut connection).unwrap();
-        if value.is_none() {
-            missing.push(key.clone());
-        }
-    }
-    assert!(
-        missing.is_empty(),
-        "{} of {} acknowledged writes are missing on t after the failover: {:?}\n{}",
-        missing.len(),
-        acknowledged.len(),
-        &missing[..missing.len().min(10)],
-        cluster.logs()
-    );
+    cluster.assert_all_present("t", &acknowledged, "acknowledged writes (after the failover)");
     println!(
         "far sync: {} acknowledged writes, all on t after the failover; t held {t_received}, fs {fs_received}: {}",
         acknowledged.len(),
@@ -316,21 +301,7 @@ fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothi
         cluster.server("a").status().roles.is_some_and(|roles| roles.fenced.is_some())
     });
     assert!(fenced, "the old primary was not fenced by the new one\n{}", cluster.logs());
-    let mut connection = common::redis_connection(cluster.resp_addr("t"));
-    let missing: Vec<&String> = acknowledged
-        .iter()
-        .filter(|key| {
-            redis::cmd("GET").arg(*key).query::<Option<String>>(&mut connection).unwrap().is_none()
-        })
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{} of {} writes the old primary acknowledged are missing on t: {:?}\n{}",
-        missing.len(),
-        acknowledged.len(),
-        &missing[..missing.len().min(10)],
-        cluster.logs()
-    );
+    cluster.assert_all_present("t", &acknowledged, "writes the old primary acknowledged");
     println!(
         "frozen primary: {} writes acknowledged by the old primary, all on t; {}",
         acknowledged.len(),

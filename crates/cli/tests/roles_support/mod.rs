@@ -596,6 +596,30 @@ impl Cluster {
         assert!(ok, "{name} did not apply up to SCN {durable} within {limit:?}\n{}", self.logs());
     }
 
+    /// Asserts that every key of `acknowledged` is on `name` (by GET), naming up to ten
+    /// missing ones with the members' logs; `what` says whose acknowledgements they were.
+    pub fn assert_all_present(&self, name: &str, acknowledged: &[String], what: &str) {
+        let mut connection = common::redis_connection(self.resp_addr(name));
+        let missing: Vec<&String> = acknowledged
+            .iter()
+            .filter(|key| {
+                redis::cmd("GET")
+                    .arg(*key)
+                    .query::<Option<String>>(&mut connection)
+                    .unwrap()
+                    .is_none()
+            })
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{} of {} {what} are missing on {name}: {:?}\n{}",
+            missing.len(),
+            acknowledged.len(),
+            &missing[..missing.len().min(10)],
+            self.logs()
+        );
+    }
+
     /// The ends of every member's log.
     pub fn logs(&self) -> String {
         self.config

@@ -287,31 +287,7 @@ pub(super) fn table(report: &TransportReport) -> String {
             super::report::verdict(&case.target)
         );
     }
-    let _ = writeln!(
-        out,
-        "  rounds:  {:<12} {:>5} {:>9} {:>7} {:>13} {:>9} {:>9}",
-        "mode", "place", "commits", "CPU s", "CPU µs/commit", "per logwr", "logwr µs"
-    );
-    let mut rounds: Vec<(&str, &CpuRound)> = cases
-        .iter()
-        .flat_map(|case| {
-            case.cpu_rounds.iter().flatten().map(move |round| (case.mode.as_str(), round))
-        })
-        .collect();
-    rounds.sort_by_key(|(_, round)| round.position);
-    for (mode, round) in rounds {
-        let _ = writeln!(
-            out,
-            "           {:<12} {:>5} {:>9} {:>7.2} {:>13.1} {:>9.2} {:>9.0}",
-            mode,
-            round.position,
-            round.commits,
-            round.cpu_s,
-            round.cpu_us_per_commit,
-            round.commits_per_log_write,
-            round.log_write_avg_us
-        );
-    }
+    out.push_str(&rounds_table(&cases, 12));
     for case in &cases {
         if let (Some(redo), Some(wire)) =
             (case.redo_bytes_sent_per_commit, case.wire_bytes_per_commit)
@@ -331,6 +307,38 @@ pub(super) fn table(report: &TransportReport) -> String {
 /// Where each mode's CPU per commit went, by thread of the primary, and the difference
 /// (empty if no case has the breakdown). A thread shown with less than 0.05 µs/commit in
 /// every mode is left out.
+/// Every round of `cases` in the order they ran: its mode (in a column `mode_width` wide), its
+/// place, commits, CPU and group commit.
+pub(super) fn rounds_table(cases: &[&TransportCase], mode_width: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  rounds:  {:<mode_width$} {:>5} {:>9} {:>7} {:>13} {:>9} {:>9}",
+        "mode", "place", "commits", "CPU s", "CPU µs/commit", "per logwr", "logwr µs"
+    );
+    let mut rounds: Vec<(&str, &CpuRound)> = cases
+        .iter()
+        .flat_map(|case| {
+            case.cpu_rounds.iter().flatten().map(move |round| (case.mode.as_str(), round))
+        })
+        .collect();
+    rounds.sort_by_key(|(_, round)| round.position);
+    for (mode, round) in rounds {
+        let _ = writeln!(
+            out,
+            "           {:<mode_width$} {:>5} {:>9} {:>7.2} {:>13.1} {:>9.2} {:>9.0}",
+            mode,
+            round.position,
+            round.commits,
+            round.cpu_s,
+            round.cpu_us_per_commit,
+            round.commits_per_log_write,
+            round.log_write_avg_us
+        );
+    }
+    out
+}
+
 fn by_thread_table(cases: &[&TransportCase]) -> String {
     let modes: Vec<(&str, &std::collections::BTreeMap<String, f64>)> = cases
         .iter()

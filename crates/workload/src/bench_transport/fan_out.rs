@@ -287,30 +287,6 @@ pub(super) fn table(report: &TransportReport) -> String {
             members_cpu_text(case)
         );
     }
-    let _ = writeln!(
-        out,
-        "  rounds:  {:<22} {:>5} {:>9} {:>7} {:>13} {:>9} {:>9}",
-        "mode", "place", "commits", "CPU s", "CPU µs/commit", "per logwr", "logwr µs"
-    );
-    let mut rounds: Vec<(&str, &super::CpuRound)> = cases
-        .iter()
-        .flat_map(|case| {
-            case.cpu_rounds.iter().flatten().map(move |round| (case.mode.as_str(), round))
-        })
-        .collect();
-    rounds.sort_by_key(|(_, round)| round.position);
-    for (mode, round) in rounds {
-        let _ = writeln!(
-            out,
-            "           {:<22} {:>5} {:>9} {:>7.2} {:>13.1} {:>9.2} {:>9.0}",
-            mode,
-            round.position,
-            round.commits,
-            round.cpu_s,
-            round.cpu_us_per_commit,
-            round.commits_per_log_write,
-            round.log_write_avg_us
-        );
-    }
+    out.push_str(&super::async_cpu::rounds_table(&cases, 22));
     out
 }
