@@ -308,3 +308,40 @@ fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothi
         said.lines().find(|line| line.contains("tail")).unwrap_or_default()
     );
 }
+
+/// Behind two relays (`a` → far sync `fs` → cascading `c` → `t`), a failover to `t` could
+/// seal only `c`, which may lack what `fs` acknowledged (and `fs` would go on acknowledging a
+/// live `a`): it is refused, naming the relay behind the relay, and `c`, behind one relay, is
+/// failed over to with `fs`'s tail.
+#[test]
+fn behind_two_relays_a_failover_is_refused_and_the_nearer_member_takes_the_tail() {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "two relays");
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"c\" }]\n";
+    let mut c = MemberSpec::new("c", "async", "standby");
+    c.extra = "routes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    let mut cluster = Cluster::start(ClusterConfig {
+        members: vec![a, fs, c, t],
+        protection_mode: "maximum_availability",
+        ..ClusterConfig::pair()
+    });
+    write_keys(&cluster, "a", "chain", 200);
+    cluster.wait_applied("t", "a", Duration::from_secs(60));
+    cluster.kill("a");
+    let (ok, out, err) = cluster.redoguard(&["failover", "--to", "t"]);
+    let said = out + &err;
+    assert!(
+        !ok && said.contains("receives from 'fs', itself a relay"),
+        "a failover behind two relays: {said}\n{}",
+        cluster.logs()
+    );
+    let said = cluster.must(&["failover", "--to", "c"]);
+    assert!(said.contains("took the tail held by 'fs'"), "{said}");
+    let mut keys = Vec::new();
+    for index in 0..200 {
+        keys.push(format!("chain:{index}"));
+    }
+    cluster.assert_all_present("c", &keys, "keys written on a");
+}

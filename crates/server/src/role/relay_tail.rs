@@ -60,10 +60,10 @@ impl Roles {
     ) -> RelayTail {
         let replication = self.settings.replication();
         let me = self.member_name();
+        // The relay is the one the routes name, whichever session was last: a session of the
+        // primary's own (an alternate route while the far sync was lost) does not say that the
+        // far sync, back since, forwarded all it acknowledged.
         let (primary, relay) = match heard.primary_member.clone() {
-            // Its last session was the primary's own (an alternate route while the far sync
-            // was lost): there is no relay's tail to take.
-            Some(_) if heard.source_member.is_none() => return RelayTail::Direct,
             Some(primary) => {
                 let Some(relay) = replication.source(&primary).filter(|source| *source != primary)
                 else {
@@ -100,6 +100,31 @@ impl Roles {
                 }
             }
         };
+        // The seal stops only the relay it reaches: a relay that itself receives from another
+        // relay may lack what that one acknowledged (and that one would go on acknowledging a
+        // live old primary).
+        let candidates: Vec<String> = if primary.is_empty() {
+            replication
+                .primary_candidates()
+                .filter(|candidate| candidate.name != me)
+                .map(|candidate| candidate.name.clone())
+                .collect()
+        } else {
+            vec![primary.clone()]
+        };
+        for candidate in &candidates {
+            let upstream = replication
+                .route_tree(candidate)
+                .and_then(|tree| tree.source_of(&relay).map(str::to_string));
+            if let Some(upstream) = upstream.filter(|upstream| upstream != candidate) {
+                return RelayTail::Missing {
+                    relay,
+                    reason: format!(
+                        "under '{candidate}' it receives from '{upstream}', itself a relay: the tail is taken from the first relay only; fail over to a member nearer the primary"
+                    ),
+                };
+            }
+        }
         let Some(address) = replication.member_named(&relay).map(|member| member.redo.clone())
         else {
             return RelayTail::Direct;
@@ -134,8 +159,13 @@ impl Roles {
         tracing::info!(%relay, %end, "failover: the relay is sealed; waiting for its tail");
         let deadline = Instant::now() + RELAY_TAIL_WAIT;
         loop {
-            let received = receiver.status().received;
-            if (received.seq, received.offset) >= (end.seq, end.offset) {
+            let status = receiver.status();
+            let received = status.received;
+            // Up to the relay's end, and no log missing below it (logs sent over other
+            // connections, or a gap from before).
+            if (received.seq, received.offset) >= (end.seq, end.offset)
+                && status.complete_through_seq.next() >= received.seq
+            {
                 return RelayTail::Taken { relay, end, waited: started.elapsed() };
             }
             if Instant::now() >= deadline {

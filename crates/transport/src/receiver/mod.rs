@@ -234,7 +234,8 @@ struct Inner {
     /// between.
     following: RwLock<()>,
     /// A failover target sealed this relay (`seal`): redo of an incarnation below this is
-    /// taken from no one (0: not sealed). In memory: a restart forgets it.
+    /// taken from no one (0: not sealed). Loaded from the control file, where `seal` records
+    /// it before answering: a restart keeps it.
     sealed_below: AtomicU32,
     /// Compressed frames received on every connection.
     decompression: Arc<CompressionCounters>,

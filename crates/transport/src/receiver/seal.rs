@@ -121,7 +121,10 @@ impl Inner {
         let end = self.redo.sync_received().map_err(|error| {
             ErrorMessage::new(ErrorCode::Internal, format!("syncing the standby logs: {error}"))
         })?;
-        // Its forwarder may be waiting to reconnect to the target: the tail goes now.
+        // Its forwarder may not run (this member restarted, and no primary said hello since:
+        // the forwarder starts at a primary's hello), or wait to reconnect to the target: the
+        // tail goes now.
+        cascade.follow(&primary, &self.upstream);
         cascade.connect_now(&seal.member);
         tracing::warn!(target_member = %seal.member, %primary, incarnation = seal.incarnation, end = %end, "relay sealed: a failover target takes this member's redo; no more of that incarnation is taken");
         let mut info = (self.role_info)();
