@@ -312,7 +312,8 @@ fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothi
 /// Behind two relays (`a` → far sync `fs` → cascading `c` → `t`), a failover to `t` could
 /// seal only `c`, which may lack what `fs` acknowledged (and `fs` would go on acknowledging a
 /// live `a`): it is refused, naming the relay behind the relay, and `c`, behind one relay, is
-/// failed over to with `fs`'s tail.
+/// failed over to with `fs`'s tail — once `a` is gone: while it is up, the broker refuses (the
+/// target cannot see `a` itself).
 #[test]
 fn behind_two_relays_a_failover_is_refused_and_the_nearer_member_takes_the_tail() {
     let _watchdog = Watchdog::new(Duration::from_secs(300), "two relays");
@@ -329,6 +330,15 @@ fn behind_two_relays_a_failover_is_refused_and_the_nearer_member_takes_the_tail(
     });
     write_keys(&cluster, "a", "chain", 200);
     cluster.wait_applied("t", "a", Duration::from_secs(60));
+    // While `a` is up it is not lost: `c` never sees it (it hears `a` through `fs`), and the
+    // broker's own check refuses.
+    let (ok, out, err) = cluster.redoguard(&["failover", "--to", "c"]);
+    let said = out + &err;
+    assert!(
+        !ok && said.contains("the primary 'a' is reachable and open: it is not lost"),
+        "a failover while the primary ships to the far sync: {said}\n{}",
+        cluster.logs()
+    );
     cluster.kill("a");
     let (ok, out, err) = cluster.redoguard(&["failover", "--to", "t"]);
     let said = out + &err;
