@@ -28,7 +28,6 @@ use super::runs::{Bench, CaseKind};
 use super::setup::{Mode, Setup};
 use super::steady::SteadyLoad;
 use super::{Experiment, Target, TransportCase, TransportConfig, TransportReport};
-use crate::network::{LINK_RATE_BITS_PER_S, Network};
 
 /// Connections of a round.
 const CONNECTIONS: u32 = 16;
@@ -60,27 +59,16 @@ pub(super) fn run(
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
     let rtt = config.fan_out_rtt_ms;
-    if let Some(reason) = linkemu::unavailable_reason() {
-        report.skipped.push(format!("fan-out: no linkemu mesh: {reason}"));
-        return Ok(());
-    }
-    progress(&format!("fan-out: mesh of 5 sites up, {rtt} ms between each two"));
-    let mesh = linkemu::Mesh::up(
+    let Some(network) = super::members::mesh_network(
+        "fan-out",
         5,
-        linkemu::LinkConfig {
-            rtt: Duration::from_millis(u64::from(rtt)),
-            rate_bits_per_s: Some(LINK_RATE_BITS_PER_S),
-            ..linkemu::LinkConfig::default()
-        },
-    );
-    let mesh = match mesh {
-        Ok(mesh) => mesh,
-        Err(error) => {
-            report.skipped.push(format!("fan-out: the mesh did not come up: {error}"));
-            return Ok(());
-        }
+        Duration::from_millis(u64::from(rtt)),
+        &format!("fan-out: mesh of 5 sites up, {rtt} ms between each two"),
+        report,
+        progress,
+    ) else {
+        return Ok(());
     };
-    let network = Network::Mesh(Box::new(mesh));
     let limits = measure_limits(&network, rtt, work, standby_work, config.duration, progress)?;
     let bench = Bench { config, network: &network, limits: &limits, work, standby_work };
     let what = |layout: Layout| format!("redoguard {} (fan-out)", layout.name());

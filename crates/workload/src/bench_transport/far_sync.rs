@@ -24,7 +24,6 @@ use super::members::{
 use super::runs::{Bench, CaseKind};
 use super::setup::Mode;
 use super::{Experiment, Target, TransportCase, TransportConfig, TransportReport};
-use crate::network::{LINK_RATE_BITS_PER_S, Network};
 
 /// The setups, in the order they run.
 const LAYOUTS: [Layout; 3] = [Layout::FarSync, Layout::SyncAffirmDirect, Layout::AsyncDirect];
@@ -45,27 +44,16 @@ pub(super) fn run(
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<()> {
     let (near, far) = (config.far_sync_near_rtt_ms, config.far_sync_far_rtt_ms);
-    if let Some(reason) = linkemu::unavailable_reason() {
-        report.skipped.push(format!("far-sync: no linkemu mesh: {reason}"));
-        return Ok(());
-    }
-    progress(&format!("far-sync: mesh up, primary —{near} ms— far sync —{far} ms— terminal"));
-    let mesh = linkemu::Mesh::up(
+    let Some(network) = super::members::mesh_network(
+        "far-sync",
         3,
-        linkemu::LinkConfig {
-            rtt: Duration::from_millis(u64::from(far)),
-            rate_bits_per_s: Some(LINK_RATE_BITS_PER_S),
-            ..linkemu::LinkConfig::default()
-        },
-    );
-    let mesh = match mesh {
-        Ok(mesh) => mesh,
-        Err(error) => {
-            report.skipped.push(format!("far-sync: the mesh did not come up: {error}"));
-            return Ok(());
-        }
+        Duration::from_millis(u64::from(far)),
+        &format!("far-sync: mesh up, primary —{near} ms— far sync —{far} ms— terminal"),
+        report,
+        progress,
+    ) else {
+        return Ok(());
     };
-    let network = Network::Mesh(Box::new(mesh));
     network.set_pair_rtt(0, SITE_FAR_SYNC, near)?;
     // The limits' RTT is side A to side B: the primary to the far sync.
     let mut limits = measure_limits(&network, far, work, standby_work, config.duration, progress)?;

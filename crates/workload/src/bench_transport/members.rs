@@ -505,3 +505,33 @@ pub(super) fn members_cpu_text(case: &super::TransportCase) -> String {
         },
     )
 }
+
+/// A linkemu mesh of `sites` at `rtt` between each two, at the benchmarks' link rate, as a
+/// `Network`, after saying `announce`; `None`, with why in `report.skipped` (under
+/// `experiment`), where meshes cannot run here or this one did not come up.
+pub(super) fn mesh_network(
+    experiment: &str,
+    sites: usize,
+    rtt: std::time::Duration,
+    announce: &str,
+    report: &mut super::TransportReport,
+    progress: &mut dyn FnMut(&str),
+) -> Option<crate::network::Network> {
+    if let Some(reason) = linkemu::unavailable_reason() {
+        report.skipped.push(format!("{experiment}: no linkemu mesh: {reason}"));
+        return None;
+    }
+    progress(announce);
+    let link = linkemu::LinkConfig {
+        rtt,
+        rate_bits_per_s: Some(crate::network::LINK_RATE_BITS_PER_S),
+        ..linkemu::LinkConfig::default()
+    };
+    match linkemu::Mesh::up(sites, link) {
+        Ok(mesh) => Some(crate::network::Network::Mesh(Box::new(mesh))),
+        Err(error) => {
+            report.skipped.push(format!("{experiment}: the mesh did not come up: {error}"));
+            None
+        }
+    }
+}
