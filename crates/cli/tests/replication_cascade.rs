@@ -245,7 +245,7 @@ fn through_a_far_sync_a_failover_to_the_terminal_takes_the_far_syncs_tail_and_lo
 /// is on the new primary. (On loopback the new primary's hello, already waiting on the frozen
 /// primary's port, fences it before its next write: this passed with the seal disabled too.
 /// What the seal alone prevents, a far sync acknowledging a live old primary that the new one
-/// cannot reach, needs a partition: not tested yet.)
+/// cannot reach, needs a partition: `replication_routes_mesh.rs`.)
 #[test]
 fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothing_it_acknowledged()
 {
