@@ -21,7 +21,9 @@
 //! (`load::verify`).
 
 mod checks;
+mod far_sync;
 pub mod load;
+mod members;
 mod observed;
 mod report;
 mod single;
@@ -62,6 +64,9 @@ pub struct DemoConfig {
     /// switchover (not under Maximum Protection, which fast-start failover does not run
     /// under).
     pub observer: bool,
+    /// With a standby: a far sync between the primary and the standby (`far_sync`), no
+    /// observer, and a failover through the far sync run as a DBA would.
+    pub far_sync: bool,
     /// No passwords (and, through `StandbyOptions::tls`, no TLS): `redoguard demo --insecure`.
     pub insecure: bool,
 }
@@ -121,7 +126,7 @@ pub struct StandbyReport {
     pub archives_compared: u64,
 }
 
-/// The observer's failover after the primary was killed.
+/// The failover after the primary was killed.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailoverReport {
     /// From the last commit the old primary acknowledged to the first the new one did, as
@@ -130,9 +135,11 @@ pub struct FailoverReport {
     /// Acknowledged commits (orders, counter increments) missing on the new primary.
     pub acknowledged_lost: u64,
     pub target: String,
+    /// Which failover: "fast-start failover" (the observer's), or one run as a DBA would.
+    pub how: String,
 }
 
-/// The old primary, restarted, reinstated by the observer.
+/// The old primary, restarted and reinstated.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReinstateReport {
     pub ok: bool,
@@ -141,6 +148,8 @@ pub struct ReinstateReport {
     /// Redo records its crash recovery replayed on restart.
     pub recovered_records: u64,
     pub seconds: f64,
+    /// Who reinstated it: "the observer", or "`redoguard reinstate`".
+    pub by: String,
 }
 
 /// The switchover that returns the roles.
@@ -427,6 +436,7 @@ pub async fn run(
     // unless --no-tls); the sessions and checks authenticate.
     crate::client::authenticate_with((!config.insecure).then(throwaway_password));
     let result = match &config.standby {
+        Some(options) if config.far_sync => far_sync::run(&config, options, &root, progress).await,
         Some(options) if config.observer => observed::run(&config, options, &root, progress).await,
         _ => single::run(&config, &root, progress).await,
     };

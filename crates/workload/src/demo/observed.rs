@@ -7,64 +7,25 @@
 
 use std::io::BufRead as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 
 use super::load::{self, Target};
+use super::members::{Member, divergent_transactions, follows, until};
 use super::{
     DEMO_CONFIG, DemoConfig, DemoReport, FailoverReport, Progress, ReinstateReport, StandbyOptions,
     SwitchoverReport, auth_section, compare, demo_groups, drive, free_port, loopback,
     make_certificates, summary, tls_section,
 };
-use crate::process::{ServerProcess, status_at};
+use crate::process::status_at;
 
 /// The configuration's name: the Sentinel master name.
 const NAME: &str = "demo";
 const OBSERVER: &str = "observer";
 const THRESHOLD: &str = "2s";
-
-struct Member {
-    name: &'static str,
-    dir: PathBuf,
-    resp: u16,
-    admin: u16,
-    redo: u16,
-}
-
-impl Member {
-    fn new(name: &'static str, root: &Path) -> anyhow::Result<Member> {
-        Ok(Member {
-            name,
-            dir: root.join(name),
-            resp: free_port()?,
-            admin: free_port()?,
-            redo: free_port()?,
-        })
-    }
-
-    fn args(&self) -> Vec<String> {
-        vec![
-            "--config".into(),
-            self.dir.join("demo.toml").display().to_string(),
-            "--data-dir".into(),
-            self.dir.display().to_string(),
-            "--port".into(),
-            self.resp.to_string(),
-            "--admin-port".into(),
-            self.admin.to_string(),
-        ]
-    }
-
-    fn start(&self, binary: &Path) -> anyhow::Result<ServerProcess> {
-        let args = self.args();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ServerProcess::start(binary, &args, &self.dir.join("server.log"))
-            .with_context(|| format!("starting {}", self.name))
-    }
-}
 
 /// What every file of the configuration shares: its name, the protection mode, fast-start
 /// failover, the observer and both members.
@@ -74,10 +35,7 @@ fn shared_text(options: &StandbyOptions, members: &[&Member], sentinel: u16) -> 
         options.protection_mode
     );
     for member in members {
-        text += &format!(
-            "\n[[replication.members]]\nname = \"{}\"\nresp = \"127.0.0.1:{}\"\nadmin = \"127.0.0.1:{}\"\nredo = \"127.0.0.1:{}\"\ntransport = \"{}\"\naffirm = {}\nnet_timeout = \"5s\"\nreopen = \"500ms\"\n",
-            member.name, member.resp, member.admin, member.redo, options.transport, options.affirm
-        );
+        text += &member.entry(&options.transport, options.affirm, "");
     }
     text
 }
@@ -144,20 +102,6 @@ impl Drop for Observer {
     }
 }
 
-/// Polls `condition` every 50 ms for at most `limit`.
-async fn until(
-    limit: Duration,
-    what: &str,
-    mut condition: impl FnMut() -> bool,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + limit;
-    while !condition() {
-        anyhow::ensure!(Instant::now() < deadline, "{what} did not happen within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ok(())
-}
-
 /// Whether fast-start failover is armed: the primary has the observer's lease, the standby
 /// is synchronized and names the observer, and the observer would fail over to it.
 fn armed(primary: SocketAddr, standby: SocketAddr, sentinel: SocketAddr) -> bool {
@@ -174,25 +118,6 @@ fn armed(primary: SocketAddr, standby: SocketAddr, sentinel: SocketAddr) -> bool
         )
         && crate::bench_failover::writers::failover_ready(sentinel)
             .is_ok_and(|ready| ready.iter().any(|name| name == "west"))
-}
-
-/// Whether `member` (admin address) is a standby of `primary`, connected, not fenced.
-fn follows(member: SocketAddr, primary: &str) -> bool {
-    status_at(member).ok().is_some_and(|status| {
-        status.roles.as_ref().is_some_and(|roles| roles.role == "standby" && roles.fenced.is_none())
-            && status.replication.standby.as_ref().is_some_and(|standby| {
-                standby.connected && standby.primary_member.as_deref() == Some(primary)
-            })
-    })
-}
-
-/// How many transactions a reinstate set aside in `dir` (`diverged/*/divergent.redo`).
-fn divergent_transactions(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir.join("diverged")) else { return 0 };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| db::divergent::records(&entry.path()).ok())
-        .sum()
 }
 
 pub async fn run(
@@ -299,6 +224,7 @@ pub async fn run(
             + zero_data_loss.counters_lost
             + zero_data_loss.typed_missing,
         target: west.name.to_string(),
+        how: "fast-start failover".into(),
     };
     progress(&Progress::event(
         loaded.started.elapsed().as_secs_f64(),
@@ -324,6 +250,7 @@ pub async fn run(
         divergent_transactions: divergent_transactions(&east.dir),
         recovered_records,
         seconds: restarted.elapsed().as_secs_f64(),
+        by: "the observer".into(),
     };
     reinstated.with_context(|| format!("see {}", root.display()))?;
     progress(&Progress::event(

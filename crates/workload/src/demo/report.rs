@@ -124,10 +124,11 @@ pub fn render(report: &DemoReport) -> String {
     if let Some(failover) = &report.failover {
         let _ = writeln!(
             out,
-            "  {} fast-start failover to {}: {:.2} s without writes, {} acknowledged commits lost",
+            "  {} {} to {}: {:.2} s without writes, {} acknowledged commits lost",
             verdict(
                 failover.acknowledged_lost == 0 || report.protection_mode == "maximum_performance"
             ),
+            failover.how,
             failover.target,
             failover.seconds_without_writes,
             failover.acknowledged_lost
@@ -136,9 +137,10 @@ pub fn render(report: &DemoReport) -> String {
     if let Some(reinstate) = &report.reinstate {
         let _ = writeln!(
             out,
-            "  {} the old primary restarted (recovery replayed {} redo records) and was reinstated by the observer in {:.1} s; {} divergent transactions set aside",
+            "  {} the old primary restarted (recovery replayed {} redo records) and was reinstated by {} in {:.1} s; {} divergent transactions set aside",
             verdict(reinstate.ok),
             reinstate.recovered_records,
+            reinstate.by,
             reinstate.seconds,
             reinstate.divergent_transactions
         );
@@ -157,8 +159,9 @@ pub fn render(report: &DemoReport) -> String {
         let _ = writeln!(out, "  at the end, on the primary: {}", verification.found());
         let _ = writeln!(
             out,
-            "  {} every acknowledged commit is there, through the crash, the failover, the reinstate and the switchover",
-            verdict(verification.passed)
+            "  {} every acknowledged commit is there, through the crash, the failover, the reinstate{}",
+            verdict(verification.passed),
+            if report.switchover.is_some() { " and the switchover" } else { "" }
         );
     } else {
         let _ = writeln!(
