@@ -1,0 +1,321 @@
+//! Switchover: the old primary's side (`prepare_switchover`, `abort_switchover`), the
+//! target's (`complete_switchover`), and the file that remembers a switchover under way.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use redo::{RedoAddr, RedoLog, Role, Scn};
+
+use super::super::Roles;
+use super::super::api::{Promoted, SwitchoverPrepared};
+use super::super::gate::GateState;
+use super::*;
+
+/// How long the old primary waits for the target to have everything it wrote.
+const SWITCHOVER_SHIP_WAIT: Duration = Duration::from_secs(30);
+/// How long writers already past the gate may take to finish their commits.
+const DRAIN_WAIT: Duration = Duration::from_secs(10);
+/// In the data directory: the member an old primary began a switchover to, until it follows
+/// it (or the switchover is aborted).
+const PENDING_SWITCHOVER: &str = "switchover.pending";
+
+impl Roles {
+    /// Switchover, old primary's part: on return it is a standby of `to`, and the answer says
+    /// where its redo ends.
+    pub async fn prepare_switchover(
+        self: &Arc<Roles>,
+        to: &str,
+    ) -> anyhow::Result<SwitchoverPrepared> {
+        self.require_members()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Primary || control.fenced.is_some() {
+            return refuse(format!("'{}' is not the primary", self.member_name()));
+        }
+        if to == self.member_name() || self.config.replication.member_named(to).is_none() {
+            return refuse(format!("'{to}' is not another member of this configuration"));
+        }
+        let Some(transport) = &running.transport else {
+            return refuse("this primary ships redo to no standby");
+        };
+        let Some(target) =
+            transport.status().into_iter().find(|destination| destination.name == to)
+        else {
+            return refuse(format!("'{to}' is not a destination of this primary"));
+        };
+        if !matches!(target.phase, transport::Phase::Synchronized | transport::Phase::Streaming) {
+            return refuse(format!(
+                "'{to}' is {:?}{}: it must be connected and caught up (SYNCHRONIZED or STREAMING)",
+                target.phase,
+                target.last_error.map_or(String::new(), |error| format!(" ({error})"))
+            ));
+        }
+        self.gate.set(GateState::Quiesced { to: to.to_string() });
+        let undo = |roles: &Roles, reason: String| {
+            roles.gate.set(GateState::Open);
+            roles.note_error(&reason);
+            Err::<SwitchoverPrepared, _>(anyhow::Error::from(Refused(reason)))
+        };
+        if !self.gate.drained(DRAIN_WAIT).await {
+            return undo(
+                self,
+                format!(
+                    "writers did not finish their commits within {DRAIN_WAIT:?}; the switchover was abandoned"
+                ),
+            );
+        }
+        let db = running.db.clone();
+        let (end, last_scn) = match blocking(move || {
+            let scn = db.redo().flush()?;
+            Ok((db.redo().durable_addr(), scn))
+        })
+        .await
+        {
+            Ok(flushed) => flushed,
+            Err(error) => return undo(self, format!("making the redo durable: {error:#}")),
+        };
+        let deadline = Instant::now() + SWITCHOVER_SHIP_WAIT;
+        loop {
+            let acknowledged = transport
+                .status()
+                .into_iter()
+                .find(|destination| destination.name == to)
+                .map(|destination| destination.acknowledged);
+            if acknowledged.is_some_and(|acknowledged| acknowledged >= end) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return undo(
+                    self,
+                    format!(
+                        "'{to}' did not acknowledge the redo up to {end} within {SWITCHOVER_SHIP_WAIT:?}"
+                    ),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // What the new primary takes over of fast-start failover: the observer this one takes
+        // decisions from, and the targets it named one to.
+        let fast_start = running.fast_start.as_ref().map(|fast_start| fast_start.record());
+        drop(running);
+        // On disk before the role changes: a restart of this member in between must still
+        // know the switchover it began (`redoguard switchover --to` completes it, or abort).
+        if let Err(error) = self.write_pending_switchover(Some(to)) {
+            return undo(self, format!("recording the switchover: {error:#}"));
+        }
+        self.notes.lock().switchover_to = Some(to.to_string());
+        let target = to.to_string();
+        self.reopen(&format!("switchover to '{to}'"), move |roles| {
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Standby;
+                control.followed = false;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.note_change(format!(
+            "became a standby of '{target}' (switchover; redo ends at {end}, SCN {last_scn})"
+        ));
+        Ok(SwitchoverPrepared {
+            end,
+            last_scn,
+            incarnation: control.incarnation.0,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+            fast_start,
+        })
+    }
+
+    /// Switchover, target's part: once it holds and has applied the old primary's end, it
+    /// becomes the primary (same incarnation).
+    pub async fn complete_switchover(
+        self: &Arc<Roles>,
+        from: &str,
+        end: RedoAddr,
+        last_scn: Scn,
+        fast_start: Option<roles::fast_start::PrimaryRecord>,
+    ) -> anyhow::Result<Promoted> {
+        self.require_members()?;
+        self.refuse_if_far_sync()?;
+        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        if control.role != Role::Standby || control.fenced.is_some() {
+            return refuse(format!("'{}' is not a standby that can take over", self.member_name()));
+        }
+        // A delayed standby applies everything before it takes over (and stays undelayed
+        // until it restarts, should the switchover not complete).
+        let delay = self.config.replication.standby_config().delay;
+        let delay_released_s =
+            transport::delay::release(running.db.redo(), running.db.applied_scn(), last_scn)
+                .then(|| {
+                    tracing::info!(delay = ?delay, "switchover: applying the redo the apply delay held back");
+                    delay.as_secs_f64()
+                });
+        let deadline = Instant::now() + CATCH_UP_WAIT;
+        loop {
+            let received = running.db.redo().standby_position().next;
+            let applied = running.db.applied_scn();
+            if received >= end && applied >= last_scn {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return refuse(format!(
+                    "within {CATCH_UP_WAIT:?} this standby received redo up to {received} and applied SCN {applied}, not {end} and {last_scn}: it stays a standby"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(running);
+        // The old primary's fast-start failover record is this primary's from now on (or, not
+        // handed over, every target counts as told of an observer: no other becomes active
+        // before they all follow it). On disk before the control file names the role.
+        let record = fast_start.unwrap_or_else(|| roles::fast_start::PrimaryRecord {
+            active: None,
+            announced_to: self
+                .config
+                .replication
+                .failover_targets()
+                .into_iter()
+                .filter(|target| *target != self.member_name())
+                .collect(),
+        });
+        self.reopen(&format!("switchover from '{from}'"), move |roles| {
+            // Neither written (a full disk, say): the control file still names a standby, this
+            // member opens as one, and the refusal lets the old primary take its role back.
+            let unchanged = |error: anyhow::Error| -> anyhow::Error {
+                Refused(format!("cannot take over: {error:#}")).into()
+            };
+            roles.write_fast_start_record(&record).map_err(unchanged)?;
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Primary;
+                control.followed = false;
+                Ok(())
+            })
+            .map_err(|error| {
+                // Unchanged only if the file still names a standby (the rename may have
+                // happened before the error, a directory sync that failed).
+                match RedoLog::read_control(&redo_config, roles.storage.as_ref()) {
+                    Ok(Some(control)) if control.role == Role::Standby => unchanged(error.into()),
+                    _ => anyhow::Error::from(error),
+                }
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.notes.lock().switchover_to = None;
+        let running = self.running()?;
+        self.note_change(format!("became the primary (switchover from '{from}')"));
+        Ok(Promoted {
+            member: self.member_name(),
+            incarnation: control.incarnation.0,
+            first_scn: running.db.redo().next_scn(),
+            old_primary_scn: Some(last_scn),
+            old_primary_durable_scn: Some(last_scn),
+            lost_scns_at_most: Some(0),
+            unapplied_scns: 0,
+            delay_released_s,
+            relay_tail: None,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    /// Gives the role back to an old primary whose target refused to take it.
+    pub async fn abort_switchover(self: &Arc<Roles>) -> anyhow::Result<()> {
+        let _transition = self.transition.lock().await;
+        let running = self.running()?;
+        let control = running.db.redo().control();
+        let pending = self.notes.lock().switchover_to.clone();
+        let Some(target) = pending else {
+            return refuse("no switchover is pending on this member");
+        };
+        if control.role != Role::Standby || control.fenced.is_some() {
+            return refuse("this member is not the old primary of a pending switchover");
+        }
+        drop(running);
+        self.reopen(&format!("switchover to '{target}' aborted"), |roles| {
+            roles.write_pending_switchover(None)?;
+            let (redo_config, _) = roles.config.resolved();
+            RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
+                control.role = Role::Primary;
+                Ok(())
+            })?;
+            Ok(())
+        })
+        .await?;
+        self.notes.lock().switchover_to = None;
+        self.note_change(format!("the primary again (switchover to '{target}' aborted)"));
+        Ok(())
+    }
+
+    fn pending_switchover_path(&self) -> PathBuf {
+        self.config.server.data_dir.join(PENDING_SWITCHOVER)
+    }
+
+    /// Records (durably) the switchover this old primary began, or that there is none.
+    pub(crate) fn write_pending_switchover(&self, to: Option<&str>) -> anyhow::Result<()> {
+        let path = self.pending_switchover_path();
+        match to {
+            Some(to) => redo::storage::replace_durably(
+                self.storage.as_ref(),
+                &path,
+                format!("{to}\n").as_bytes(),
+            )
+            .with_context(|| format!("writing {}", path.display())),
+            None if self.storage.exists(&path) => {
+                self.storage
+                    .remove(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                let dir = path.parent().unwrap_or(std::path::Path::new("."));
+                self.storage.sync_dir(dir).with_context(|| format!("syncing {}", dir.display()))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The switchover this member began as the old primary and has not seen completed, if any.
+    pub(crate) fn load_pending_switchover(&self) -> anyhow::Result<Option<String>> {
+        let path = self.pending_switchover_path();
+        if !self.storage.exists(&path) {
+            return Ok(None);
+        }
+        let bytes = redo::storage::read_all(self.storage.as_ref(), &path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let to = String::from_utf8_lossy(&bytes).trim().to_string();
+        if self.config.replication.member_named(&to).is_none() {
+            anyhow::bail!(
+                "{}: '{to}' is not a member of this configuration (it records the target of a switchover this member began; remove it if none is under way)",
+                path.display()
+            );
+        }
+        Ok(Some(to))
+    }
+
+    /// A standby that began a switchover to `to` follows `to` now: the switchover is complete.
+    pub(crate) fn note_switchover_complete(&self) {
+        let Some(to) = self.notes.lock().switchover_to.clone() else { return };
+        let Some(running) = self.current() else { return };
+        let follows = running
+            .receiver
+            .as_ref()
+            .is_some_and(|receiver| receiver.primary() == (true, Some(to.clone())));
+        if follows && running.role() == Role::Standby {
+            match self.write_pending_switchover(None) {
+                Ok(()) => {
+                    self.notes.lock().switchover_to = None;
+                    tracing::info!(primary = %to, "switchover complete: this standby follows its new primary");
+                }
+                Err(error) => {
+                    tracing::error!(%error, "cannot record that the switchover is complete")
+                }
+            }
+        }
+    }
+}
