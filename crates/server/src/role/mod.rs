@@ -383,19 +383,36 @@ impl Roles {
                     // Restarted after some standby followed it: a failover may have happened
                     // meanwhile. It takes writes once a standby has welcomed it again (a
                     // deferred one is not asked: it is enabled first).
-                    None if control.followed && transport.is_some() => GateState::Unconfirmed {
-                        members: replication
-                            .destinations()
-                            .into_iter()
-                            .map(|destination| match destination.state {
-                                transport::DestinationState::Enable => destination.name,
-                                transport::DestinationState::Defer => format!(
-                                    "{} (deferred: enable it with `redoguard edit destination {} state=enable`)",
-                                    destination.name, destination.name
-                                ),
-                            })
-                            .collect(),
-                    },
+                    None if control.followed && transport.is_some() => {
+                        let alternates = replication.alternates(&member);
+                        GateState::Unconfirmed {
+                            members: replication
+                                .destinations()
+                                .into_iter()
+                                .map(|destination| {
+                                    let alternate = alternates
+                                        .iter()
+                                        .find(|alternate| alternate.member == destination.name);
+                                    match (destination.state, alternate) {
+                                        (transport::DestinationState::Enable, _) => destination.name,
+                                        // Enabled by the primary itself once its far sync has
+                                        // been lost for `after`: no command to give.
+                                        (transport::DestinationState::Defer, Some(alternate)) => format!(
+                                            "{} (the alternate of '{}': shipped to only once '{}' has been lost for {:?})",
+                                            destination.name,
+                                            alternate.instead_of,
+                                            alternate.instead_of,
+                                            alternate.after
+                                        ),
+                                        (transport::DestinationState::Defer, None) => format!(
+                                            "{} (deferred: enable it with `redoguard edit destination {} state=enable`)",
+                                            destination.name, destination.name
+                                        ),
+                                    }
+                                })
+                                .collect(),
+                        }
+                    }
                     None => GateState::Open,
                 };
                 Ok((Running { db, transport, receiver: None, fast_start }, gate))
