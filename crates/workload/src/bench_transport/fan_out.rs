@@ -13,11 +13,17 @@
 //! its rounds. Measured: the primary process's CPU time per commit (/proc/PID/stat, user +
 //! system) and the bytes it sent its destinations per commit (the destinations' status
 //! `wire_bytes_sent`: frames handed to their connections; and `bytes_sent`: redo bytes).
-//! Target: with the cascade, both within 1.1 of one standby's.
+//! Target: with the cascade, both within 1.1 of one standby's. During the rounds the primaries
+//! run on a CPU of their own and everything else (the standbys, the clients, linkemu) on the
+//! others, as on hosts of their own ([`Placement`]): on one shared pair of CPUs, four more busy
+//! processes beside the primary cost it switches and caches, and its log writer carried fewer
+//! commits per write, which is the machine's cost, not the fan-out's.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use super::async_cpu::{Sum, summed};
 use super::limits::measure_limits;
@@ -28,6 +34,7 @@ use super::runs::{Bench, CaseKind};
 use super::setup::{Mode, Setup};
 use super::steady::SteadyLoad;
 use super::{Experiment, Target, TransportCase, TransportConfig, TransportReport};
+use crate::placement::Cpus;
 
 /// Connections of a round.
 const CONNECTIONS: u32 = 16;
@@ -102,6 +109,7 @@ fn rounds(
         value_bytes: VALUE_BYTES,
         sample_lag: false,
     };
+    let placement = place(&setups)?;
     let mut sums: [Sum; 3] = Default::default();
     // Each setup's standbys' CPU seconds over its rounds, by member.
     let mut members: [std::collections::BTreeMap<String, f64>; 3] = Default::default();
@@ -140,10 +148,60 @@ fn rounds(
         if let Some(mut case) = summed(sum, ORDER_TEXT) {
             case.standbys = Some(primary_destinations(layout));
             case.member_cpu_us_per_commit = per_commit(&members, case.commits.unwrap_or(0));
+            if let Some(placement) = &placement {
+                case.notes.push_str(&format!("; {}", placement.text));
+            }
             report.cases.push(case);
         }
     }
     Ok(())
+}
+
+/// Where the rounds run, until dropped: then this process's threads may run on every CPU
+/// again (the servers stop after the rounds).
+struct Placement {
+    text: String,
+    restore: Cpus,
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        if let Err(error) = self.restore.apply_to_process(std::process::id()) {
+            tracing::warn!(%error, "giving the bench its CPUs back after the fan-out rounds");
+        }
+    }
+}
+
+/// The three setups' primaries on this process's first CPU; their standbys and this process
+/// (the clients of the steady load, the link emulator's threads) on the others. None on one
+/// CPU.
+fn place(setups: &[&Setup<'_>; 3]) -> anyhow::Result<Option<Placement>> {
+    let allowed = Cpus::allowed().context("reading this process's CPUs")?;
+    let Some((&first, rest)) = allowed.0.split_first() else { return Ok(None) };
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    let (primaries, others) = (Cpus(vec![first]), Cpus(rest.to_vec()));
+    let placement = Placement {
+        text: format!(
+            "placement: the primaries on CPU {}; the standbys, the clients and linkemu on CPU {} (as on hosts of their own)",
+            primaries.list(),
+            others.list()
+        ),
+        restore: allowed,
+    };
+    others.apply_to_process(std::process::id())?;
+    for setup in setups {
+        if let Some(pid) = setup.primary.pid() {
+            primaries.apply_to_process(pid)?;
+        }
+        for standby in &setup.standbys {
+            if let Some(pid) = standby.pid() {
+                others.apply_to_process(pid)?;
+            }
+        }
+    }
+    Ok(Some(placement))
 }
 
 /// The cascade's CPU and bytes per commit against one standby's; the four direct standbys'
@@ -204,6 +262,12 @@ pub(super) fn table(report: &TransportReport) -> String {
         out,
         "fan-out: the primary's cost of four standbys, direct or through a cascade, against one (steady load, rounds A B C C B A; /proc/PID/stat utime + stime; the primary's destinations' counters):"
     );
+    if let Some(placement) = cases
+        .iter()
+        .find_map(|case| case.notes.split("; ").find(|part| part.starts_with("placement: ")))
+    {
+        let _ = writeln!(out, "  {placement}");
+    }
     let _ = writeln!(
         out,
         "  {:<22} {:>7} {:>8} {:>10} {:>9} {:>9} {:>13} {:>8} {:>13} {:>8} {:>9}  target ratio",
