@@ -520,6 +520,8 @@ mod tests;
 #[cfg(test)]
 mod tests_checkpoint;
 #[cfg(test)]
+mod tests_far_sync;
+#[cfg(test)]
 mod tests_key_count;
 #[cfg(test)]
 mod tests_types;
