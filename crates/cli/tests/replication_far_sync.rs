@@ -131,7 +131,22 @@ fn a_far_sync_holds_no_data_applies_nothing_refuses_clients_and_relays_again_aft
 
     // kill -9 under load, restarted: no data file, nothing replayed, relaying again.
     cluster.kill("fs");
-    std::thread::sleep(Duration::from_millis(700));
+    // A far sync is not made from a copy of the primary's data: it holds none.
+    let config = cluster.config_path("fs");
+    let data_dir = cluster.data_dir("fs");
+    let refused = std::process::Command::new(common::binary())
+        .args(["server", "--config", config.to_str().unwrap()])
+        .args(["--data-dir", data_dir.to_str().unwrap(), "--port", "0", "--admin-port", "0"])
+        .args(["--from", "a"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr).to_string()
+        + &String::from_utf8_lossy(&refused.stdout);
+    assert!(
+        !refused.status.success() && said.contains("is a far sync, which holds no data to copy"),
+        "--from on a far sync: {said}"
+    );
     cluster.start_member("fs");
     assert_no_data_file(&cluster, "fs", "after a kill -9 and a restart");
     let synchronized = common::poll_until(limit, || {
