@@ -291,6 +291,10 @@ impl Roles {
         // A fenced database's data files stay at their checkpoint (see `change::fence`).
         let fenced = redo.control().fenced.is_some();
         let db = if far_sync {
+            let data_file = db_config.data_file();
+            if self.storage.exists(&data_file) {
+                tracing::warn!(data_file = %data_file.display(), "this far sync's data directory holds a data file (from a version that opened far syncs like standbys): it is not used; it may be deleted");
+            }
             Database::open_far_sync(db_config, redo, &self.storage, &self.metrics)
                 .context("cannot open the far sync")?
         } else {
