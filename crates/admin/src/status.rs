@@ -345,13 +345,22 @@ fn render_replication(out: &mut String, replication: &ReplicationStatus) {
             },
             standby.listen
         );
+        // A far sync applies nothing (standby logs and archives only).
+        let apply = if standby.far_sync {
+            "not applied: far sync".to_string()
+        } else {
+            format!("apply lag {:.3} s", standby.apply_lag_s)
+        };
+        let applied = if standby.far_sync {
+            String::new()
+        } else {
+            format!("   applied SCN {}", standby.applied_scn)
+        };
         let _ = writeln!(
             out,
-            "  transport lag {:.3} s   apply lag {:.3} s   received up to {}   applied SCN {}   primary at SCN {} (durable {}){}",
+            "  transport lag {:.3} s   {apply}   received up to {}{applied}   primary at SCN {} (durable {}){}",
             standby.transport_lag_s,
-            standby.apply_lag_s,
             standby.received,
-            standby.applied_scn,
             standby.primary_current_scn,
             standby.primary_durable_scn,
             standby

@@ -296,7 +296,8 @@ fn report_of(member: &MemberConfig, status: Result<ServerStatus, CallError>) -> 
             report.follows = standby.primary_member.clone();
             report.connected = Some(standby.connected);
             report.transport_lag_s = Some(standby.transport_lag_s);
-            report.apply_lag_s = Some(standby.apply_lag_s);
+            // A far sync applies nothing: it has no apply lag to show.
+            report.apply_lag_s = (!standby.far_sync).then_some(standby.apply_lag_s);
             report.received = Some(standby.received);
             report.complete_through_seq = Some(standby.complete_through_seq);
             if report.last_error.is_none() {
@@ -474,7 +475,7 @@ pub fn render(configuration: &Configuration) -> String {
             member.transport,
             state,
             seconds(member.transport_lag_s),
-            seconds(member.apply_lag_s),
+            if member.far_sync { "not applied".to_string() } else { seconds(member.apply_lag_s) },
             note
         );
     }
@@ -547,7 +548,15 @@ pub fn render_member(configuration: &Configuration, name: &str) -> Option<String
         line(&mut out, "state at the primary", state.clone());
     }
     line(&mut out, "transport lag", seconds(member.transport_lag_s));
-    line(&mut out, "apply lag", seconds(member.apply_lag_s));
+    if member.far_sync {
+        line(
+            &mut out,
+            "apply lag",
+            "not applied: far sync (standby logs and archives only)".into(),
+        );
+    } else {
+        line(&mut out, "apply lag", seconds(member.apply_lag_s));
+    }
     if let Some(received) = member.received {
         line(&mut out, "received up to", received.to_string());
     }

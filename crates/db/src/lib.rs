@@ -58,6 +58,7 @@ pub use error::DbError;
 pub use expire::ExpireCycle;
 use key_count::KeyCount;
 pub use keyspace::{KeyType, Op, OpResult, SetCondition};
+use open::Opening;
 use scan::Cursors;
 use store::Store;
 pub use watch::WatchState;
@@ -152,6 +153,8 @@ struct Inner {
     /// primary, whose changes past a failover point a reinstate may have to rewind).
     checkpoints_suspended: AtomicBool,
     recovered_records: AtomicU64,
+    /// A far sync's (`Database::open_far_sync`): no data files, no apply, no checkpoint.
+    far_sync: bool,
     waits: Waits,
     stats: Stats,
 }
@@ -180,7 +183,13 @@ impl Database {
     ) -> Result<Database> {
         config.validate()?;
         let redo = RedoLog::open(redo_config, storage.clone(), metrics.clone())?;
-        Database::open_with(config, redo, &storage, &metrics, false)
+        Database::open_with(
+            config,
+            redo,
+            &storage,
+            &metrics,
+            Opening::Database { suspend_checkpoints: false },
+        )
     }
 
     /// Opens a standby database: its standby logs receive the primary's redo (see
@@ -194,7 +203,13 @@ impl Database {
     ) -> Result<Database> {
         config.validate()?;
         let redo = RedoLog::open_standby(redo_config, storage.clone(), metrics.clone())?;
-        Database::open_with(config, redo, &storage, &metrics, false)
+        Database::open_with(
+            config,
+            redo,
+            &storage,
+            &metrics,
+            Opening::Database { suspend_checkpoints: false },
+        )
     }
 
     /// Opens the database over a redo log already open (in its role): the data files at
@@ -209,7 +224,33 @@ impl Database {
         suspend_checkpoints: bool,
     ) -> Result<Database> {
         config.validate()?;
-        Database::open_with(config, redo, storage, metrics, suspend_checkpoints)
+        Database::open_with(
+            config,
+            redo,
+            storage,
+            metrics,
+            Opening::Database { suspend_checkpoints },
+        )
+    }
+
+    /// Opens a far sync over its redo log, already open as a standby's: what it receives goes
+    /// into its standby logs and archive (see `redo::standby`), and that is all. No data file
+    /// is opened or created, nothing is replayed at a restart or applied (no apply thread, no
+    /// checkpointer): its applied SCN stays where it is, and its key space is an empty one that
+    /// the server lets no client read (Data Guard's far sync: mounted, never opened).
+    pub fn open_far_sync(
+        config: DbConfig,
+        redo: RedoLog,
+        storage: &Arc<dyn Storage>,
+        metrics: &Arc<Metrics>,
+    ) -> Result<Database> {
+        config.validate()?;
+        Database::open_with(config, redo, storage, metrics, Opening::FarSync)
+    }
+
+    /// Whether this is a far sync's (`open_far_sync`): no data files, no apply.
+    pub fn is_far_sync(&self) -> bool {
+        self.inner.far_sync
     }
 
     pub fn redo(&self) -> &RedoLog {
@@ -478,6 +519,8 @@ impl Drop for Database {
 mod tests;
 #[cfg(test)]
 mod tests_checkpoint;
+#[cfg(test)]
+mod tests_far_sync;
 #[cfg(test)]
 mod tests_key_count;
 #[cfg(test)]

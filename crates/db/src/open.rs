@@ -1,5 +1,6 @@
 //! Opening a database: the interrupted-copy marker, the data files' identity against the
-//! redo log's, crash recovery on a primary, and the checkpointer and apply threads.
+//! redo log's, crash recovery on a primary, and the checkpointer and apply threads. A far
+//! sync opens none of it: no data files, no recovery, no thread (`Opening::FarSync`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -20,23 +21,49 @@ use crate::store::Store;
 use crate::view::Fixed;
 use crate::{Database, DbConfig, DbError, Inner, Result, Stats, Waits, copy};
 
+/// How a database opens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opening {
+    /// Its data files, recovered or applied to in its role; with `suspend_checkpoints`, they
+    /// stay at their checkpoint.
+    Database { suspend_checkpoints: bool },
+    /// A far sync: a standby's redo log (standby logs, archive) and nothing else. No data
+    /// file is opened or created, no redo is replayed or applied, no checkpoint is taken: the
+    /// key space is an empty one in memory that nothing reads or writes.
+    FarSync,
+}
+
 impl Database {
     pub(crate) fn open_with(
         config: DbConfig,
         redo: RedoLog,
         storage: &Arc<dyn Storage>,
         metrics: &Arc<Metrics>,
-        suspend_checkpoints: bool,
+        opening: Opening,
     ) -> Result<Database> {
         let role = redo.role();
+        let far_sync = opening == Opening::FarSync;
+        if far_sync && role != Role::Standby {
+            return Err(DbError::Mismatch(format!(
+                "a far sync receives redo and is never a primary, but its control file says {role:?}"
+            )));
+        }
+        let suspend_checkpoints = match opening {
+            Opening::Database { suspend_checkpoints } => suspend_checkpoints,
+            Opening::FarSync => true,
+        };
         let marker = copy::copy_marker(&config);
-        if storage.exists(&marker) {
+        if !far_sync && storage.exists(&marker) {
             return Err(DbError::Mismatch(format!(
                 "{} says a copy from the primary was interrupted: these data files are not a database; start the standby again with --from PRIMARY to make the copy again",
                 marker.display()
             )));
         }
-        let store = Store::open(storage, &config.data_file(), config.cache_size)?;
+        let store = if far_sync {
+            Store::without_data_files(storage)?
+        } else {
+            Store::open(storage, &config.data_file(), config.cache_size)?
+        };
         let identity = redo.identity();
         let meta = store.meta()?;
         match meta.database_id {
@@ -49,7 +76,7 @@ impl Database {
                 )));
             }
             Some(_) => {}
-            None if identity.database_id.0 != 0 => store.checkpoint(
+            None if identity.database_id.0 != 0 && !far_sync => store.checkpoint(
                 &crate::cache::Layer::default(),
                 meta.checkpoint_scn,
                 identity.database_id,
@@ -120,6 +147,7 @@ impl Database {
             shut_down: AtomicBool::new(false),
             checkpoints_suspended: AtomicBool::new(suspend_checkpoints),
             recovered_records: AtomicU64::new(records),
+            far_sync,
             waits: Waits {
                 free_buffer: metrics.wait("free buffer waits"),
                 checkpoint_write: metrics.wait("db file parallel write"),
@@ -137,6 +165,12 @@ impl Database {
             store,
         });
         inner.stats.recovery_records.add(records);
+        if far_sync {
+            tracing::info!(
+                "far sync: standby logs and archive only; no data files, no apply, never opened"
+            );
+            return Ok(Database { inner, threads: Mutex::new(Vec::new()) });
+        }
         // When a log switch needs a group back, the log writer asks for a checkpoint.
         let weak = Arc::downgrade(&inner);
         inner.redo.set_checkpoint_handler(Arc::new(move |_needed| {

@@ -116,6 +116,8 @@ pub struct Store {
     /// Whether the garbage table may hold ids (a checkpoint with nothing else to write still
     /// removes garbage then).
     garbage_pending: AtomicBool,
+    /// A far sync's empty key space (`without_data_files`): never on disk, never reopened.
+    in_memory: bool,
 }
 
 impl std::fmt::Debug for Store {
@@ -139,6 +141,28 @@ impl Store {
     ) -> Result<Store, DbError> {
         let sync_failed = Arc::new(AtomicBool::new(false));
         let db = open_database(storage, path, cache_bytes, &sync_failed)?;
+        Store::initialised(db, storage, path, cache_bytes, sync_failed, false)
+    }
+
+    /// The key space of a far sync, which has no data files: empty tables in memory that
+    /// nothing writes (a far sync neither applies redo nor checkpoints) and no client reads
+    /// (its RESP port refuses the key space). Nothing of it is ever on disk.
+    pub fn without_data_files(storage: &Arc<dyn Storage>) -> Result<Store, DbError> {
+        let path = Path::new("(none: a far sync has no data files)");
+        let db = redb::Database::builder()
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(|error| store_error(path, "open")(&error))?;
+        Store::initialised(db, storage, path, 0, Arc::new(AtomicBool::new(false)), true)
+    }
+
+    fn initialised(
+        db: redb::Database,
+        storage: &Arc<dyn Storage>,
+        path: &Path,
+        cache_bytes: u64,
+        sync_failed: Arc<AtomicBool>,
+        in_memory: bool,
+    ) -> Result<Store, DbError> {
         // Make sure every table exists, so that readers never see "no such table", and that the
         // rows are of this layout.
         let fail = store_error(path, "initialise");
@@ -179,6 +203,7 @@ impl Store {
             sync_failed,
             closed: AtomicBool::new(false),
             garbage_pending: AtomicBool::new(garbage_pending),
+            in_memory,
         })
     }
 
@@ -223,6 +248,9 @@ impl Store {
         let mut db = self.db.write();
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(store_error(&self.path, "reopen")(&"the database is shut down"));
+        }
+        if self.in_memory {
+            return Err(store_error(&self.path, "reopen")(&"a far sync has no data files"));
         }
         if db.is_none() {
             *db = Some(open_database(

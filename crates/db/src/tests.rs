@@ -23,7 +23,7 @@ fn b(text: &str) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
 }
 
-fn configs(root: &Path) -> (DbConfig, RedoConfig) {
+pub(crate) fn configs(root: &Path) -> (DbConfig, RedoConfig) {
     let db = DbConfig {
         checkpoint_interval: Duration::from_millis(200),
         checkpoint_retry_interval: Duration::from_millis(20),

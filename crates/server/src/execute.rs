@@ -119,6 +119,14 @@ pub async fn run(
     commands: Vec<Command>,
     exec: bool,
 ) -> Outcome {
+    // A far sync holds no data: whatever reads or writes the key space is refused, by name.
+    if commands.iter().any(touches_key_space)
+        && let Some(running) = state.roles.current()
+        && let Some(refusal) = state.roles.far_sync_refusal(&running)
+    {
+        state.commands_processed.add(commands.len() as u64);
+        return Outcome::Reply(refusal);
+    }
     let watched = exec && session.take_watching();
     if !exec && let [Command::Block { .. }] = commands.as_slice() {
         let Some(Command::Block { op, timeout, reply, .. }) = commands.into_iter().next() else {
@@ -191,6 +199,21 @@ pub async fn run(
     } else {
         Outcome::Reply(frames.pop().unwrap_or(Frame::Null))
     }
+}
+
+/// Whether `command` reads or writes the key space (what a far sync, holding none, refuses);
+/// the others (PING, INFO, ROLE, CONFIG, CLIENT, …) are answered by any member.
+fn touches_key_space(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Data { .. }
+            | Command::Block { .. }
+            | Command::Watch { .. }
+            | Command::DbSize
+            | Command::Keys { .. }
+            | Command::Scan { .. }
+            | Command::Save
+    )
 }
 
 /// Runs a transaction's operations and completes its commit: the results, `None` if a watched

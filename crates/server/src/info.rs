@@ -278,7 +278,12 @@ fn replication_section(state: &ServerState, running: &Running, out: &mut String)
         }
         if let Some(standby) = standby {
             field(out, "transport_lag_s", format!("{:.3}", standby.transport_lag_s));
-            field(out, "apply_lag_s", format!("{:.3}", standby.apply_lag_s));
+            // A far sync applies nothing: no apply lag, and it says what it is.
+            if standby.far_sync {
+                field(out, "redoguard_kind", "far_sync");
+            } else {
+                field(out, "apply_lag_s", format!("{:.3}", standby.apply_lag_s));
+            }
             field(out, "received_seq", standby.received.seq);
             field(out, "received_offset", standby.received.offset);
             field(out, "complete_through_seq", standby.complete_through_seq);

@@ -233,6 +233,13 @@ impl Server {
         // later changes from `settings`).
         config.replication = settings.replication().as_ref().clone();
         if let Some(from) = &options.from {
+            if let Some(member) = &config.replication.member
+                && config.replication.is_far_sync(member)
+            {
+                anyhow::bail!(
+                    "--from {from}: '{member}' is a far sync, which holds no data to copy (standby logs and archives only): start it without --from; its primary ships it the redo it lacks"
+                );
+            }
             let (address, primary) = match config.replication.member_named(from) {
                 Some(member) => (member.redo.clone(), member.name.clone()),
                 None if from.contains(':') => (

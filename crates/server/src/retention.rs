@@ -1,8 +1,10 @@
 //! Archive retention, as the server runs it: every few seconds, works out the first archived
 //! log still needed — by this database (its checkpoint; on a standby, its apply), by every
-//! standby under the deletion policy (applied, or received), by a new standby being copied —
+//! standby under the deletion policy (applied, or received), whether this member ships to it
+//! as a primary or forwards to it (cascading, a far sync), by a new standby being copied —
 //! and lets the redo engine delete the archived logs before it (`redo::retention`). Status says
-//! what is kept and why.
+//! what is kept and why. A far sync has no checkpoint and applies nothing: only what it
+//! forwards holds its archives (what it has not received yet is not archived here anyway).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,21 +25,28 @@ pub type RetentionSlot = Arc<Mutex<Option<RetentionStatus>>>;
 fn needed(running: &Running, policy: DeletionPolicy, holds: &[LogSeq]) -> (LogSeq, String) {
     let redo = running.db.redo();
     let seq_of = |scn: redo::Scn| redo.seq_holding(scn.next()).unwrap_or(LogSeq(1));
-    let mut needed =
-        (seq_of(running.db.checkpoint_scn()), "this database's checkpoint".to_string());
+    let far_sync = running.db.is_far_sync();
+    let mut needed = if far_sync {
+        // (Nothing of this member's own: the newest log it has is as far as it could go.)
+        (redo.written_addr().seq.max(redo.standby_position().next.seq), String::new())
+    } else {
+        (seq_of(running.db.checkpoint_scn()), "this database's checkpoint".to_string())
+    };
     let mut hold = |seq: LogSeq, why: String| {
         if seq < needed.0 {
             needed = (seq, why);
         }
     };
-    if running.role() == Role::Standby {
+    if running.role() == Role::Standby && !far_sync {
         hold(seq_of(running.db.applied_scn()), "this standby's apply".into());
     }
     for seq in holds {
         hold(*seq, "a new standby being copied".into());
     }
-    if let Some(transport) = &running.transport {
-        for destination in transport.status() {
+    let shipped = running.transport.as_ref().map(|transport| transport.status());
+    let forwarded = running.receiver.as_ref().map(|receiver| receiver.forwarding());
+    for destinations in [shipped, forwarded].into_iter().flatten() {
+        for destination in destinations {
             if destination.last_heard_s.is_none() {
                 hold(
                     LogSeq(1),
@@ -68,6 +77,10 @@ fn needed(running: &Running, policy: DeletionPolicy, holds: &[LogSeq]) -> (LogSe
                 }
             }
         }
+    }
+    if needed.1.is_empty() {
+        needed.1 =
+            "this far sync's newest log (it applies nothing; nothing forwarded waits)".into();
     }
     needed
 }

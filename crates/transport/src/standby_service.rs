@@ -47,6 +47,7 @@ impl StandbyService {
             listen: config.listen.clone(),
             config: config.clone(),
             applied,
+            far_sync: false,
             role_info,
             refusals: refusals.clone(),
             // (Tests and tools: the server's standbys vouch, see `server::role`.)

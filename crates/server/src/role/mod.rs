@@ -281,16 +281,27 @@ impl Roles {
         if let Some(member) = &replication.member {
             redo.claim_member(member)?;
         }
+        // A far sync (`kind = "far_sync"`) keeps standby logs and archives only: no data
+        // files, no apply, never opened (`Database::open_far_sync`).
+        let far_sync = replication.member.as_deref().is_some_and(|m| replication.is_far_sync(m));
         // A delayed standby applies nothing before its receiver knows how old the redo is.
-        if redo.role() == Role::Standby {
+        if redo.role() == Role::Standby && !far_sync {
             transport::delay::hold(&redo, replication.standby_config().delay);
         }
         // A fenced database's data files stay at their checkpoint (see `change::fence`).
         let fenced = redo.control().fenced.is_some();
-        let db = Arc::new(
+        let db = if far_sync {
+            let data_file = db_config.data_file();
+            if self.storage.exists(&data_file) {
+                tracing::warn!(data_file = %data_file.display(), "this far sync's data directory holds a data file (from a version that opened far syncs like standbys): it is not used; it may be deleted");
+            }
+            Database::open_far_sync(db_config, redo, &self.storage, &self.metrics)
+                .context("cannot open the far sync")?
+        } else {
             Database::open_with_redo(db_config, redo, &self.storage, &self.metrics, fenced)
-                .context("cannot open the database")?,
-        );
+                .context("cannot open the database")?
+        };
+        let db = Arc::new(db);
         let control = db.redo().control();
         let history = IncarnationHistory::load(
             self.storage.as_ref(),
@@ -434,6 +445,7 @@ impl Roles {
                     history: self.history.clone(),
                     config: replication.standby_config(),
                     applied,
+                    far_sync,
                     role_info: self.role_info_source(&db),
                     refusals: self.refusals.clone(),
                     listen: listener.local_addr().to_string(),
@@ -504,6 +516,28 @@ impl Roles {
             state @ (GateState::Standby { .. } | GateState::Fenced { .. }) => self.refusal(state),
             _ => resp::Frame::error("READONLY You can't write against a read only replica."),
         }
+    }
+
+    /// What a client asking a far sync for the key space is told: it holds no data (standby
+    /// logs and archives only) and is never opened, as Data Guard's far sync answers a query
+    /// with "database not open"; the primary it receives from, if it knows one, is named.
+    /// `None` on any other member.
+    pub fn far_sync_refusal(&self, running: &Running) -> Option<resp::Frame> {
+        if !running.db.is_far_sync() {
+            return None;
+        }
+        let member = self.config.replication.member.clone().unwrap_or_default();
+        let primary = running.receiver.as_ref().and_then(|receiver| receiver.primary().1);
+        let primary = match primary {
+            Some(name) => match self.config.replication.member_named(&name) {
+                Some(entry) => format!(": ask the primary, '{name}' at {}", entry.resp),
+                None => format!(": ask the primary, '{name}'"),
+            },
+            None => String::new(),
+        };
+        Some(resp::Frame::error(format!(
+            "NOTOPEN '{member}' is a far sync: it keeps standby logs and archives only, holds no data and is never opened, so it serves no key{primary}"
+        )))
     }
 
     /// A closed gate's refusal (a standby names the primary it follows).

@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -100,6 +100,10 @@ pub struct StandbyReplicationStatus {
     /// decompressing.
     #[serde(default)]
     pub decompression: CompressionCounts,
+    /// A far sync: standby logs and archive only, nothing applied (its `applied_scn` is what
+    /// it received, its apply lag its transport lag).
+    #[serde(default)]
+    pub far_sync: bool,
 }
 
 #[derive(Debug, Default)]
@@ -182,6 +186,10 @@ pub struct ReceiverContext {
     pub history: Arc<Mutex<IncarnationHistory>>,
     pub config: StandbyConfig,
     pub applied: AppliedScn,
+    /// A far sync (`kind = "far_sync"`): it applies nothing, so what it has received is all
+    /// it will ever have done with the redo. It reports that as its applied SCN (to its
+    /// primary's retention and lags, and its own), and its status says it is a far sync.
+    pub far_sync: bool,
     pub role_info: RoleInfoSource,
     pub refusals: Arc<Refusals>,
     /// The address the listener is bound to, for status.
@@ -212,6 +220,11 @@ struct Inner {
     history: Arc<Mutex<IncarnationHistory>>,
     config: StandbyConfig,
     applied: AppliedScn,
+    /// A far sync's: `applied_scn` is what it received (`received_through`).
+    far_sync: bool,
+    /// The last SCN written into the standby logs since this receiver started (a far sync's
+    /// "applied").
+    received_through: AtomicU64,
     role_info: RoleInfoSource,
     refusals: Arc<Refusals>,
     listen: String,
@@ -277,6 +290,8 @@ impl StandbyReceiver {
             history: context.history,
             config: context.config,
             applied: context.applied,
+            far_sync: context.far_sync,
+            received_through: AtomicU64::new(0),
             role_info: context.role_info,
             refusals: context.refusals,
             listen: context.listen,
@@ -301,7 +316,7 @@ impl StandbyReceiver {
     pub fn status(&self) -> StandbyReplicationStatus {
         let inner = &self.inner;
         let position = inner.redo.standby_position();
-        let applied = (inner.applied)();
+        let applied = inner.applied_scn();
         let (refused, refusal) = inner.refusals.get();
         let heard = inner.heard.lock();
         let transport_lag_us = inner.transport_lag_us(&heard);
@@ -328,6 +343,7 @@ impl StandbyReceiver {
             active_observer: heard.observer.clone(),
             apply_delay_s: inner.config.delay.as_secs_f64(),
             decompression: inner.decompression.snapshot(),
+            far_sync: inner.far_sync,
         }
     }
 
@@ -337,7 +353,7 @@ impl StandbyReceiver {
     /// the primary's silence beyond a second (a silent primary may be generating).
     pub fn failover_lags_ms(&self) -> (u64, u64) {
         let inner = &self.inner;
-        let applied = (inner.applied)();
+        let applied = inner.applied_scn();
         let now = roles::fast_start::Time::now();
         let heard = inner.heard.lock();
         let silence = heard.at.unwrap_or(inner.started).elapsed().saturating_sub(SILENCE_GRACE);
@@ -452,6 +468,16 @@ impl Inner {
         heard.transport_lag_us + silence.as_micros() as u64
     }
 
+    /// How far this member is done with the redo: its apply, or on a far sync (which applies
+    /// nothing) what it received.
+    fn applied_scn(&self) -> Scn {
+        if self.far_sync {
+            Scn(self.received_through.load(Ordering::Acquire))
+        } else {
+            (self.applied)()
+        }
+    }
+
     fn apply_lag_us(&self, heard: &Heard, applied: Scn) -> u64 {
         // The oldest redo received and not applied: when did the primary generate it?
         match heard.history.iter().find(|&&(scn, _)| scn > applied) {
@@ -468,7 +494,7 @@ impl Inner {
         let mut reported: Option<(LogSeq, LogSeq)> = None;
         while !self.shutdown.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(200));
-            let applied = (self.applied)();
+            let applied = self.applied_scn();
             {
                 let mut heard = self.heard.lock();
                 // (The last one stays: it says what the primary had last.)

@@ -54,12 +54,12 @@ impl Inner {
             complete_through_seq: position.complete_through_seq.0,
             current_seq: position.next.seq.0,
             current_offset: position.next.offset,
-            applied_scn: (self.applied)().0,
+            applied_scn: self.applied_scn().0,
         }
     }
 
     fn status_message(&self) -> Message {
-        let applied = (self.applied)();
+        let applied = self.applied_scn();
         let heard = self.heard.lock();
         Message::StandbyStatus(proto::StandbyStatus {
             position: self.position(),
@@ -208,6 +208,7 @@ impl Inner {
                         heard.note(Scn(write.last_scn), write.primary_time_us);
                         heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
                     }
+                    self.received_through.fetch_max(write.last_scn, Ordering::AcqRel);
                     // The durable acknowledgement of this write (and of `writes` in all).
                     let ack_for = |writes| PendingAck {
                         write_id: write.write_id,

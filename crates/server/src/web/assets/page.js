@@ -139,9 +139,10 @@
         down: !standby.connected, warn: false,
       });
       rows.push({
-        name: me + ' (here)', role: 'standby', transport: '-',
+        name: me + ' (here)', role: standby.far_sync ? 'far sync' : 'standby', transport: '-',
         state: standby.connected ? 'RECEIVING' : 'WAITING', synchronized: standby.caught_up,
-        transportLag: standby.transport_lag_s, applyLag: standby.apply_lag_s,
+        // (A far sync applies nothing: no apply lag.)
+        transportLag: standby.transport_lag_s, applyLag: standby.far_sync ? null : standby.apply_lag_s,
         note: standby.last_error || '', down: false, warn: !!standby.last_error,
       });
       return rows;
