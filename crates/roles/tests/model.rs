@@ -20,18 +20,9 @@ mod system;
 use std::time::{Duration, Instant};
 
 use roles::fast_start::Protection;
-use run::{deep, threads};
+use run::{budget, deep, threads};
 use stateright::{Checker, Model};
 use system::{Action, Config, System, Variant};
-
-/// How long one check may run: a bound for CI, hours for the deep run.
-fn budget() -> Duration {
-    let deep_seconds = std::env::var("REDOGUARD_MODEL_SECONDS")
-        .ok()
-        .and_then(|seconds| seconds.parse().ok())
-        .unwrap_or(6 * 3600);
-    Duration::from_secs(if deep() { deep_seconds } else { 50 })
-}
 
 /// Checks `config` to `depth`: every property, state counts printed. Breadth first (every
 /// state within the depth reached is checked) unless `depth_first` or the deep run: the deep

@@ -17,19 +17,13 @@ mod relay;
 #[path = "model/run.rs"]
 mod run;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use relay::{
     Action, Body, Config, NO_LATE_ACKNOWLEDGEMENT, NOTHING_LOST, ONE_PRIMARY, OPENS, RelaySystem,
     Variant,
 };
 use stateright::{Checker, Model};
-
-/// How long one check may run: the bounded spaces (CI) are exhausted in seconds; the deep
-/// run (`REDOGUARD_MODEL_DEEP=1`, larger bounds) gets hours.
-fn budget() -> Duration {
-    Duration::from_secs(if run::deep() { 6 * 3600 } else { 50 })
-}
 
 type Trace = stateright::Path<relay::State, Action>;
 
@@ -48,7 +42,7 @@ fn explore(config: Config) -> Run {
     let checker = RelaySystem { config }
         .checker()
         .threads(run::threads())
-        .timeout(budget())
+        .timeout(run::budget())
         .spawn_bfs()
         .join();
     let discoveries = [ONE_PRIMARY, NOTHING_LOST, NO_LATE_ACKNOWLEDGEMENT, OPENS]
@@ -60,7 +54,7 @@ fn explore(config: Config) -> Run {
         generated: checker.state_count(),
         depth: checker.max_depth(),
         seconds: started.elapsed().as_secs_f64(),
-        exhausted: checker.is_done() && started.elapsed() < budget(),
+        exhausted: checker.is_done() && started.elapsed() < run::budget(),
         discoveries,
     }
 }

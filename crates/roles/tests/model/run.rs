@@ -2,10 +2,21 @@
 //! a found path written out one step a line.
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 /// Whether to run the deep check (minutes to hours) instead of the bounded one (CI).
 pub fn deep() -> bool {
     std::env::var("REDOGUARD_MODEL_DEEP").is_ok_and(|value| value == "1")
+}
+
+/// How long one check may run: a bound for CI (50 s), hours for the deep run
+/// (`REDOGUARD_MODEL_SECONDS`, default 6 h).
+pub fn budget() -> Duration {
+    let deep_seconds = std::env::var("REDOGUARD_MODEL_SECONDS")
+        .ok()
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or(6 * 3600);
+    Duration::from_secs(if deep() { deep_seconds } else { 50 })
 }
 
 /// Checker threads: every CPU, or `REDOGUARD_MODEL_THREADS`.
