@@ -114,8 +114,14 @@ impl Inner {
                 ),
             );
         }
-        let below = roles::relay::seal(redo::Incarnation(0), redo::Incarnation(seal.incarnation));
-        self.sealed_below.fetch_max(below.0, Ordering::AcqRel);
+        let sealing = |below: u32| {
+            roles::relay::seal(redo::Incarnation(below), redo::Incarnation(seal.incarnation))
+        };
+        let before = self
+            .sealed_below
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |below| Some(sealing(below).0))
+            .unwrap_or_else(|below| below);
+        let below = sealing(before);
         // No write of the sealed incarnation is being written once this is held.
         drop(self.following.write());
         // On disk before it is answered: a restart of this member must not let the old
