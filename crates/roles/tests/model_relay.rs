@@ -221,3 +221,49 @@ fn behind_two_relays_sealing_the_nearer_one_loses_writes() {
     let config = Config { relays: 2, faults: 0, ..far_sync(Variant::NoTwoRelayCheck) };
     hunt("two relays, the nearer sealed", config);
 }
+
+/// The counterexample docs/roles.md tells for a seal kept in memory, step by step: it breaks
+/// that logic, and today's stops it (F, restarted, still refuses P's redo: no acknowledgement
+/// is sent, so the last step is not possible).
+#[test]
+fn the_in_memory_seal_trace_breaks_only_the_in_memory_seal() {
+    use relay::{Message, PRIMARY};
+    let (f, t) = (1, 2);
+    let message = |from, to, body| Action::Deliver(Message { from, to, body });
+    let trace = [
+        Action::Write,
+        Action::Ship,
+        Action::Failover,
+        message(t, f, Body::Seal),
+        message(f, t, Body::Sealed { end: 0 }),
+        Action::Open,
+        Action::Crash(f),
+        Action::Restart(f),
+        message(PRIMARY, f, Body::Redo { incarnation: 1, end: 1 }),
+        message(f, PRIMARY, Body::Ack { end: 1 }),
+    ];
+    let config = Config { faults: 1, cuts: false, ..far_sync(Variant::SealInMemory) };
+    let state = replay(config.clone(), &trace).expect("the trace runs under the in-memory seal");
+    assert_eq!(
+        (state.primary.answered, state.terminal.failover),
+        (1, relay::Failover::Open { branch: 0 })
+    );
+    let today = replay(Config { variant: Variant::Current, ..config }, &trace);
+    assert_eq!(today.err(), Some(9), "today's logic: F refuses P's redo, and acknowledges nothing");
+}
+
+/// Replays `actions` from the initial state: the state after the last, or the index of the
+/// first that is not possible.
+fn replay(config: Config, actions: &[Action]) -> Result<relay::State, usize> {
+    let system = RelaySystem { config };
+    let mut state = system.init_states().remove(0);
+    for (step, action) in actions.iter().enumerate() {
+        let mut possible = Vec::new();
+        system.actions(&state, &mut possible);
+        if !possible.contains(action) {
+            return Err(step);
+        }
+        state = system.next_state(&state, action.clone()).ok_or(step)?;
+    }
+    Ok(state)
+}
