@@ -7,10 +7,13 @@
 //!   newer one, has diverged from it, or knows the primary to be stale (fenced);
 //! - `fast_start`: fast-start failover's decisions: the observer's, the primary's (lease,
 //!   grants, the active observer, whether a write may be acknowledged) and a target's (whether
-//!   it takes a failover), and what the observer and the primary keep on disk.
+//!   it takes a failover), and what the observer and the primary keep on disk;
+//! - `relay`: a failover through a far sync: which relay the target may seal, what a sealed
+//!   relay still takes, and when the target holds the relay's whole tail.
 //!
 //! See `docs/roles.md` and `docs/fast-start-failover.md` for the protocols and the argument
-//! for why they are safe; `tests/model.rs` model-checks fast-start failover with stateright.
+//! for why they are safe; `tests/model.rs` model-checks fast-start failover with stateright,
+//! `tests/model_relay.rs` a failover through a far sync.
 //!
 //! *Architecture Invariant*: this crate decides, it does not act: it does no network I/O,
 //! starts no thread and reads no clock (but `fast_start::Time::now`, for its callers). The server applies its decisions; redo transport carries the facts
@@ -19,6 +22,7 @@
 pub mod fast_start;
 pub mod follow;
 pub mod history;
+pub mod relay;
 
 pub use follow::{StandbyView, Verdict, decide};
 pub use history::{Branch, HistoryError, IncarnationHistory};

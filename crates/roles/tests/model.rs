@@ -12,36 +12,17 @@
 //! - A failover happens (a `sometimes` property), and, with fair scheduling after the primary
 //!   is lost for good, always happens (`a_lost_primary_is_always_failed_over`).
 
+#[path = "model/run.rs"]
+mod run;
 #[path = "model/system.rs"]
 mod system;
 
 use std::time::{Duration, Instant};
 
 use roles::fast_start::Protection;
+use run::{budget, deep, threads};
 use stateright::{Checker, Model};
 use system::{Action, Config, System, Variant};
-
-/// Whether to run the deep check (minutes to hours) instead of the bounded one (CI).
-fn deep() -> bool {
-    std::env::var("REDOGUARD_MODEL_DEEP").is_ok_and(|value| value == "1")
-}
-
-/// How long one check may run: a bound for CI, hours for the deep run.
-fn budget() -> Duration {
-    let deep_seconds = std::env::var("REDOGUARD_MODEL_SECONDS")
-        .ok()
-        .and_then(|seconds| seconds.parse().ok())
-        .unwrap_or(6 * 3600);
-    Duration::from_secs(if deep() { deep_seconds } else { 50 })
-}
-
-/// Checker threads: every CPU, or `REDOGUARD_MODEL_THREADS`.
-fn threads() -> usize {
-    std::env::var("REDOGUARD_MODEL_THREADS")
-        .ok()
-        .and_then(|threads| threads.parse().ok())
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |cpus| cpus.get()))
-}
 
 /// Checks `config` to `depth`: every property, state counts printed. Breadth first (every
 /// state within the depth reached is checked) unless `depth_first` or the deep run: the deep
@@ -94,13 +75,7 @@ fn report(
 }
 
 fn render(path: &stateright::Path<system::State, Action>, members: usize) -> String {
-    path.clone()
-        .into_actions()
-        .iter()
-        .enumerate()
-        .map(|(step, action)| format!("{step:>3}. {}", describe(action, members)))
-        .collect::<Vec<_>>()
-        .join("\n")
+    run::render(path, |action| describe(action, members))
 }
 
 /// An action, for a person (nodes numbered members first, then observers).

@@ -116,13 +116,8 @@ impl Roles {
             let upstream = replication
                 .route_tree(candidate)
                 .and_then(|tree| tree.source_of(&relay).map(str::to_string));
-            if let Some(upstream) = upstream.filter(|upstream| upstream != candidate) {
-                return RelayTail::Missing {
-                    relay,
-                    reason: format!(
-                        "under '{candidate}' it receives from '{upstream}', itself a relay: the tail is taken from the first relay only; fail over to a member nearer the primary"
-                    ),
-                };
+            if let Err(reason) = roles::relay::sealable(candidate, &relay, upstream.as_deref()) {
+                return RelayTail::Missing { relay, reason };
             }
         }
         let Some(address) = replication.member_named(&relay).map(|member| member.redo.clone())
@@ -163,9 +158,7 @@ impl Roles {
             let received = status.received;
             // Up to the relay's end, and no log missing below it (logs sent over other
             // connections, or a gap from before).
-            if (received.seq, received.offset) >= (end.seq, end.offset)
-                && status.complete_through_seq.next() >= received.seq
-            {
+            if roles::relay::tail_taken(end, received, status.complete_through_seq) {
                 return RelayTail::Taken { relay, end, waited: started.elapsed() };
             }
             if Instant::now() >= deadline {

@@ -29,7 +29,11 @@ impl Inner {
     /// Why this hello's redo is no longer taken, if a seal covers its incarnation.
     pub(super) fn sealed(&self, hello: &Hello) -> Option<ErrorMessage> {
         let sealed_below = self.sealed_below.load(Ordering::Acquire);
-        (hello.incarnation < sealed_below).then(|| {
+        let sealed = !roles::relay::takes_redo(
+            redo::Incarnation(sealed_below),
+            redo::Incarnation(hello.incarnation),
+        );
+        sealed.then(|| {
             ErrorMessage::new(
                 ErrorCode::ShuttingDown,
                 format!(
@@ -110,14 +114,21 @@ impl Inner {
                 ),
             );
         }
-        self.sealed_below.fetch_max(seal.incarnation.saturating_add(1), Ordering::AcqRel);
+        let sealing = |below: u32| {
+            roles::relay::seal(redo::Incarnation(below), redo::Incarnation(seal.incarnation))
+        };
+        let before = self
+            .sealed_below
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |below| Some(sealing(below).0))
+            .unwrap_or_else(|below| below);
+        let below = sealing(before);
         // No write of the sealed incarnation is being written once this is held.
         drop(self.following.write());
         // On disk before it is answered: a restart of this member must not let the old
         // primary acknowledge through it again once the target has opened.
-        self.redo.seal_below(redo::Incarnation(seal.incarnation.saturating_add(1))).map_err(
-            |error| ErrorMessage::new(ErrorCode::Internal, format!("recording the seal: {error}")),
-        )?;
+        self.redo.seal_below(below).map_err(|error| {
+            ErrorMessage::new(ErrorCode::Internal, format!("recording the seal: {error}"))
+        })?;
         let end = self.redo.sync_received().map_err(|error| {
             ErrorMessage::new(ErrorCode::Internal, format!("syncing the standby logs: {error}"))
         })?;
