@@ -184,7 +184,7 @@ fn place(setups: &[&Setup<'_>; 3]) -> anyhow::Result<Option<Placement>> {
     let (primaries, others) = (Cpus(vec![first]), Cpus(rest.to_vec()));
     let placement = Placement {
         text: format!(
-            "placement: the primaries on CPU {}; the standbys, the clients and linkemu on CPU {} (as on hosts of their own)",
+            "placement: the primaries on CPU {}, everything else (the standbys, the clients, linkemu) on CPU {}, as on hosts of their own",
             primaries.list(),
             others.list()
         ),
