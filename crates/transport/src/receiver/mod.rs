@@ -186,9 +186,10 @@ pub struct ReceiverContext {
     pub history: Arc<Mutex<IncarnationHistory>>,
     pub config: StandbyConfig,
     pub applied: AppliedScn,
-    /// A far sync (`kind = "far_sync"`): it applies nothing, so what it has received is all
-    /// it will ever have done with the redo. It reports that as its applied SCN (to its
-    /// primary's retention and lags, and its own), and its status says it is a far sync.
+    /// A far sync (`kind = "far_sync"`): it applies nothing, so what it has received and made
+    /// durable is all it will ever have done with the redo. It reports that as its applied SCN
+    /// (to its primary's retention and lags, and its own), and its status says it is a far
+    /// sync.
     pub far_sync: bool,
     pub role_info: RoleInfoSource,
     pub refusals: Arc<Refusals>,
@@ -220,10 +221,11 @@ struct Inner {
     history: Arc<Mutex<IncarnationHistory>>,
     config: StandbyConfig,
     applied: AppliedScn,
-    /// A far sync's: `applied_scn` is what it received (`received_through`).
+    /// A far sync's: `applied_scn` is what it received and made durable
+    /// (`received_through`).
     far_sync: bool,
-    /// The last SCN written into the standby logs since this receiver started (a far sync's
-    /// "applied").
+    /// The newest SCN the standby logs hold durably, as far as this receiver's connections
+    /// synced it since it started (a far sync's "applied": `receive::sync_then`).
     received_through: AtomicU64,
     role_info: RoleInfoSource,
     refusals: Arc<Refusals>,

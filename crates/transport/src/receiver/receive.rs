@@ -58,6 +58,20 @@ impl Inner {
         }
     }
 
+    /// Makes everything received durable, then `acknowledge`s with the durable end; what
+    /// this connection had written before the sync (`written`) is then durable, and a far
+    /// sync counts it as done with (`received_through`, its applied SCN, which its primary's
+    /// archive retention trusts: never redo that a crash of this member could lose).
+    fn sync_then<T>(
+        &self,
+        written: Scn,
+        acknowledge: impl FnOnce(redo::RedoAddr) -> T,
+    ) -> redo::Result<T> {
+        let acknowledged = self.redo.sync_received_then(acknowledge)?;
+        self.received_through.fetch_max(written.0, Ordering::AcqRel);
+        Ok(acknowledged)
+    }
+
     fn status_message(&self) -> Message {
         let applied = self.applied_scn();
         let heard = self.heard.lock();
@@ -81,6 +95,9 @@ impl Inner {
         // Writes received and not yet synced, for the members this one forwards to: offered
         // once the standby logs hold them durably (after each sync below).
         let mut held: Vec<Arc<LogWrite>> = Vec::new();
+        // The newest SCN this connection wrote into the standby logs: durable, and a far
+        // sync's "applied" (`received_through`), once a sync after it returns.
+        let mut written_scn = Scn(0);
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 conn.refuse(ErrorMessage::new(
@@ -93,11 +110,10 @@ impl Inner {
             // (nothing more is buffered), and tell it how far this standby is.
             if unsynced && !conn.has_buffered_message() {
                 let ack = pending_ack.take();
-                self.redo
-                    .sync_received_then(|durable| {
-                        ack.map_or(Ok(()), |ack| ack.send(conn, durable.offset))
-                    })
-                    .map_err(|error| format!("syncing the standby logs: {error}"))??;
+                self.sync_then(written_scn, |durable| {
+                    ack.map_or(Ok(()), |ack| ack.send(conn, durable.offset))
+                })
+                .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 unsynced = false;
                 self.forward(&mut held);
                 if channel == proto::Channel::Control {
@@ -124,8 +140,7 @@ impl Inner {
             // A failover target sealed this relay: what was received goes on to the members
             // it forwards to, and nothing more of this incarnation is taken.
             if let Some(refusal) = self.sealed(hello) {
-                self.redo
-                    .sync_received()
+                self.sync_then(written_scn, |durable| durable)
                     .map_err(|error| format!("syncing the standby logs: {error}"))?;
                 self.forward(&mut held);
                 conn.refuse(refusal.clone());
@@ -159,8 +174,7 @@ impl Inner {
                 && !matches!(&message, Message::Write(write) if write.ack == proto::AckWanted::Durable)
             {
                 // Anything else is answered after the writes before it are acknowledged.
-                self.redo
-                    .sync_received_then(|durable| ack.send(conn, durable.offset))
+                self.sync_then(written_scn, |durable| ack.send(conn, durable.offset))
                     .map_err(|error| format!("syncing the standby logs: {error}"))??;
                 pending_ack = None;
                 self.forward(&mut held);
@@ -208,7 +222,7 @@ impl Inner {
                         heard.note(Scn(write.last_scn), write.primary_time_us);
                         heard.durable_scn = heard.durable_scn.max(Scn(write.primary_durable_scn));
                     }
-                    self.received_through.fetch_max(write.last_scn, Ordering::AcqRel);
+                    written_scn = written_scn.max(Scn(write.last_scn));
                     // The durable acknowledgement of this write (and of `writes` in all).
                     let ack_for = |writes| PendingAck {
                         write_id: write.write_id,
@@ -230,8 +244,7 @@ impl Inner {
                         proto::AckWanted::Durable => {
                             pending_ack = None;
                             let ack = ack_for(1);
-                            self.redo
-                                .sync_received_then(|durable| ack.send(conn, durable.offset))
+                            self.sync_then(written_scn, |durable| ack.send(conn, durable.offset))
                                 .map_err(|error| format!("syncing the standby logs: {error}"))??;
                             unsynced = false;
                             self.forward(&mut held);
@@ -265,8 +278,7 @@ impl Inner {
                         heard.note(Scn(beat.current_scn), beat.primary_time_us);
                         heard.announce(Scn(beat.current_scn), roles::fast_start::Time::now());
                     }
-                    self.redo
-                        .sync_received()
+                    self.sync_then(written_scn, |durable| durable)
                         .map_err(|error| format!("syncing the standby logs: {error}"))?;
                     unsynced = false;
                     self.forward(&mut held);
