@@ -16,17 +16,6 @@ use std::time::Duration;
 use common::Watchdog;
 use roles_support::{Cluster, ClusterConfig, MemberSpec};
 
-fn phase_of(cluster: &Cluster, primary: &str, member: &str) -> Option<transport::Phase> {
-    cluster
-        .server(primary)
-        .status()
-        .replication
-        .destinations
-        .iter()
-        .find(|destination| destination.name == member)
-        .map(|destination| destination.phase)
-}
-
 #[test]
 fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_nothing_acknowledged_is_lost()
  {
@@ -45,8 +34,8 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     // (fs may start later than `after` behind a: the alternate then stands down once fs is
     // connected.)
     let standing_by = common::poll_until(limit, || {
-        phase_of(&cluster, "a", "fs") == Some(transport::Phase::Synchronized)
-            && phase_of(&cluster, "a", "t") == Some(transport::Phase::Deferred)
+        cluster.phase_of("a", "fs") == Some(transport::Phase::Synchronized)
+            && cluster.phase_of("a", "t") == Some(transport::Phase::Deferred)
     });
     assert!(standing_by, "the alternate stands by while the far sync is there\n{}", cluster.logs());
     let shown = cluster.must(&["show", "configuration"]);
@@ -79,7 +68,7 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     std::thread::sleep(Duration::from_secs(1));
     cluster.kill("fs");
     let took_over = common::poll_until(limit, || {
-        phase_of(&cluster, "a", "t").is_some_and(|phase| {
+        cluster.phase_of("a", "t").is_some_and(|phase| {
             matches!(phase, transport::Phase::Streaming | transport::Phase::CatchingUp)
         })
     });
@@ -97,8 +86,8 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     // The far sync back: a stops shipping to t, and fs forwards to it again.
     cluster.start_member("fs");
     let back = common::poll_until(limit, || {
-        phase_of(&cluster, "a", "fs") == Some(transport::Phase::Synchronized)
-            && phase_of(&cluster, "a", "t") == Some(transport::Phase::Deferred)
+        cluster.phase_of("a", "fs") == Some(transport::Phase::Synchronized)
+            && cluster.phase_of("a", "t") == Some(transport::Phase::Deferred)
     });
     assert!(back, "a did not go back to the far sync\n{}", cluster.logs());
     let mut connection = common::redis_connection(cluster.resp_addr("a"));

@@ -65,17 +65,6 @@ fn primary_of(cluster: &Cluster) -> String {
         .to_string()
 }
 
-fn phase_of(cluster: &Cluster, primary: &str, member: &str) -> Option<transport::Phase> {
-    cluster
-        .server(primary)
-        .status()
-        .replication
-        .destinations
-        .iter()
-        .find(|destination| destination.name == member)
-        .map(|destination| destination.phase)
-}
-
 /// `a` ships SYNC AFFIRM to the far sync `fs` (which forwards to `t`) and ASYNC to the
 /// cascading `c` (which forwards to `t2`).
 fn routes() -> Vec<MemberSpec> {
@@ -149,8 +138,8 @@ fn on_the_mesh_the_far_sync_killed_under_load_the_alternate_route_takes_over_and
     let mut cluster = mesh_cluster(members, "maximum_availability", &FAR_PAIRS[..2]);
     let limit = Duration::from_secs(60);
     let standing_by = common::poll_until(limit, || {
-        phase_of(&cluster, "a", "fs") == Some(transport::Phase::Synchronized)
-            && phase_of(&cluster, "a", "t") == Some(transport::Phase::Deferred)
+        cluster.phase_of("a", "fs") == Some(transport::Phase::Synchronized)
+            && cluster.phase_of("a", "t") == Some(transport::Phase::Deferred)
     });
     assert!(standing_by, "the alternate stands by while the far sync is there\n{}", cluster.logs());
 
@@ -159,7 +148,7 @@ fn on_the_mesh_the_far_sync_killed_under_load_the_alternate_route_takes_over_and
     cluster.kill("fs");
     let killed = Instant::now();
     let took_over = common::poll_until(limit, || {
-        phase_of(&cluster, "a", "t").is_some_and(|phase| {
+        cluster.phase_of("a", "t").is_some_and(|phase| {
             matches!(phase, transport::Phase::Streaming | transport::Phase::CatchingUp)
         })
     });

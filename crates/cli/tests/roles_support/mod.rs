@@ -587,6 +587,17 @@ impl Cluster {
         );
     }
 
+    /// The phase in which `primary` ships to `member`, if it is one of its destinations.
+    pub fn phase_of(&self, primary: &str, member: &str) -> Option<transport::Phase> {
+        self.server(primary)
+            .status()
+            .replication
+            .destinations
+            .iter()
+            .find(|destination| destination.name == member)
+            .map(|destination| destination.phase)
+    }
+
     /// Waits until member `name` has applied everything `primary` has made durable.
     pub fn wait_applied(&self, name: &str, primary: &str, limit: Duration) {
         let durable = self.server(primary).status().database.redo.durable_scn;

@@ -220,9 +220,7 @@ pub async fn run(
     let zero_data_loss = load::verify(loopback(west.resp), &before, false, 0).await?;
     let failover = FailoverReport {
         seconds_without_writes: outage.as_secs_f64(),
-        acknowledged_lost: zero_data_loss.orders_missing
-            + zero_data_loss.counters_lost
-            + zero_data_loss.typed_missing,
+        acknowledged_lost: zero_data_loss.acknowledged_lost(),
         target: west.name.to_string(),
         how: "fast-start failover".into(),
     };

@@ -199,6 +199,11 @@ pub fn render(report: &DemoReport) -> String {
 }
 
 impl Verification {
+    /// Acknowledged commits it found missing: orders, counter increments, typed transactions.
+    pub(super) fn acknowledged_lost(&self) -> u64 {
+        self.orders_missing + self.counters_lost + self.typed_missing
+    }
+
     /// What the check found: "8 counters exact, balances sum to 0, 10/10 orders present".
     fn found(&self) -> String {
         if self.while_writing {
