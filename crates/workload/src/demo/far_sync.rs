@@ -185,10 +185,7 @@ pub async fn run(
     followed.with_context(|| format!("reinstating east; see {}", root.display()))?;
     progress(&Progress::event(
         loaded.started.elapsed().as_secs_f64(),
-        format!(
-            "east restarted (crash recovery replayed {} records) and was reinstated as west's standby in {:.1} s; {} divergent transactions set aside",
-            reinstate.recovered_records, reinstate.seconds, reinstate.divergent_transactions
-        ),
+        reinstate.event(east.name, west.name),
     ));
 
     // West (the primary now) and east hold the same data and archived logs.

@@ -152,6 +152,16 @@ pub struct ReinstateReport {
     pub by: String,
 }
 
+impl ReinstateReport {
+    /// The demo's line for it: the old primary `old`, now a standby of `new`.
+    fn event(&self, old: &str, new: &str) -> String {
+        format!(
+            "{old} restarted (crash recovery replayed {} records) and was reinstated by {} as {new}'s standby in {:.1} s; {} divergent transactions set aside",
+            self.recovered_records, self.by, self.seconds, self.divergent_transactions
+        )
+    }
+}
+
 /// The switchover that returns the roles.
 #[derive(Debug, Clone, Serialize)]
 pub struct SwitchoverReport {

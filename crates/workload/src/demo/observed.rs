@@ -253,10 +253,7 @@ pub async fn run(
     reinstated.with_context(|| format!("see {}", root.display()))?;
     progress(&Progress::event(
         loaded.started.elapsed().as_secs_f64(),
-        format!(
-            "east restarted (crash recovery replayed {} records) and was reinstated by the observer as west's standby in {:.1} s; {} divergent transactions set aside",
-            reinstate.recovered_records, reinstate.seconds, reinstate.divergent_transactions
-        ),
+        reinstate.event(east.name, west.name),
     ));
 
     // A switchover gives east the role back, the sessions following.
