@@ -285,7 +285,7 @@ pub fn encoded_len(changes: &[Change]) -> usize {
     5 + changes.iter().map(Change::encoded_len).sum::<usize>()
 }
 
-fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+fn put_bytes(out: &mut impl BufMut, bytes: &[u8]) {
     out.put_u32_le(u32::try_from(bytes.len()).expect("a field shorter than 4 GiB"));
     out.put_slice(bytes);
 }
@@ -298,8 +298,7 @@ fn end_code(end: End) -> u8 {
 }
 
 /// Appends the payload for `changes` to `out`, in the current version.
-pub fn encode(changes: &[Change], out: &mut Vec<u8>) {
-    out.reserve(encoded_len(changes));
+pub fn encode(changes: &[Change], out: &mut impl BufMut) {
     out.put_u8(VERSION);
     out.put_u32_le(u32::try_from(changes.len()).expect("fewer than 2^32 changes"));
     for change in changes {

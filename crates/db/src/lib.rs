@@ -17,6 +17,7 @@
 //! commands to `Op`s and `OpResult`s to replies.
 
 mod apply;
+mod arena;
 pub mod cache;
 pub mod change;
 mod checkpoint;

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use keyspace::{Op, OpResult};
 use redo::{RedoError, Role};
 
+use crate::arena;
 use crate::cache::RowChange;
 use crate::change::{self, Change};
 use crate::layout::Namespace;
@@ -167,9 +168,16 @@ impl Inner {
         if len > max {
             return Err(DbError::TooLarge { len, max });
         }
-        let mut payload = Vec::with_capacity(len);
-        change::encode(&outcome.changes, &mut payload);
-        let payload = Bytes::from(payload);
+        // A lone SET's payload is what the cache keeps (`keep`): a chunk's rows. Any other
+        // payload is dropped once the redo log has it, so it gets its own allocation and
+        // leaves no hole in a chunk whose rows live on.
+        let payload = if matches!(outcome.changes[..], [Change::String { .. }]) {
+            arena::build(len, |out| change::encode(&outcome.changes, out))
+        } else {
+            let mut payload = Vec::with_capacity(len);
+            change::encode(&outcome.changes, &mut payload);
+            Bytes::from(payload)
+        };
         let rows = keep(outcome.rows, &outcome.changes, &payload);
         let scn = self.redo.append(&payload).map_err(|error| match error {
             RedoError::ArchiverStuck { .. } => DbError::WritesRefused { reason: error.to_string() },
@@ -237,8 +245,8 @@ fn keep(rows: Vec<RowChange>, changes: &[Change], payload: &Bytes) -> Vec<RowCha
             }
             _ => RowChange::new(
                 change.namespace,
-                Bytes::copy_from_slice(&change.row),
-                change.value.map(|value| Bytes::copy_from_slice(&value)),
+                arena::copy(&change.row),
+                change.value.map(|value| arena::copy(&value)),
             ),
         })
         .collect()
