@@ -293,7 +293,8 @@ impl Cache {
         delta
     }
 
-    /// Applies durable changes directly (recovery).
+    /// Applies durable changes directly (recovery, and a standby's apply of redo its primary
+    /// confirmed durable), with nothing pending before them.
     pub fn apply_durable(&mut self, scn: Scn, changes: Vec<RowChange>) {
         debug_assert!(
             self.pending.is_empty(),

@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -102,6 +102,16 @@ impl ReadAhead {
             Ok(ahead) => Next::Ahead(ahead),
             Err(RecvTimeoutError::Timeout) => Next::Idle,
             Err(RecvTimeoutError::Disconnected) => Next::Ended,
+        }
+    }
+
+    /// The next thing read if it is there already, without waiting.
+    pub(crate) fn try_next(&self) -> Option<Next> {
+        let Some(records) = &self.records else { return Some(Next::Ended) };
+        match records.try_recv() {
+            Ok(ahead) => Some(Next::Ahead(ahead)),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Next::Ended),
         }
     }
 
