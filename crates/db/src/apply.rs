@@ -75,13 +75,15 @@ impl Inner {
             }
             match got {
                 Next::Ahead(Ahead::Records(records)) => {
-                    for Decoded { scn, size, changes } in records {
-                        if let Err(error) = self.apply_record(scn, size, &changes) {
+                    for Decoded { scn, size, changes } in &records {
+                        if let Err(error) = self.apply_record(*scn, *size, changes) {
                             tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
                             return;
                         }
                         next = scn.next();
                     }
+                    // Freed by the thread that allocated it (`read_ahead`).
+                    ahead.spent(records);
                 }
                 Next::Ahead(Ahead::CaughtUp) => self.promote(),
                 Next::Ahead(Ahead::Failed { scn, error }) => {
