@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use redo::Scn;
@@ -47,8 +47,23 @@ impl Inner {
     pub(crate) fn apply_loop(self: Arc<Inner>) {
         let mut next = Scn(self.applied_scn.load(Ordering::Acquire)).next();
         let mut ahead = ReadAhead::start(&self, next);
+        // Whether the read-ahead had caught up when it last handed something over: a wait
+        // after that is for redo to arrive (idle), one before it for the reading ("apply redo
+        // read").
+        let mut caught_up = true;
         while !self.shut_down.load(Ordering::Acquire) {
-            let got = ahead.next(Duration::from_millis(100));
+            let got = match ahead.try_next() {
+                Some(got) => got,
+                None => {
+                    let started = Instant::now();
+                    let got = ahead.next(Duration::from_millis(100));
+                    if !caught_up && matches!(got, Next::Ahead(Ahead::Records(_))) {
+                        self.waits.apply_read.record_since(started);
+                    }
+                    got
+                }
+            };
+            caught_up = matches!(got, Next::Ahead(Ahead::CaughtUp) | Next::Idle);
             // After the read, before the apply: a record read after the receiver marked a
             // divergence is dropped here, never applied (`read_ahead`).
             if let Some(diverged) = self.redo.take_divergence() {
@@ -60,13 +75,15 @@ impl Inner {
             }
             match got {
                 Next::Ahead(Ahead::Records(records)) => {
-                    for Decoded { scn, size, changes } in records {
-                        if let Err(error) = self.apply_record(scn, size, &changes) {
+                    for Decoded { scn, size, changes } in &records {
+                        if let Err(error) = self.apply_record(*scn, *size, changes) {
                             tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
                             return;
                         }
                         next = scn.next();
                     }
+                    // Freed by the thread that allocated it (`read_ahead`).
+                    ahead.spent(records);
                 }
                 Next::Ahead(Ahead::CaughtUp) => self.promote(),
                 Next::Ahead(Ahead::Failed { scn, error }) => {
@@ -88,7 +105,12 @@ impl Inner {
         // lock per record instead of one per row read (an MSET reads hundreds). Promotion and a
         // checkpoint's start and end, which take it to write, wait for one record at most.
         let outcome = {
-            let cache = self.cache.read();
+            let cache = self.cache.try_read().unwrap_or_else(|| {
+                let started = Instant::now();
+                let cache = self.cache.read();
+                self.waits.apply_cache.record_since(started);
+                cache
+            });
             let base = Fixed { cache: &cache, store: &self.store };
             replay(&base, &self.next_collection_id, scn, changes)?
         };
@@ -98,7 +120,33 @@ impl Inner {
         if flushed {
             tracing::info!(%scn, "apply: FLUSHALL");
         }
-        self.cache.write().add_pending(scn, outcome.rows, outcome.key_delta);
+        // Read before the cache is taken: the receiver raises it as heartbeats arrive.
+        let confirmed = self.redo.confirmed_scn();
+        let mut cache = self.cache.try_write().unwrap_or_else(|| {
+            let started = Instant::now();
+            let cache = self.cache.write();
+            self.waits.apply_cache.record_since(started);
+            cache
+        });
+        // Redo the primary has confirmed durable can never be dropped again: its rows go
+        // straight to the dirty layer, as crash recovery's do, once nothing older is pending.
+        // Through the pending layer, every row was moved again by a promotion, all of a
+        // backlog's at once under the cache's write lock, while apply waited for it ("apply
+        // cache lock": a third of a batch apply's time, docs/bench/README.md).
+        if cache.oldest_pending().is_some_and(|oldest| oldest <= confirmed) {
+            cache.promote(confirmed);
+        }
+        let direct = scn <= confirmed && cache.oldest_pending().is_none();
+        if direct {
+            cache.apply_durable(scn, outcome.rows);
+        } else {
+            cache.add_pending(scn, outcome.rows, outcome.key_delta);
+        }
+        let unwritten = cache.unwritten_bytes() as u64;
+        drop(cache);
+        if direct && unwritten >= self.config.checkpoint_dirty_bytes {
+            self.request_checkpoint();
+        }
         self.key_count.lock().add(outcome.key_delta);
         drop(write);
         self.applied_scn.store(scn.0, Ordering::Release);

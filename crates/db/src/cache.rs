@@ -36,30 +36,42 @@ fn durable_entry_bytes(key: &Bytes, value: &Option<Bytes>) -> usize {
     entry_bytes(key, value) + KEY_PREFIX_BYTES
 }
 
-/// A key of a durable layer's tree: its bytes, with the first 32 of them also held inline as
-/// two big-endian integers. Ordered exactly as the bytes are (a shorter key's padding zeroes
-/// sort before any byte it lacks, and equal prefixes fall back to the bytes).
+/// A key of a durable layer's tree: its bytes, with the first 31 of them also held inline as
+/// two big-endian integers, and in the last of their 32 bytes the key's length (`LONG` for a
+/// key longer than 31 bytes). Ordered exactly as the bytes are: a shorter key's padding zeroes
+/// sort before any byte it lacks; on equal padded bytes the shorter key (the other's prefix)
+/// sorts first, and a `LONG` key after every shorter one; only two long keys with the same
+/// first 31 bytes fall back to the bytes.
 ///
 /// Why: every write looks its key up in each layer and then inserts it into the dirty one, and
 /// with hundreds of thousands of keys dirty each tree search made ~40 calls to memcmp, each
 /// through a pointer to the key's own allocation: the largest user-space cost of a durable SET
-/// at 50 clients. With the prefix inline, a search compares integers within the node and reads
-/// a key's bytes only on an equal prefix. 32 bytes, not 16: a collection's element rows all
-/// start with the collection's 8-byte id, and element names often share their next 8 bytes
-/// (`field:`, `element:`, `user:`), so with 16 a search of a big hash, set or sorted set
-/// compared every element's bytes through their pointers again (memcmp was 11 % of a durable
-/// HSET's CPU at 50 clients).
+/// at 50 clients. With the prefix inline, a search compares integers within the node. With the
+/// length in it, a key of up to 31 bytes (most keys) is found without reading its bytes at
+/// all: the memcmp that confirmed an equal prefix, a cache miss on the found key's allocation,
+/// was 13 % of a standby's batch apply (`docs/bench/README.md`, "bench apply"). 32 bytes, not
+/// 16: a collection's element rows all start with the collection's 8-byte id, and element
+/// names often share their next 8 bytes (`field:`, `element:`, `user:`), so with 16 a search
+/// of a big hash, set or sorted set compared every element's bytes through their pointers
+/// again (memcmp was 11 % of a durable HSET's CPU at 50 clients).
 #[derive(Debug, Clone)]
 pub struct Key {
     prefix: (u128, u128),
     bytes: Bytes,
 }
 
+/// Bytes of a key held inline in `Key::prefix`.
+const INLINE: usize = 31;
+
+/// `Key::prefix`'s length byte for a key longer than `INLINE`.
+const LONG: u8 = u8::MAX;
+
 impl Key {
     pub fn new(bytes: Bytes) -> Key {
         let mut head = [0u8; 32];
-        let len = bytes.len().min(32);
+        let len = bytes.len().min(INLINE);
         head[..len].copy_from_slice(&bytes[..len]);
+        head[INLINE] = if bytes.len() <= INLINE { bytes.len() as u8 } else { LONG };
         let (high, low) = head.split_at(16);
         let high = u128::from_be_bytes(high.try_into().expect("16 bytes"));
         let low = u128::from_be_bytes(low.try_into().expect("16 bytes"));
@@ -68,6 +80,11 @@ impl Key {
 
     pub fn bytes(&self) -> &Bytes {
         &self.bytes
+    }
+
+    /// Whether the prefix holds the whole key (then an equal prefix is an equal key).
+    fn inline(&self) -> bool {
+        self.prefix.1 as u8 != LONG
     }
 }
 
@@ -85,7 +102,7 @@ impl AsRef<[u8]> for Key {
 
 impl PartialEq for Key {
     fn eq(&self, other: &Key) -> bool {
-        self.prefix == other.prefix && self.bytes == other.bytes
+        self.prefix == other.prefix && (self.inline() || self.bytes == other.bytes)
     }
 }
 
@@ -99,7 +116,10 @@ impl PartialOrd for Key {
 
 impl Ord for Key {
     fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        self.prefix.cmp(&other.prefix).then_with(|| self.bytes.cmp(&other.bytes))
+        self.prefix.cmp(&other.prefix).then_with(|| {
+            // Equal prefixes: both inline (the same key) or both long.
+            if self.inline() { std::cmp::Ordering::Equal } else { self.bytes.cmp(&other.bytes) }
+        })
     }
 }
 
@@ -293,7 +313,8 @@ impl Cache {
         delta
     }
 
-    /// Applies durable changes directly (recovery).
+    /// Applies durable changes directly (recovery, and a standby's apply of redo its primary
+    /// confirmed durable), with nothing pending before them.
     pub fn apply_durable(&mut self, scn: Scn, changes: Vec<RowChange>) {
         debug_assert!(
             self.pending.is_empty(),

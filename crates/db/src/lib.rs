@@ -103,6 +103,12 @@ pub struct DbStatus {
 struct Waits {
     free_buffer: Arc<WaitEvent>,
     checkpoint_write: Arc<WaitEvent>,
+    /// A standby's apply waited for the read-ahead to read and decode redo that was there
+    /// (never counted when apply had caught up with the redo: that is idle, not a wait).
+    apply_read: Arc<WaitEvent>,
+    /// A standby's apply waited for the key space's cache, which another thread held to
+    /// change it (promotion, a checkpoint's start or end).
+    apply_cache: Arc<WaitEvent>,
 }
 
 struct Stats {
@@ -518,6 +524,8 @@ impl Drop for Database {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_apply;
 #[cfg(test)]
 mod tests_checkpoint;
 #[cfg(test)]

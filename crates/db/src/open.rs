@@ -151,6 +151,8 @@ impl Database {
             waits: Waits {
                 free_buffer: metrics.wait("free buffer waits"),
                 checkpoint_write: metrics.wait("db file parallel write"),
+                apply_read: metrics.wait("apply redo read"),
+                apply_cache: metrics.wait("apply cache lock"),
             },
             stats: Stats {
                 checkpoints: metrics.stat("checkpoints completed"),

@@ -51,7 +51,7 @@ pub(crate) fn set(key: &str, value: &str) -> Op {
     Op::set(b(key), b(value), SetCondition::Always)
 }
 
-fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");

@@ -33,6 +33,7 @@ use tools::bench::plot::{BarPanel, Figure, Group, Limit, LimitValue, Line, LineP
 
 use crate::demo::load::{self, Shared, Target};
 use crate::process::ServerProcess;
+use crate::thread_time::{self, SchedReader};
 
 /// Data Guard's published Redo Apply rates (MB/s), the reference line of the figure.
 pub const DATA_GUARD_APPLY_MB_PER_S: (f64, f64) = (47.0, 112.0);
@@ -150,30 +151,15 @@ pub struct ApplyCase {
     pub read_ahead_cpu_s: Option<f64>,
     /// The apply thread's CPU seconds per GB of redo applied since the restart.
     pub apply_thread_cpu_s_per_gb: Option<f64>,
-}
-
-/// CPU seconds of a process's threads named `name`, from `/proc/PID/task/*/stat`.
-fn thread_cpu_s(pid: u32, name: &str) -> Option<f64> {
-    // SAFETY: sysconf has no preconditions.
-    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks_per_s <= 0 {
-        return None;
-    }
-    let mut ticks = 0u64;
-    let mut found = false;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        // After the `(comm)` field: state is field 3, utime 14 and stime 15.
-        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-        let field = |index: usize| fields.get(index)?.parse::<u64>().ok();
-        ticks += field(11)? + field(12)?;
-        found = true;
-    }
-    found.then(|| ticks as f64 / ticks_per_s as f64)
+    /// How the apply thread spent the apply window (`apply_window_s`), as shares of it, from
+    /// its `/proc/PID/task/TID/schedstat`: on a CPU, ready but waiting for one (the machine's
+    /// other work had them), and neither (sleeping: on a lock, for the read-ahead, for redo).
+    #[serde(default)]
+    pub apply_thread_on_cpu: Option<f64>,
+    #[serde(default)]
+    pub apply_thread_waiting_for_cpu: Option<f64>,
+    #[serde(default)]
+    pub apply_thread_sleeping: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -390,12 +376,23 @@ fn measure(
     let mut apply_samples: Samples = Vec::new();
     let mut open_s = None;
     let mut before_waits = None;
+    // The apply thread's scheduler times at the first and the last sample.
+    let mut sched = None;
+    let mut sched_times = (None, None);
     let after = loop {
         crate::interrupt::check()?;
         let status = standby.status()?;
         let at = started.elapsed().as_secs_f64();
         open_s.get_or_insert(at);
         before_waits.get_or_insert_with(|| status.metrics.clone());
+        if sched.is_none() {
+            sched = standby.pid().and_then(|pid| SchedReader::find(pid, "db-apply"));
+        }
+        let times = sched.as_ref().and_then(SchedReader::read);
+        if apply_samples.is_empty() {
+            sched_times.0 = times;
+        }
+        sched_times.1 = times;
         apply_samples.push((
             at,
             status.metrics.stat("apply redo size"),
@@ -414,8 +411,8 @@ fn measure(
     };
     let apply_total_s = started.elapsed().as_secs_f64();
     let standby_pid = standby.pid();
-    let apply_thread_cpu_s = standby_pid.and_then(|pid| thread_cpu_s(pid, "db-apply"));
-    let read_ahead_cpu_s = standby_pid.and_then(|pid| thread_cpu_s(pid, "db-apply-read"));
+    let apply_thread_cpu_s = standby_pid.and_then(|pid| thread_time::cpu_s(pid, "db-apply"));
+    let read_ahead_cpu_s = standby_pid.and_then(|pid| thread_time::cpu_s(pid, "db-apply-read"));
     let applied_gb = after.metrics.stat("apply redo size") as f64 / 1e9;
     let (mut a0, a1) = (apply_samples[0], *apply_samples.last().expect("a sample"));
     let mut apply_basis = "samples";
@@ -425,6 +422,12 @@ fn measure(
         apply_basis = "start";
     }
     let apply_window_s = a1.0 - a0.0;
+    let shares = match sched_times {
+        (Some(first), Some(last)) if apply_basis == "samples" => {
+            last.shares_since(&first, apply_window_s)
+        }
+        _ => None,
+    };
     let apply_window_bytes = a1.1 - a0.1;
     let apply_window_records = a1.2 - a0.2;
     let apply_mb_per_s = apply_window_bytes as f64 / 1e6 / apply_window_s;
@@ -476,6 +479,9 @@ fn measure(
         apply_thread_cpu_s_per_gb: apply_thread_cpu_s
             .filter(|_| applied_gb > 0.0)
             .map(|seconds| seconds / applied_gb),
+        apply_thread_on_cpu: shares.map(|shares| shares.on_cpu),
+        apply_thread_waiting_for_cpu: shares.map(|shares| shares.waiting_for_cpu),
+        apply_thread_sleeping: shares.map(|shares| shares.sleeping),
     })
 }
 
@@ -621,6 +627,21 @@ pub fn render(report: &ApplyReport) -> String {
                 "{}: CPU since the standby's restart: apply thread {apply:.2} s ({per_gb:.2} s per GB applied), read-ahead {}",
                 case.workload.name(),
                 case.read_ahead_cpu_s.map_or("-".to_string(), |seconds| format!("{seconds:.2} s"))
+            );
+        }
+        if let (Some(on_cpu), Some(waiting), Some(sleeping)) = (
+            case.apply_thread_on_cpu,
+            case.apply_thread_waiting_for_cpu,
+            case.apply_thread_sleeping,
+        ) {
+            let _ = writeln!(
+                text,
+                "{}: the apply thread over those {:.2} s: on a CPU {:.0} %, ready and waiting for a CPU {:.0} %, sleeping (locks, read-ahead, redo) {:.0} %",
+                case.workload.name(),
+                case.apply_window_s,
+                on_cpu * 100.0,
+                waiting * 100.0,
+                sleeping * 100.0
             );
         }
     }

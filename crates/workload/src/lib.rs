@@ -19,3 +19,4 @@ pub mod placement;
 pub mod ports;
 pub mod process;
 pub mod sentinel;
+pub mod thread_time;
