@@ -560,3 +560,33 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ago(seconds: u64) -> Instant {
+        Instant::now().checked_sub(Duration::from_secs(seconds)).expect("the clock reaches back")
+    }
+
+    /// Behind a relay, a standby's silence is its primary's (the relay's silence as its last
+    /// heartbeat said, plus the time since), not the relay's: a relay alive while the primary
+    /// is gone does not keep a fast-start target from taking over. Never more than it is: the
+    /// primary's own connection, heard more recently, counts; without the relay's word (a
+    /// version 8 relay), every message counts as the primary's.
+    #[test]
+    fn behind_a_relay_the_silence_is_the_primarys_never_more() {
+        let started = ago(100);
+        let mut heard = Heard { at: Some(Instant::now()), ..Heard::default() };
+        assert!(heard.primary_silence(started) < Duration::from_secs(1), "no relay word");
+        heard.relay_silence = Some((ago(2), Duration::from_secs(5)));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(7)..Duration::from_secs(8)).contains(&silence), "{silence:?}");
+        heard.primary_at = Some(ago(3));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(3)..Duration::from_secs(4)).contains(&silence), "{silence:?}");
+        heard.primary_at = Some(ago(30));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(7)..Duration::from_secs(8)).contains(&silence), "{silence:?}");
+    }
+}
