@@ -8,7 +8,10 @@
 //!   `t`'s first acknowledged write is printed;
 //! - `fs` killed first: `a` asks the observer to go on without `t` (its acknowledgements came
 //!   through `fs`), is granted it, and goes on; `a` then killed, the observer does not fail over
-//!   to `t`, which lacks writes `a` acknowledged.
+//!   to `t`, which lacks writes `a` acknowledged;
+//! - Maximum Performance, `fs` shipped ASYNC: `a` killed, no refused port counts, so the
+//!   observer waits out the threshold, and `t` takes the failover once *its primary's* silence,
+//!   as `fs` reports it, is past the threshold (`fs` itself goes on talking to `t`).
 
 mod common;
 mod replication_support;
@@ -22,8 +25,13 @@ use roles_support::{Cluster, ClusterConfig, MemberSpec};
 
 /// `a` primary —SYNC AFFIRM— `fs` (far sync) —ASYNC— `t`, the observer's only target.
 fn through_a_far_sync(net_timeout: &'static str) -> ClusterConfig {
-    let a = MemberSpec::new("a", "sync", "primary");
-    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    through_a_far_sync_shipped("sync", net_timeout)
+}
+
+/// `a` primary —`transport`— `fs` (far sync) —ASYNC— `t`, the observer's only target.
+fn through_a_far_sync_shipped(transport: &'static str, net_timeout: &'static str) -> ClusterConfig {
+    let a = MemberSpec::new("a", transport, "primary");
+    let mut fs = MemberSpec::new("fs", transport, "standby");
     fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
     let t = MemberSpec::new("t", "async", "standby");
     ClusterConfig {
@@ -157,5 +165,41 @@ fn with_the_far_sync_lost_first_the_observer_does_not_fail_over_to_the_terminal(
             .rev()
             .find(|line| line.contains("the primary is lost"))
             .unwrap_or("(nothing about a lost primary)")
+    );
+}
+
+#[test]
+fn under_maximum_performance_the_target_behind_a_far_sync_waits_for_its_primarys_silence() {
+    let _watchdog =
+        Watchdog::new(Duration::from_secs(240), "maximum performance through a far sync");
+    let mut cluster = Cluster::start(ClusterConfig {
+        protection_mode: "maximum_performance",
+        ..through_a_far_sync_shipped("async", "10s")
+    });
+    armed(&cluster, Duration::from_secs(60));
+    let load = Load::start(connections(cluster.resp_addr("a"), 4), "perf", common::seed());
+    assert!(load.wait_for_more(300, Duration::from_secs(30)), "no load\n{}", cluster.logs());
+    armed(&cluster, Duration::from_secs(30));
+    let killed = Instant::now();
+    cluster.kill("a");
+    let logs = load.stop();
+    let outage = failed_over_to_t(&cluster, killed, Duration::from_secs(30));
+    // Not before the threshold (2 s): t, hearing fs all along, counted a's silence.
+    assert!(outage >= Duration::from_secs(2), "failed over after {outage:?}\n{}", cluster.logs());
+    let t_log = std::fs::read_to_string(cluster.log_path("t")).unwrap_or_default();
+    assert!(t_log.contains("the relay is sealed; waiting for its tail"), "{}", cluster.logs());
+    // Maximum Performance may lose what a acknowledged and had not shipped; count it.
+    let mut connection = common::redis_connection(cluster.resp_addr("t"));
+    let mut missing = 0;
+    for log in &logs {
+        for key in &log.keys {
+            let held: bool = redis::cmd("EXISTS").arg(key).query(&mut connection).unwrap();
+            missing += usize::from(!held);
+        }
+    }
+    println!(
+        "maximum performance through a far sync: a killed with -9; t took writes {:.0} ms later; {missing} of {} acknowledged SETs not on t",
+        outage.as_secs_f64() * 1000.0,
+        logs.iter().map(|log| log.keys.len()).sum::<usize>()
     );
 }
