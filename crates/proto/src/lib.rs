@@ -38,13 +38,17 @@ pub use frame::{Decoder, FRAME_HEADER_LEN, FRAME_PAYLOAD_MAX_DEFAULT};
 pub use handshake::{LocalIdentity, check_hello};
 pub use message::{
     Ack, AckWanted, ArchiveAck, ArchiveChunk, Channel, GapRequest, Heartbeat, Hello, Kind, Message,
-    Position, StandbyStatus, Welcome, Write, WriteKind, ZERO_TAIL_MAX, zero_tail,
+    Position, RelayWord, StandbyStatus, TargetWord, Welcome, Write, WriteKind, ZERO_TAIL_MAX,
+    zero_tail,
 };
 pub use observer::{FastStartMode, ObserverPing, ObserverPong};
 pub use roles::{HISTORY_MAX, IncarnationRecord, Probe, RelaySeal, RoleInfo, WireRole};
 
 /// The protocol version this build speaks.
-pub const PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;
+/// The first version whose `Heartbeat` may carry a `RelayWord`: sent only to a peer whose
+/// `Welcome` says this or later.
+pub const RELAY_WORD_VERSION_MIN: u16 = 9;
 /// The oldest version it still accepts from a peer. (Version 2 added member names, the
 /// incarnation history in `Hello`, structured `Error`s, `Probe`/`RoleInfo` and the data
 /// copy; a version 1 peer cannot take part in role transitions. Version 3 added compressed
@@ -59,7 +63,10 @@ pub const PROTOCOL_VERSION: u16 = 8;
 /// refuses such a hello as malformed, and takes a primary's as before. Version 8 added
 /// `RelaySeal`, sent only by a failover target to the member it receives from: a version 7
 /// relay refuses it as malformed, and the target then fails over as it would without the
-/// relay's tail.)
+/// relay's tail. Version 9 added `Heartbeat::relay` (the primary's word for the fast-start
+/// targets behind a relay, and the relay's silence of its primary), trailing, sent only to a
+/// peer whose `Welcome` says version 9: an older peer is sent the version 8 heartbeat, and its
+/// targets behind the relay are never called synchronized nor told of an observer.)
 pub const PROTOCOL_VERSION_MIN: u16 = 2;
 /// Longest text field (names, messages).
 pub const TEXT_MAX: usize = 4096;

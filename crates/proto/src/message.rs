@@ -244,6 +244,36 @@ pub struct Heartbeat {
     /// The observer the primary takes fast-start failover decisions from (empty: none): the
     /// standby takes a failover only from it.
     pub observer: String,
+    /// Version 9, only when there is something to say, and only to a peer whose `Welcome` says
+    /// version 9 or later: the primary's word for the fast-start targets behind this relay
+    /// (primary → far sync), or how long ago the relay last heard its primary (forwarder →
+    /// cascaded standby). A version 8 peer would refuse the trailing bytes as malformed, so it
+    /// is never sent them.
+    pub relay: Option<RelayWord>,
+}
+
+/// What a `Heartbeat` says through a relay (version 9; docs/fast-start-failover.md, "Targets
+/// behind a far sync").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RelayWord {
+    /// Forwarder → standby: milliseconds since this relay last heard its primary (0 from a
+    /// primary).
+    pub primary_silence_ms: u64,
+    /// Primary → relay: for each fast-start target this relay forwards to, the observer it may
+    /// take a failover from and whether the primary calls it synchronized. The relay passes
+    /// each on, in its own heartbeats' `observer` and `caught_up`, to that target alone.
+    pub targets: Vec<TargetWord>,
+}
+
+/// The primary's word for one fast-start target behind a relay.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TargetWord {
+    pub member: String,
+    /// The observer it may take a failover from (empty: none).
+    pub observer: String,
+    /// Synchronized (Maximum Availability: its relay shipped SYNC holds every commit the
+    /// primary acknowledged without it), or caught up.
+    pub caught_up: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +416,17 @@ pub(crate) fn encode_payload(message: &Message, w: &mut Writer<'_>) {
             }
             w.bool(beat.caught_up);
             w.text(&beat.observer);
+            // Format (version 9, only when present): { primary_silence_ms u64 | count u16 |
+            // count × { member text | observer text | caught_up bool } }
+            if let Some(relay) = &beat.relay {
+                w.u64(relay.primary_silence_ms);
+                w.u16(relay.targets.len() as u16);
+                for target in &relay.targets {
+                    w.text(&target.member);
+                    w.text(&target.observer);
+                    w.bool(target.caught_up);
+                }
+            }
         }
         Message::StandbyStatus(status) => {
             w.position(&status.position);
@@ -529,6 +570,7 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
             transport_lag_us: r.u64()?,
             caught_up: r.bool()?,
             observer: r.text()?,
+            relay: if r.remaining() > 0 { Some(decode_relay_word(r)?) } else { None },
         }),
         Kind::StandbyStatus => Message::StandbyStatus(StandbyStatus {
             position: r.position()?,
@@ -574,4 +616,21 @@ pub(crate) fn decode_payload(kind: Kind, r: &mut Reader<'_>) -> Result<Message, 
         Kind::ObserverPong => Message::ObserverPong(ObserverPong::decode(r)?),
         Kind::RelaySeal => Message::RelaySeal(RelaySeal::decode(r)?),
     })
+}
+
+/// A heartbeat's `RelayWord` (version 9).
+fn decode_relay_word(r: &mut Reader<'_>) -> Result<RelayWord, ProtoError> {
+    let primary_silence_ms = r.u64()?;
+    let count = r.u16()? as usize;
+    if count > crate::NAMES_MAX {
+        return Err(r.bad(format!(
+            "a heartbeat names {count} targets behind a relay; at most {}",
+            crate::NAMES_MAX
+        )));
+    }
+    let mut targets = Vec::with_capacity(count);
+    for _ in 0..count {
+        targets.push(TargetWord { member: r.text()?, observer: r.text()?, caught_up: r.bool()? });
+    }
+    Ok(RelayWord { primary_silence_ms, targets })
 }

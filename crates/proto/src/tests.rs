@@ -150,8 +150,16 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                 durable
             })
         ),
-        (prop::array::uniform6(any::<u64>()), any::<bool>(), text).prop_map(
-            |(v, caught_up, observer)| Message::Heartbeat(Heartbeat {
+        (
+            prop::array::uniform6(any::<u64>()),
+            any::<bool>(),
+            text,
+            prop::option::of((
+                any::<u64>(),
+                prop::collection::vec((text, text, any::<bool>()), 0..=crate::NAMES_MAX)
+            ))
+        )
+            .prop_map(|(v, caught_up, observer, relay)| Message::Heartbeat(Heartbeat {
                 primary_time_us: v[0],
                 current_scn: v[1],
                 durable_scn: v[2],
@@ -160,8 +168,18 @@ pub(crate) fn message() -> impl Strategy<Value = Message> {
                 transport_lag_us: v[5],
                 caught_up,
                 observer,
-            })
-        ),
+                relay: relay.map(|(primary_silence_ms, targets)| crate::RelayWord {
+                    primary_silence_ms,
+                    targets: targets
+                        .into_iter()
+                        .map(|(member, observer, caught_up)| crate::TargetWord {
+                            member,
+                            observer,
+                            caught_up
+                        })
+                        .collect(),
+                }),
+            })),
         (
             text,
             any::<u64>(),
@@ -436,7 +454,8 @@ fn the_handshake_refuses_other_databases_versions_and_layouts() {
     let other = check_hello(&hello, &LocalIdentity { database_id: 8, ..ours }).unwrap_err();
     assert_eq!(other.code, ErrorCode::WrongDatabase);
     assert!(other.message.contains("0000000000000008"), "{}", other.message);
-    let future = Hello { version: 9, version_min: 9, ..hello.clone() };
+    let future =
+        Hello { version: PROTOCOL_VERSION + 1, version_min: PROTOCOL_VERSION + 1, ..hello.clone() };
     assert_eq!(check_hello(&future, &ours).unwrap_err().code, ErrorCode::VersionMismatch);
     let layout = check_hello(&hello, &LocalIdentity { block_size: 512, ..ours }).unwrap_err();
     assert_eq!(layout.code, ErrorCode::LayoutMismatch);
@@ -660,4 +679,44 @@ fn a_history_that_claims_more_records_than_it_holds_is_refused_before_allocating
     roles::encode_history(std::slice::from_ref(&record), &mut frame::Writer(&mut encoded));
     assert_eq!(encoded.len(), 2 + 43);
     assert_eq!(decode(&encoded).unwrap(), vec![record]);
+}
+
+/// Version 9's relay word trails a heartbeat only when present: without it, a heartbeat is
+/// byte for byte a version 8 one (what a version 8 peer is sent); a word naming more targets
+/// than any configuration has is refused by name.
+#[test]
+fn a_heartbeat_without_a_relay_word_is_a_version_8_heartbeat_and_a_long_word_is_refused() {
+    let beat = Heartbeat {
+        primary_time_us: 1,
+        current_scn: 2,
+        durable_scn: 3,
+        current_seq: 4,
+        current_offset: 5,
+        transport_lag_us: 6,
+        caught_up: true,
+        observer: "obs1".into(),
+        relay: None,
+    };
+    let plain = Message::Heartbeat(beat.clone()).to_frame();
+    // 16-byte header, six u64, a bool, a text (u16 length + 4 bytes).
+    assert_eq!(plain.len(), 16 + 48 + 1 + 2 + 4);
+    let word = |count: usize| crate::RelayWord {
+        primary_silence_ms: 7,
+        targets: (0..count)
+            .map(|index| crate::TargetWord {
+                member: format!("t{index}"),
+                observer: "obs1".into(),
+                caught_up: true,
+            })
+            .collect(),
+    };
+    let with = Message::Heartbeat(Heartbeat { relay: Some(word(2)), ..beat.clone() });
+    assert_eq!(
+        Decoder::default().decode(&with.to_frame()).unwrap().map(|(message, _)| message),
+        Some(with)
+    );
+    let long = Message::Heartbeat(Heartbeat { relay: Some(word(crate::NAMES_MAX + 1)), ..beat })
+        .to_frame();
+    let error = Decoder::default().decode(&long).unwrap_err().to_string();
+    assert!(error.contains("targets behind a relay"), "{error}");
 }

@@ -8,7 +8,10 @@
 //! standby), gaps included, as a primary's sender does. Its hellos name this member as the
 //! sender and the primary as `relay_of`; its writes and heartbeats carry what the primary
 //! confirmed durable (never more: a standby applies only that), the primary's clock and newest
-//! SCN as this member last heard them, and never say "synchronized" nor name an observer.
+//! SCN as this member last heard them. They say "synchronized" and name an observer only as
+//! the primary's own heartbeat to this member did, for that fast-start target alone, in the
+//! primary's current session (docs/fast-start-failover.md, "Targets behind a far sync"): a
+//! forwarder never invents that word.
 //!
 //! Why this keeps fencing whole (docs/roles.md, "Cascading"): the forwarder takes no write,
 //! opens no gate and confirms no primary (its `Followed` and `Fenced` events are only logged);
@@ -25,7 +28,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use redo::ship::LogWrite;
-use redo::{Incarnation, RedoLog, Scn};
+use redo::{Incarnation, RedoLog};
 use roles::IncarnationHistory;
 use stats::Metrics;
 
@@ -76,9 +79,10 @@ struct Forwarding {
     transport: Option<PrimaryTransport>,
 }
 
-/// What the forwarder's heartbeats pass on: the primary's clock now and its newest SCN, as
-/// this member last heard them. (It must not hold the receiver: the receiver holds it.)
-pub type Upstream = Arc<dyn Fn() -> (u64, Scn) + Send + Sync>;
+/// What the forwarder's heartbeats pass on: the primary's clock now and its newest SCN, how
+/// long since this member heard it, and its word for the fast-start targets behind this member,
+/// as this member last heard them. (It must not hold the receiver: the receiver holds it.)
+pub type Upstream = Arc<dyn Fn() -> crate::primary::UpstreamWord + Send + Sync>;
 
 impl Cascade {
     pub fn new(

@@ -80,6 +80,9 @@ pub struct FastStart {
     pub config: FastStartFailoverConfig,
     /// The members it may fail over to (other than this one).
     pub targets: Vec<String>,
+    /// Of those, the ones this primary's routes reach through a relay, and that relay: the
+    /// relay's acknowledgements count for them (`roles::fast_start::Primary`).
+    pub relays: std::collections::BTreeMap<String, String>,
     state: Mutex<State>,
     changed: Condvar,
     record: RecordFile,
@@ -103,14 +106,67 @@ impl FastStart {
         start: RedoAddr,
     ) -> Arc<FastStart> {
         let primary = Primary::new(settings, me, record, start.into());
+        let relays = primary
+            .targets()
+            .iter()
+            .filter_map(|target| {
+                primary.relay_of(target).map(|relay| (target.clone(), relay.to_string()))
+            })
+            .collect();
         Arc::new(FastStart {
             config,
             targets: primary.targets().to_vec(),
+            relays,
             state: Mutex::new(State { primary, waiting: false }),
             changed: Condvar::new(),
             record: record_file,
             acknowledged: RwLock::new(None),
         })
+    }
+
+    /// Whether `destination`'s acknowledgements count: it is a target, or a target's relay.
+    pub fn counts(&self, destination: &str) -> bool {
+        self.targets.iter().any(|target| target == destination)
+            || self.relays.values().any(|relay| relay == destination)
+    }
+
+    /// Whether every target holds a write the destinations in `holding` hold durably (a
+    /// target behind a relay holds what its relay holds).
+    pub fn all_hold(&self, holding: &BTreeSet<String>) -> bool {
+        self.targets.iter().all(|target| {
+            holding.contains(target)
+                || self.relays.get(target).is_some_and(|relay| holding.contains(relay))
+        })
+    }
+
+    /// The word for the fast-start targets behind `relay`, for a heartbeat to it: for each,
+    /// the observer it may take a failover from (recorded first, as for a target shipped to
+    /// directly) and whether it is synchronized (`relay_caught_up`: the relay is streaming or
+    /// synchronized; a SYNC relay must also hold what is owed the target).
+    pub fn relay_word(
+        &self,
+        relay: &str,
+        relay_is_sync: bool,
+        relay_caught_up: bool,
+    ) -> Vec<proto::TargetWord> {
+        let behind: Vec<String> = self
+            .relays
+            .iter()
+            .filter(|(_, through)| through.as_str() == relay)
+            .map(|(target, _)| target.clone())
+            .collect();
+        if behind.is_empty() {
+            return Vec::new();
+        }
+        let synchronized = self.view().synchronized;
+        behind
+            .into_iter()
+            .map(|target| proto::TargetWord {
+                observer: self.announce_to(&target).unwrap_or_default(),
+                caught_up: relay_caught_up && (!relay_is_sync || synchronized.contains(&target)),
+                member: target,
+            })
+            .collect()
     }
 
     /// Observe-only (planned maintenance) on or off.

@@ -264,6 +264,7 @@ fn a_destination_dropped_before_a_task_looks_is_not_waited_for_but_a_fast_start_
                 protection: roles::fast_start::Protection::MaximumAvailability,
                 targets: vec![config.name.clone()],
                 observers: vec!["observer".into()],
+                relays: Default::default(),
             };
             let (file, record) = transport::fast_start::RecordFile::load(
                 Arc::new(redo::storage::OsStorage::default()),

@@ -5,7 +5,9 @@
 //! the log files, and SYNC writes on the SYNC connection (acknowledged by this standby). In
 //! every case the writes, once their zero tail is put back, are exactly the units the primary
 //! wrote (each unit's checksum holds). The primary's status counts the difference
-//! (`wire_bytes_sent` against `bytes_sent`).
+//! (`wire_bytes_sent` against `bytes_sent`). A relay of version 9 gets, in the primary's
+//! heartbeats, its word for the fast-start target behind it; one of version 8 never does (it
+//! would refuse the bytes as malformed).
 
 mod common;
 
@@ -36,6 +38,8 @@ struct Received {
 struct SocketStandby {
     address: String,
     received: Arc<Mutex<Vec<Received>>>,
+    /// The heartbeats it received, in order.
+    beats: Arc<Mutex<Vec<proto::Heartbeat>>>,
     stop: Arc<AtomicBool>,
     accepting: std::thread::JoinHandle<()>,
 }
@@ -46,17 +50,19 @@ impl SocketStandby {
         listener.set_nonblocking(true).unwrap();
         let address = listener.local_addr().unwrap().to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
+        let beats = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let accepting = {
-            let (received, stop) = (received.clone(), stop.clone());
+            let (received, beats, stop) = (received.clone(), beats.clone(), stop.clone());
             std::thread::spawn(move || {
                 let mut connections = Vec::new();
                 while !stop.load(Ordering::Acquire) {
                     match listener.accept() {
                         Ok((socket, _)) => {
-                            let (received, stop) = (received.clone(), stop.clone());
+                            let (received, beats, stop) =
+                                (received.clone(), beats.clone(), stop.clone());
                             connections.push(std::thread::spawn(move || {
-                                serve(socket, version, &received, &stop)
+                                serve(socket, version, &received, &beats, &stop)
                             }));
                         }
                         Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
@@ -70,7 +76,7 @@ impl SocketStandby {
                 }
             })
         };
-        SocketStandby { address, received, stop, accepting }
+        SocketStandby { address, received, beats, stop, accepting }
     }
 
     fn units(&self) -> usize {
@@ -85,7 +91,13 @@ impl SocketStandby {
 }
 
 /// One connection of the socket standby.
-fn serve(mut socket: TcpStream, version: u16, received: &Mutex<Vec<Received>>, stop: &AtomicBool) {
+fn serve(
+    mut socket: TcpStream,
+    version: u16,
+    received: &Mutex<Vec<Received>>,
+    beats: &Mutex<Vec<proto::Heartbeat>>,
+    stop: &AtomicBool,
+) {
     socket.set_nonblocking(false).unwrap();
     socket.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
     let decoder = Decoder::default();
@@ -123,6 +135,10 @@ fn serve(mut socket: TcpStream, version: u16, received: &Mutex<Vec<Received>>, s
                     });
                     received.lock().push(Received { kind, wire_bytes, channel, write });
                     ack
+                }
+                Message::Heartbeat(beat) => {
+                    beats.lock().push(beat);
+                    None
                 }
                 _ => None,
             };
@@ -283,4 +299,68 @@ fn a_version_4_standby_gets_every_write_whole_on_every_path() {
             "{path:?}: the primary counts {wire_bytes} bytes on the wire for {redo_bytes} bytes of redo"
         );
     }
+}
+
+/// A primary whose routes reach the fast-start target `t` through this destination (a relay),
+/// shipping to a socket relay of `version`: the heartbeats the relay received.
+fn heartbeats_to_relay_of_version(version: u16) -> Vec<proto::Heartbeat> {
+    let relay = SocketStandby::start(version);
+    let primary = Primary::open();
+    let config = destination(relay.address.clone(), Transport::Async);
+    let records = tempfile::tempdir().unwrap();
+    let fast_start_config = transport::FastStartFailoverConfig {
+        enabled: true,
+        target: vec!["t".into()],
+        ..Default::default()
+    };
+    let settings = roles::fast_start::Settings {
+        threshold: fast_start_config.threshold,
+        lag_limit: fast_start_config.lag_limit,
+        protection: roles::fast_start::Protection::MaximumPerformance,
+        targets: vec!["t".into()],
+        observers: vec!["observer".into()],
+        relays: [("primary".to_string(), [("t".to_string(), config.name.clone())].into())].into(),
+    };
+    let (file, record) = transport::fast_start::RecordFile::load(
+        Arc::new(redo::storage::OsStorage::default()),
+        records.path(),
+    )
+    .unwrap();
+    let fast_start = transport::FastStart::new(
+        fast_start_config,
+        settings,
+        "primary",
+        file,
+        record,
+        primary.db.redo().durable_addr(),
+    );
+    let transport = transport::PrimaryTransport::start_as(
+        primary.db.redo().handle(),
+        transport::PrimaryIdentity::default(),
+        ProtectionMode::MaximumPerformance,
+        vec![config],
+        &stats::Metrics::new(),
+        Arc::new(|_| {}),
+        Some(fast_start),
+    )
+    .unwrap();
+    wait_until("three heartbeats", Duration::from_secs(20), || relay.beats.lock().len() >= 3);
+    transport.stop();
+    let beats = std::mem::take(&mut *relay.beats.lock());
+    primary.stop();
+    relay.stop();
+    beats
+}
+
+#[test]
+fn only_a_version_9_relay_gets_the_primarys_word_for_the_target_behind_it() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "the relay word by version");
+    let old = heartbeats_to_relay_of_version(8);
+    assert!(old.iter().all(|beat| beat.relay.is_none()), "a version 8 relay got {old:?}");
+    let new = heartbeats_to_relay_of_version(proto::PROTOCOL_VERSION);
+    let word = new.last().and_then(|beat| beat.relay.clone()).expect("no word for t");
+    assert_eq!(word.targets.len(), 1, "{word:?}");
+    assert_eq!(word.targets[0].member, "t");
+    // No observer has pinged this primary: none is named, and nothing is said of its silence.
+    assert_eq!((word.targets[0].observer.as_str(), word.primary_silence_ms), ("", 0));
 }

@@ -50,6 +50,8 @@ pub struct ClusterConfig {
     pub observers: Vec<&'static str>,
     pub threshold: &'static str,
     pub auto_reinstate: bool,
+    /// Extra keys of `[replication.fast_start_failover]` (`target = ["t"]`, say).
+    pub fast_start_extra: &'static str,
     /// Each member and observer in a site of its own of a linkemu mesh (the test's own thread
     /// in one more, linked to all), so that a test can cut any pair; `false`: all on
     /// loopback.
@@ -93,6 +95,7 @@ impl ClusterConfig {
             observers: Vec::new(),
             threshold: "2s",
             auto_reinstate: true,
+            fast_start_extra: "",
             mesh: false,
             mesh_link: None,
             tls: false,
@@ -249,8 +252,8 @@ impl Cluster {
         text += &self.config.replication_extra;
         if !self.config.observers.is_empty() {
             text += &format!(
-                "[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}\"\nauto_reinstate = {}\n",
-                self.config.threshold, self.config.auto_reinstate
+                "[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}\"\nauto_reinstate = {}\n{}",
+                self.config.threshold, self.config.auto_reinstate, self.config.fast_start_extra
             );
             for observer in &self.config.observers {
                 text += &format!(

@@ -25,6 +25,7 @@ pub mod primary;
 pub mod record;
 pub mod target;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 pub use observer::{Effect, Observer, ObserverSettings, Outcome};
@@ -121,12 +122,25 @@ pub struct Settings {
     pub targets: Vec<String>,
     /// The observers, in order of priority.
     pub observers: Vec<String>,
+    /// Per member that may be primary, the fast-start targets its routes reach through one
+    /// relay (a far sync, or a cascading standby the primary ships to itself), and that relay
+    /// (`target -> relay`). Such a target counts as holding what its relay acknowledged
+    /// durably: every failover to it first seals the relay and takes its tail
+    /// (`crate::relay`), or does not happen. Behind two relays a target is never one (the
+    /// configuration refuses it).
+    pub relays: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Settings {
     /// How long the primary must be silent before the observer counts it as lost without the
     /// fast path: past its own lease (1.2 × `threshold`; its last ping came before its last
     /// answer), leaving a fifth of the threshold for the two hosts' clock rates to differ.
+    /// The relay `target` receives from when `primary` is the primary (none: the primary
+    /// ships to it itself).
+    pub fn relay_of(&self, primary: &str, target: &str) -> Option<&str> {
+        self.relays.get(primary)?.get(target).map(String::as_str)
+    }
+
     pub fn lost_after(&self) -> Duration {
         self.threshold + self.threshold / 5
     }

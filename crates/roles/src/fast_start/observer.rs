@@ -17,7 +17,9 @@
 //!   nothing and fails over from it to no other target: a target that did not answer may still
 //!   be taking over. Under Maximum Availability a target is ready only if the primary's last
 //!   answer called it synchronized, no grant was given for it since, and its own answer shows
-//!   it holds the primary's durable end as of that answer;
+//!   it holds the primary's durable end as of that answer (for a target behind a relay under
+//!   the primary's routes, the relay's answer: the target takes the relay's tail before it
+//!   opens);
 //! - **news**: an old primary that answers again is told of the newer incarnation (it fences
 //!   itself), and (with `auto_reinstate`) reinstated as a standby of the new primary.
 //!
@@ -614,13 +616,15 @@ impl Observer {
         let primary_end = position_of(primary_pong);
         let ready = self.ready_targets(now, silent);
         // Under Maximum Availability it must also show it holds the primary's durable end as of
-        // the primary's last answer (its own answers come every ping).
+        // the primary's last answer (its own answers come every ping). A target behind a relay
+        // under this primary's routes: its relay must (the target takes the relay's tail before
+        // it opens), by the relay's own answer.
+        let held_by = |target: &String| -> Option<Position> {
+            let holder = self.settings.fast_start.relay_of(&primary, target).unwrap_or(target);
+            self.views.get(holder)?.pong.as_ref().map(position_of)
+        };
         let holds_end = |target: &String| {
-            !maximum_availability
-                || self.views[target]
-                    .pong
-                    .as_ref()
-                    .is_some_and(|pong| position_of(pong) >= primary_end)
+            !maximum_availability || held_by(target).is_some_and(|held| held >= primary_end)
         };
         let target = ready.iter().find(|target| holds_end(target)).cloned();
         let Some(target) = target else {
@@ -628,9 +632,15 @@ impl Observer {
                 .iter()
                 .filter(|target| !holds_end(target))
                 .map(|target| {
-                    let held =
-                        self.views[target].pong.as_ref().map(position_of).unwrap_or_default();
-                    format!("'{target}' holds {held}, the primary's durable end was {primary_end}")
+                    let held = held_by(target).unwrap_or_default();
+                    let through = self
+                        .settings
+                        .fast_start
+                        .relay_of(&primary, target)
+                        .map_or(String::new(), |relay| format!(" (through '{relay}')"));
+                    format!(
+                        "'{target}'{through} holds {held}, the primary's durable end was {primary_end}"
+                    )
                 })
                 .collect();
             let event = format!(

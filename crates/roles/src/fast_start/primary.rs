@@ -24,6 +24,12 @@
 //!   active observer are kept on disk (`PrimaryRecord`), across restarts and handed on by a
 //!   switchover: a restarted primary whose standby still names the old observer must not let
 //!   another become active at once.
+//! - A target this primary's routes reach through one **relay** (a far sync) holds what the
+//!   relay acknowledged durably, and is synchronized once the relay is shipped to
+//!   synchronously and holds what is owed the target: the relay's acknowledgements stand in
+//!   for the target's, in `admit`, `refresh` and the grants alike. Sound because every
+//!   failover to such a target, the observer's included, first seals the relay and takes its
+//!   tail, or fails (docs/fast-start-failover.md, "Targets behind a far sync").
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,6 +44,8 @@ pub struct Primary {
     settings: Settings,
     /// The fast-start targets other than this member.
     targets: Vec<String>,
+    /// The targets this primary's routes reach through a relay, and that relay.
+    relays: BTreeMap<String, String>,
     /// What is on disk.
     record: PrimaryRecord,
     /// Per observer: when its lease began.
@@ -90,9 +98,16 @@ impl Primary {
         let targets: Vec<String> =
             settings.targets.iter().filter(|target| target.as_str() != me).cloned().collect();
         let owed = targets.iter().map(|target| (target.clone(), start)).collect();
+        let relays = targets
+            .iter()
+            .filter_map(|target| {
+                settings.relay_of(me, target).map(|relay| (target.clone(), relay.to_string()))
+            })
+            .collect();
         Primary {
             settings,
             targets,
+            relays,
             record,
             lease_from: BTreeMap::new(),
             proposed: None,
@@ -120,6 +135,44 @@ impl Primary {
 
     pub fn record(&self) -> &PrimaryRecord {
         &self.record
+    }
+
+    /// The relay `target` receives this primary's redo from (none: shipped to by it).
+    pub fn relay_of(&self, target: &str) -> Option<&str> {
+        self.relays.get(target).map(String::as_str)
+    }
+
+    /// The destination whose acknowledgements count for `target`: its relay, or itself.
+    fn stands_for<'a>(&'a self, target: &'a str) -> &'a str {
+        self.relay_of(target).unwrap_or(target)
+    }
+
+    /// The fast-start targets behind `relay`.
+    pub fn behind(&self, relay: &str) -> Vec<String> {
+        self.relays
+            .iter()
+            .filter(|(_, through)| through.as_str() == relay)
+            .map(|(target, _)| target.clone())
+            .collect()
+    }
+
+    /// Whether `name` is a destination whose acknowledgements count: a target, or the relay of
+    /// one.
+    pub fn counts(&self, name: &str) -> bool {
+        self.targets.iter().any(|target| target == name)
+            || self.relays.values().any(|relay| relay == name)
+    }
+
+    /// Whether `target` holds a write that the destinations in `holding` hold durably: it is
+    /// among them, or its relay is.
+    pub fn holds(&self, target: &str, holding: &BTreeSet<String>) -> bool {
+        holding.contains(target)
+            || self.relay_of(target).is_some_and(|relay| holding.contains(relay))
+    }
+
+    /// Whether every target holds a write that the destinations in `holding` hold durably.
+    pub fn all_hold(&self, holding: &BTreeSet<String>) -> bool {
+        self.targets.iter().all(|target| self.holds(target, holding))
     }
 
     fn lease_of(&self, observer: &str, now: Time) -> bool {
@@ -238,8 +291,9 @@ impl Primary {
         Some(announced)
     }
 
-    /// The targets the transport ships to synchronously now, and how far each target has
-    /// acknowledged durably: which are synchronized (a grant ends there).
+    /// The destinations the transport ships to synchronously now (targets, and relays of
+    /// targets), and how far each has acknowledged durably: which targets are synchronized (a
+    /// grant ends there).
     pub fn set_shipping_sync(
         &mut self,
         shipping_sync: BTreeSet<String>,
@@ -254,9 +308,11 @@ impl Primary {
         let synchronized: BTreeSet<String> = self
             .targets
             .iter()
-            .filter(|target| self.shipping_sync.contains(*target))
+            .filter(|target| self.shipping_sync.contains(self.stands_for(target)))
             .filter(|target| {
-                self.owed.get(*target).is_none_or(|owed| acknowledged(target.as_str()) >= *owed)
+                self.owed
+                    .get(*target)
+                    .is_none_or(|owed| acknowledged(self.stands_for(target)) >= *owed)
             })
             .cloned()
             .collect();
@@ -281,12 +337,13 @@ impl Primary {
         }
     }
 
-    /// Whether a write that ends at `end`, held durably by the targets in `holding`, may be
+    /// Whether a write that ends at `end`, held durably by the destinations in `holding`
+    /// (targets, relays: a target behind a relay holds what its relay holds), may be
     /// acknowledged now. Admitted without some target, it is owed to that target: the target
     /// is not synchronized again until it has acknowledged `end`.
     pub fn admit(&mut self, end: Position, holding: &BTreeSet<String>, now: Time) -> Admission {
         let missing: Vec<String> =
-            self.targets.iter().filter(|target| !holding.contains(*target)).cloned().collect();
+            self.targets.iter().filter(|target| !self.holds(target, holding)).cloned().collect();
         if missing.is_empty() {
             return Admission::Admit;
         }
@@ -328,7 +385,17 @@ mod tests {
             protection: Protection::MaximumAvailability,
             targets: targets.iter().map(|name| name.to_string()).collect(),
             observers: vec!["o1".into(), "o2".into()],
+            relays: BTreeMap::new(),
         }
+    }
+
+    /// `west` behind the far sync `far` when `east` is the primary.
+    fn behind_far(targets: &[&str]) -> Settings {
+        let relays = BTreeMap::from([(
+            "east".to_string(),
+            BTreeMap::from([("west".to_string(), "far".to_string())]),
+        )]);
+        Settings { relays, ..settings(targets) }
     }
 
     fn ping(observer: &str, lease: bool) -> ObserverPing {
@@ -530,5 +597,60 @@ mod tests {
         primary.note_ping(&ping("o1", true), Some(Time(0)), Time(0), &mut disk.persist()).unwrap();
         assert_eq!(primary.announce_to("west", &mut failing), None);
         assert!(primary.record().announced_to.is_empty());
+    }
+
+    #[test]
+    fn a_target_behind_a_relay_holds_what_its_relay_acknowledged() {
+        let mut primary =
+            Primary::new(behind_far(&["west"]), "east", PrimaryRecord::default(), at(1, 0));
+        assert_eq!(primary.relay_of("west"), Some("far"));
+        assert_eq!(primary.behind("far"), vec!["west".to_string()]);
+        assert!(primary.counts("far") && primary.counts("west") && !primary.counts("south"));
+        // Shipping SYNC to the far sync, which holds what is owed: west is synchronized.
+        primary.set_shipping_sync(set(&["far"]), &|name| {
+            if name == "far" { at(1, 0) } else { at(0, 0) }
+        });
+        assert_eq!(primary.view(Time(0)).synchronized, vec!["west".to_string()]);
+        // The far sync's acknowledgement is west's; west's own (lagging, ASYNC) is not needed.
+        assert_eq!(primary.admit(at(1, 10), &set(&["far"]), Time(0)), Admission::Admit);
+        assert!(primary.all_hold(&set(&["far"])));
+        // Neither holds it: no lease, no grant, it waits.
+        assert_eq!(
+            primary.admit(at(1, 20), &set(&[]), Time(0)),
+            Admission::Wait { missing: vec!["west".into()], lease: false }
+        );
+        // Shipping SYNC to west itself does not make it synchronized: only its relay counts.
+        primary.set_shipping_sync(set(&["west"]), &|_| at(1, 0));
+        assert!(primary.view(Time(0)).synchronized.is_empty());
+    }
+
+    /// Grants and `owed` work per target as before, with the relay's acknowledgements standing
+    /// in for the target's: after a write acknowledged under a grant, west is synchronized
+    /// again only once the far sync has acknowledged that write.
+    #[test]
+    fn behind_a_relay_a_target_is_synchronized_again_only_once_its_relay_holds_what_is_owed() {
+        let mut disk = Disk::default();
+        let mut primary =
+            Primary::new(behind_far(&["west"]), "east", PrimaryRecord::default(), at(1, 0));
+        let now = Time(1000 * MS);
+        primary.set_shipping_sync(set(&["far"]), &|_| at(1, 0));
+        activate(&mut primary, &mut disk, "o1", now);
+        assert!(disk.0.as_ref().unwrap().announced_to.contains("west"));
+        // The far sync times out: west wants a grant, gets it, a write goes on without it.
+        primary.set_shipping_sync(set(&[]), &|_| at(1, 0));
+        assert_eq!(primary.view(now).wants_unsync, vec!["west".to_string()]);
+        let grant = ObserverPing { grant_unsync: vec!["west".into()], ..ping("o1", true) };
+        primary.note_ping(&grant, Some(now), now, &mut disk.persist()).unwrap();
+        assert_eq!(primary.admit(at(1, 500), &set(&[]), now), Admission::Admit);
+        // Shipping to the far sync SYNC again; it has acknowledged up to 1:200 only. West
+        // itself holding 1:500 (an alternate route) does not count for synchronized.
+        primary.set_shipping_sync(set(&["far"]), &|name| {
+            if name == "far" { at(1, 200) } else { at(1, 500) }
+        });
+        assert!(primary.view(now).synchronized.is_empty());
+        primary.refresh(&|_| at(1, 500));
+        assert_eq!(primary.view(now).synchronized, vec!["west".to_string()]);
+        // The grant ended: the next write the far sync lacks waits for a new one.
+        assert!(matches!(primary.admit(at(1, 700), &set(&[]), now), Admission::Wait { .. }));
     }
 }

@@ -118,6 +118,7 @@ mod tests {
             protection: Protection::MaximumAvailability,
             targets: vec!["west".into()],
             observers: vec!["o1".into()],
+            relays: Default::default(),
         }
     }
 

@@ -93,6 +93,7 @@ impl Config {
             protection: self.protection,
             targets: vec!["east".into(), "west".into()],
             observers: OBSERVERS[..self.observers].iter().map(|name| name.to_string()).collect(),
+            relays: Default::default(),
         }
     }
 

@@ -83,7 +83,28 @@ impl ReplicationConfig {
             },
             targets: self.failover_targets(),
             observers: self.observers.iter().map(|observer| observer.name.clone()).collect(),
+            relays: self.fast_start_relays(),
         }
+    }
+
+    /// Per member that may be primary: the fast-start targets its routes reach through a
+    /// relay, and that relay (`validate_fast_start` refuses a target behind two).
+    fn fast_start_relays(
+        &self,
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+        let targets = self.failover_targets();
+        self.primary_candidates()
+            .filter_map(|primary| {
+                let tree = self.route_tree(&primary.name)?;
+                let behind: std::collections::BTreeMap<String, String> = tree
+                    .hops
+                    .iter()
+                    .filter(|hop| targets.contains(&hop.member) && hop.from != primary.name)
+                    .map(|hop| (hop.member.clone(), hop.from.clone()))
+                    .collect();
+                (!behind.is_empty()).then(|| (primary.name.clone(), behind))
+            })
+            .collect()
     }
 
     /// The fast-start failover section and the observers; also what an observer checks of the
@@ -167,47 +188,61 @@ impl ReplicationConfig {
                         .into(),
                 );
             }
-            // The observer fails over only to a target the primary ships to itself: a member
-            // behind a forwarder is never told it is synchronized nor which observer to take
-            // a failover from (`crate::cascade`), so it would refuse. Under Maximum
-            // Availability, only to one shipped SYNC: one that holds every commit the primary
-            // acknowledged.
+            // The observer fails over to a target the primary ships to itself, or to one
+            // behind exactly one relay that the primary ships to itself: the primary's word
+            // for it travels in its heartbeats to the relay, which passes it on, and every
+            // failover to it seals the relay and takes its tail first (docs/fast-start-
+            // failover.md, "Targets behind a far sync"). Under Maximum Availability the
+            // primary's own hop (to the target, or to its relay) is SYNC: what holds every
+            // commit the primary acknowledged.
             let maximum_availability = self.protection_mode == ProtectionMode::MaximumAvailability;
             for target in self.failover_targets() {
                 let Some(member) = self.member_named(&target) else { continue };
-                if maximum_availability && member.transport != Transport::Sync {
+                let mut routed = false;
+                for primary in self.primary_candidates() {
+                    let Some(tree) = self.route_tree(&primary.name) else { continue };
+                    let Some(hop) = tree.hops.iter().find(|hop| hop.member == target) else {
+                        continue;
+                    };
+                    routed = true;
+                    // The hop that leaves the primary: the target's own, or its relay's.
+                    let first = if hop.from == primary.name {
+                        hop
+                    } else {
+                        let Some(relay) = tree.hops.iter().find(|relay| relay.member == hop.from)
+                        else {
+                            continue;
+                        };
+                        if relay.from != primary.name {
+                            return invalid(
+                                field("target"),
+                                format!(
+                                    "'{target}' receives redo from '{}', which receives it from '{}', when '{}' is the primary: a fast-start target is shipped to by the primary itself or behind one relay only (the tail is taken from the first relay only)",
+                                    hop.from, relay.from, primary.name
+                                ),
+                            );
+                        }
+                        relay
+                    };
+                    if maximum_availability && first.transport != Transport::Sync {
+                        return invalid(
+                            field("target"),
+                            format!(
+                                "'{target}' is reached through '{}' ({}) when '{}' is the primary: under maximum_availability the primary ships SYNC to every fast-start target, or to its relay",
+                                first.member,
+                                super::transport_name(first.transport, first.affirm),
+                                primary.name
+                            ),
+                        );
+                    }
+                }
+                if !routed && maximum_availability && member.transport != Transport::Sync {
                     return invalid(
                         field("target"),
                         format!(
                             "'{target}' is an ASYNC member: under maximum_availability every fast-start target is shipped to SYNC (name the SYNC members in target)"
                         ),
                     );
-                }
-                for primary in self.primary_candidates() {
-                    let Some(tree) = self.route_tree(&primary.name) else { continue };
-                    let Some(hop) = tree.hops.iter().find(|hop| hop.member == target) else {
-                        continue;
-                    };
-                    if hop.from != primary.name {
-                        return invalid(
-                            field("target"),
-                            format!(
-                                "'{target}' receives redo from '{}' when '{}' is the primary: a fast-start target is shipped to by the primary itself (name such members in target)",
-                                hop.from, primary.name
-                            ),
-                        );
-                    }
-                    if maximum_availability && hop.transport != Transport::Sync {
-                        return invalid(
-                            field("target"),
-                            format!(
-                                "'{target}' receives redo from '{}' ({}) when '{}' is the primary: under maximum_availability every fast-start target is shipped to SYNC by the primary itself",
-                                hop.from,
-                                super::transport_name(hop.transport, hop.affirm),
-                                primary.name
-                            ),
-                        );
-                    }
                 }
             }
         }

@@ -316,9 +316,22 @@ pub struct PrimaryIdentity {
 pub struct Relay {
     /// The primary's member name (`Hello::relay_of`).
     pub primary: String,
-    /// The primary's clock now and the newest SCN it announced, as this member last heard
-    /// (microseconds since the Unix epoch, SCN): what its heartbeats pass on.
-    pub upstream: Arc<dyn Fn() -> (u64, Scn) + Send + Sync>,
+    /// What this member last heard of its primary: what its heartbeats pass on.
+    pub upstream: Arc<dyn Fn() -> UpstreamWord + Send + Sync>,
+}
+
+/// What a forwarder's heartbeats pass on of its primary, as this member last heard it.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamWord {
+    /// The primary's clock now (microseconds since the Unix epoch) and the newest SCN it
+    /// announced.
+    pub primary_time_us: u64,
+    pub current_scn: Scn,
+    /// How long since this member last heard its primary (for a version 9 downstream).
+    pub primary_silence_ms: u64,
+    /// The primary's word, in its last heartbeat of its current session, for the fast-start
+    /// targets behind this member (passed on to each alone; never more than it said).
+    pub targets: Vec<proto::TargetWord>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -773,7 +786,7 @@ impl Inner {
                 .iter()
                 .filter(|destination| {
                     destination.is_sync()
-                        && fast_start.targets.contains(&destination.name)
+                        && fast_start.counts(&destination.name)
                         && destination.state.lock().phase == Phase::Synchronized
                 })
                 .map(|destination| destination.name.clone())

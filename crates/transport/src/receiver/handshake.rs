@@ -210,11 +210,15 @@ impl Inner {
             }
             // A new session (a primary restarted, or another one after a switchover): what the
             // last one said of this standby's observer and whether it is synchronized is not
-            // this one's word. Its heartbeats say it again. (Kept when a session ends without a
-            // new one: a failover needs the last primary's word.)
+            // this one's word, nor is what it said for the targets behind this member (a relay
+            // passes on only its current session's word), nor a relay's silence of its
+            // primary. Its heartbeats say them again. (Kept when a session ends without a new
+            // one: a failover needs the last primary's word.)
             if hello.channel == proto::Channel::Control {
                 heard.observer = None;
                 heard.caught_up = false;
+                heard.relay_targets.clear();
+                heard.relay_silence = None;
             }
         }
         // What this member receives from the primary goes on along its routes.

@@ -124,6 +124,14 @@ struct Heard {
     received_scn: Scn,
     caught_up: bool,
     observer: Option<String>,
+    /// The primary's word, in its last heartbeat of its current session, for the fast-start
+    /// targets behind this member (a relay): what the forwarder passes on, to each alone.
+    relay_targets: Vec<proto::TargetWord>,
+    /// When a message last came on one of the primary's own connections (not a relay's).
+    primary_at: Option<Instant>,
+    /// From a relay's last heartbeat of its current session (version 9): when it arrived, and
+    /// how long its relay had then not heard the primary.
+    relay_silence: Option<(Instant, Duration)>,
     /// (last SCN, primary time) of redo received: when the primary generated which SCN.
     history: VecDeque<(Scn, u64)>,
     /// (SCN, when it arrived, on this standby's `CLOCK_BOOTTIME`): the primary's current SCN
@@ -135,6 +143,22 @@ struct Heard {
 }
 
 impl Heard {
+    /// How long since this standby last heard its primary (`started`: when the receiver
+    /// started), never more than it is: through a relay, the relay's silence as its last
+    /// heartbeat said it plus the time since (taken only when the relay says it: a version 8
+    /// relay's own messages count as the primary's), and the primary's own connections.
+    fn primary_silence(&self, started: Instant) -> Duration {
+        let source = self.at.unwrap_or(started).elapsed();
+        match self.relay_silence {
+            Some((at, relay_silence)) => {
+                let through_relay = at.elapsed() + relay_silence;
+                let direct = self.primary_at.map_or(Duration::MAX, |at| at.elapsed());
+                through_relay.min(direct)
+            }
+            None => source,
+        }
+    }
+
     fn primary_now_us(&self) -> u64 {
         match self.at {
             Some(at) => self.primary_time_us + at.elapsed().as_micros() as u64,
@@ -277,9 +301,18 @@ impl StandbyReceiver {
                 Arc::new(move || match weak.upgrade() {
                     Some(inner) => {
                         let heard = inner.heard.lock();
-                        (heard.primary_now_us(), heard.current_scn.max(heard.received_scn))
+                        crate::primary::UpstreamWord {
+                            primary_time_us: heard.primary_now_us(),
+                            current_scn: heard.current_scn.max(heard.received_scn),
+                            primary_silence_ms: heard.primary_silence(inner.started).as_millis()
+                                as u64,
+                            targets: heard.relay_targets.clone(),
+                        }
                     }
-                    None => (now_unix_us(), Scn(0)),
+                    None => crate::primary::UpstreamWord {
+                        primary_time_us: now_unix_us(),
+                        ..Default::default()
+                    },
                 })
             },
             newest_known: AtomicU32::new(newest_known.0),
@@ -330,7 +363,7 @@ impl StandbyReceiver {
             primary_peer: heard.peers.last().map(SocketAddr::to_string),
             connected: !heard.peers.is_empty(),
             primary_connected: heard.peers.iter().any(|peer| !heard.relayed.contains(peer)),
-            last_heard_s: Some(heard.at.unwrap_or(inner.started).elapsed().as_secs_f64()),
+            last_heard_s: Some(heard.primary_silence(inner.started).as_secs_f64()),
             complete_through_seq: position.complete_through_seq,
             received: position.next,
             received_scn: heard.received_scn,
@@ -358,7 +391,7 @@ impl StandbyReceiver {
         let applied = inner.applied_scn();
         let now = roles::fast_start::Time::now();
         let heard = inner.heard.lock();
-        let silence = heard.at.unwrap_or(inner.started).elapsed().saturating_sub(SILENCE_GRACE);
+        let silence = heard.primary_silence(inner.started).saturating_sub(SILENCE_GRACE);
         // What it holds: what it received since it started, or applied (after a restart, what
         // it recovered).
         let held = heard.received_scn.max(applied);
@@ -525,5 +558,35 @@ impl Inner {
                 reported = Some(gap);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ago(seconds: u64) -> Instant {
+        Instant::now().checked_sub(Duration::from_secs(seconds)).expect("the clock reaches back")
+    }
+
+    /// Behind a relay, a standby's silence is its primary's (the relay's silence as its last
+    /// heartbeat said, plus the time since), not the relay's: a relay alive while the primary
+    /// is gone does not keep a fast-start target from taking over. Never more than it is: the
+    /// primary's own connection, heard more recently, counts; without the relay's word (a
+    /// version 8 relay), every message counts as the primary's.
+    #[test]
+    fn behind_a_relay_the_silence_is_the_primarys_never_more() {
+        let started = ago(100);
+        let mut heard = Heard { at: Some(Instant::now()), ..Heard::default() };
+        assert!(heard.primary_silence(started) < Duration::from_secs(1), "no relay word");
+        heard.relay_silence = Some((ago(2), Duration::from_secs(5)));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(7)..Duration::from_secs(8)).contains(&silence), "{silence:?}");
+        heard.primary_at = Some(ago(3));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(3)..Duration::from_secs(4)).contains(&silence), "{silence:?}");
+        heard.primary_at = Some(ago(30));
+        let silence = heard.primary_silence(started);
+        assert!((Duration::from_secs(7)..Duration::from_secs(8)).contains(&silence), "{silence:?}");
     }
 }

@@ -133,7 +133,13 @@ impl Inner {
                     }
                     Err(error) => return Err(error.to_string()),
                 };
-            self.heard.lock().at = Some(Instant::now());
+            {
+                let mut heard = self.heard.lock();
+                heard.at = Some(Instant::now());
+                if hello.relay_of.is_empty() {
+                    heard.primary_at = heard.at;
+                }
+            }
             // A newer incarnation has been adopted (or learned of) since this connection's
             // hello: its primary has been failed over; nothing more of it is taken.
             let _following = self.following.read();
@@ -275,6 +281,25 @@ impl Inner {
                         heard.transport_lag_us = beat.transport_lag_us;
                         heard.caught_up = beat.caught_up;
                         heard.observer = (!beat.observer.is_empty()).then(|| beat.observer.clone());
+                        // Through a relay (version 9): how long it had not heard the primary.
+                        // From the primary: its word for the targets behind this member, which
+                        // replaces the last (never more than its last heartbeat said).
+                        let relayed = !hello.relay_of.is_empty();
+                        heard.relay_silence = beat
+                            .relay
+                            .as_ref()
+                            .filter(|_| relayed)
+                            .map(|word| {
+                                (Instant::now(), Duration::from_millis(word.primary_silence_ms))
+                            })
+                            .or(if relayed { None } else { heard.relay_silence });
+                        if !relayed {
+                            heard.relay_targets = beat
+                                .relay
+                                .as_ref()
+                                .map(|word| word.targets.clone())
+                                .unwrap_or_default();
+                        }
                         heard.note(Scn(beat.current_scn), beat.primary_time_us);
                         heard.announce(Scn(beat.current_scn), roles::fast_start::Time::now());
                     }

@@ -16,6 +16,7 @@ fn settings() -> ObserverSettings {
             protection: Protection::MaximumAvailability,
             targets: vec!["east".into(), "west".into()],
             observers: vec!["obs1".into(), "obs2".into()],
+            relays: Default::default(),
         },
         enabled: true,
         auto_reinstate: true,
@@ -446,4 +447,50 @@ fn under_maximum_performance_a_target_past_lag_limit_is_not_ready() {
     answer(&mut observer, &mut disk, lagging(29_000, 0), later);
     observer.step(later, &mut disk.persist());
     assert_eq!(observer.failing_over_to(), Some("west"));
+}
+
+/// A target behind a far sync: the far sync's answer shows the primary's durable end (the
+/// target takes the far sync's tail before it opens), not the target's own, which lags.
+#[test]
+fn behind_a_relay_the_relays_answer_shows_the_primarys_end() {
+    let mut settings = settings();
+    settings.members.push("far".into());
+    settings.fast_start.relays = std::collections::BTreeMap::from([(
+        "east".to_string(),
+        std::collections::BTreeMap::from([("west".to_string(), "far".to_string())]),
+    )]);
+    let at = |pong: ObserverPong, offset: u64| {
+        let mut pong = pong;
+        pong.info.position.current_offset = offset;
+        pong
+    };
+    let far = |offset| {
+        let mut pong = at(pong("far", WireRole::Standby, 1, &[]), offset);
+        pong.active_observer = String::new();
+        pong.synchronized = false;
+        pong
+    };
+    for (far_holds, fails_over) in [(100, true), (90, false)] {
+        let mut disk = Disk::default();
+        let mut observer = Observer::new(settings.clone(), ObserverRecord::default());
+        let now = Time(10 * SECOND);
+        answer(
+            &mut observer,
+            &mut disk,
+            at(pong("east", WireRole::Primary, 1, &["west"]), 100),
+            now,
+        );
+        answer(&mut observer, &mut disk, at(pong("west", WireRole::Standby, 1, &[]), 40), now);
+        answer(&mut observer, &mut disk, far(far_holds), now);
+        observer.step(now, &mut disk.persist());
+        let later = now.plus(Duration::from_secs(3));
+        answer(&mut observer, &mut disk, at(pong("west", WireRole::Standby, 1, &[]), 40), later);
+        answer(&mut observer, &mut disk, far(far_holds), later);
+        observer.step(later, &mut disk.persist());
+        assert_eq!(
+            observer.failing_over_to(),
+            fails_over.then_some("west"),
+            "the far sync holds 1:{far_holds} of east's 1:100"
+        );
+    }
 }

@@ -239,29 +239,81 @@ fn a_far_sync_is_never_a_primary_nor_a_failover_target() {
     assert!(reason.contains("'b' is a far sync: it is never a primary"), "{reason}");
 }
 
+/// A fast-start target behind one relay the primary ships to itself is taken (the primary's
+/// word reaches it through the relay; its failover seals the relay and takes the tail); behind
+/// two relays it is refused, naming both; under Maximum Availability the primary's hop to the
+/// relay must be SYNC.
 #[test]
-fn a_cascaded_fast_start_target_is_refused() {
-    let mut config = config(
+fn a_fast_start_target_behind_one_relay_is_taken_and_behind_two_refused() {
+    let fast_start = |config: &mut ReplicationConfig, targets: &str| {
+        let extra: ReplicationConfig = toml::from_str(&format!(
+            "[fast_start_failover]\nenabled = true\ntarget = [{targets}]\n[[observers]]\nname = \"o\"\nsentinel = \"127.0.0.1:26379\"\n"
+        ))
+        .unwrap();
+        config.fast_start_failover = extra.fast_start_failover;
+        config.observers = extra.observers;
+    };
+    // a → b → c: c behind one relay.
+    let mut one = config(
         ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
         ["transport = \"sync\"", "transport = \"sync\"", "transport = \"sync\"", ""],
         "protection_mode = \"maximum_availability\"\n",
     );
-    let extra: ReplicationConfig = toml::from_str(
-        "[fast_start_failover]\nenabled = true\ntarget = [\"b\", \"c\"]\n[[observers]]\nname = \"o\"\nsentinel = \"127.0.0.1:26379\"\n",
-    )
-    .unwrap();
-    config.fast_start_failover = extra.fast_start_failover;
-    config.observers = extra.observers;
-    let (field, reason) = refused(&config);
+    fast_start(&mut one, "\"b\", \"c\"");
+    one.validate().unwrap();
+    let settings = one.fast_start_settings();
+    assert_eq!(settings.relay_of("a", "c"), Some("b"));
+    assert_eq!(settings.relay_of("a", "b"), None);
+    assert_eq!(settings.relay_of("b", "c"), None, "under b, a and c are shipped to by b");
+    // Maximum Performance: the same.
+    one.protection_mode = crate::config::ProtectionMode::MaximumPerformance;
+    one.validate().unwrap();
+    // Under Maximum Availability the relay must be shipped to SYNC by the primary.
+    let mut async_relay = config(
+        ["", "routes = [{ when = \"a\", to = \"c\" }]", "", ""],
+        ["transport = \"sync\"", "", "transport = \"sync\"", ""],
+        "protection_mode = \"maximum_availability\"\n",
+    );
+    fast_start(&mut async_relay, "\"c\"");
+    let (field, reason) = refused(&async_relay);
     assert_eq!(field, "replication.fast_start_failover.target");
-    assert!(reason.contains("'c' receives redo from 'b' when 'a' is the primary"), "{reason}");
-    // Under Maximum Performance too: a cascaded member takes no failover from the observer.
-    config.protection_mode = crate::config::ProtectionMode::MaximumPerformance;
-    let (field, reason) = refused(&config);
-    assert_eq!(field, "replication.fast_start_failover.target");
-    assert!(reason.contains("a fast-start target is shipped to by the primary itself"), "{reason}");
-    config.fast_start_failover.target = vec!["b".into()];
-    config.validate().unwrap();
+    assert!(
+        reason.contains("'c' is reached through 'b' (ASYNC) when 'a' is the primary"),
+        "{reason}"
+    );
+    // a → b → c → d: d behind two relays, refused by name, in either mode.
+    let mut two = config(
+        [
+            "",
+            "routes = [{ when = \"a\", to = \"c\" }]",
+            "routes = [{ when = \"a\", to = \"d\" }]",
+            "",
+        ],
+        [
+            "transport = \"sync\"",
+            "transport = \"sync\"",
+            "transport = \"sync\"",
+            "transport = \"sync\"",
+        ],
+        "protection_mode = \"maximum_availability\"\n",
+    );
+    fast_start(&mut two, "\"b\", \"d\"");
+    for mode in [
+        crate::config::ProtectionMode::MaximumAvailability,
+        crate::config::ProtectionMode::MaximumPerformance,
+    ] {
+        two.protection_mode = mode;
+        let (field, reason) = refused(&two);
+        assert_eq!(field, "replication.fast_start_failover.target");
+        assert!(
+            reason.contains(
+                "'d' receives redo from 'c', which receives it from 'b', when 'a' is the primary"
+            ),
+            "{reason}"
+        );
+    }
+    fast_start(&mut two, "\"b\", \"c\"");
+    two.validate().unwrap();
 }
 
 #[test]

@@ -178,13 +178,61 @@ impl Inner {
         let lag = destination.transport_lag_us();
         let phase = destination.state.lock().phase;
         // A forwarding standby passes on what it last heard of its primary: the primary's
-        // clock and newest SCN, and what the primary confirmed durable. It never says a
-        // standby is synchronized, nor names an observer: only the primary may.
-        let (primary_time_us, current_scn) = match &self.identity.relay {
-            Some(relay) => (relay.upstream)(),
-            None => (now_unix_us(), self.redo.next_scn().prev()),
+        // clock and newest SCN, and what the primary confirmed durable. It says a standby is
+        // synchronized, and names an observer, only as its primary's last heartbeat of its
+        // current session did for that standby (a fast-start target behind this relay):
+        // never more than the primary said.
+        let caught_up_phase = matches!(phase, Phase::Synchronized | Phase::Streaming);
+        let version_9 = conn.peer_version >= proto::RELAY_WORD_VERSION_MIN;
+        let (primary_time_us, current_scn, caught_up, observer, relay) = match &self.identity.relay
+        {
+            Some(relay) => {
+                let upstream = (relay.upstream)();
+                let word = upstream.targets.iter().find(|word| word.member == destination.name);
+                (
+                    upstream.primary_time_us,
+                    upstream.current_scn,
+                    word.is_some_and(|word| word.caught_up),
+                    word.map(|word| word.observer.clone()).unwrap_or_default(),
+                    version_9.then(|| proto::RelayWord {
+                        primary_silence_ms: upstream.primary_silence_ms,
+                        targets: Vec::new(),
+                    }),
+                )
+            }
+            None => {
+                let name = &destination.name;
+                // A fast-start target shipped SYNC, or one behind a relay (shipped to directly
+                // over an alternate route), is told it is synchronized only once it holds what
+                // the primary acknowledged without it (`roles::fast_start::Primary`).
+                let caught_up = caught_up_phase
+                    && self.fast_start.as_ref().is_none_or(|fast_start| {
+                        !fast_start.targets.contains(name)
+                            || !(destination.is_sync() || fast_start.relays.contains_key(name))
+                            || fast_start.synchronized(name)
+                    });
+                // To a relay: the word for the fast-start targets behind it, which it passes on
+                // (only to a version 9 relay; behind an older one they are never called
+                // synchronized nor told of an observer, and so take no observer's failover).
+                let targets = match &self.fast_start {
+                    Some(fast_start) if version_9 => {
+                        fast_start.relay_word(name, destination.is_sync(), caught_up_phase)
+                    }
+                    _ => Vec::new(),
+                };
+                (
+                    now_unix_us(),
+                    self.redo.next_scn().prev(),
+                    caught_up,
+                    self.fast_start
+                        .as_ref()
+                        .and_then(|fast_start| fast_start.announce_to(name))
+                        .unwrap_or_default(),
+                    (!targets.is_empty())
+                        .then_some(proto::RelayWord { primary_silence_ms: 0, targets }),
+                )
+            }
         };
-        let relayed = self.identity.relay.is_some();
         let beat = proto::Heartbeat {
             primary_time_us,
             current_scn: current_scn.0,
@@ -192,20 +240,9 @@ impl Inner {
             current_seq: durable.seq.0,
             current_offset: durable.offset,
             transport_lag_us: lag,
-            // A fast-start target shipped SYNC is told it is synchronized only once it holds
-            // what the primary acknowledged without it (`roles::fast_start::Primary`).
-            caught_up: !relayed
-                && matches!(phase, Phase::Synchronized | Phase::Streaming)
-                && self.fast_start.as_ref().is_none_or(|fast_start| {
-                    !destination.is_sync()
-                        || !fast_start.targets.contains(&destination.name)
-                        || fast_start.synchronized(&destination.name)
-                }),
-            observer: self
-                .fast_start
-                .as_ref()
-                .and_then(|fast_start| fast_start.announce_to(&destination.name))
-                .unwrap_or_default(),
+            caught_up,
+            observer,
+            relay,
         };
         conn.send(&Message::Heartbeat(beat), destination.config().net_timeout)
             .map_err(|error| format!("sending a heartbeat: {error}"))
