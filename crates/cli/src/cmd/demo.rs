@@ -44,8 +44,8 @@ pub struct Args {
     /// Put a far sync between the primary and its standby: the primary ships SYNC AFFIRM to
     /// the far sync, which forwards to the standby. After the load the primary is killed and a
     /// failover to the standby (as `redoguard failover` runs it) takes the tail the far sync
-    /// holds; the old primary is then reinstated. No observer (fast-start failover does not
-    /// fail over to a member behind a far sync yet).
+    /// holds; the old primary is then reinstated. The DBA's failover, not the observer's (the
+    /// observer's through a far sync is tested in `crates/cli/tests/fast_start_far_sync.rs`).
     #[arg(long, conflicts_with_all = ["no_standby", "no_observer"])]
     pub far_sync: bool,
     /// Run the servers open, as a quick look on a laptop might: redo over plain TCP and no

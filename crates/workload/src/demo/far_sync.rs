@@ -6,8 +6,9 @@
 //! (`redoguard failover --to west`): `west` seals `fs` and takes the tail of redo it lacks
 //! from it (docs/roles.md, "Failover through a far sync"), so every acknowledged commit is on
 //! `west`. The old primary restarts fenced and is reinstated as `west`'s standby; data and
-//! archived logs are compared. No observer: fast-start failover does not yet fail over to a
-//! target behind a far sync (docs/fast-start-failover.md, "Targets behind a far sync").
+//! archived logs are compared. The DBA's failover, not the observer's: fast-start failover to
+//! a target behind a far sync (docs/fast-start-failover.md, "Targets behind a far sync") is
+//! shown by `crates/cli/tests/fast_start_far_sync.rs`, not by this demo.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
