@@ -78,11 +78,10 @@ struct State {
 /// A primary's fast-start failover state, driven.
 pub struct FastStart {
     pub config: FastStartFailoverConfig,
-    /// The members it may fail over to (other than this one).
-    pub targets: Vec<String>,
-    /// Of those, the ones this primary's routes reach through a relay, and that relay: the
-    /// relay's acknowledgements count for them (`roles::fast_start::Primary`).
-    pub relays: std::collections::BTreeMap<String, String>,
+    /// The members it may fail over to (other than this one), and the relays whose
+    /// acknowledgements count for those behind one: the core's (`roles::fast_start::Reach`),
+    /// kept here too so that the write's wait and the heartbeats ask it without the lock.
+    pub reach: roles::fast_start::Reach,
     state: Mutex<State>,
     changed: Condvar,
     record: RecordFile,
@@ -91,7 +90,7 @@ pub struct FastStart {
 
 impl std::fmt::Debug for FastStart {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FastStart").field("targets", &self.targets).finish_non_exhaustive()
+        f.debug_struct("FastStart").field("targets", &self.reach.targets()).finish_non_exhaustive()
     }
 }
 
@@ -106,36 +105,14 @@ impl FastStart {
         start: RedoAddr,
     ) -> Arc<FastStart> {
         let primary = Primary::new(settings, me, record, start.into());
-        let relays = primary
-            .targets()
-            .iter()
-            .filter_map(|target| {
-                primary.relay_of(target).map(|relay| (target.clone(), relay.to_string()))
-            })
-            .collect();
+        let reach = primary.reach().clone();
         Arc::new(FastStart {
             config,
-            targets: primary.targets().to_vec(),
-            relays,
+            reach,
             state: Mutex::new(State { primary, waiting: false }),
             changed: Condvar::new(),
             record: record_file,
             acknowledged: RwLock::new(None),
-        })
-    }
-
-    /// Whether `destination`'s acknowledgements count: it is a target, or a target's relay.
-    pub fn counts(&self, destination: &str) -> bool {
-        self.targets.iter().any(|target| target == destination)
-            || self.relays.values().any(|relay| relay == destination)
-    }
-
-    /// Whether every target holds a write the destinations in `holding` hold durably (a
-    /// target behind a relay holds what its relay holds).
-    pub fn all_hold(&self, holding: &BTreeSet<String>) -> bool {
-        self.targets.iter().all(|target| {
-            holding.contains(target)
-                || self.relays.get(target).is_some_and(|relay| holding.contains(relay))
         })
     }
 
@@ -149,12 +126,7 @@ impl FastStart {
         relay_is_sync: bool,
         relay_caught_up: bool,
     ) -> Vec<proto::TargetWord> {
-        let behind: Vec<String> = self
-            .relays
-            .iter()
-            .filter(|(_, through)| through.as_str() == relay)
-            .map(|(target, _)| target.clone())
-            .collect();
+        let behind = self.reach.behind(relay);
         if behind.is_empty() {
             return Vec::new();
         }

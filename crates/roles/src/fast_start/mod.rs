@@ -22,6 +22,7 @@
 
 pub mod observer;
 pub mod primary;
+pub mod reach;
 pub mod record;
 pub mod target;
 
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 pub use observer::{Effect, Observer, ObserverSettings, Outcome};
 pub use primary::{Admission, Primary, PrimaryView};
+pub use reach::Reach;
 pub use record::{ObserverRecord, PendingFailover, PrimaryRecord, RecordError};
 pub use target::{FailoverRequest, TargetView, accept_failover};
 

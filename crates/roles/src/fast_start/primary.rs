@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proto::ObserverPing;
 
+use super::reach::Reach;
 use super::record::PrimaryRecord;
 use super::{Position, Protection, Settings, Time};
 
@@ -42,10 +43,8 @@ use super::{Position, Protection, Settings, Time};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Primary {
     settings: Settings,
-    /// The fast-start targets other than this member.
-    targets: Vec<String>,
-    /// The targets this primary's routes reach through a relay, and that relay.
-    relays: BTreeMap<String, String>,
+    /// The fast-start targets other than this member, and the relays of those behind one.
+    reach: Reach,
     /// What is on disk.
     record: PrimaryRecord,
     /// Per observer: when its lease began.
@@ -95,19 +94,11 @@ impl Primary {
     /// record says. Every target owes it `start`: whatever an earlier primary acknowledged
     /// without a target is in there.
     pub fn new(settings: Settings, me: &str, record: PrimaryRecord, start: Position) -> Primary {
-        let targets: Vec<String> =
-            settings.targets.iter().filter(|target| target.as_str() != me).cloned().collect();
-        let owed = targets.iter().map(|target| (target.clone(), start)).collect();
-        let relays = targets
-            .iter()
-            .filter_map(|target| {
-                settings.relay_of(me, target).map(|relay| (target.clone(), relay.to_string()))
-            })
-            .collect();
+        let reach = Reach::new(&settings, me);
+        let owed = reach.targets().iter().map(|target| (target.clone(), start)).collect();
         Primary {
             settings,
-            targets,
-            relays,
+            reach,
             record,
             lease_from: BTreeMap::new(),
             proposed: None,
@@ -130,49 +121,16 @@ impl Primary {
     }
 
     pub fn targets(&self) -> &[String] {
-        &self.targets
+        self.reach.targets()
+    }
+
+    /// The targets and the relays whose acknowledgements count for them.
+    pub fn reach(&self) -> &Reach {
+        &self.reach
     }
 
     pub fn record(&self) -> &PrimaryRecord {
         &self.record
-    }
-
-    /// The relay `target` receives this primary's redo from (none: shipped to by it).
-    pub fn relay_of(&self, target: &str) -> Option<&str> {
-        self.relays.get(target).map(String::as_str)
-    }
-
-    /// The destination whose acknowledgements count for `target`: its relay, or itself.
-    fn stands_for<'a>(&'a self, target: &'a str) -> &'a str {
-        self.relay_of(target).unwrap_or(target)
-    }
-
-    /// The fast-start targets behind `relay`.
-    pub fn behind(&self, relay: &str) -> Vec<String> {
-        self.relays
-            .iter()
-            .filter(|(_, through)| through.as_str() == relay)
-            .map(|(target, _)| target.clone())
-            .collect()
-    }
-
-    /// Whether `name` is a destination whose acknowledgements count: a target, or the relay of
-    /// one.
-    pub fn counts(&self, name: &str) -> bool {
-        self.targets.iter().any(|target| target == name)
-            || self.relays.values().any(|relay| relay == name)
-    }
-
-    /// Whether `target` holds a write that the destinations in `holding` hold durably: it is
-    /// among them, or its relay is.
-    pub fn holds(&self, target: &str, holding: &BTreeSet<String>) -> bool {
-        holding.contains(target)
-            || self.relay_of(target).is_some_and(|relay| holding.contains(relay))
-    }
-
-    /// Whether every target holds a write that the destinations in `holding` hold durably.
-    pub fn all_hold(&self, holding: &BTreeSet<String>) -> bool {
-        self.targets.iter().all(|target| self.holds(target, holding))
     }
 
     fn lease_of(&self, observer: &str, now: Time) -> bool {
@@ -223,7 +181,7 @@ impl Primary {
         self.choose_observer(ping, now, persist)?;
         if self.record.active.as_deref() == Some(ping.observer.as_str()) {
             for target in &ping.grant_unsync {
-                if self.targets.contains(target) && !self.synchronized.contains(target) {
+                if self.reach.is_target(target) && !self.synchronized.contains(target) {
                     self.granted.insert(target.clone());
                 }
             }
@@ -278,9 +236,7 @@ impl Primary {
         persist: &mut dyn FnMut(&PrimaryRecord) -> Result<(), String>,
     ) -> Option<String> {
         let announced = self.proposed.clone().or_else(|| self.record.active.clone())?;
-        if self.targets.iter().any(|target| target == destination)
-            && !self.record.announced_to.contains(destination)
-        {
+        if self.reach.is_target(destination) && !self.record.announced_to.contains(destination) {
             let mut record = self.record.clone();
             record.announced_to.insert(destination.to_string());
             if persist(&record).is_err() {
@@ -306,13 +262,14 @@ impl Primary {
     /// Looks again at which targets are synchronized, from how far each has acknowledged.
     pub fn refresh(&mut self, acknowledged: &dyn Fn(&str) -> Position) {
         let synchronized: BTreeSet<String> = self
-            .targets
+            .reach
+            .targets()
             .iter()
-            .filter(|target| self.shipping_sync.contains(self.stands_for(target)))
+            .filter(|target| self.shipping_sync.contains(self.reach.stands_for(target)))
             .filter(|target| {
                 self.owed
                     .get(*target)
-                    .is_none_or(|owed| acknowledged(self.stands_for(target)) >= *owed)
+                    .is_none_or(|owed| acknowledged(self.reach.stands_for(target)) >= *owed)
             })
             .cloned()
             .collect();
@@ -321,11 +278,13 @@ impl Primary {
     }
 
     pub fn view(&self, now: Time) -> PrimaryView {
-        let all_synchronized = self.targets.iter().all(|target| self.synchronized.contains(target));
+        let all_synchronized =
+            self.reach.targets().iter().all(|target| self.synchronized.contains(target));
         PrimaryView {
             synchronized: self.synchronized.iter().cloned().collect(),
             wants_unsync: self
-                .targets
+                .reach
+                .targets()
                 .iter()
                 .filter(|target| {
                     !self.synchronized.contains(*target) && !self.granted.contains(*target)
@@ -342,8 +301,13 @@ impl Primary {
     /// acknowledged now. Admitted without some target, it is owed to that target: the target
     /// is not synchronized again until it has acknowledged `end`.
     pub fn admit(&mut self, end: Position, holding: &BTreeSet<String>, now: Time) -> Admission {
-        let missing: Vec<String> =
-            self.targets.iter().filter(|target| !self.holds(target, holding)).cloned().collect();
+        let missing: Vec<String> = self
+            .reach
+            .targets()
+            .iter()
+            .filter(|target| !self.reach.holds(target, holding))
+            .cloned()
+            .collect();
         if missing.is_empty() {
             return Admission::Admit;
         }
@@ -603,9 +567,10 @@ mod tests {
     fn a_target_behind_a_relay_holds_what_its_relay_acknowledged() {
         let mut primary =
             Primary::new(behind_far(&["west"]), "east", PrimaryRecord::default(), at(1, 0));
-        assert_eq!(primary.relay_of("west"), Some("far"));
-        assert_eq!(primary.behind("far"), vec!["west".to_string()]);
-        assert!(primary.counts("far") && primary.counts("west") && !primary.counts("south"));
+        let reach = primary.reach();
+        assert_eq!(reach.relay_of("west"), Some("far"));
+        assert_eq!(reach.behind("far"), vec!["west".to_string()]);
+        assert!(reach.counts("far") && reach.counts("west") && !reach.counts("south"));
         // Shipping SYNC to the far sync, which holds what is owed: west is synchronized.
         primary.set_shipping_sync(set(&["far"]), &|name| {
             if name == "far" { at(1, 0) } else { at(0, 0) }
@@ -613,7 +578,7 @@ mod tests {
         assert_eq!(primary.view(Time(0)).synchronized, vec!["west".to_string()]);
         // The far sync's acknowledgement is west's; west's own (lagging, ASYNC) is not needed.
         assert_eq!(primary.admit(at(1, 10), &set(&["far"]), Time(0)), Admission::Admit);
-        assert!(primary.all_hold(&set(&["far"])));
+        assert!(primary.reach().all_hold(&set(&["far"])));
         // Neither holds it: no lease, no grant, it waits.
         assert_eq!(
             primary.admit(at(1, 20), &set(&[]), Time(0)),

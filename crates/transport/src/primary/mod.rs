@@ -786,7 +786,7 @@ impl Inner {
                 .iter()
                 .filter(|destination| {
                     destination.is_sync()
-                        && fast_start.counts(&destination.name)
+                        && fast_start.reach.counts(&destination.name)
                         && destination.state.lock().phase == Phase::Synchronized
                 })
                 .map(|destination| destination.name.clone())

@@ -94,7 +94,7 @@ impl ShipWait for ProtectionWait {
                     holding.insert(destination.name.clone());
                 }
             }
-            if !fast_start.all_hold(&holding) {
+            if !fast_start.reach.all_hold(&holding) {
                 return Err(self);
             }
             // Every target holds it: `admit` returns at once (it notes that commits are

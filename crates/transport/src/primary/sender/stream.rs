@@ -207,8 +207,8 @@ impl Inner {
                 // the primary acknowledged without it (`roles::fast_start::Primary`).
                 let caught_up = caught_up_phase
                     && self.fast_start.as_ref().is_none_or(|fast_start| {
-                        !fast_start.targets.contains(name)
-                            || !(destination.is_sync() || fast_start.relays.contains_key(name))
+                        !fast_start.reach.is_target(name)
+                            || !(destination.is_sync() || fast_start.reach.relay_of(name).is_some())
                             || fast_start.synchronized(name)
                     });
                 // To a relay: the word for the fast-start targets behind it, which it passes on
