@@ -257,22 +257,28 @@ fn the_demo_crashes_its_server_and_verifies_every_commit() {
 /// tail and loses nothing acknowledged, and the old primary is reinstated.
 #[test]
 fn the_demo_through_a_far_sync_fails_over_with_its_tail_and_loses_nothing() {
-    let _watchdog = Watchdog::new(Duration::from_secs(240), "the far sync demo test");
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("demo.json");
-    let (success, stdout, stderr) = run_bounded(
-        redoguard().args(["demo", "--far-sync", "--duration", "4s", "--json"]).arg(&json),
-        Duration::from_secs(200),
-    );
-    assert!(success, "the demo failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
-    assert!(stdout.contains("took the tail held by 'fs'"), "{stdout}");
-    assert!(stdout.contains("└─ fs  SYNC AFFIRM  SYNCHRONIZED"), "{stdout}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(report["failover"]["acknowledged_lost"], 0, "{report}");
-    assert_eq!(report["failover"]["how"], "failover through the far sync fs", "{report}");
-    assert_eq!(report["reinstate"]["ok"], true, "{report}");
-    assert_eq!(report["verification"]["passed"], true, "{report}");
-    assert_eq!(report["standby"]["data_equal"], true, "{report}");
+    let _watchdog = Watchdog::new(Duration::from_secs(420), "the far sync demo test");
+    // The observer's failover (the default), then the DBA's (`--no-observer`).
+    for (extra, how, reinstated_by) in [
+        (None, "fast-start failover through the far sync fs", "the observer"),
+        (Some("--no-observer"), "failover through the far sync fs", "`redoguard reinstate`"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("demo.json");
+        let mut command = redoguard();
+        command.args(["demo", "--far-sync", "--duration", "4s", "--json"]).arg(&json);
+        command.args(extra);
+        let (success, stdout, stderr) = run_bounded(&mut command, Duration::from_secs(200));
+        assert!(success, "the demo ({how}) failed:\n{stdout}\n{stderr}");
+        assert!(stdout.contains("ALL CHECKS PASSED"), "{stdout}");
+        assert!(stdout.contains("took the tail held by 'fs'"), "{stdout}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(report["failover"]["acknowledged_lost"], 0, "{report}");
+        assert_eq!(report["failover"]["how"], how, "{report}");
+        assert_eq!(report["reinstate"]["ok"], true, "{report}");
+        assert_eq!(report["reinstate"]["by"], reinstated_by, "{report}");
+        assert_eq!(report["verification"]["passed"], true, "{report}");
+        assert_eq!(report["standby"]["data_equal"], true, "{report}");
+    }
 }

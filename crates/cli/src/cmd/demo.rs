@@ -42,11 +42,11 @@ pub struct Args {
     #[arg(long)]
     pub no_observer: bool,
     /// Put a far sync between the primary and its standby: the primary ships SYNC AFFIRM to
-    /// the far sync, which forwards to the standby. After the load the primary is killed and a
-    /// failover to the standby (as `redoguard failover` runs it) takes the tail the far sync
-    /// holds; the old primary is then reinstated. The DBA's failover, not the observer's (the
-    /// observer's through a far sync is tested in `crates/cli/tests/fast_start_far_sync.rs`).
-    #[arg(long, conflicts_with_all = ["no_standby", "no_observer"])]
+    /// the far sync, which forwards to the standby. After the load the primary is killed and
+    /// the observer fails over to the standby, which first takes the tail the far sync holds;
+    /// the old primary is then reinstated. With `--no-observer`, the failover is the DBA's
+    /// (`redoguard failover --to west`) and the reinstate `redoguard reinstate`.
+    #[arg(long, conflicts_with_all = ["no_standby"])]
     pub far_sync: bool,
     /// Run the servers open, as a quick look on a laptop might: redo over plain TCP and no
     /// passwords (by default the demo makes a test CA and certificates, as `redoguard certs`
@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             protection_mode: protection.clone(),
             tls: !args.insecure,
         }),
-        observer: !args.no_observer && !args.far_sync && protection != "maximum_protection",
+        observer: !args.no_observer && protection != "maximum_protection",
         far_sync: args.far_sync,
         insecure: args.insecure,
     };
@@ -90,6 +90,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "--far-sync ships SYNC AFFIRM to the far sync under maximum_availability or maximum_protection (its point: zero data loss while commits wait only for the near relay)"
     );
     match &config.standby {
+        Some(standby) if config.far_sync && config.observer => println!(
+            "redoguard demo: a primary, a far sync ({} under {}), a standby behind it and a fast-start failover observer on a throwaway directory; {} OLTP sessions through Sentinel, then a batch load, for {:?}; then the primary is killed, the observer fails over to the standby, which takes the far sync's tail, the old primary is reinstated and a switchover returns the roles",
+            workload::demo::transport_label(&standby.transport, standby.affirm),
+            standby.protection_mode,
+            config.oltp_clients,
+            config.duration
+        ),
         Some(standby) if config.far_sync => println!(
             "redoguard demo: a primary, a far sync ({} under {}) and a standby behind it on a throwaway directory; {} OLTP sessions, then a batch load, for {:?}; then the primary is killed, a failover to the standby takes the far sync's tail, and the old primary is reinstated",
             workload::demo::transport_label(&standby.transport, standby.affirm),

@@ -6,9 +6,8 @@
 //! (`redoguard failover --to west`): `west` seals `fs` and takes the tail of redo it lacks
 //! from it (docs/roles.md, "Failover through a far sync"), so every acknowledged commit is on
 //! `west`. The old primary restarts fenced and is reinstated as `west`'s standby; data and
-//! archived logs are compared. The DBA's failover, not the observer's: fast-start failover to
-//! a target behind a far sync (docs/fast-start-failover.md, "Targets behind a far sync") is
-//! shown by `crates/cli/tests/fast_start_far_sync.rs`, not by this demo.
+//! archived logs are compared. This is `--far-sync --no-observer`; with the observer (the
+//! default), `observed` runs with the far sync and the observer fails over through it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -25,7 +24,8 @@ use crate::process::status_at;
 
 const NAME: &str = "demo";
 /// The far sync's route: under `east`, it forwards to `west`.
-const FAR_SYNC: &str = "kind = \"far_sync\"\nroutes = [{ when = \"east\", to = \"west\" }]\n";
+pub(super) const FAR_SYNC: &str =
+    "kind = \"far_sync\"\nroutes = [{ when = \"east\", to = \"west\" }]\n";
 
 /// What every file of the configuration shares: its name, the protection mode and the three
 /// members (east and west may each be the primary: each is shipped to SYNC AFFIRM by the

@@ -64,8 +64,9 @@ pub struct DemoConfig {
     /// switchover (not under Maximum Protection, which fast-start failover does not run
     /// under).
     pub observer: bool,
-    /// With a standby: a far sync between the primary and the standby (`far_sync`), no
-    /// observer, and a failover through the far sync run as a DBA would.
+    /// With a standby: a far sync between the primary and the standby; with the observer, its
+    /// fast-start failover through the far sync (`observed`), else a failover through it run
+    /// as a DBA would (`far_sync`).
     pub far_sync: bool,
     /// No passwords (and, through `StandbyOptions::tls`, no TLS): `redoguard demo --insecure`.
     pub insecure: bool,
@@ -446,8 +447,10 @@ pub async fn run(
     // unless --no-tls); the sessions and checks authenticate.
     crate::client::authenticate_with((!config.insecure).then(throwaway_password));
     let result = match &config.standby {
+        Some(options) if config.observer => {
+            observed::run(&config, options, config.far_sync, &root, progress).await
+        }
         Some(options) if config.far_sync => far_sync::run(&config, options, &root, progress).await,
-        Some(options) if config.observer => observed::run(&config, options, &root, progress).await,
         _ => single::run(&config, &root, progress).await,
     };
     // A throwaway directory goes unless asked to keep it, or something went wrong: then

@@ -4,6 +4,10 @@
 //! fails over to west and the sessions carry on there; east restarts and the observer
 //! reinstates it; a switchover gives east the primary role back; then every acknowledged
 //! commit is checked on both and their data and archived logs compared.
+//!
+//! With `--far-sync`, a third member: the far sync `fs` between them. east ships SYNC AFFIRM
+//! to `fs` only, which forwards to west; the observer's failover to west first seals `fs` and
+//! takes the tail it holds (docs/fast-start-failover.md, "Targets behind a far sync").
 
 use std::io::BufRead as _;
 use std::net::SocketAddr;
@@ -28,14 +32,23 @@ const OBSERVER: &str = "observer";
 const THRESHOLD: &str = "2s";
 
 /// What every file of the configuration shares: its name, the protection mode, fast-start
-/// failover, the observer and both members.
-fn shared_text(options: &StandbyOptions, members: &[&Member], sentinel: u16) -> String {
+/// failover, the observer and the members (and the far sync, if any: shipped to SYNC AFFIRM,
+/// forwarding to west when east is the primary).
+fn shared_text(
+    options: &StandbyOptions,
+    members: &[&Member],
+    far_sync: Option<&Member>,
+    sentinel: u16,
+) -> String {
     let mut text = format!(
         "name = \"{NAME}\"\nprotection_mode = \"{}\"\n\n[replication.fast_start_failover]\nenabled = true\nthreshold = \"{THRESHOLD}\"\ntarget = [\"west\", \"east\"]\nauto_reinstate = true\n\n[[replication.observers]]\nname = \"{OBSERVER}\"\nsentinel = \"127.0.0.1:{sentinel}\"\n",
         options.protection_mode
     );
     for member in members {
         text += &member.entry(&options.transport, options.affirm, "");
+    }
+    if let Some(fs) = far_sync {
+        text += &fs.entry("sync", true, super::far_sync::FAR_SYNC);
     }
     text
 }
@@ -120,25 +133,48 @@ fn armed(primary: SocketAddr, standby: SocketAddr, sentinel: SocketAddr) -> bool
             .is_ok_and(|ready| ready.iter().any(|name| name == "west"))
 }
 
+/// What a member's log says of the tail its failover took from its relay
+/// (`server::role::relay_tail`), or that it says nothing of one.
+fn relay_tail_note(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find_map(|line| {
+            ["failover: took the tail", "failover: WITHOUT the tail"]
+                .iter()
+                .find_map(|said| line.find(said))
+                .map(|at| line[at + "failover: ".len()..].trim_end())
+        })
+        .map_or_else(|| "its log says no tail was taken from a relay".to_string(), str::to_string)
+}
+
+/// `far_sync`: with the far sync `fs` between east and west.
 pub async fn run(
     config: &DemoConfig,
     options: &StandbyOptions,
+    far_sync: bool,
     root: &Path,
     mut progress: impl FnMut(&Progress),
 ) -> anyhow::Result<DemoReport> {
     let east = Member::new("east", root)?;
     let west = Member::new("west", root)?;
+    let fs = far_sync.then(|| Member::new("fs", root)).transpose()?;
     let sentinel_port = free_port()?;
     let sentinel = loopback(sentinel_port);
-    let shared = shared_text(options, &[&east, &west], sentinel_port);
+    let shared = shared_text(options, &[&east, &west], fs.as_ref(), sentinel_port);
     let certs = root.join("certs");
     if options.tls {
-        make_certificates(&certs, &[east.name, west.name, OBSERVER])?;
+        let mut names = vec![east.name, west.name, OBSERVER];
+        names.extend(fs.as_ref().map(|fs| fs.name));
+        make_certificates(&certs, &names)?;
     }
     let tls = |name: &str| if options.tls { tls_section(&certs, name) } else { String::new() };
     let password = crate::client::password();
     let auth = password.as_deref().map(auth_section).unwrap_or_default();
-    for (member, role) in [(&east, "primary"), (&west, "standby")] {
+    for (member, role) in [(&east, "primary"), (&west, "standby")]
+        .into_iter()
+        .chain(fs.as_ref().map(|fs| (fs, "standby")))
+    {
         std::fs::create_dir_all(&member.dir)?;
         // The same number of groups on both: either may be the standby.
         let text = format!(
@@ -165,6 +201,7 @@ pub async fn run(
         ),
     )?;
     let mut west_server = west.start(&config.binary)?;
+    let mut fs_server = fs.as_ref().map(|fs| fs.start(&config.binary)).transpose()?;
     let mut east_server = east.start(&config.binary)?;
     let mut observer = Observer::start(
         &config.binary,
@@ -179,10 +216,15 @@ pub async fn run(
     )
     .await
     .with_context(|| format!("see {}", root.display()))?;
+    let through = if far_sync {
+        " behind the far sync fs (east ships SYNC AFFIRM to fs, fs forwards to west)"
+    } else {
+        ""
+    };
     progress(&Progress::event(
         0.0,
         format!(
-            "east is the primary, west its standby; the observer answers Sentinel on {sentinel} (master '{NAME}'); {}{}; watch it live: http://{east_admin}/  http://{west_admin}/",
+            "east is the primary, west its standby{through}; the observer answers Sentinel on {sentinel} (master '{NAME}'); {}{}; watch it live: http://{east_admin}/  http://{west_admin}/",
             match &password {
                 Some(password) => format!("clients and Sentinel take the password {password}"),
                 None => "NO PASSWORDS (--insecure)".to_string(),
@@ -218,16 +260,23 @@ pub async fn run(
     let writes_again_after = killed.elapsed();
     let outage = loaded.shared.outage().unwrap_or_default();
     let zero_data_loss = load::verify(loopback(west.resp), &before, false, 0).await?;
+    // Through the far sync: what west says, in its log, of the tail it took from it.
+    let tail = fs.as_ref().map(|_| relay_tail_note(&west.dir.join("server.log")));
     let failover = FailoverReport {
         seconds_without_writes: outage.as_secs_f64(),
         acknowledged_lost: zero_data_loss.acknowledged_lost(),
         target: west.name.to_string(),
-        how: "fast-start failover".into(),
+        how: if far_sync {
+            "fast-start failover through the far sync fs".into()
+        } else {
+            "fast-start failover".into()
+        },
     };
     progress(&Progress::event(
         loaded.started.elapsed().as_secs_f64(),
         format!(
-            "the observer failed over to west: {:.2} s without writes (writes taken on west {:.2} s after the kill); {} acknowledged commits lost",
+            "the observer failed over to west{}: {:.2} s without writes (writes taken on west {:.2} s after the kill); {} acknowledged commits lost",
+            tail.as_ref().map_or(String::new(), |tail| format!(" ({tail})")),
             failover.seconds_without_writes,
             writes_again_after.as_secs_f64(),
             failover.acknowledged_lost
@@ -318,6 +367,9 @@ pub async fn run(
         load::verify(primary.resp_addr, &acknowledged, true, recovered_records).await?;
     observer.stop();
     east_server.stop()?;
+    if let Some(fs_server) = fs_server.as_mut() {
+        fs_server.stop()?;
+    }
     west_server.stop()?;
     let (parts, stats) = summary(&loaded, elapsed, &end_status, root);
     Ok(parts.into_report(

@@ -70,6 +70,10 @@ impl Roles {
                 "the tail held by '{relay}', which this standby receives from, cannot be had: {reason}; use failover --force to open with what this standby holds (commits the old primary acknowledged through '{relay}' may be lost)"
             ));
         }
+        // Said in the log too: a failover the observer asked for has no caller to read it.
+        if let Some(note) = tail.note() {
+            tracing::info!("failover: {note}");
+        }
         // No more redo from anyone: what this standby holds now is what the new incarnation
         // begins after.
         receiver.stop(Duration::from_secs(5));
