@@ -189,9 +189,32 @@ pub struct StartOptions {
     /// How the web page's `/report` gathers the configuration from every member (the
     /// binary passes the broker's); without one, the page shows this member's own view.
     pub report: Option<web::ReportSource>,
+    /// Take SIGTERM and SIGINT over before the RESP and admin ports bind (the binary, whose
+    /// process they stop): see `StopSignals`.
+    pub stop_signals: bool,
 }
 
 /// A started server.
+/// SIGTERM and SIGINT, taken over just before the RESP and admin ports bind: one that comes
+/// once they answer stops the server cleanly when it has started (`Server::run_until_shutdown`)
+/// instead of killing the process by the signal's default action, as it did in the moment
+/// between the ports answering and the wait for a signal.
+struct StopSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Takes both signals over (within a tokio runtime).
+    fn register() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            terminate: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+}
+
 pub struct Server {
     state: Arc<ServerState>,
     resp: tokio::task::JoinHandle<()>,
@@ -201,6 +224,7 @@ pub struct Server {
     retention: tokio::task::JoinHandle<()>,
     history: tokio::task::JoinHandle<()>,
     observers: Option<tokio::task::JoinHandle<()>>,
+    signals: Option<StopSignals>,
     _lock: lock::DataDirLock,
 }
 
@@ -270,6 +294,7 @@ impl Server {
         let (roles, events) = Roles::bind(&config, &metrics, storage, settings)?;
         let roles = Arc::new(roles);
         roles.open().await?;
+        let signals = options.stop_signals.then(StopSignals::register).transpose()?;
         let server = &config.server;
         let resp_listener =
             TcpListener::bind((server.bind, server.port)).await.with_context(|| {
@@ -377,6 +402,7 @@ impl Server {
             retention,
             history,
             observers,
+            signals,
             _lock: lock,
         })
     }
@@ -399,15 +425,18 @@ impl Server {
     }
 
     /// Serves until SHUTDOWN, SIGINT or SIGTERM, then stops: no new connections, open ones
-    /// closed, the redo flushed, a final checkpoint, the data directory unlocked.
-    pub async fn run_until_shutdown(self) -> anyhow::Result<()> {
+    /// closed, the redo flushed, a final checkpoint, the data directory unlocked. The signals
+    /// are those taken over before the ports bound (`StartOptions::stop_signals`), or now.
+    pub async fn run_until_shutdown(mut self) -> anyhow::Result<()> {
+        let mut signals = match self.signals.take() {
+            Some(signals) => signals,
+            None => StopSignals::register()?,
+        };
         let mut shutdown = self.state.shutdown.subscribe();
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = stopped(&mut shutdown) => tracing::info!("SHUTDOWN requested"),
-            _ = tokio::signal::ctrl_c() => tracing::info!("interrupted"),
-            _ = terminate.recv() => tracing::info!("terminated"),
+            _ = signals.interrupt.recv() => tracing::info!("interrupted"),
+            _ = signals.terminate.recv() => tracing::info!("terminated"),
         }
         self.stop().await
     }

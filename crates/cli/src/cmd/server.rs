@@ -74,7 +74,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     runtime.block_on(async {
         let server = server::Server::start_with(
             config,
-            server::StartOptions { from: args.from, report: Some(gather_report) },
+            server::StartOptions {
+                from: args.from,
+                report: Some(gather_report),
+                stop_signals: true,
+            },
         )
         .await?;
         // One line a person (or a script) can read: where to connect.
