@@ -76,6 +76,11 @@ impl Inner {
             match got {
                 Next::Ahead(Ahead::Records(records)) => {
                     for Decoded { scn, size, changes } in &records {
+                        self.wait_for_apply_memory();
+                        // The wait ends at shutdown too: nothing more is applied then.
+                        if self.shut_down.load(Ordering::Acquire) {
+                            break;
+                        }
                         if let Err(error) = self.apply_record(*scn, *size, changes) {
                             tracing::error!(%error, %scn, "apply failed; it stops here until the standby is restarted");
                             return;

@@ -352,6 +352,11 @@ impl Cache {
         self.dirty_bytes
     }
 
+    /// Bytes of durable changes not yet in the data files: what checkpoints free.
+    pub fn checkpointable_bytes(&self) -> usize {
+        self.dirty_bytes + self.flushing_bytes
+    }
+
     /// Bytes of changes not yet in the data files.
     pub fn unwritten_bytes(&self) -> usize {
         self.pending_bytes + self.dirty_bytes + self.flushing_bytes

@@ -76,6 +76,35 @@ impl Inner {
         self.waits.free_buffer.record_since(started);
     }
 
+    /// A standby's apply waits here while what it applied and its primary confirmed, not yet
+    /// in the data files, is at `dirty_bytes_max`: as a primary's writers do (`free buffer
+    /// waits`), so that a standby catching up a long gap (it applies several times faster
+    /// than a checkpoint writes) holds a bounded cache instead of its whole backlog. What the
+    /// primary has not confirmed (pending) is not counted: no checkpoint can free it, and the
+    /// failover that confirms it needs the apply to go on. Checkpoints suspended: it waits
+    /// until shutdown (never the case of a member that applies). A failing checkpoint (a full
+    /// disk) ends the wait as it does a writer's: the redo stays in the logs either way.
+    pub(crate) fn wait_for_apply_memory(&self) {
+        let limit = self.config.dirty_bytes_max as usize;
+        if self.cache.read().checkpointable_bytes() < limit {
+            return;
+        }
+        let started = Instant::now();
+        while self.cache.read().checkpointable_bytes() >= limit
+            && !self.shut_down.load(Ordering::Acquire)
+        {
+            let mut state = self.checkpoint.lock();
+            if state.last_error.is_some() {
+                break;
+            }
+            state.requested = true;
+            state.urgent = true;
+            self.checkpoint_changed.notify_all();
+            self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
+        }
+        self.waits.free_buffer.record_since(started);
+    }
+
     pub(crate) fn request_checkpoint(&self) {
         let mut state = self.checkpoint.lock();
         if !state.requested {

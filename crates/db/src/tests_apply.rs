@@ -106,3 +106,95 @@ fn a_standby_checkpoints_only_what_its_primary_confirmed_and_applies_the_rest_in
     standby.shutdown().unwrap();
     primary.shutdown().unwrap();
 }
+
+/// A standby whose data files fall behind its apply (here: its checkpoints held, as a slow
+/// disk would) stops applying at `dirty_bytes_max` of confirmed, unwritten changes, waiting
+/// under `free buffer waits`, instead of holding its whole backlog in memory; a standby whose
+/// checkpoints run applies everything within the same bound.
+#[test]
+fn a_standby_applies_within_dirty_bytes_max() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "standby apply memory bound");
+    const LIMIT: u64 = 2 << 20;
+    // A record: 20 SETs of 1 KiB values; 400 of them: about 8 MiB of rows, 4 × the limit.
+    let value = Bytes::from(vec![b'v'; 1024]);
+    let transaction = |n: u64| -> Vec<Op> {
+        (0..20u64)
+            .map(|k| {
+                let key = Bytes::from(format!("key:{n}:{k}"));
+                Op::set(key, value.clone(), SetCondition::Always)
+            })
+            .collect()
+    };
+    let open_small_standby = |disk: &CrashDisk, metrics: &Arc<stats::Metrics>| {
+        let (db, redo) = crate::tests::configs(std::path::Path::new("/standby"));
+        let db =
+            crate::DbConfig { checkpoint_dirty_bytes: LIMIT / 2, dirty_bytes_max: LIMIT, ..db };
+        Arc::new(
+            Database::open_standby(
+                db,
+                redo::RedoConfig { groups: 4, ..redo },
+                Arc::new(disk.clone()),
+                metrics.clone(),
+            )
+            .unwrap(),
+        )
+    };
+    // One record's rows at most beyond the limit (the check is before each record).
+    let bound = LIMIT + 64 * 1024;
+    for held in [true, false] {
+        let primary_disk = CrashDisk::new();
+        let standby_disk = CrashDisk::new();
+        let metrics = stats::Metrics::new();
+        let primary = open(&primary_disk).unwrap();
+        let standby = open_small_standby(&standby_disk, &metrics);
+        standby.redo().adopt_identity(primary.database_id()).unwrap();
+        if held {
+            standby.suspend_checkpoints();
+        }
+        primary.redo().set_shipper(Some(Arc::new(ForwardHeld {
+            standby: standby.clone(),
+            limit: Arc::new(AtomicU64::new(u64::MAX)),
+        })));
+        let mut model = BTreeMap::new();
+        for n in 0..400 {
+            let ops = transaction(n);
+            primary.transact(&ops, WAIT).unwrap();
+            model_apply(&mut model, &ops);
+        }
+        let end = primary.redo().durable_scn();
+        let waits = || metrics.snapshot().wait("free buffer waits").map_or(0, |wait| wait.count);
+        if held {
+            // It stops short of the end, at the limit, and stays there.
+            let mut stopped = standby.applied_scn();
+            loop {
+                std::thread::sleep(Duration::from_millis(300));
+                let now = standby.applied_scn();
+                if now == stopped {
+                    break;
+                }
+                stopped = now;
+            }
+            assert!(stopped < end, "the whole backlog was applied into memory");
+            let unwritten = standby.status().unwritten_bytes;
+            assert!(
+                (LIMIT..=bound).contains(&unwritten),
+                "{unwritten} bytes unwritten, the limit is {LIMIT}"
+            );
+        } else {
+            let mut most = 0;
+            while standby.applied_scn() < end {
+                most = most.max(standby.status().unwritten_bytes);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            assert!(most <= bound, "{most} bytes unwritten at most, the limit is {LIMIT}");
+            assert_eq!(full_state(&standby), model, "the standby holds what the primary wrote");
+        }
+        // Shut down while waiting, or after: bounded by the watchdog.
+        primary.redo().set_shipper(None);
+        drop(primary);
+        drop(Arc::into_inner(standby).expect("the only reference"));
+        if held {
+            assert_eq!(waits(), 1, "the wait, ended by the shutdown, is counted");
+        }
+    }
+}
