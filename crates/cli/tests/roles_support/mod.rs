@@ -244,6 +244,36 @@ impl Cluster {
         cluster
     }
 
+    /// Starts `config` on a linkemu mesh (each member and observer in a site of its own, every
+    /// link `config.mesh_link`, 1 ms by default; `--insecure`, the addresses being beyond
+    /// loopback), then gives the links between each of the `far` pairs an RTT of `far_rtt`
+    /// (the members started and connected over the near links) and waits until the primary
+    /// ships to every member again.
+    pub fn start_on_mesh(
+        config: ClusterConfig,
+        far: &[(&str, &str)],
+        far_rtt: Duration,
+    ) -> Cluster {
+        let cluster = Cluster::start(ClusterConfig { mesh: true, insecure: true, ..config });
+        let mesh = cluster.mesh.as_ref().expect("a mesh cluster");
+        for (a, b) in far {
+            mesh.set_rtt(cluster.sites[a], cluster.sites[b], far_rtt)
+                .unwrap_or_else(|error| panic!("setting {a}—{b} to {far_rtt:?}: {error}"));
+        }
+        cluster.wait_shipping(cluster.initial_primary(), Duration::from_secs(90));
+        cluster
+    }
+
+    /// The member started as the primary.
+    pub fn initial_primary(&self) -> &'static str {
+        self.config
+            .members
+            .iter()
+            .find(|member| member.initial_role == "primary")
+            .expect("a primary")
+            .name
+    }
+
     /// What every member's and observer's `[replication]` shares: the protection mode, the
     /// fast-start settings, the observers and the members.
     fn shared_text(&self) -> String {
