@@ -37,11 +37,28 @@ const FAR: Duration = Duration::from_millis(50);
 const FAR_PAIRS: [(&str, &str); 2] = [("fs", "t"), ("a", "t")];
 
 fn on_the_mesh(net_timeout: &'static str) -> Cluster {
-    Cluster::start_on_mesh(
+    let cluster = Cluster::start_on_mesh(
         ClusterConfig { log_file_size: "4MiB", ..through_a_far_sync(net_timeout) },
         &FAR_PAIRS,
         FAR,
-    )
+    );
+    // The set-up is what it says: a TCP handshake takes one round trip.
+    let (near, far) = (connect_time(&cluster, "a", "fs"), connect_time(&cluster, "fs", "t"));
+    assert!(near < FAR / 2 && far >= FAR, "a—fs connects in {near:?}, fs—t in {far:?}");
+    println!("a—fs connects in {near:.1?}, fs—t in {far:.1?}");
+    cluster
+}
+
+/// How long a TCP connection from the site of `from` to the client port of `to` takes to open.
+fn connect_time(cluster: &Cluster, from: &str, to: &str) -> Duration {
+    let (mesh, address) = (cluster.mesh.as_ref().expect("a mesh cluster"), cluster.resp_addr(to));
+    mesh.run_in(cluster.sites[from], || {
+        let started = Instant::now();
+        std::net::TcpStream::connect_timeout(&address, Duration::from_secs(5))
+            .unwrap_or_else(|error| panic!("connecting from {from} to {to}: {error}"));
+        started.elapsed()
+    })
+    .unwrap_or_else(|error| panic!("entering the site of {from}: {error}"))
 }
 
 #[test]
@@ -154,7 +171,16 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_alone_goes_on_under_a_grant_wit
         .iter()
         .filter(|ack| ack.sent > start + Duration::from_secs(3) && ack.acked < healed)
         .count();
-    println!("  a acknowledged {during_cut} writes from 3 s into the cut until it was healed");
+    let mut times: Vec<Instant> =
+        acks.iter().map(|ack| ack.acked).filter(|at| *at > start).collect();
+    times.sort();
+    let first = times.first().map_or(Duration::ZERO, |at| at.duration_since(start));
+    let longest =
+        times.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or_default().max(first);
+    println!(
+        "  a acknowledged {during_cut} writes from 3 s into the cut until it was healed; its longest pause after the cut: {:.2} s (net_timeout 2 s, then the grant)",
+        longest.as_secs_f64()
+    );
     assert!(during_cut > 0, "a took no write while its far sync was cut off\n{}", cluster.logs());
     cluster.wait_applied("t", "a", Duration::from_secs(60));
     check_nothing_lost(&acks, &cluster, "t");
