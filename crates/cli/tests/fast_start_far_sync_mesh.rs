@@ -26,7 +26,7 @@ mod roles_support;
 use std::time::{Duration, Instant};
 
 use common::Watchdog;
-use far_sync_support::{armed, failed_over_to_t, sealed_the_far_sync_first, through_a_far_sync};
+use far_sync_support::{sealed_the_far_sync_first, through_a_far_sync};
 use partition_support::{SERIAL, Writers, check_nothing_lost, check_reigns, named_primary};
 use replication_support::{Load, acknowledged, connections, verify_acknowledged};
 use roles_support::{Cluster, ClusterConfig};
@@ -68,15 +68,15 @@ fn on_the_mesh_the_observer_fails_over_to_the_terminal_50_ms_behind_the_far_sync
     let _watchdog = Watchdog::new(Duration::from_secs(240), "fast-start through a far sync, mesh");
     let mut cluster = on_the_mesh("10s");
     let limit = Duration::from_secs(60);
-    armed(&cluster, limit);
+    cluster.wait_armed_to("t", limit);
     let load = Load::start(connections(cluster.resp_addr("a"), 8), "mesh", common::seed());
     assert!(load.wait_for_more(2000, limit), "the load did not get going\n{}", cluster.logs());
     // Still armed under the load: `t`, 50 ms behind `fs`, keeps up with it.
-    armed(&cluster, Duration::from_secs(30));
+    cluster.wait_armed_to("t", Duration::from_secs(30));
     let killed = Instant::now();
     cluster.kill("a");
     let logs = load.stop();
-    let without_writes = failed_over_to_t(&cluster, killed, Duration::from_secs(30));
+    let without_writes = cluster.failed_over_to("t", killed, Duration::from_secs(30));
     sealed_the_far_sync_first(&cluster);
     let acknowledged_writes = acknowledged(&logs);
     assert!(acknowledged_writes >= 2000, "only {acknowledged_writes} writes acknowledged");
@@ -100,13 +100,13 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_and_the_observer_stops_before_t
     // `a` drops `fs` after 2 s and then needs the observer's grant to go on without `t`: the
     // observer, cut off, gives none.
     let cluster = on_the_mesh("2s");
-    armed(&cluster, Duration::from_secs(60));
+    cluster.wait_armed_to("t", Duration::from_secs(60));
     let writers = Writers::start(&cluster, &["a", "t"]);
     std::thread::sleep(Duration::from_secs(1));
     let start = Instant::now();
     cluster.cut("a", &["fs", "obs1", "t"]);
     println!("a cut from fs, obs1 and t (a still reaches the clients; fs still reaches t)");
-    let first_write = failed_over_to_t(&cluster, start, Duration::from_secs(30));
+    let first_write = cluster.failed_over_to("t", start, Duration::from_secs(30));
     println!(
         "the observer names t, which takes a write {:.2} s after the cut",
         first_write.as_secs_f64()
@@ -140,7 +140,7 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_alone_goes_on_under_a_grant_wit
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _watchdog = Watchdog::new(Duration::from_secs(240), "primary cut from fs alone, mesh");
     let cluster = on_the_mesh("2s");
-    armed(&cluster, Duration::from_secs(60));
+    cluster.wait_armed_to("t", Duration::from_secs(60));
     let writers = Writers::start(&cluster, &["a", "t"]);
     std::thread::sleep(Duration::from_secs(1));
     let start = Instant::now();
@@ -162,7 +162,7 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_alone_goes_on_under_a_grant_wit
     cluster.restore("a", &["fs"]);
     let healed = Instant::now();
     println!("a—fs restored at {:.2} s", seconds_from(start, healed));
-    armed(&cluster, Duration::from_secs(60));
+    cluster.wait_armed_to("t", Duration::from_secs(60));
     println!("armed again {:.2} s after the link came back", healed.elapsed().as_secs_f64());
     let acks = writers.stop();
     check_reigns(&acks, start, &cluster);

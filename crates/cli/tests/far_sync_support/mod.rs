@@ -1,14 +1,11 @@
 //! What the fast-start tests through a far sync share, on loopback and on the linkemu mesh: the
 //! configuration (`a` primary —SYNC AFFIRM— `fs` far sync —ASYNC— `t`, the observer's only
-//! target), the wait until fast-start failover to `t` is armed, and the wait until the observer
-//! has failed over to `t` and `t` takes a write.
+//! target) and the check that `t` sealed `fs` before it opened. (Armed and failed over:
+//! `Cluster::wait_armed_to`, `Cluster::failed_over_to`.)
 
 // Each test file uses its own part of this module.
 #![allow(dead_code)]
 
-use std::time::{Duration, Instant};
-
-use crate::common;
 use crate::roles_support::{Cluster, ClusterConfig, MemberSpec};
 
 /// `a` primary —SYNC AFFIRM— `fs` (far sync) —ASYNC— `t`, the observer's only target.
@@ -32,39 +29,6 @@ pub fn through_a_far_sync_shipped(
         net_timeout,
         ..ClusterConfig::pair()
     }
-}
-
-/// Waits until fast-start failover to `t` is armed: `t` was told, through `fs`, that it is
-/// synchronized and which observer to take a failover from, and the observer would fail over
-/// to it.
-pub fn armed(cluster: &Cluster, limit: Duration) {
-    let ready = common::poll_until(limit, || {
-        cluster.server("t").status().replication.standby.is_some_and(|standby| {
-            standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
-        }) && cluster.failover_ready("obs1").iter().any(|name| name == "t")
-    });
-    assert!(ready, "fast-start failover to t is not armed\n{}", cluster.logs());
-}
-
-/// Waits until the observer names `t` as the primary and it takes a write: the time from
-/// `since`.
-pub fn failed_over_to_t(cluster: &Cluster, since: Instant, limit: Duration) -> Duration {
-    let mut last = String::new();
-    let ok = common::poll_until(limit, || {
-        if cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr)) != Some("t") {
-            return false;
-        }
-        let mut connection = common::redis_connection(cluster.resp_addr("t"));
-        match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection) {
-            Ok(()) => true,
-            Err(error) => {
-                last = error.to_string();
-                false
-            }
-        }
-    });
-    assert!(ok, "no failover to t within {limit:?} ({last})\n{}", cluster.logs());
-    since.elapsed()
 }
 
 /// Asserts that `t` sealed `fs` and waited for its tail before it opened (its log says so).

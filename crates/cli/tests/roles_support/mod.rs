@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{self, Server};
 
@@ -381,6 +381,40 @@ impl Cluster {
                 names.split(',').filter(|name| !name.is_empty()).map(String::from).collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Waits until fast-start failover to `standby` is armed: it was told by its primary
+    /// (directly, or through its relay) that it is synchronized and to take a failover from
+    /// `obs1`, and `obs1` would fail over to it.
+    pub fn wait_armed_to(&self, standby: &str, limit: Duration) {
+        let ready = common::poll_until(limit, || {
+            self.server(standby).status().replication.standby.is_some_and(|status| {
+                status.caught_up && status.active_observer.as_deref() == Some("obs1")
+            }) && self.failover_ready("obs1").iter().any(|name| name == standby)
+        });
+        assert!(ready, "fast-start failover to {standby} is not armed\n{}", self.logs());
+    }
+
+    /// Waits until `obs1` names `member` as the primary and it takes a write: the time from
+    /// `since`.
+    pub fn failed_over_to(&self, member: &str, since: Instant, limit: Duration) -> Duration {
+        let mut last = String::new();
+        let ok = common::poll_until(limit, || {
+            if self.sentinel_master("obs1").and_then(|addr| self.member_at(addr)) != Some(member) {
+                return false;
+            }
+            let mut connection = common::redis_connection(self.resp_addr(member));
+            match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection)
+            {
+                Ok(()) => true,
+                Err(error) => {
+                    last = error.to_string();
+                    false
+                }
+            }
+        });
+        assert!(ok, "no failover to {member} within {limit:?} ({last})\n{}", self.logs());
+        since.elapsed()
     }
 
     /// Every member's name, in the configuration's order.
