@@ -18,10 +18,12 @@ mod far_sync_support;
 mod replication_support;
 mod roles_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Watchdog;
-use far_sync_support::{sealed_the_far_sync_first, through_a_far_sync, through_a_far_sync_shipped};
+use far_sync_support::{
+    kill_a_under_load, sealed_the_far_sync_first, through_a_far_sync, through_a_far_sync_shipped,
+};
 use replication_support::{Load, acknowledged, connections, verify_acknowledged};
 use roles_support::{Cluster, ClusterConfig};
 
@@ -30,15 +32,7 @@ fn the_observer_fails_over_to_a_terminal_behind_a_far_sync_and_loses_nothing_ack
     let _watchdog =
         Watchdog::new(Duration::from_secs(240), "fast-start failover through a far sync");
     let mut cluster = Cluster::start(through_a_far_sync("10s"));
-    cluster.wait_armed_to("t", Duration::from_secs(60));
-    let load = Load::start(connections(cluster.resp_addr("a"), 4), "far", common::seed());
-    assert!(load.wait_for_more(300, Duration::from_secs(30)), "no load\n{}", cluster.logs());
-    // Still armed under the load (a far sync that fell behind would be granted away, which is
-    // not what this test is about).
-    cluster.wait_armed_to("t", Duration::from_secs(30));
-    let killed = Instant::now();
-    cluster.kill("a");
-    let logs = load.stop();
+    let (logs, killed) = kill_a_under_load(&mut cluster, 4, 300, "far");
     let outage = cluster.failed_over_to("t", killed, Duration::from_secs(30));
     sealed_the_far_sync_first(&cluster);
     let checked = verify_acknowledged(
@@ -120,13 +114,7 @@ fn under_maximum_performance_the_target_behind_a_far_sync_waits_for_its_primarys
         protection_mode: "maximum_performance",
         ..through_a_far_sync_shipped("async", "10s")
     });
-    cluster.wait_armed_to("t", Duration::from_secs(60));
-    let load = Load::start(connections(cluster.resp_addr("a"), 4), "perf", common::seed());
-    assert!(load.wait_for_more(300, Duration::from_secs(30)), "no load\n{}", cluster.logs());
-    cluster.wait_armed_to("t", Duration::from_secs(30));
-    let killed = Instant::now();
-    cluster.kill("a");
-    let logs = load.stop();
+    let (logs, killed) = kill_a_under_load(&mut cluster, 4, 300, "perf");
     let outage = cluster.failed_over_to("t", killed, Duration::from_secs(30));
     // Not before the threshold (2 s): t, hearing fs all along, counted a's silence.
     assert!(outage >= Duration::from_secs(2), "failed over after {outage:?}\n{}", cluster.logs());

@@ -26,9 +26,9 @@ mod roles_support;
 use std::time::{Duration, Instant};
 
 use common::Watchdog;
-use far_sync_support::{sealed_the_far_sync_first, through_a_far_sync};
+use far_sync_support::{kill_a_under_load, sealed_the_far_sync_first, through_a_far_sync};
 use partition_support::{SERIAL, Writers, check_nothing_lost, check_reigns, named_primary};
-use replication_support::{Load, acknowledged, connections, verify_acknowledged};
+use replication_support::{acknowledged, verify_acknowledged};
 use roles_support::{Cluster, ClusterConfig};
 
 /// The far sync and the terminal, and the primary and the terminal, are 50 ms apart; every
@@ -49,6 +49,16 @@ fn on_the_mesh(net_timeout: &'static str) -> Cluster {
     cluster
 }
 
+/// Waits until failover to `t` is armed, then starts clients writing to `a` and to `t` (which
+/// refuses them while a standby) and lets them write for a second: the writers, and the time
+/// after that second.
+fn armed_and_written_to(cluster: &Cluster) -> (Writers, Instant) {
+    cluster.wait_armed_to("t", Duration::from_secs(60));
+    let writers = Writers::start(cluster, &["a", "t"]);
+    std::thread::sleep(Duration::from_secs(1));
+    (writers, Instant::now())
+}
+
 /// How long a TCP connection from the site of `from` to the client port of `to` takes to open.
 fn connect_time(cluster: &Cluster, from: &str, to: &str) -> Duration {
     let (mesh, address) = (cluster.mesh.as_ref().expect("a mesh cluster"), cluster.resp_addr(to));
@@ -67,15 +77,8 @@ fn on_the_mesh_the_observer_fails_over_to_the_terminal_50_ms_behind_the_far_sync
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _watchdog = Watchdog::new(Duration::from_secs(240), "fast-start through a far sync, mesh");
     let mut cluster = on_the_mesh("10s");
-    let limit = Duration::from_secs(60);
-    cluster.wait_armed_to("t", limit);
-    let load = Load::start(connections(cluster.resp_addr("a"), 8), "mesh", common::seed());
-    assert!(load.wait_for_more(2000, limit), "the load did not get going\n{}", cluster.logs());
-    // Still armed under the load: `t`, 50 ms behind `fs`, keeps up with it.
-    cluster.wait_armed_to("t", Duration::from_secs(30));
-    let killed = Instant::now();
-    cluster.kill("a");
-    let logs = load.stop();
+    // Still armed after 2000 writes: `t`, 50 ms behind `fs`, keeps up with it.
+    let (logs, killed) = kill_a_under_load(&mut cluster, 8, 2000, "mesh");
     let without_writes = cluster.failed_over_to("t", killed, Duration::from_secs(30));
     sealed_the_far_sync_first(&cluster);
     let acknowledged_writes = acknowledged(&logs);
@@ -100,10 +103,7 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_and_the_observer_stops_before_t
     // `a` drops `fs` after 2 s and then needs the observer's grant to go on without `t`: the
     // observer, cut off, gives none.
     let cluster = on_the_mesh("2s");
-    cluster.wait_armed_to("t", Duration::from_secs(60));
-    let writers = Writers::start(&cluster, &["a", "t"]);
-    std::thread::sleep(Duration::from_secs(1));
-    let start = Instant::now();
+    let (writers, start) = armed_and_written_to(&cluster);
     cluster.cut("a", &["fs", "obs1", "t"]);
     println!("a cut from fs, obs1 and t (a still reaches the clients; fs still reaches t)");
     let first_write = cluster.failed_over_to("t", start, Duration::from_secs(30));
@@ -140,10 +140,7 @@ fn on_the_mesh_the_primary_cut_from_its_far_sync_alone_goes_on_under_a_grant_wit
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let _watchdog = Watchdog::new(Duration::from_secs(240), "primary cut from fs alone, mesh");
     let cluster = on_the_mesh("2s");
-    cluster.wait_armed_to("t", Duration::from_secs(60));
-    let writers = Writers::start(&cluster, &["a", "t"]);
-    std::thread::sleep(Duration::from_secs(1));
-    let start = Instant::now();
+    let (writers, start) = armed_and_written_to(&cluster);
     cluster.cut("a", &["fs"]);
     println!("a cut from fs");
     // net_timeout (2 s), the grant, and writes after it; no failover meanwhile.

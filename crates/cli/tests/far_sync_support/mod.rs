@@ -1,11 +1,16 @@
 //! What the fast-start tests through a far sync share, on loopback and on the linkemu mesh: the
 //! configuration (`a` primary —SYNC AFFIRM— `fs` far sync —ASYNC— `t`, the observer's only
-//! target) and the check that `t` sealed `fs` before it opened. (Armed and failed over:
+//! target), kill -9 of `a` under load once failover to `t` is armed, and the check that `t`
+//! sealed `fs` before it opened. (Armed and failed over:
 //! `Cluster::wait_armed_to`, `Cluster::failed_over_to`.)
 
 // Each test file uses its own part of this module.
 #![allow(dead_code)]
 
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::replication_support::{ClientLog, Load, connections};
 use crate::roles_support::{Cluster, ClusterConfig, MemberSpec};
 
 /// `a` primary —SYNC AFFIRM— `fs` (far sync) —ASYNC— `t`, the observer's only target.
@@ -39,4 +44,24 @@ pub fn sealed_the_far_sync_first(cluster: &Cluster) {
         "t did not seal fs before opening\n{}",
         cluster.logs()
     );
+}
+
+/// Once failover to `t` is armed, `clients` clients write to `a` (keys under `prefix`) until
+/// `writes` are acknowledged and failover to `t` is still armed (a far sync that fell behind
+/// would be granted away, which is not what these tests are about); then kill -9 of `a`. What
+/// the clients saw, and when `a` was killed.
+pub fn kill_a_under_load(
+    cluster: &mut Cluster,
+    clients: usize,
+    writes: u64,
+    prefix: &str,
+) -> (Vec<ClientLog>, Instant) {
+    cluster.wait_armed_to("t", Duration::from_secs(60));
+    let load = Load::start(connections(cluster.resp_addr("a"), clients), prefix, common::seed());
+    let limit = Duration::from_secs(60);
+    assert!(load.wait_for_more(writes, limit), "the load did not get going\n{}", cluster.logs());
+    cluster.wait_armed_to("t", Duration::from_secs(30));
+    let killed = Instant::now();
+    cluster.kill("a");
+    (load.stop(), killed)
 }
