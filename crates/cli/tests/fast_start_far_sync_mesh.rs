@@ -9,9 +9,9 @@
 //!   takes its tail over the 50 ms link, every write `a` acknowledged is on `t`, and the time
 //!   without writes (from the kill to `t`'s first acknowledged write) is printed;
 //! - `a` alive but cut from `fs`, the observer and `t` (not from its clients), clients writing
-//!   to `a` and to `t` all along: `a` stops acknowledging (no far sync, no lease), the observer
-//!   fails over to `t`, which takes `fs`'s tail; no write `a` acknowledged was sent after `t` had started
-//!   acknowledging, and every acknowledged write is on `t`;
+//!   to `a` and to `t` all along: `a` stops acknowledging (no far sync, no lease, no grant), the
+//!   observer fails over to `t`, which takes `fs`'s tail; no write `a` acknowledged was sent
+//!   after `t` had started acknowledging, and every acknowledged write is on `t`;
 //! - `a` cut from `fs` alone: `a` goes on under the observer's grant, no failover, `t` stays a
 //!   standby; healed, failover to `t` is armed again and `t` holds every acknowledged write.
 //!
