@@ -39,39 +39,8 @@ fn sentinel_primary(cluster: &Cluster, limit: Duration) -> &'static str {
     let primary =
         named.unwrap_or_else(|| panic!("the observer names no primary\n{}", cluster.logs()));
     let standby = if primary == "east" { "west" } else { "east" };
-    let ready = common::poll_until(limit, || {
-        cluster.server(standby).status().replication.standby.is_some_and(|standby| {
-            standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
-        }) && cluster.failover_ready("obs1").iter().any(|name| name == standby)
-    });
-    assert!(ready, "fast-start failover is not armed\n{}", cluster.logs());
+    cluster.wait_armed_to(standby, limit);
     primary
-}
-
-/// Waits until the observer names `other` as the primary and it takes a write: the time from
-/// `since`.
-fn failed_over_to(
-    cluster: &Cluster,
-    other: &'static str,
-    since: Instant,
-    limit: Duration,
-) -> Duration {
-    let mut last = String::new();
-    let ok = common::poll_until(limit, || {
-        if cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr)) != Some(other) {
-            return false;
-        }
-        let mut connection = common::redis_connection(cluster.resp_addr(other));
-        match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection) {
-            Ok(()) => true,
-            Err(error) => {
-                last = error.to_string();
-                false
-            }
-        }
-    });
-    assert!(ok, "no failover to {other} within {limit:?} ({last})\n{}", cluster.logs());
-    since.elapsed()
 }
 
 /// Waits until `name` is a standby of `primary` with everything applied.
@@ -115,7 +84,7 @@ fn kill_dash_nine_with_the_observer_fails_over_within_the_threshold_and_loses_no
         let killed = Instant::now();
         cluster.kill(primary);
         let logs = load.stop();
-        let outage = failed_over_to(&cluster, standby, killed, threshold + Duration::from_secs(10));
+        let outage = cluster.failed_over_to(standby, killed, threshold + Duration::from_secs(10));
         println!(
             "round {round}: {primary} killed; {standby} took writes {outage:?} later ({} acknowledged before)",
             acknowledged(&logs)
@@ -178,7 +147,7 @@ fn a_frozen_primary_acknowledges_nothing_once_the_observer_has_failed_over() {
     let east = cluster.server("east").pid();
     common::freeze(east);
     let frozen = Instant::now();
-    let outage = failed_over_to(&cluster, "west", frozen, Duration::from_secs(20));
+    let outage = cluster.failed_over_to("west", frozen, Duration::from_secs(20));
     let new_primary_took_writes = Instant::now();
     println!("east frozen; west took writes {outage:?} later");
     common::thaw(east);
@@ -223,7 +192,7 @@ fn an_old_primary_that_comes_back_refuses_every_write_until_it_is_reinstated() {
     assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
     let killed = Instant::now();
     cluster.kill("east");
-    failed_over_to(&cluster, "west", killed, Duration::from_secs(20));
+    cluster.failed_over_to("west", killed, Duration::from_secs(20));
     cluster.start_member("east");
     // Clients that still talk to east: every write refused, for as long as they try.
     let tried = Instant::now();

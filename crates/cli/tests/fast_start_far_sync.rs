@@ -14,89 +14,27 @@
 //!   as `fs` reports it, is past the threshold (`fs` itself goes on talking to `t`).
 
 mod common;
+mod far_sync_support;
 mod replication_support;
 mod roles_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::Watchdog;
+use far_sync_support::{
+    kill_a_under_load, sealed_the_far_sync_first, through_a_far_sync, through_a_far_sync_shipped,
+};
 use replication_support::{Load, acknowledged, connections, verify_acknowledged};
-use roles_support::{Cluster, ClusterConfig, MemberSpec};
-
-/// `a` primary —SYNC AFFIRM— `fs` (far sync) —ASYNC— `t`, the observer's only target.
-fn through_a_far_sync(net_timeout: &'static str) -> ClusterConfig {
-    through_a_far_sync_shipped("sync", net_timeout)
-}
-
-/// `a` primary —`transport`— `fs` (far sync) —ASYNC— `t`, the observer's only target.
-fn through_a_far_sync_shipped(transport: &'static str, net_timeout: &'static str) -> ClusterConfig {
-    let a = MemberSpec::new("a", transport, "primary");
-    let mut fs = MemberSpec::new("fs", transport, "standby");
-    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
-    let t = MemberSpec::new("t", "async", "standby");
-    ClusterConfig {
-        members: vec![a, fs, t],
-        observers: vec!["obs1"],
-        fast_start_extra: "target = [\"t\"]\n",
-        net_timeout,
-        ..ClusterConfig::pair()
-    }
-}
-
-/// Waits until fast-start failover to `t` is armed: `t` was told, through `fs`, that it is
-/// synchronized and which observer to take a failover from, and the observer would fail over
-/// to it.
-fn armed(cluster: &Cluster, limit: Duration) {
-    let ready = common::poll_until(limit, || {
-        cluster.server("t").status().replication.standby.is_some_and(|standby| {
-            standby.caught_up && standby.active_observer.as_deref() == Some("obs1")
-        }) && cluster.failover_ready("obs1").iter().any(|name| name == "t")
-    });
-    assert!(ready, "fast-start failover to t is not armed\n{}", cluster.logs());
-}
-
-/// Waits until the observer names `t` as the primary and it takes a write: the time from
-/// `since`.
-fn failed_over_to_t(cluster: &Cluster, since: Instant, limit: Duration) -> Duration {
-    let mut last = String::new();
-    let ok = common::poll_until(limit, || {
-        if cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr)) != Some("t") {
-            return false;
-        }
-        let mut connection = common::redis_connection(cluster.resp_addr("t"));
-        match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection) {
-            Ok(()) => true,
-            Err(error) => {
-                last = error.to_string();
-                false
-            }
-        }
-    });
-    assert!(ok, "no failover to t within {limit:?} ({last})\n{}", cluster.logs());
-    since.elapsed()
-}
+use roles_support::{Cluster, ClusterConfig};
 
 #[test]
 fn the_observer_fails_over_to_a_terminal_behind_a_far_sync_and_loses_nothing_acknowledged() {
     let _watchdog =
         Watchdog::new(Duration::from_secs(240), "fast-start failover through a far sync");
     let mut cluster = Cluster::start(through_a_far_sync("10s"));
-    armed(&cluster, Duration::from_secs(60));
-    let load = Load::start(connections(cluster.resp_addr("a"), 4), "far", common::seed());
-    assert!(load.wait_for_more(300, Duration::from_secs(30)), "no load\n{}", cluster.logs());
-    // Still armed under the load (a far sync that fell behind would be granted away, which is
-    // not what this test is about).
-    armed(&cluster, Duration::from_secs(30));
-    let killed = Instant::now();
-    cluster.kill("a");
-    let logs = load.stop();
-    let outage = failed_over_to_t(&cluster, killed, Duration::from_secs(30));
-    let t_log = std::fs::read_to_string(cluster.log_path("t")).unwrap_or_default();
-    assert!(
-        t_log.contains("the relay is sealed; waiting for its tail"),
-        "t did not seal fs before opening\n{}",
-        cluster.logs()
-    );
+    let (logs, killed) = kill_a_under_load(&mut cluster, 4, 300, "far");
+    let outage = cluster.failed_over_to("t", killed, Duration::from_secs(30));
+    sealed_the_far_sync_first(&cluster);
     let checked = verify_acknowledged(
         &mut common::redis_connection(cluster.resp_addr("t")),
         &logs,
@@ -114,7 +52,7 @@ fn the_observer_fails_over_to_a_terminal_behind_a_far_sync_and_loses_nothing_ack
 fn with_the_far_sync_lost_first_the_observer_does_not_fail_over_to_the_terminal() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "the far sync lost, then the primary");
     let mut cluster = Cluster::start(through_a_far_sync("2s"));
-    armed(&cluster, Duration::from_secs(60));
+    cluster.wait_armed_to("t", Duration::from_secs(60));
     let load = Load::start(connections(cluster.resp_addr("a"), 4), "lost", common::seed());
     assert!(load.wait_for_more(100, Duration::from_secs(30)), "no load\n{}", cluster.logs());
     cluster.kill("fs");
@@ -176,18 +114,11 @@ fn under_maximum_performance_the_target_behind_a_far_sync_waits_for_its_primarys
         protection_mode: "maximum_performance",
         ..through_a_far_sync_shipped("async", "10s")
     });
-    armed(&cluster, Duration::from_secs(60));
-    let load = Load::start(connections(cluster.resp_addr("a"), 4), "perf", common::seed());
-    assert!(load.wait_for_more(300, Duration::from_secs(30)), "no load\n{}", cluster.logs());
-    armed(&cluster, Duration::from_secs(30));
-    let killed = Instant::now();
-    cluster.kill("a");
-    let logs = load.stop();
-    let outage = failed_over_to_t(&cluster, killed, Duration::from_secs(30));
+    let (logs, killed) = kill_a_under_load(&mut cluster, 4, 300, "perf");
+    let outage = cluster.failed_over_to("t", killed, Duration::from_secs(30));
     // Not before the threshold (2 s): t, hearing fs all along, counted a's silence.
     assert!(outage >= Duration::from_secs(2), "failed over after {outage:?}\n{}", cluster.logs());
-    let t_log = std::fs::read_to_string(cluster.log_path("t")).unwrap_or_default();
-    assert!(t_log.contains("the relay is sealed; waiting for its tail"), "{}", cluster.logs());
+    sealed_the_far_sync_first(&cluster);
     // Maximum Performance may lose what a acknowledged and had not shipped; count it.
     let mut connection = common::redis_connection(cluster.resp_addr("t"));
     let mut missing = 0;

@@ -32,37 +32,14 @@ fn mesh_cluster(
     protection_mode: &'static str,
     far: &[(&str, &str)],
 ) -> Cluster {
-    if let Some(reason) = linkemu::unavailable_reason() {
-        panic!("this test needs linkemu, which cannot run here: {reason}");
-    }
-    let cluster = Cluster::start(ClusterConfig {
+    let config = ClusterConfig {
         members,
         protection_mode,
-        mesh: true,
         mesh_link: Some(linkemu::LinkConfig { rtt: NEAR, ..Default::default() }),
-        insecure: true,
         log_file_size: "4MiB",
         ..ClusterConfig::pair()
-    });
-    // The far links from now on (the members started and connected over 1 ms links).
-    let mesh = cluster.mesh.as_ref().expect("a mesh cluster");
-    for (a, b) in far {
-        mesh.set_rtt(cluster.sites[a], cluster.sites[b], FAR)
-            .unwrap_or_else(|error| panic!("setting {a}—{b} to {FAR:?}: {error}"));
-    }
-    cluster.wait_shipping(&primary_of(&cluster), Duration::from_secs(90));
-    cluster
-}
-
-fn primary_of(cluster: &Cluster) -> String {
-    cluster
-        .config
-        .members
-        .iter()
-        .find(|member| member.initial_role == "primary")
-        .unwrap()
-        .name
-        .to_string()
+    };
+    Cluster::start_on_mesh(config, far, FAR)
 }
 
 /// `a` ships SYNC AFFIRM to the far sync `fs` (which forwards to `t`) and ASYNC to the

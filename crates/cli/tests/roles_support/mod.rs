@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{self, Server};
 
@@ -244,6 +244,36 @@ impl Cluster {
         cluster
     }
 
+    /// Starts `config` on a linkemu mesh (each member and observer in a site of its own, every
+    /// link `config.mesh_link`, 1 ms by default; `--insecure`, the addresses being beyond
+    /// loopback), then gives the links between each of the `far` pairs an RTT of `far_rtt`
+    /// (the members started and connected over the near links) and waits until the primary
+    /// ships to every member again.
+    pub fn start_on_mesh(
+        config: ClusterConfig,
+        far: &[(&str, &str)],
+        far_rtt: Duration,
+    ) -> Cluster {
+        let cluster = Cluster::start(ClusterConfig { mesh: true, insecure: true, ..config });
+        let mesh = cluster.mesh.as_ref().expect("a mesh cluster");
+        for (a, b) in far {
+            mesh.set_rtt(cluster.sites[a], cluster.sites[b], far_rtt)
+                .unwrap_or_else(|error| panic!("setting {a}—{b} to {far_rtt:?}: {error}"));
+        }
+        cluster.wait_shipping(cluster.initial_primary(), Duration::from_secs(90));
+        cluster
+    }
+
+    /// The member started as the primary.
+    pub fn initial_primary(&self) -> &'static str {
+        self.config
+            .members
+            .iter()
+            .find(|member| member.initial_role == "primary")
+            .expect("a primary")
+            .name
+    }
+
     /// What every member's and observer's `[replication]` shares: the protection mode, the
     /// fast-start settings, the observers and the members.
     fn shared_text(&self) -> String {
@@ -351,6 +381,40 @@ impl Cluster {
                 names.split(',').filter(|name| !name.is_empty()).map(String::from).collect()
             })
             .unwrap_or_default()
+    }
+
+    /// Waits until fast-start failover to `standby` is armed: it was told by its primary
+    /// (directly, or through its relay) that it is synchronized and to take a failover from
+    /// `obs1`, and `obs1` would fail over to it.
+    pub fn wait_armed_to(&self, standby: &str, limit: Duration) {
+        let ready = common::poll_until(limit, || {
+            self.server(standby).status().replication.standby.is_some_and(|status| {
+                status.caught_up && status.active_observer.as_deref() == Some("obs1")
+            }) && self.failover_ready("obs1").iter().any(|name| name == standby)
+        });
+        assert!(ready, "fast-start failover to {standby} is not armed\n{}", self.logs());
+    }
+
+    /// Waits until `obs1` names `member` as the primary and it takes a write: the time from
+    /// `since`.
+    pub fn failed_over_to(&self, member: &str, since: Instant, limit: Duration) -> Duration {
+        let mut last = String::new();
+        let ok = common::poll_until(limit, || {
+            if self.sentinel_master("obs1").and_then(|addr| self.member_at(addr)) != Some(member) {
+                return false;
+            }
+            let mut connection = common::redis_connection(self.resp_addr(member));
+            match redis::cmd("SET").arg("after the failover").arg("1").query::<()>(&mut connection)
+            {
+                Ok(()) => true,
+                Err(error) => {
+                    last = error.to_string();
+                    false
+                }
+            }
+        });
+        assert!(ok, "no failover to {member} within {limit:?} ({last})\n{}", self.logs());
+        since.elapsed()
     }
 
     /// Every member's name, in the configuration's order.
