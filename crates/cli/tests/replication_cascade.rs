@@ -2,8 +2,9 @@
 //! receives, and a terminal standby behind it. Writes on the primary are read on the terminal;
 //! the cascading standby killed with -9 while the primary switches logs, then restarted: the
 //! terminal catches up, gap included, with archives byte-identical to the primary's; after a
-//! switchover the new primary's routes apply. (A forwarder the routes do not name is refused:
-//! `transport::cascade`'s unit tests.)
+//! switchover the new primary's routes apply. The terminal's transport lag is end to end: its
+//! forwarder's own lag behind a silent primary shows on it. (A forwarder the routes do not
+//! name is refused: `transport::cascade`'s unit tests.)
 
 mod common;
 mod replication_support;
@@ -87,6 +88,23 @@ fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_an
     let c = cluster.server("c").status().replication.standby.expect("c is a standby");
     assert_eq!(c.primary_member.as_deref(), Some("a"), "c follows a");
     assert_eq!(c.source_member.as_deref(), Some("b"), "through b");
+
+    // Lags end to end: with a silent (frozen), b's transport lag grows, and c, which holds
+    // all b has, lacks at least as much; it says so (b's lag, passed on), not 0.
+    let transport_lag = |name: &str| {
+        let status = cluster.server(name).status().replication.standby;
+        status.expect("a standby").transport_lag_s
+    };
+    common::freeze(cluster.server("a").pid());
+    common::wait_until(Duration::from_secs(20), "b's transport lag to pass 2 s", || {
+        transport_lag("b") >= 2.0
+    });
+    let (b_lag, c_lag) = (transport_lag("b"), transport_lag("c"));
+    common::thaw(cluster.server("a").pid());
+    assert!(c_lag >= 1.5, "c's transport lag {c_lag:.3} s while b's is {b_lag:.3} s");
+    common::wait_until(Duration::from_secs(20), "c's transport lag to fall under 1 s", || {
+        transport_lag("c") < 1.0
+    });
 
     let shown = cluster.must(&["show", "configuration"]);
     assert!(shown.contains("Redo routes (when a is the primary):"), "{shown}");

@@ -329,6 +329,10 @@ pub struct UpstreamWord {
     pub current_scn: Scn,
     /// How long since this member last heard its primary (for a version 9 downstream).
     pub primary_silence_ms: u64,
+    /// This member's own transport lag behind its primary (what the primary last said, and
+    /// the silence since): a member downstream lacks at least what this one lacks, so its
+    /// end-to-end lag is at least this.
+    pub transport_lag_us: u64,
     /// The primary's word, in its last heartbeat of its current session, for the fast-start
     /// targets behind this member (passed on to each alone; never more than it said).
     pub targets: Vec<proto::TargetWord>,

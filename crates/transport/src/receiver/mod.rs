@@ -306,6 +306,7 @@ impl StandbyReceiver {
                             current_scn: heard.current_scn.max(heard.received_scn),
                             primary_silence_ms: heard.primary_silence(inner.started).as_millis()
                                 as u64,
+                            transport_lag_us: inner.transport_lag_us(&heard),
                             targets: heard.relay_targets.clone(),
                         }
                     }
