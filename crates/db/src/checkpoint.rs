@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use redo::Scn;
 
-use crate::cache::Key;
+use crate::cache::{Cache, Key};
 use crate::key_count::RESOLVE_CHUNK;
 use crate::{DbError, Inner, Result};
 
@@ -53,27 +53,7 @@ impl Inner {
 
     /// Waits while too much is changed and not yet checkpointed ("free buffer waits").
     pub(crate) fn wait_for_memory(&self) {
-        let limit = self.config.dirty_bytes_max as usize;
-        if self.cache.read().unwritten_bytes() < limit {
-            return;
-        }
-        let started = Instant::now();
-        self.promote();
-        while self.cache.read().unwritten_bytes() >= limit
-            && !self.shut_down.load(Ordering::Acquire)
-        {
-            let mut state = self.checkpoint.lock();
-            if state.last_error.is_some() {
-                break;
-            }
-            state.requested = true;
-            state.urgent = true;
-            self.checkpoint_changed.notify_all();
-            self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
-            drop(state);
-            self.promote();
-        }
-        self.waits.free_buffer.record_since(started);
+        self.wait_for_checkpoints(Cache::unwritten_bytes, true);
     }
 
     /// A standby's apply waits here while what it applied and its primary confirmed, not yet
@@ -85,14 +65,22 @@ impl Inner {
     /// until shutdown (never the case of a member that applies). A failing checkpoint (a full
     /// disk) ends the wait as it does a writer's: the redo stays in the logs either way.
     pub(crate) fn wait_for_apply_memory(&self) {
+        self.wait_for_checkpoints(Cache::checkpointable_bytes, false);
+    }
+
+    /// Waits while `measure` of the cache is at `dirty_bytes_max`, asking for urgent
+    /// checkpoints, until shutdown or a failing checkpoint; with `promote`, promotes first and
+    /// after each wait (a primary's durable commits). Counted under `free buffer waits`.
+    fn wait_for_checkpoints(&self, measure: fn(&Cache) -> usize, promote: bool) {
         let limit = self.config.dirty_bytes_max as usize;
-        if self.cache.read().checkpointable_bytes() < limit {
+        if measure(&self.cache.read()) < limit {
             return;
         }
         let started = Instant::now();
-        while self.cache.read().checkpointable_bytes() >= limit
-            && !self.shut_down.load(Ordering::Acquire)
-        {
+        if promote {
+            self.promote();
+        }
+        while measure(&self.cache.read()) >= limit && !self.shut_down.load(Ordering::Acquire) {
             let mut state = self.checkpoint.lock();
             if state.last_error.is_some() {
                 break;
@@ -101,6 +89,10 @@ impl Inner {
             state.urgent = true;
             self.checkpoint_changed.notify_all();
             self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
+            drop(state);
+            if promote {
+                self.promote();
+            }
         }
         self.waits.free_buffer.record_since(started);
     }
