@@ -59,6 +59,10 @@ pub enum Variant {
     /// what P acknowledged without it, and the observer takes P's word without comparing F's
     /// position (issue 29's "synchronized once sent", through a relay).
     SynchronizedOnceSent,
+    /// P restarts with no record (`fast-start.record` lost): it has named no observer to
+    /// anyone, so a second observer becomes active at once (issue 29's second hole, through a
+    /// relay).
+    RestartWithoutRecord,
 }
 
 #[derive(Debug, Clone)]
@@ -67,23 +71,32 @@ pub struct Config {
     pub faults: u8,
     pub cuts: bool,
     pub variant: Variant,
+    /// Whether P, crashed, may restart (with what it keeps on disk: its redo and its record).
+    pub restarts: bool,
+    /// The observers: O, and (2) O2 after it in priority, which leases and grants but is never
+    /// the one that fails over.
+    pub observers: u8,
 }
 
 pub const P: usize = 0;
 pub const F: usize = 1;
 pub const T: usize = 2;
 pub const O: usize = 3;
+pub const O2: usize = 4;
 
 /// The primary's word for T: the observer named, and synchronized.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Word {
-    pub observer: bool,
+    /// The observer named (O or O2).
+    pub observer: Option<usize>,
     pub synchronized: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PrimaryNode {
     pub up: bool,
+    /// Its session (with F and the observers): one more at every restart.
+    pub boot: u8,
     pub log: u8,
     pub answered: u8,
     /// F's durable end as its acknowledgements said.
@@ -103,6 +116,8 @@ pub struct FarSync {
     pub sealed_below: u32,
     /// P's word for T, from P's last heartbeat of this session.
     pub word: Option<Word>,
+    /// P's session it last took a hello of (a new one: P's word is forgotten).
+    pub p_boot: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -136,6 +151,16 @@ pub struct ObserverNode {
     pub decided: bool,
 }
 
+/// O2: it leases P, and grants what P asks while it is active (recording first that it will
+/// not fail over to T: it never does in this model).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SecondObserver {
+    /// Its first ping on a connection to P gives no lease.
+    pub pinged: bool,
+    /// It grants T away on its pings (P asked while O2 was active).
+    pub granting: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Body {
     Redo { end: u8 },
@@ -160,6 +185,7 @@ pub struct State {
     pub far: FarSync,
     pub terminal: Terminal,
     pub observer: ObserverNode,
+    pub second: SecondObserver,
     pub in_flight: BTreeSet<Message>,
     pub cut: BTreeSet<(usize, usize)>,
     pub faults_left: u8,
@@ -183,6 +209,10 @@ pub enum Action {
     /// O pings a member; `answered`: its answer arrives.
     Ping {
         to: usize,
+        answered: bool,
+    },
+    /// O2 pings P; `answered`: its answer arrives.
+    PingSecond {
         answered: bool,
     },
     /// O decides P is lost and T ready.
@@ -216,16 +246,16 @@ fn names(names: &[&str]) -> BTreeSet<String> {
 }
 
 pub fn name(node: usize) -> &'static str {
-    ["P", "F", "T", "O"][node]
+    ["P", "F", "T", "O", "O2"][node]
 }
 
-fn settings() -> Settings {
+fn settings(observers: u8) -> Settings {
     Settings {
         threshold: Duration::from_secs(2),
         lag_limit: Duration::from_secs(30),
         protection: Protection::MaximumAvailability,
         targets: vec!["T".into()],
-        observers: vec!["O".into()],
+        observers: ["O", "O2"][..usize::from(observers)].iter().map(|o| o.to_string()).collect(),
         relays: [("P".to_string(), [("T".to_string(), "F".to_string())].into())].into(),
     }
 }
@@ -261,11 +291,29 @@ impl FastStartRelay {
         move |name| if name == "F" { at(f) } else { at(0) }
     }
 
+    /// F takes P's current session: at its first message (its hello), unless sealed (then
+    /// refused), F forgets the last session's word (`transport::receiver::handshake`). Whatever
+    /// of an older session was in flight went with P's crash.
+    fn hello(state: &mut State) -> bool {
+        let far = &mut state.far;
+        if far.p_boot < state.primary.boot {
+            if !relay::takes_redo(Incarnation(far.sealed_below), Incarnation(OLD)) {
+                return false;
+            }
+            far.p_boot = state.primary.boot;
+            far.word = None;
+        }
+        true
+    }
+
     fn deliver(&self, state: &mut State, message: Message) -> Option<()> {
         if !self.link(state, message.from, message.to) {
             return None;
         }
         state.in_flight.remove(&message);
+        if message.from == P && !Self::hello(state) {
+            return Some(());
+        }
         match message.body {
             Body::Redo { end } => {
                 let far = &mut state.far;
@@ -331,7 +379,7 @@ impl FastStartRelay {
             } else {
                 Vec::new()
             },
-            following: if state.terminal.word.is_some_and(|word| word.observer) {
+            following: if state.terminal.word.is_some_and(|word| word.observer == Some(O)) {
                 vec!["T".into()]
             } else {
                 Vec::new()
@@ -362,6 +410,60 @@ impl FastStartRelay {
         }
     }
 
+    /// O2's ping to P, and (if `answered`) P's answer: O2 is active once P names it, and from
+    /// then on grants what P asks (until P lists T synchronized).
+    fn ping_second(&self, state: &mut State, answered: bool) {
+        let second = &mut state.second;
+        let ping = ObserverPing {
+            observer: "O2".into(),
+            lease: true,
+            grant_unsync: if second.granting { vec!["T".into()] } else { Vec::new() },
+            following: if state.terminal.word.is_some_and(|word| word.observer == Some(O2)) {
+                vec!["T".into()]
+            } else {
+                Vec::new()
+            },
+            ..ObserverPing::default()
+        };
+        let lease_from = second.pinged.then_some(Time(0));
+        second.pinged = true;
+        let primary = &mut state.primary;
+        let _ = primary.core.note_ping(&ping, lease_from, Time(0), &mut |_| Ok(()));
+        if !answered {
+            return;
+        }
+        let view = primary.core.view(Time(0));
+        if primary.core.active() == Some("O2") {
+            if view.synchronized.iter().any(|name| name == "T") {
+                state.second.granting = false;
+            } else if view.wants_unsync.iter().any(|name| name == "T") {
+                state.second.granting = true;
+            }
+        }
+    }
+
+    /// P restarts with what the server keeps on disk (`server::role` opening a primary:
+    /// `transport::fast_start::RecordFile::load` and `FastStart::new(.., record,
+    /// durable_addr())`): its redo and its record (the active observer, the targets named
+    /// one); its leases, grants, what it ships SYNC, the synchronized targets and `owed` are
+    /// memory, rebuilt by `Primary::new` owing every target its durable end. Its connections
+    /// are new: each observer's first ping gives no lease, F forgets its word at the hello.
+    fn restart_primary(&self, state: &mut State) {
+        let primary = &mut state.primary;
+        let record = if self.config.variant == Variant::RestartWithoutRecord {
+            PrimaryRecord::default()
+        } else {
+            primary.core.record().clone()
+        };
+        primary.core = Primary::new(settings(self.config.observers), "P", record, at(primary.log));
+        primary.up = true;
+        primary.boot += 1;
+        primary.f_acknowledged = 0;
+        primary.shipping_sync = false;
+        state.observer.pinged = false;
+        state.second.pinged = false;
+    }
+
     /// Whether O fails over to T now. What F and T answer is taken as they are at this
     /// moment (O reaching them): an earlier answer only holds less (F's log only grows), and T
     /// checks its own word again when asked.
@@ -376,7 +478,7 @@ impl FastStartRelay {
             && reaches(T)
             && synchronized
             && !observer.ineligible
-            && word.observer
+            && word.observer == Some(O)
             && word.synchronized
             && holds_end
     }
@@ -389,7 +491,8 @@ impl Model for FastStartRelay {
     /// Armed: P ships SYNC to F, O is active (it pinged P twice), P told T (through F) that
     /// it is synchronized and names O, and O has heard every member say so.
     fn init_states(&self) -> Vec<State> {
-        let mut core = Primary::new(settings(), "P", PrimaryRecord::default(), at(0));
+        let mut core =
+            Primary::new(settings(self.config.observers), "P", PrimaryRecord::default(), at(0));
         core.set_shipping_sync(names(&["F"]), &|_| at(0));
         let ping = ObserverPing { observer: "O".into(), lease: true, ..ObserverPing::default() };
         let _ = core.note_ping(&ping, None, Time(0), &mut |_| Ok(()));
@@ -397,17 +500,18 @@ impl Model for FastStartRelay {
         assert_eq!(core.active(), Some("O"));
         assert!(core.announce_to("T", &mut |_| Ok(())).is_some());
         assert_eq!(core.view(Time(0)).synchronized, ["T"]);
-        let word = Some(Word { observer: true, synchronized: true });
+        let word = Some(Word { observer: Some(O), synchronized: true });
         vec![State {
             primary: PrimaryNode {
                 up: true,
+                boot: 0,
                 log: 0,
                 answered: 0,
                 f_acknowledged: 0,
                 shipping_sync: true,
                 core,
             },
-            far: FarSync { up: true, boot: 0, log: 0, sealed_below: 0, word },
+            far: FarSync { up: true, boot: 0, log: 0, sealed_below: 0, word, p_boot: 0 },
             terminal: Terminal { log: 0, boot: 0, word, failover: Failover::Idle },
             observer: ObserverNode {
                 pinged: true,
@@ -416,6 +520,7 @@ impl Model for FastStartRelay {
                 ineligible: false,
                 decided: false,
             },
+            second: SecondObserver::default(),
             in_flight: BTreeSet::new(),
             cut: BTreeSet::new(),
             faults_left: self.config.faults,
@@ -464,6 +569,12 @@ impl Model for FastStartRelay {
                 actions.push(Action::Ping { to: P, answered: true });
             }
         }
+        if primary.up && self.config.observers > 1 {
+            if state.second.granting {
+                actions.push(Action::PingSecond { answered: false });
+            }
+            actions.push(Action::PingSecond { answered: true });
+        }
         if !state.observer.decided && self.ready(state) {
             actions.push(Action::Decide);
         }
@@ -499,6 +610,9 @@ impl Model for FastStartRelay {
         if !state.far.up {
             actions.push(Action::Restart(F));
         }
+        if !primary.up && self.config.restarts {
+            actions.push(Action::Restart(P));
+        }
         for &(from, to) in &state.cut {
             actions.push(Action::Heal(from, to));
         }
@@ -514,7 +628,9 @@ impl Model for FastStartRelay {
             }
             Action::Heartbeat => {
                 let core = &mut state.primary.core;
-                let observer = core.announce_to("T", &mut |_| Ok(())).is_some();
+                let observer = core
+                    .announce_to("T", &mut |_| Ok(()))
+                    .map(|observer| if observer == "O" { O } else { O2 });
                 let synchronized = core.view(Time(0)).synchronized.iter().any(|name| name == "T");
                 Self::send(&mut state, P, F, Body::Beat { word: Word { observer, synchronized } });
             }
@@ -548,6 +664,7 @@ impl Model for FastStartRelay {
             }
             Action::Deliver(message) => self.deliver(&mut state, message)?,
             Action::Ping { answered, .. } => self.ping_primary(&mut state, answered),
+            Action::PingSecond { answered } => self.ping_second(&mut state, answered),
             Action::Decide => state.observer.decided = true,
             Action::Ask => {
                 let t = &state.terminal;
@@ -558,14 +675,14 @@ impl Model for FastStartRelay {
                     open_standby: true,
                     incarnation: OLD,
                     primary: Some("P".into()),
-                    observer: word.observer.then(|| "O".to_string()),
+                    observer: word.observer.map(|observer| name(observer).to_string()),
                     synchronized: word.synchronized,
                     silence: Duration::from_secs(3600),
                     primary_port_refuses: false,
                 };
                 let request =
                     FailoverRequest { observer: "O".into(), from: "P".into(), incarnation: OLD };
-                match accept_failover(&settings(), &view, &request) {
+                match accept_failover(&settings(self.config.observers), &view, &request) {
                     Ok(()) if self.config.variant == Variant::NoTail => {
                         let branch = state.terminal.log;
                         state.terminal.failover = Failover::Open { branch };
@@ -600,6 +717,7 @@ impl Model for FastStartRelay {
                 }
                 state.in_flight.retain(|message| message.from != node && message.to != node);
             }
+            Action::Restart(P) => self.restart_primary(&mut state),
             Action::Restart(_) => {
                 state.far.up = true;
                 state.far.boot += 1;
