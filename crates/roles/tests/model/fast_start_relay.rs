@@ -76,6 +76,11 @@ pub struct Config {
     /// The observers: O, and (2) O2 after it in priority, which leases and grants but is never
     /// the one that fails over.
     pub observers: u8,
+    /// Whether the fault budget buys crashes of F too (else of P only).
+    pub far_crashes: bool,
+    /// Whether O pings P (a variant's hunt may leave it out: a counterexample among fewer
+    /// behaviours is one among all).
+    pub observer_pings: bool,
 }
 
 pub const P: usize = 0;
@@ -559,7 +564,7 @@ impl Model for FastStartRelay {
                 actions.push(Action::Deliver(*message));
             }
         }
-        if primary.up && self.link(state, O, P) {
+        if primary.up && self.config.observer_pings && self.link(state, O, P) {
             if state.observer.ineligible || state.observer.decided {
                 // P notes the ping (a grant, or the lease withdrawn), and its answer is lost.
                 // (Otherwise such a ping changes nothing.)
@@ -569,7 +574,9 @@ impl Model for FastStartRelay {
                 actions.push(Action::Ping { to: P, answered: true });
             }
         }
-        if primary.up && self.config.observers > 1 {
+        // (O2's pings before P's first restart change nothing that lasts: O's lease never runs
+        // out, so O2 is never proposed, and P forgets O2's lease when it restarts.)
+        if primary.up && self.config.observers > 1 && primary.boot > 0 {
             if state.second.granting {
                 actions.push(Action::PingSecond { answered: false });
             }
@@ -596,7 +603,7 @@ impl Model for FastStartRelay {
             if primary.up {
                 actions.push(Action::Crash(P));
             }
-            if state.far.up {
+            if state.far.up && self.config.far_crashes {
                 actions.push(Action::Crash(F));
             }
             if self.config.cuts {
