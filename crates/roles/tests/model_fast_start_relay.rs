@@ -3,12 +3,17 @@
 //! "Targets behind a far sync", gives the bounds and the figures).
 //!
 //! - Today's logic: every write P acknowledged is on T when the observer's failover opens it,
-//!   and once T opened P acknowledges no write T lacks, in every reachable state, with P
-//!   crashing, F crashing and restarting, links cut one way, messages lost and reordered.
+//!   and once T opened P acknowledges no write T lacks, in every reachable state within the
+//!   bound, with P crashing (for good, or restarting with what it keeps on disk), F crashing
+//!   and restarting, links cut one way, messages lost and reordered.
 //! - With a step missing (the failover opening T without F's seal and tail; P calling T
 //!   synchronized once F is shipped to SYNC again, before F holds what was acknowledged
-//!   without it, and the observer not comparing F's position), the checker finds a
-//!   counterexample.
+//!   without it, and the observer not comparing F's position; P restarting without its
+//!   record, with a second observer), the checker finds a counterexample.
+//! - A hole in today's logic, found with P's restart and a second observer (ignored tests,
+//!   `restart_during_the_tail`): T, asked by O and taking F's tail, still takes P's word
+//!   through F, so it names O2, O2 becomes active and grants T away, P acknowledges a write F
+//!   lacks, and the seal then reaches F: T opens without it.
 
 #[path = "model/fast_start_relay.rs"]
 mod fast_start_relay;

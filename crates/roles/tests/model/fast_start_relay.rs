@@ -20,7 +20,16 @@
 //!   covering it, or the lease and the grant for T), drops F from SYNC (a timeout) and ships
 //!   SYNC again at any moment (`set_shipping_sync`: synchronized only once F holds what is
 //!   owed). Its lease, once given, never runs out: Maximum Availability's argument needs no
-//!   clock, so P is given every chance to act. It crashes for good (kill -9).
+//!   clock, so P is given every chance to act. It crashes (kill -9) and, if the
+//!   configuration says so, restarts with exactly what the server keeps on disk: its redo (the
+//!   writes, durable before acknowledged) and its `fast-start.record` (the active observer,
+//!   the targets named one; `PrimaryRecord`), rebuilt by `Primary::new` owing T its durable end
+//!   (`server::role` opening a primary: `RecordFile::load`, `FastStart::new(..,
+//!   durable_addr())`). Its leases, grants, SYNC destinations, synchronized targets and `owed`
+//!   are memory: gone. Its connections are new: an observer's first ping gives no lease, and F
+//!   forgets P's word at the new session's hello (unless F is sealed: it refuses the hello).
+//!   A write pending at the crash may be acknowledged after the restart (the real server
+//!   acknowledges only later writes, at later positions: no weaker a check).
 //! - **O** pings P (a grant recorded before the ping that carries it; P's answer: the targets
 //!   synchronized, the targets it wants to go on without, its durable end): the ping and its
 //!   answer one step, the answer possibly lost. F's position and T's word it reads when it
@@ -30,10 +39,16 @@
 //!   answer listed T synchronized with no grant since, T names O and is synchronized by its
 //!   own account, and F holds P's durable end as of that answer. The decision is final until T
 //!   refuses finally; from then on it leases P nothing.
+//! - **O2** (a second observer, after O in priority, when the configuration has it) pings P
+//!   with its lease, says T follows it when T names it, and grants T away while P names it
+//!   active and asks; it is never the one that fails over. Its pings before P's first restart
+//!   are left out: O's lease never runs out, so they change nothing that lasts.
 //! - **T** takes the request by `accept_failover`, then seals F, waits for the tail, opens (or
-//!   gives up, not finally: O asks again).
-//! - **Faults**, from a budget: crashes of P (for good) and of F (it restarts, keeping its log
-//!   and its seal, forgetting P's word), one-way cuts of a link.
+//!   gives up, not finally: O asks again). While it waits it goes on receiving from F (the
+//!   tail comes that way), F's heartbeats included, as the real target does
+//!   (`server::role::relay_tail`: the receiver stops only after the tail).
+//! - **Faults**, from a budget: crashes of P (for good, or restarted) and of F (it restarts,
+//!   keeping its log and its seal, forgetting P's word), one-way cuts of a link.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
