@@ -403,3 +403,49 @@ fn a_primary_restarting_without_its_record_is_found() {
     }
     panic!("{what}: the trace goes through under today's logic too");
 }
+
+/// The fix proposed for the hole (T keeps the word it took a request under until the request
+/// ends) stops its trace: T never names O2, so P never makes O2 active, and the write waits.
+#[test]
+fn the_proposed_fix_stops_the_hole_trace() {
+    let model = FastStartRelay {
+        config: Config {
+            restarts: true,
+            observers: 2,
+            far_crashes: false,
+            ..config(1, 1, false, Variant::WordKeptWhileFailingOver)
+        },
+    };
+    let mut state = model.init_states().remove(0);
+    for (at, step) in restart_during_the_tail().iter().enumerate() {
+        let action = match step {
+            Step::Do(action) => action.clone(),
+            Step::Deliver(from, to) => {
+                let message = state
+                    .in_flight
+                    .iter()
+                    .find(|message| (message.from, message.to) == (*from, *to))
+                    .unwrap_or_else(|| panic!("step {at}: nothing in flight {from} -> {to}"));
+                Action::Deliver(*message)
+            }
+        };
+        let next = model_actions(&model, &state)
+            .contains(&action)
+            .then(|| model.next_state(&state, action.clone()))
+            .flatten();
+        let Some(next) = next else {
+            println!("the fix stops the trace at step {at}: {}", describe(&action));
+            assert!(at > 9, "stopped before T is told of O2: step {at}");
+            return;
+        };
+        state = next;
+        assert_eq!(broken(&model, &state), None, "with the fix, step {at}");
+    }
+    panic!("the trace goes through with the fix too");
+}
+
+fn model_actions(model: &FastStartRelay, state: &fast_start_relay::State) -> Vec<Action> {
+    let mut actions = Vec::new();
+    model.actions(state, &mut actions);
+    actions
+}

@@ -78,6 +78,11 @@ pub enum Variant {
     /// anyone, so a second observer becomes active at once (issue 29's second hole, through a
     /// relay).
     RestartWithoutRecord,
+    /// Not a hole: today's logic with the fix proposed for the hole the restart check found
+    /// (docs/fast-start-failover.md, "A hole the restart check found"): T, once it took a
+    /// failover request, keeps the word it took it under until the request ends (opened, or
+    /// given up), and so names no other observer meanwhile.
+    WordKeptWhileFailingOver,
 }
 
 #[derive(Debug, Clone)]
@@ -364,8 +369,11 @@ impl FastStartRelay {
                     t.boot = boot;
                     t.word = None;
                 }
+                let keeps = self.config.variant == Variant::WordKeptWhileFailingOver
+                    && t.failover != Failover::Idle;
                 match message.body {
                     Body::Forward { end, .. } => t.log = t.log.max(end),
+                    Body::ForwardBeat { .. } if keeps => {}
                     Body::ForwardBeat { word, .. } => t.word = word,
                     _ => unreachable!(),
                 }
