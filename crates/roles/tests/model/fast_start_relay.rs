@@ -38,7 +38,10 @@
 //!   It decides P is lost whenever it likes (no timing assumption), if T is ready: P's last
 //!   answer listed T synchronized with no grant since, T names O and is synchronized by its
 //!   own account, and F holds P's durable end as of that answer. The decision is final until T
-//!   refuses finally; from then on it leases P nothing.
+//!   refuses finally; from then on it leases P nothing. (A ping whose answer is lost is a
+//!   step only while O has T ineligible or has decided: otherwise it would change only P's
+//!   lease of O, and after P's restart O learning nothing; left out, since no grant comes
+//!   without an answer that shows P asking.)
 //! - **O2** (a second observer, after O in priority, when the configuration has it) pings P
 //!   with its lease, says T follows it when T names it, and grants T away while P names it
 //!   active and asks; it is never the one that fails over. Its pings before P's first restart
