@@ -81,11 +81,13 @@ pub enum Variant {
     /// anyone, so a second observer becomes active at once (issue 29's second hole, through a
     /// relay).
     RestartWithoutRecord,
-    /// Not a hole: today's logic with the fix proposed for the hole the restart check found
-    /// (docs/fast-start-failover.md, "A hole the restart check found"): T, once it took a
-    /// failover request, keeps the word it took it under until the request ends (opened, or
-    /// given up), and so names no other observer meanwhile.
-    WordKeptWhileFailingOver,
+    /// T, while it takes over (sealing F and waiting for its tail, still receiving from F),
+    /// passes on the word F's heartbeats carry, as the server did before the fix of the hole
+    /// the restart check found (docs/fast-start-failover.md, "A target keeps its word while
+    /// it takes over"): a second observer P named after its restart becomes active through T
+    /// and grants T away. Today T keeps the word it took the request under until the request
+    /// ends (opened, or given up): `server::role::fast_start::Hooks::taking_over`.
+    WordPassedOnWhileFailingOver,
 }
 
 #[derive(Debug, Clone)]
@@ -372,7 +374,7 @@ impl FastStartRelay {
                     t.boot = boot;
                     t.word = None;
                 }
-                let keeps = self.config.variant == Variant::WordKeptWhileFailingOver
+                let keeps = self.config.variant != Variant::WordPassedOnWhileFailingOver
                     && t.failover != Failover::Idle;
                 match message.body {
                     Body::Forward { end, .. } => t.log = t.log.max(end),

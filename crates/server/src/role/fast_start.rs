@@ -29,6 +29,15 @@ use super::gate::GateState;
 pub struct Hooks {
     pub roles: Weak<Roles>,
     pub runtime: tokio::runtime::Handle,
+    /// While this standby carries out a failover it accepted: the word it accepted it under
+    /// (the observer it named, and whether it was synchronized), which its answers to every
+    /// observer keep until the failover ends. Taking a relay's tail, it still receives from
+    /// the relay, whose heartbeats may meanwhile name another observer (the primary restarted,
+    /// its lease from the requesting observer gone): passed on, that observer became active
+    /// and could grant the primary to go on without this target, which then opened without
+    /// writes the primary acknowledged (found by the relay model with the primary's restart;
+    /// docs/fast-start-failover.md, "A target keeps its word while it takes over").
+    pub taking_over: parking_lot::Mutex<Option<(String, bool)>>,
 }
 
 fn not_now(reason: impl Into<String>) -> Result<(), FailoverRefusal> {
@@ -94,9 +103,14 @@ impl ObserverHooks for Hooks {
             Some(receiver) => {
                 let status = receiver.status();
                 let (transport_lag_ms, apply_lag_ms) = receiver.failover_lags_ms();
+                let (active_observer, synchronized) = self
+                    .taking_over
+                    .lock()
+                    .clone()
+                    .unwrap_or((status.active_observer.unwrap_or_default(), status.caught_up));
                 ObserverPong {
-                    active_observer: status.active_observer.unwrap_or_default(),
-                    synchronized: status.caught_up,
+                    active_observer,
+                    synchronized,
                     primary_silence_ms: status
                         .last_heard_s
                         .map_or(u64::MAX, |seconds| (seconds * 1000.0) as u64),
@@ -161,10 +175,14 @@ impl ObserverHooks for Hooks {
             .map_err(FailoverRefusal::Final)?;
         drop(running);
         tracing::warn!(observer = %ping.observer, "fast-start failover: the observer asks this standby to take over");
+        // Kept from here until the failover ends, before the transition lock is let go.
+        *self.taking_over.lock() =
+            Some((view.observer.clone().unwrap_or_default(), view.synchronized));
         let roles = roles.clone();
         self.runtime
             .block_on(async move {
                 let promoted = roles.failover_holding(false, true, false).await;
+                *self.taking_over.lock() = None;
                 drop(transition);
                 promoted
             })

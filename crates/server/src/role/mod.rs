@@ -204,6 +204,7 @@ impl Roles {
             listener.set_observer_hooks(Arc::new(fast_start::Hooks {
                 roles: Arc::downgrade(self),
                 runtime: tokio::runtime::Handle::current(),
+                taking_over: parking_lot::Mutex::new(None),
             }));
         }
         let roles = self.clone();
