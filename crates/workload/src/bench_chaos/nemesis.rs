@@ -36,20 +36,26 @@ pub(crate) enum Action {
     Failover(&'static str),
 }
 
-/// Each role's process in the round's starting configuration.
+/// Each role's process in the round's starting configuration (the far sync's, in a layout
+/// that has one).
 pub(crate) fn names(settled: &Settled) -> BTreeMap<Role, &'static str> {
-    [
+    let mut names: BTreeMap<Role, &'static str> = [
         (Role::Primary, settled.primary),
         (Role::SyncStandby, settled.sync_standby),
         (Role::AsyncStandby, settled.async_standby),
         (Role::ActiveObserver, settled.active_observer),
         (Role::StandbyObserver, settled.standby_observer),
     ]
-    .into()
+    .into();
+    if let Some(far_sync) = settled.far_sync {
+        names.insert(Role::FarSync, far_sync);
+    }
+    names
 }
 
 /// The round's actions in the order they are due (ms into the fault phase); actions due at
-/// once keep the order the faults give them.
+/// once keep the order the faults give them. A partition's other side is every role in
+/// `names` (the layout's processes).
 pub(crate) fn timeline(
     plan: &RoundPlan,
     names: &BTreeMap<Role, &'static str>,
@@ -70,7 +76,7 @@ pub(crate) fn timeline(
                     let from = start + phase as u64 * share;
                     let to = if phase + 1 == sides.len() { end } else { from + share };
                     for inside in side {
-                        for outside in Role::ALL.iter().filter(|role| !side.contains(role)) {
+                        for outside in names.keys().filter(|role| !side.contains(role)) {
                             let (a, b) = (names[inside], names[outside]);
                             actions.push((from, Action::Cut(a, b)));
                             actions.push((from, Action::Cut(b, a)));
@@ -209,7 +215,7 @@ pub(crate) fn run(
             Action::Switchover(to) | Action::Failover(to) => {
                 let switchover = matches!(action, Action::Switchover(_));
                 let admin = cluster.admin_addr(to).to_string();
-                let namespace = cluster.mesh.namespace(super::cluster::SITE_CLIENTS).to_string();
+                let namespace = cluster.mesh.namespace(cluster.site_clients()).to_string();
                 let to = to.to_string();
                 let what = if switchover {
                     format!("switchover --to {to}")
@@ -295,9 +301,7 @@ pub(crate) fn heal(
             Err(_) => notes.push(format!("{what}: its thread panicked")),
         }
     }
-    for name in
-        super::cluster::MEMBERS.iter().map(|(name, _, _)| *name).chain(super::cluster::OBSERVERS)
-    {
+    for name in cluster.process_names() {
         if !cluster.is_running(name) {
             match cluster.start_process(name) {
                 Ok(()) => notes.push(format!("healed: started {name}")),
@@ -431,5 +435,31 @@ mod tests {
         assert!(cuts.is_cut("east", "west") && !cuts.is_cut("west", "east"));
         assert!(cuts.change("east", "west", false));
         assert!(!cuts.is_cut("east", "west"));
+    }
+
+    #[test]
+    fn with_a_far_sync_a_partition_cuts_it_too_and_faults_name_it() {
+        let mut names = roles();
+        names.insert(Role::FarSync, "fs");
+        let actions = timeline(
+            &plan(vec![
+                (Fault::Partition { sides: vec![vec![Role::Primary]] }, 0, 2000),
+                (Fault::Kill { process: Role::FarSync }, 100, 1000),
+                (Fault::OneWay { cuts: vec![(Role::FarSync, Role::SyncStandby)] }, 200, 1000),
+            ]),
+            &names,
+        );
+        let at_zero: Vec<&Action> =
+            actions.iter().filter(|(at, _)| *at == 0).map(|(_, a)| a).collect();
+        // east from 5 others, both ways.
+        assert_eq!(at_zero.len(), 10);
+        assert!(
+            at_zero.contains(&&Action::Cut("east", "fs"))
+                && at_zero.contains(&&Action::Cut("fs", "east"))
+        );
+        assert!(actions.contains(&(100, Action::Kill("fs"))));
+        assert!(actions.contains(&(1100, Action::Restart("fs"))));
+        assert!(actions.contains(&(200, Action::Cut("fs", "west"))));
+        assert!(actions.contains(&(1200, Action::Uncut("fs", "west"))));
     }
 }
