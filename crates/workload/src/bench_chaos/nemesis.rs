@@ -216,6 +216,7 @@ pub(crate) fn run(
                 let switchover = matches!(action, Action::Switchover(_));
                 let admin = cluster.admin_addr(to).to_string();
                 let namespace = cluster.mesh.namespace(cluster.site_clients()).to_string();
+                let layout = cluster.layout();
                 let to = to.to_string();
                 let what = if switchover {
                     format!("switchover --to {to}")
@@ -225,17 +226,21 @@ pub(crate) fn run(
                 let thread = std::thread::spawn(move || -> anyhow::Result<String> {
                     let _inside = linkemu::namespace::enter(&namespace)?;
                     let started = Instant::now();
+                    let mut tail = String::new();
                     if switchover {
                         broker::transitions::switchover(&admin, &to)?;
                     } else {
                         // A forced failover to a standby that lacks acknowledged commits loses
                         // them by the DBA's decision (docs/roles.md): only to a synchronized one.
-                        if let Some(why) = not_synchronized(&admin, &to) {
+                        if let Some(why) = not_synchronized(&admin, &to, layout) {
                             return Ok(format!("not run: {why}"));
                         }
-                        broker::transitions::failover(&admin, &to, false, true)?;
+                        let failover = broker::transitions::failover(&admin, &to, false, true)?;
+                        if let Some(relay_tail) = failover.promoted.relay_tail {
+                            tail = format!(" ({relay_tail})");
+                        }
                     }
-                    Ok(format!("done in {:.1} s", started.elapsed().as_secs_f64()))
+                    Ok(format!("done in {:.1} s{tail}", started.elapsed().as_secs_f64()))
                 });
                 commands.push((what.clone(), thread));
                 Ok(Some(format!("began {what}")))
@@ -251,8 +256,11 @@ pub(crate) fn run(
 }
 
 /// Why `to` is not a synchronized SYNC standby of an open primary now, as the broker's
-/// report of the configuration (reached through `admin`) says; `None` if it is.
-fn not_synchronized(admin: &str, to: &str) -> Option<String> {
+/// report of the configuration (reached through `admin`) says; `None` if it is. A target
+/// behind a relay (the far sync) is synchronized when the primary ships SYNC to the relay,
+/// which is synchronized, and the primary lists the target among its synchronized fast-start
+/// targets (the relay holds what it owes the target; the failover takes the relay's tail).
+fn not_synchronized(admin: &str, to: &str, layout: super::layout::Layout) -> Option<String> {
     let configuration = match broker::gather(admin) {
         Ok(configuration) => configuration,
         Err(error) => return Some(format!("the configuration cannot be read: {error:#}")),
@@ -269,10 +277,25 @@ fn not_synchronized(admin: &str, to: &str) -> Option<String> {
     let Some(status) = status else {
         return Some(format!("the primary {primary} does not answer"));
     };
-    let synchronized = status.replication.destinations.iter().any(|destination| {
-        destination.name == to && destination.phase == transport::Phase::Synchronized
-    });
-    (!synchronized).then(|| format!("{to} is not a synchronized standby of {primary}"))
+    let synchronized_destination = |name: &str| {
+        status.replication.destinations.iter().any(|destination| {
+            destination.name == name && destination.phase == transport::Phase::Synchronized
+        })
+    };
+    match layout.source(to, &primary) {
+        None => (!synchronized_destination(to))
+            .then(|| format!("{to} is not a synchronized standby of {primary}")),
+        Some(relay) => {
+            let listed = status
+                .roles
+                .as_ref()
+                .and_then(|roles| roles.fast_start.as_ref())
+                .and_then(|fast_start| fast_start.synchronized_targets.as_ref())
+                .is_some_and(|targets| targets.iter().any(|target| target == to));
+            (!(synchronized_destination(relay) && listed))
+                .then(|| format!("{to} (behind {relay}) is not a synchronized target of {primary}"))
+        }
+    }
 }
 
 /// Undoes every fault: links restored, processes resumed, file systems freed, commands waited

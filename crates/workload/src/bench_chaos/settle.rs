@@ -228,8 +228,24 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
                 })
         });
         if !(follows && shipped) {
+            // Behind a relay, what the member says of its session: the primary's word reaches
+            // it only in the relay's heartbeats.
+            let heard = match (
+                source,
+                statuses.get(name).and_then(|s| s.replication.standby.as_ref()),
+            ) {
+                (Some(_), Some(standby)) => format!(
+                    "; it says: primary {:?} through {:?}, connected {}, caught up {}, observer {:?}",
+                    standby.primary_member,
+                    standby.source_member,
+                    standby.connected,
+                    standby.caught_up,
+                    standby.active_observer
+                ),
+                _ => String::new(),
+            };
             look.waiting_for.push(format!(
-                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {sender}: {shipped})"
+                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {sender}: {shipped}{heard})"
             ));
             ready = false;
         }
