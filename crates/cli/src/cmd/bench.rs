@@ -178,6 +178,10 @@ pub struct ChaosArgs {
         default_value = "partition,one_way,kill,pause,observer_restart,primary_restart_partitioned,disk_full,switchover,failover"
     )]
     pub faults: Vec<workload::bench_chaos::FaultKind>,
+    /// The members: standard (east and west SYNC AFFIRM, south ASYNC) or far-sync (east ships
+    /// SYNC AFFIRM to the far sync fs, which forwards to west; south ASYNC), docs/bench/chaos.md.
+    #[arg(long, default_value = "standard")]
+    pub layout: workload::bench_chaos::Layout,
     /// Rounds run on one set of processes and data before fresh ones start.
     #[arg(long, default_value_t = 10)]
     pub rounds_per_epoch: u32,
@@ -488,6 +492,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 threshold: args.threshold,
                 rtt: args.rtt,
                 faults: args.faults,
+                layout: args.layout,
                 rounds_per_epoch: args.rounds_per_epoch,
                 settle_limit: args.settle_limit,
                 plant: args.plant,

@@ -13,7 +13,7 @@ use resp::Frame;
 
 use super::checker::{self, FinalState, Rule, Verdict};
 use super::clients::{Clients, Targets};
-use super::cluster::{Cluster, ClusterSettings, MEMBERS, NAME, SITE_CLIENTS, SITES};
+use super::cluster::{self, Cluster, ClusterSettings, NAME, OBSERVERS};
 use super::faults::{self, RoundPlan};
 use super::history::{self, History, Request};
 use super::report::{ChaosReport, RoundResult, VIOLATIONS_KEPT_MAX};
@@ -51,18 +51,25 @@ pub(super) fn run(
         .prefix("redoguard-bench-chaos-")
         .tempdir_in(&config.dir)
         .with_context(|| format!("cannot create a directory in {}", config.dir.display()))?;
-    progress(&format!("linkemu: a mesh of {SITES} sites (east, west, south, obs1, obs2, clients)"));
+    let layout = config.layout;
+    let sites = cluster::sites(layout);
+    progress(&format!(
+        "linkemu: a mesh of {sites} sites ({}); layout {}",
+        layout.site_names(&OBSERVERS).join(", "),
+        layout.name()
+    ));
     let mesh =
-        linkemu::Mesh::up(SITES, linkemu::LinkConfig { rtt: config.rtt, ..Default::default() })
+        linkemu::Mesh::up(sites, linkemu::LinkConfig { rtt: config.rtt, ..Default::default() })
             .context("bringing the mesh up")?;
     // This thread reaches every site from the clients' one, which is never cut.
-    let inside = linkemu::namespace::enter(mesh.namespace(SITE_CLIENTS))
+    let inside = linkemu::namespace::enter(mesh.namespace(cluster::site_clients(layout)))
         .context("entering the clients' site")?;
     let mut report = ChaosReport {
         seed: config.seed,
         rounds_asked: config.rounds,
         round_seconds: config.round.as_secs_f64(),
         threshold_s: config.threshold.as_secs_f64(),
+        layout: config.layout,
         faults: config.faults.clone(),
         plant: config.plant.map(|plant| plant.name().to_string()),
         replay: config.replay(),
@@ -70,7 +77,7 @@ pub(super) fn run(
     };
     let phase_ms = config.round.as_millis() as u64;
     let mut plans: VecDeque<RoundPlan> =
-        faults::plan(config.seed, config.rounds, &config.faults, phase_ms).into();
+        faults::plan(config.seed, config.rounds, &config.faults, phase_ms, layout.roles()).into();
     let campaign = Campaign { config, mesh: &mesh, work: work.path(), began };
     while !plans.is_empty() {
         report.epochs += 1;
@@ -114,9 +121,12 @@ impl Campaign<'_> {
         report: &mut ChaosReport,
         progress: &mut dyn FnMut(&str),
     ) -> anyhow::Result<()> {
-        progress(&format!("epoch {number}: starting east, west, south, obs1 and obs2"));
+        let layout = self.config.layout;
+        let processes: Vec<&str> = layout.member_names().chain(OBSERVERS).collect();
+        progress(&format!("epoch {number}: starting {}", processes.join(", ")));
         let settings = ClusterSettings {
             binary: self.config.binary.clone(),
+            layout,
             threshold: self.config.threshold,
             net_timeout: NET_TIMEOUT,
         };
@@ -129,16 +139,19 @@ impl Campaign<'_> {
         let targets = Targets {
             sentinels: cluster.observers.iter().map(|observer| observer.sentinel).collect(),
             master: NAME.into(),
-            members: MEMBERS
+            // Applications write to the databases: a far sync has none.
+            members: layout
+                .members()
                 .iter()
-                .map(|(name, _, _)| (name.to_string(), cluster.resp_addr(name)))
+                .filter(|member| !member.far_sync)
+                .map(|member| (member.name.to_string(), cluster.resp_addr(member.name)))
                 .collect(),
             prefix: format!("e{number}"),
         };
         let clients = Clients::start(
             targets.clone(),
             history.clone(),
-            self.mesh.namespace(SITE_CLIENTS).to_string(),
+            self.mesh.namespace(cluster.site_clients()).to_string(),
         )?;
         let warm_until = Instant::now() + Duration::from_secs(30);
         while history.acknowledged_within(0, u64::MAX).len() < WARM_WRITES {
@@ -263,12 +276,13 @@ impl Campaign<'_> {
     ) -> anyhow::Result<RoundResult> {
         let names = nemesis::names(settled);
         let roles_at_start = format!(
-            "primary {}, sync standby {}, async standby {}, active observer {}, standby observer {}",
+            "primary {}, sync standby {}, async standby {}, active observer {}, standby observer {}{}",
             settled.primary,
             settled.sync_standby,
             settled.async_standby,
             settled.active_observer,
-            settled.standby_observer
+            settled.standby_observer,
+            settled.far_sync.map_or(String::new(), |far_sync| format!(", far sync {far_sync}"))
         );
         let actions = nemesis::timeline(plan, &names);
         let phase_started = Instant::now();
@@ -394,11 +408,8 @@ fn attribute(
 
 /// Kills and starts again every member whose admin API does not answer; their names.
 fn restart_silent(cluster: &mut Cluster<'_>) -> Vec<&'static str> {
-    let silent: Vec<&'static str> = MEMBERS
-        .iter()
-        .map(|(name, _, _)| *name)
-        .filter(|name| cluster.status(name).is_err())
-        .collect();
+    let silent: Vec<&'static str> =
+        cluster.layout().member_names().filter(|name| cluster.status(name).is_err()).collect();
     for name in &silent {
         cluster.kill(name);
         // A start that fails now is tried again while settling.
@@ -504,7 +515,7 @@ fn keep_logs(
 ) -> anyhow::Result<std::path::PathBuf> {
     let to = keep.join(format!("round-{round}"));
     std::fs::create_dir_all(&to).with_context(|| format!("cannot create {}", to.display()))?;
-    for name in MEMBERS.iter().map(|(name, _, _)| *name).chain(super::cluster::OBSERVERS) {
+    for name in cluster.process_names() {
         let from = cluster.log_path(name);
         std::fs::copy(&from, to.join(format!("{name}.log")))
             .with_context(|| format!("copying {}", from.display()))?;
@@ -514,10 +525,9 @@ fn keep_logs(
 
 /// The end of every process's log.
 fn logs(cluster: &Cluster<'_>) -> String {
-    MEMBERS
-        .iter()
-        .map(|(name, _, _)| *name)
-        .chain(super::cluster::OBSERVERS)
+    cluster
+        .process_names()
+        .into_iter()
         .map(|name| format!("--- {name}:\n{}\n", cluster.log_tail(name, 12)))
         .collect()
 }

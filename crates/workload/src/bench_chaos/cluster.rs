@@ -1,5 +1,6 @@
-//! One epoch's configuration of `bench chaos`, as real processes on the mesh: three members —
-//! `east` (the first primary), `west` (SYNC AFFIRM) and `south` (ASYNC) — under Maximum
+//! One epoch's configuration of `bench chaos`, as real processes on the mesh: the layout's
+//! members — `east` (the first primary), `west` (SYNC AFFIRM) and `south` (ASYNC), and with
+//! `--layout far-sync` the far sync `fs` between `east` and `west` (`layout`) — under Maximum
 //! Availability with fast-start failover, and two observers `obs1`, `obs2`, each in a site of
 //! its own; each member's data directory on a tmpfs of its own (which `disk_full` fills). What
 //! the campaign asks of them: start, kill -9, pause, restart by name; their status; what the
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use super::layout::Layout;
 use super::processes::{Process, Tmpfs};
 use crate::bench_failover::writers;
 use crate::ports::free_port;
@@ -18,14 +20,18 @@ use crate::sentinel::master_addr;
 
 /// The configuration's name: the Sentinel master name clients ask for.
 pub(crate) const NAME: &str = "chaos";
-/// The members: name, transport, and the role a new database starts in.
-pub(crate) const MEMBERS: [(&str, &str, &str); 3] =
-    [("east", "sync", "primary"), ("west", "sync", "standby"), ("south", "async", "standby")];
 pub(crate) const OBSERVERS: [&str; 2] = ["obs1", "obs2"];
-/// The site of the clients and of the campaign's own thread: linked to every other, never cut.
-pub(crate) const SITE_CLIENTS: usize = MEMBERS.len() + OBSERVERS.len();
+
+/// The site of the clients and of the campaign's own thread: linked to every other, never cut
+/// (after the members' and the observers' sites).
+pub(crate) fn site_clients(layout: Layout) -> usize {
+    layout.members().len() + OBSERVERS.len()
+}
+
 /// Sites in the mesh.
-pub(crate) const SITES: usize = SITE_CLIENTS + 1;
+pub(crate) fn sites(layout: Layout) -> usize {
+    site_clients(layout) + 1
+}
 /// Each member's file system.
 pub(crate) const TMPFS_BYTES: u64 = 128 << 20;
 /// What `disk_full` writes into a member's file system.
@@ -61,6 +67,7 @@ pub(crate) struct Observer {
 #[derive(Debug, Clone)]
 pub(crate) struct ClusterSettings {
     pub(crate) binary: PathBuf,
+    pub(crate) layout: Layout,
     pub(crate) threshold: Duration,
     pub(crate) net_timeout: Duration,
 }
@@ -88,27 +95,28 @@ impl<'m> Cluster<'m> {
             .prefix(&format!("epoch-{epoch}-"))
             .tempdir_in(work)
             .context("creating the epoch's directory")?;
+        let layout = settings.layout;
         let mut members = Vec::new();
-        for (site, (name, _, _)) in MEMBERS.iter().enumerate() {
+        for (site, name) in layout.member_names().enumerate() {
             let tmpfs = Tmpfs::mount(&dir.path().join(name), TMPFS_BYTES)?;
             let ports = Ports { resp: free_port()?, admin: free_port()?, redo: free_port()? };
             members.push(Member { name, site, ports, process: None, filled: false, tmpfs });
         }
         let mut observers = Vec::new();
         for (number, name) in OBSERVERS.iter().enumerate() {
-            let site = MEMBERS.len() + number;
+            let site = layout.members().len() + number;
             let sentinel = SocketAddr::from((mesh.address(site), free_port()?));
             std::fs::create_dir_all(dir.path().join(name))?;
             observers.push(Observer { name, site, sentinel, process: None });
         }
         let mut cluster = Cluster { mesh, settings, members, observers, dir };
-        for (index, (name, _, _)) in MEMBERS.iter().enumerate() {
+        for (index, name) in layout.member_names().enumerate() {
             std::fs::write(cluster.config_path(name), cluster.member_config(index))?;
         }
         for name in OBSERVERS {
             std::fs::write(cluster.config_path(name), cluster.observer_config(name))?;
         }
-        for name in ["west", "south", "east"] {
+        for name in layout.start_order() {
             cluster.start_process(name)?;
         }
         for name in OBSERVERS {
@@ -145,8 +153,22 @@ impl<'m> Cluster<'m> {
             .unwrap_or_else(|| panic!("no member {name}"))
     }
 
-    pub(crate) fn is_member(name: &str) -> bool {
-        MEMBERS.iter().any(|(member, _, _)| *member == name)
+    pub(crate) fn layout(&self) -> Layout {
+        self.settings.layout
+    }
+
+    pub(crate) fn is_member(&self, name: &str) -> bool {
+        self.layout().member(name).is_some()
+    }
+
+    /// Every member's and observer's name.
+    pub(crate) fn process_names(&self) -> Vec<&'static str> {
+        self.layout().member_names().chain(OBSERVERS).collect()
+    }
+
+    /// The site of the clients (and of the campaign's own thread).
+    pub(crate) fn site_clients(&self) -> usize {
+        site_clients(self.layout())
     }
 
     /// The site of a member or observer.
@@ -165,7 +187,7 @@ impl<'m> Cluster<'m> {
     }
 
     fn process_mut(&mut self, name: &str) -> &mut Option<Process> {
-        if Cluster::is_member(name) {
+        if self.is_member(name) {
             &mut self.member_mut(name).process
         } else {
             let observer = self.observers.iter_mut().find(|observer| observer.name == name);
@@ -174,7 +196,7 @@ impl<'m> Cluster<'m> {
     }
 
     pub(crate) fn is_running(&self, name: &str) -> bool {
-        if Cluster::is_member(name) {
+        if self.is_member(name) {
             self.member(name).process.is_some()
         } else {
             self.observer(name).process.is_some()
@@ -187,7 +209,7 @@ impl<'m> Cluster<'m> {
         let site = self.site(name);
         let mut command = self.mesh.command(site, &self.settings.binary);
         let config = self.config_path(name);
-        if Cluster::is_member(name) {
+        if self.is_member(name) {
             let ports = self.member(name).ports;
             command
                 .arg("server")
@@ -285,7 +307,7 @@ impl<'m> Cluster<'m> {
 
     /// Frees every filled file system.
     pub(crate) fn free_disks(&mut self) {
-        for name in MEMBERS.map(|(name, _, _)| name) {
+        for name in self.layout().member_names() {
             self.free_disk(name);
         }
     }
@@ -347,7 +369,7 @@ impl<'m> Cluster<'m> {
     }
 
     fn member_config(&self, index: usize) -> String {
-        member_config(index, &self.shared_config())
+        member_config(self.layout(), index, &self.shared_config())
     }
 
     fn observer_config(&self, name: &str) -> String {
@@ -355,18 +377,16 @@ impl<'m> Cluster<'m> {
     }
 }
 
-/// The `[replication]` section every file shares: the members in [`MEMBERS`]' order at their
-/// addresses, the observers with their Sentinel addresses.
+/// The `[replication]` section every file shares: the layout's members in order at their
+/// addresses (the far sync with its kind and routes), the observers with their Sentinel
+/// addresses.
 fn shared_config(
     settings: &ClusterSettings,
     members: &[(std::net::Ipv4Addr, Ports)],
     observers: &[(&str, SocketAddr)],
 ) -> String {
-    let targets: Vec<String> = MEMBERS
-        .iter()
-        .filter(|(_, transport, _)| *transport == "sync")
-        .map(|(name, _, _)| format!("\"{name}\""))
-        .collect();
+    let layout = settings.layout;
+    let targets: Vec<String> = layout.targets().iter().map(|name| format!("\"{name}\"")).collect();
     let mut text = format!(
         "name = \"{NAME}\"\nprotection_mode = \"maximum_availability\"\n[replication.fast_start_failover]\nenabled = true\nthreshold = \"{}ms\"\nauto_reinstate = true\ntarget = [{}]\n",
         settings.threshold.as_millis(),
@@ -376,7 +396,8 @@ fn shared_config(
         text +=
             &format!("[[replication.observers]]\nname = \"{name}\"\nsentinel = \"{sentinel}\"\n");
     }
-    for ((host, ports), (name, transport, _)) in members.iter().zip(MEMBERS) {
+    for ((host, ports), member) in members.iter().zip(layout.members()) {
+        let (name, transport) = (member.name, member.transport);
         text += &format!(
             "[[replication.members]]\nname = \"{name}\"\nresp = \"{host}:{}\"\nadmin = \"{host}:{}\"\nredo = \"{host}:{}\"\ntransport = \"{transport}\"\naffirm = true\nnet_timeout = \"{}ms\"\nreopen = \"200ms\"\n",
             ports.resp,
@@ -384,13 +405,24 @@ fn shared_config(
             ports.redo,
             settings.net_timeout.as_millis()
         );
+        if member.far_sync {
+            text += "kind = \"far_sync\"\n";
+        }
+        if !member.routes.is_empty() {
+            let routes: Vec<String> = member
+                .routes
+                .iter()
+                .map(|(when, to)| format!("{{ when = \"{when}\", to = \"{to}\" }}"))
+                .collect();
+            text += &format!("routes = [{}]\n", routes.join(", "));
+        }
     }
     text
 }
 
 /// A member's file: small logs, a checkpoint a second, everything else the defaults.
-fn member_config(index: usize, shared: &str) -> String {
-    let (name, _, role) = MEMBERS[index];
+fn member_config(layout: Layout, index: usize, shared: &str) -> String {
+    let super::layout::MemberSpec { name, role, .. } = layout.members()[index];
     format!(
         "# Written by `redoguard bench chaos`.\n{}[redo]\nlog_file_size = \"4MiB\"\ngroups = 4\n[db]\ncheckpoint_interval = \"1s\"\n[replication]\nmember = \"{name}\"\nrole = \"{role}\"\n{shared}",
         crate::bench_batch::INSECURE
@@ -424,14 +456,18 @@ impl Drop for Cluster<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn configurations_parse_as_the_server_and_observer_read_them() {
+    /// Each layout's files, as the servers and the observers read them.
+    fn configurations(
+        layout: Layout,
+    ) -> (Vec<server::ServerConfig>, Vec<observer::ObserverConfig>) {
         let settings = ClusterSettings {
             binary: "redoguard".into(),
+            layout,
             threshold: Duration::from_secs(2),
             net_timeout: Duration::from_secs(2),
         };
-        let members: Vec<(std::net::Ipv4Addr, Ports)> = (0..MEMBERS.len())
+        let count = layout.members().len();
+        let members: Vec<(std::net::Ipv4Addr, Ports)> = (0..count)
             .map(|site| {
                 let base = 7000 + 3 * site as u16;
                 (
@@ -443,21 +479,80 @@ mod tests {
         let observers: Vec<(&str, SocketAddr)> = OBSERVERS
             .iter()
             .enumerate()
-            .map(|(number, name)| (*name, SocketAddr::from(([198, 19, 0, 4 + number as u8], 7100))))
+            .map(|(number, name)| {
+                (*name, SocketAddr::from(([198, 19, 0, (count + 1 + number) as u8], 7100)))
+            })
             .collect();
         let shared = shared_config(&settings, &members, &observers);
-        for index in 0..MEMBERS.len() {
-            let config = server::ServerConfig::parse(&member_config(index, &shared)).unwrap();
-            config.validate().unwrap();
-            assert!(config.replication.fast_start_failover.enabled);
-        }
+        let servers = (0..count)
+            .map(|index| {
+                let config =
+                    server::ServerConfig::parse(&member_config(layout, index, &shared)).unwrap();
+                config.validate().unwrap();
+                assert!(config.replication.fast_start_failover.enabled);
+                config
+            })
+            .collect();
         let dir = tempfile::tempdir().unwrap();
-        for name in OBSERVERS {
-            let path = dir.path().join(format!("{name}.toml"));
-            std::fs::write(&path, observer_config(name, &shared)).unwrap();
-            let config = observer::ObserverConfig::load(&path).unwrap();
-            assert_eq!(config.replication.observers.len(), 2);
-            assert_eq!(config.replication.fast_start_failover.target, ["east", "west"]);
+        let observers = OBSERVERS
+            .iter()
+            .map(|name| {
+                let path = dir.path().join(format!("{name}.toml"));
+                std::fs::write(&path, observer_config(name, &shared)).unwrap();
+                let config = observer::ObserverConfig::load(&path).unwrap();
+                assert_eq!(config.replication.observers.len(), 2);
+                assert_eq!(config.replication.fast_start_failover.target, ["east", "west"]);
+                config
+            })
+            .collect();
+        (servers, observers)
+    }
+
+    #[test]
+    fn configurations_parse_as_the_server_and_observer_read_them() {
+        let (servers, _) = configurations(Layout::Standard);
+        assert_eq!(servers.len(), 3);
+        for server in &servers {
+            assert!(!server.replication.is_far_sync("east"));
         }
+    }
+
+    /// The far-sync layout's files say what `Layout::FarSync` means: `fs` a far sync, `west`
+    /// behind it under `east`, no relay under `west`, the far sync never a target; and the
+    /// faults and the settling (which use `Layout`) agree with the servers' own route trees.
+    #[test]
+    fn the_far_sync_layouts_files_relay_west_through_fs_under_east() {
+        let layout = Layout::FarSync;
+        let (servers, _) = configurations(layout);
+        assert_eq!(servers.len(), 4);
+        let fs = &servers[3];
+        assert_eq!(fs.replication.member.as_deref(), Some("fs"));
+        assert!(fs.replication.is_far_sync("fs"));
+        for server in &servers {
+            let replication = &server.replication;
+            let this = replication.member.clone().unwrap();
+            for primary in ["east", "west"] {
+                let tree = replication.route_tree(primary).unwrap();
+                for name in layout.member_names().filter(|name| *name != primary) {
+                    let expected = layout.source(name, primary).unwrap_or(primary);
+                    assert_eq!(tree.source_of(name), Some(expected), "{name} under {primary}");
+                }
+            }
+            assert!(
+                replication.primary_candidates().all(|member| member.name != "fs"),
+                "fs is never a primary ({this})"
+            );
+        }
+        assert_eq!(fs.replication.source("east").as_deref(), Some("east"));
+        assert_eq!(servers[1].replication.source("east").as_deref(), Some("fs"));
+        assert_eq!(servers[1].replication.source("west"), None);
+        let forwarded: Vec<String> = fs
+            .replication
+            .forwards("east")
+            .into_iter()
+            .map(|destination| destination.name)
+            .collect();
+        assert_eq!(forwarded, ["west"]);
+        assert!(fs.replication.forwards("west").is_empty());
     }
 }

@@ -103,6 +103,8 @@ pub enum Role {
     ActiveObserver,
     /// The other observer.
     StandbyObserver,
+    /// The far sync (`--layout far-sync` only): a relay, never a primary nor a target.
+    FarSync,
 }
 
 impl Role {
@@ -115,6 +117,16 @@ impl Role {
         Role::StandbyObserver,
     ];
 
+    /// Every process of the far-sync layout: [`Role::ALL`] and the far sync.
+    pub const WITH_FAR_SYNC: [Role; 6] = [
+        Role::Primary,
+        Role::SyncStandby,
+        Role::AsyncStandby,
+        Role::ActiveObserver,
+        Role::StandbyObserver,
+        Role::FarSync,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Role::Primary => "primary",
@@ -122,6 +134,7 @@ impl Role {
             Role::AsyncStandby => "async standby",
             Role::ActiveObserver => "active observer",
             Role::StandbyObserver => "standby observer",
+            Role::FarSync => "far sync",
         }
     }
 
@@ -268,8 +281,15 @@ impl fmt::Display for RoundPlan {
 }
 
 /// The plan of round `number` (from 1) of a campaign of `seed`, drawing from `kinds` (at
-/// least one), each fault within a fault phase of `phase_ms`.
-pub fn round(seed: u64, number: u32, kinds: &[FaultKind], phase_ms: u64) -> RoundPlan {
+/// least one), each fault within a fault phase of `phase_ms`, its targets among `roles` (the
+/// layout's processes: [`Role::ALL`], or [`Role::WITH_FAR_SYNC`]).
+pub fn round(
+    seed: u64,
+    number: u32,
+    kinds: &[FaultKind],
+    phase_ms: u64,
+    roles: &[Role],
+) -> RoundPlan {
     assert!(!kinds.is_empty(), "a campaign draws from at least one fault kind");
     // Every round its own generator: round n is the same whatever the number of rounds.
     let mut rng =
@@ -279,30 +299,37 @@ pub fn round(seed: u64, number: u32, kinds: &[FaultKind], phase_ms: u64) -> Roun
     chosen.shuffle(&mut rng);
     chosen.truncate(count.min(FAULTS_PER_ROUND_MAX));
     chosen.sort();
-    let faults = chosen.into_iter().map(|kind| scheduled(&mut rng, kind, phase_ms)).collect();
+    let faults =
+        chosen.into_iter().map(|kind| scheduled(&mut rng, kind, phase_ms, roles)).collect();
     RoundPlan { number, faults }
 }
 
 /// The plans of rounds 1..=rounds.
-pub fn plan(seed: u64, rounds: u32, kinds: &[FaultKind], phase_ms: u64) -> Vec<RoundPlan> {
-    (1..=rounds).map(|number| round(seed, number, kinds, phase_ms)).collect()
+pub fn plan(
+    seed: u64,
+    rounds: u32,
+    kinds: &[FaultKind],
+    phase_ms: u64,
+    roles: &[Role],
+) -> Vec<RoundPlan> {
+    (1..=rounds).map(|number| round(seed, number, kinds, phase_ms, roles)).collect()
 }
 
 /// One side of a partition: half the time one process alone (the cases that matter most: a
 /// primary, a target or an observer cut off), else any non-empty proper subset.
-fn side(rng: &mut StdRng) -> Vec<Role> {
+fn side(rng: &mut StdRng, roles: &[Role]) -> Vec<Role> {
     if rng.random_bool(0.5) {
-        return vec![Role::ALL[rng.random_range(0..Role::ALL.len())]];
+        return vec![roles[rng.random_range(0..roles.len())]];
     }
-    let mut all = Role::ALL.to_vec();
+    let mut all = roles.to_vec();
     all.shuffle(rng);
-    let size = rng.random_range(1..Role::ALL.len());
+    let size = rng.random_range(1..roles.len());
     let mut side = all[..size].to_vec();
     side.sort();
     side
 }
 
-fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64) -> ScheduledFault {
+fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64, roles: &[Role]) -> ScheduledFault {
     // A restart or a command is one moment, anywhere in the phase; the others last.
     let instant =
         matches!(kind, FaultKind::ObserverRestart | FaultKind::Switchover | FaultKind::Failover);
@@ -315,24 +342,22 @@ fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64) -> ScheduledFault
     let fault = match kind {
         FaultKind::Partition => {
             let phases = rng.random_range(1..=PARTITION_PHASES_MAX);
-            Fault::Partition { sides: (0..phases).map(|_| side(rng)).collect() }
+            Fault::Partition { sides: (0..phases).map(|_| side(rng, roles)).collect() }
         }
         FaultKind::OneWay => {
             let count = rng.random_range(1..=3);
             let mut cuts: Vec<(Role, Role)> = Vec::new();
             while cuts.len() < count {
-                let from = Role::ALL[rng.random_range(0..Role::ALL.len())];
-                let to = Role::ALL[rng.random_range(0..Role::ALL.len())];
+                let from = roles[rng.random_range(0..roles.len())];
+                let to = roles[rng.random_range(0..roles.len())];
                 if from != to && !cuts.contains(&(from, to)) {
                     cuts.push((from, to));
                 }
             }
             Fault::OneWay { cuts }
         }
-        FaultKind::Kill => Fault::Kill { process: Role::ALL[rng.random_range(0..Role::ALL.len())] },
-        FaultKind::Pause => {
-            Fault::Pause { process: Role::ALL[rng.random_range(0..Role::ALL.len())] }
-        }
+        FaultKind::Kill => Fault::Kill { process: roles[rng.random_range(0..roles.len())] },
+        FaultKind::Pause => Fault::Pause { process: roles[rng.random_range(0..roles.len())] },
         FaultKind::ObserverRestart => Fault::ObserverRestart {
             observer: if rng.random_bool(0.75) {
                 Role::ActiveObserver
@@ -341,12 +366,8 @@ fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64) -> ScheduledFault
             },
         },
         FaultKind::PrimaryRestartPartitioned => {
-            let others = [
-                Role::SyncStandby,
-                Role::AsyncStandby,
-                Role::ActiveObserver,
-                Role::StandbyObserver,
-            ];
+            let others: Vec<Role> =
+                roles.iter().copied().filter(|role| *role != Role::Primary).collect();
             let mut cut_from: Vec<Role> =
                 others.iter().copied().filter(|_| rng.random_bool(0.6)).collect();
             if cut_from.is_empty() {
@@ -356,6 +377,11 @@ fn scheduled(rng: &mut StdRng, kind: FaultKind, phase_ms: u64) -> ScheduledFault
             let down_ms = rng.random_range(0..=(duration_ms - kill_after_ms) / 2);
             Fault::PrimaryRestartPartitioned { cut_from, kill_after_ms, down_ms }
         }
+        // With a far sync, its file system a third of the time (the standard layout's draw
+        // is unchanged: the same seed gives the same plan).
+        FaultKind::DiskFull if roles.contains(&Role::FarSync) => Fault::DiskFull {
+            standby: [Role::SyncStandby, Role::AsyncStandby, Role::FarSync][rng.random_range(0..3)],
+        },
         FaultKind::DiskFull => Fault::DiskFull {
             standby: if rng.random_bool(0.5) { Role::SyncStandby } else { Role::AsyncStandby },
         },
@@ -372,17 +398,21 @@ mod tests {
 
     #[test]
     fn a_seed_gives_the_same_rounds_whatever_the_number_of_rounds() {
-        let long = plan(42, 30, &FaultKind::ALL, 8000);
-        let short = plan(42, 10, &FaultKind::ALL, 8000);
+        let long = plan(42, 30, &FaultKind::ALL, 8000, &Role::ALL);
+        let short = plan(42, 10, &FaultKind::ALL, 8000, &Role::ALL);
         assert_eq!(&long[..10], &short[..]);
-        assert_ne!(plan(43, 10, &FaultKind::ALL, 8000), short, "another seed, other faults");
+        assert_ne!(
+            plan(43, 10, &FaultKind::ALL, 8000, &Role::ALL),
+            short,
+            "another seed, other faults"
+        );
     }
 
     #[test]
     fn rounds_hold_one_or_two_faults_of_the_kinds_asked_within_the_phase() {
         let kinds = [FaultKind::Kill, FaultKind::Partition, FaultKind::OneWay];
         let mut counts = [0usize; 3];
-        for round in plan(7, 200, &kinds, 8000) {
+        for round in plan(7, 200, &kinds, 8000, &Role::ALL) {
             assert!((1..=FAULTS_PER_ROUND_MAX).contains(&round.faults.len()), "{round}");
             counts[round.faults.len()] += 1;
             assert_eq!(round.kinds().len(), round.faults.len(), "distinct kinds: {round}");
@@ -407,9 +437,15 @@ mod tests {
         }
         assert!(counts[1] > 50 && counts[2] > 50, "both one and two faults: {counts:?}");
         // A single kind gives one fault a round.
-        assert!(plan(7, 20, &[FaultKind::Kill], 8000).iter().all(|round| round.faults.len() == 1));
+        assert!(
+            plan(7, 20, &[FaultKind::Kill], 8000, &Role::ALL)
+                .iter()
+                .all(|round| round.faults.len() == 1)
+        );
         // A restart or a command is a moment, anywhere but the last quarter.
-        for round in plan(7, 50, &[FaultKind::ObserverRestart, FaultKind::Failover], 8000) {
+        for round in
+            plan(7, 50, &[FaultKind::ObserverRestart, FaultKind::Failover], 8000, &Role::ALL)
+        {
             for scheduled in &round.faults {
                 assert!(scheduled.duration_ms == 0 && scheduled.start_ms <= 6000, "{round}");
             }
@@ -419,7 +455,7 @@ mod tests {
     #[test]
     fn every_kind_is_drawn_and_named() {
         let mut seen = std::collections::BTreeSet::new();
-        for round in plan(1, 100, &FaultKind::ALL, 6000) {
+        for round in plan(1, 100, &FaultKind::ALL, 6000, &Role::ALL) {
             seen.extend(round.kinds());
             assert!(round.to_string().starts_with(&format!("round {}: ", round.number)));
         }
@@ -432,7 +468,7 @@ mod tests {
 
     #[test]
     fn a_primary_restart_comes_back_within_its_fault() {
-        for round in plan(3, 100, &[FaultKind::PrimaryRestartPartitioned], 8000) {
+        for round in plan(3, 100, &[FaultKind::PrimaryRestartPartitioned], 8000, &Role::ALL) {
             let scheduled = &round.faults[0];
             let Fault::PrimaryRestartPartitioned { cut_from, kill_after_ms, down_ms } =
                 &scheduled.fault
@@ -441,6 +477,60 @@ mod tests {
             };
             assert!(!cut_from.is_empty() && !cut_from.contains(&Role::Primary));
             assert!(kill_after_ms + down_ms <= scheduled.duration_ms, "{round}");
+        }
+    }
+
+    /// The roles of a round's faults, every target of every fault.
+    fn targets(round: &RoundPlan) -> Vec<Role> {
+        let mut roles = Vec::new();
+        for scheduled in &round.faults {
+            match &scheduled.fault {
+                Fault::Partition { sides } => roles.extend(sides.iter().flatten()),
+                Fault::OneWay { cuts } => {
+                    roles.extend(cuts.iter().flat_map(|(from, to)| [*from, *to]))
+                }
+                Fault::Kill { process } | Fault::Pause { process } => roles.push(*process),
+                Fault::ObserverRestart { observer } => roles.push(*observer),
+                Fault::PrimaryRestartPartitioned { cut_from, .. } => {
+                    roles.push(Role::Primary);
+                    roles.extend(cut_from)
+                }
+                Fault::DiskFull { standby } => roles.push(*standby),
+                Fault::Switchover | Fault::Failover => roles.push(Role::SyncStandby),
+                Fault::Quiet => {}
+            }
+        }
+        roles
+    }
+
+    #[test]
+    fn the_far_sync_is_hit_by_every_kind_of_fault_on_a_process_in_its_layout_only() {
+        let standard = plan(5, 300, &FaultKind::ALL, 6000, &Role::ALL);
+        assert!(standard.iter().all(|round| !targets(round).contains(&Role::FarSync)));
+        let far_sync = plan(5, 300, &FaultKind::ALL, 6000, &Role::WITH_FAR_SYNC);
+        let mut hit = std::collections::BTreeSet::new();
+        for round in &far_sync {
+            if targets(round).contains(&Role::FarSync) {
+                hit.extend(round.kinds());
+            }
+        }
+        for kind in [
+            FaultKind::Partition,
+            FaultKind::OneWay,
+            FaultKind::Kill,
+            FaultKind::Pause,
+            FaultKind::PrimaryRestartPartitioned,
+            FaultKind::DiskFull,
+        ] {
+            assert!(hit.contains(&kind), "{kind:?} never hits the far sync: {hit:?}");
+        }
+        // Never a role change onto it, never an observer's restart.
+        for round in &far_sync {
+            for scheduled in &round.faults {
+                if let Fault::ObserverRestart { observer } = scheduled.fault {
+                    assert!(observer.is_observer(), "{round}");
+                }
+            }
         }
     }
 }

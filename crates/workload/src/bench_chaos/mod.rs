@@ -1,12 +1,14 @@
 //! `redoguard bench chaos`: a nemesis campaign on real processes, judged by a history
 //! checker. Three members (`east` primary, `west` SYNC AFFIRM, `south` ASYNC; Maximum
-//! Availability with fast-start failover) and two observers run each in a site of their own of
+//! Availability with fast-start failover), with `--layout far-sync` a far sync `fs` relaying
+//! `east`'s redo to `west` (`layout`), and two observers run each in a site of their own of
 //! a linkemu mesh, with clients in one more site (through the observers' Sentinel fronts, and
 //! directly to each member). Each round brings one or two seeded faults (`faults`), carried
 //! out on the processes and links (`nemesis`); then everything is healed, the configuration
 //! settles (`settle`), and the checker (`checker`) judges every operation so far against the
 //! primary's data. See `docs/bench/chaos.md`.
 //!
+//! - `layout`: the members and their redo routes (`standard`, `far-sync`).
 //! - `faults`: the fault kinds and the seeded plan (replayable from the seed).
 //! - `history`: every client operation: invoke, ok, fail, indeterminate.
 //! - `checker`: the rules (no acknowledged write lost, none acknowledged by a deposed primary,
@@ -26,6 +28,7 @@ mod clients;
 mod cluster;
 pub mod faults;
 pub mod history;
+pub mod layout;
 mod nemesis;
 mod processes;
 pub mod report;
@@ -37,6 +40,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 pub use faults::FaultKind;
+pub use layout::Layout;
 pub use report::{ChaosReport, figure, render};
 
 /// The most rounds in one campaign.
@@ -98,6 +102,8 @@ pub struct ChaosConfig {
     pub rtt: Duration,
     /// The kinds each round draws from. Bounds: at least one.
     pub faults: Vec<FaultKind>,
+    /// The members and their redo routes. Default: `standard`.
+    pub layout: Layout,
     /// Rounds per epoch (fresh processes and data). Bounds: 1..=100.
     pub rounds_per_epoch: u32,
     /// How long the configuration may take to settle after a round. Bounds: 10s..=1h.
@@ -149,7 +155,7 @@ impl ChaosConfig {
     pub fn replay(&self) -> String {
         let faults: Vec<&str> = self.faults.iter().map(|kind| kind.name()).collect();
         format!(
-            "redoguard bench chaos --seed {} --rounds {} --round-seconds {} --threshold {}ms --rtt {}ms --faults {} --rounds-per-epoch {}{} --dir DIR --json FILE",
+            "redoguard bench chaos --seed {} --rounds {} --round-seconds {} --threshold {}ms --rtt {}ms --faults {} --rounds-per-epoch {}{}{} --dir DIR --json FILE",
             self.seed,
             self.rounds,
             self.round.as_secs_f64(),
@@ -157,6 +163,10 @@ impl ChaosConfig {
             self.rtt.as_millis(),
             faults.join(","),
             self.rounds_per_epoch,
+            match self.layout {
+                Layout::Standard => String::new(),
+                layout => format!(" --layout {}", layout.name()),
+            },
             self.plant.map_or(String::new(), |plant| format!(" --plant {}", plant.name()))
         )
     }
@@ -183,6 +193,7 @@ mod tests {
             threshold: Duration::from_secs(2),
             rtt: Duration::from_millis(1),
             faults: FaultKind::ALL.to_vec(),
+            layout: Layout::Standard,
             rounds_per_epoch: 10,
             settle_limit: Duration::from_secs(90),
             plant: None,
@@ -222,5 +233,8 @@ mod tests {
             ),
             "{replay}"
         );
+        assert!(!replay.contains("--layout"), "the standard layout's replay is as before");
+        let replay = ChaosConfig { layout: Layout::FarSync, ..good() }.replay();
+        assert!(replay.contains(" --rounds-per-epoch 10 --layout far-sync --dir"), "{replay}");
     }
 }

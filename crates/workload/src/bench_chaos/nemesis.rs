@@ -36,20 +36,26 @@ pub(crate) enum Action {
     Failover(&'static str),
 }
 
-/// Each role's process in the round's starting configuration.
+/// Each role's process in the round's starting configuration (the far sync's, in a layout
+/// that has one).
 pub(crate) fn names(settled: &Settled) -> BTreeMap<Role, &'static str> {
-    [
+    let mut names: BTreeMap<Role, &'static str> = [
         (Role::Primary, settled.primary),
         (Role::SyncStandby, settled.sync_standby),
         (Role::AsyncStandby, settled.async_standby),
         (Role::ActiveObserver, settled.active_observer),
         (Role::StandbyObserver, settled.standby_observer),
     ]
-    .into()
+    .into();
+    if let Some(far_sync) = settled.far_sync {
+        names.insert(Role::FarSync, far_sync);
+    }
+    names
 }
 
 /// The round's actions in the order they are due (ms into the fault phase); actions due at
-/// once keep the order the faults give them.
+/// once keep the order the faults give them. A partition's other side is every role in
+/// `names` (the layout's processes).
 pub(crate) fn timeline(
     plan: &RoundPlan,
     names: &BTreeMap<Role, &'static str>,
@@ -70,7 +76,7 @@ pub(crate) fn timeline(
                     let from = start + phase as u64 * share;
                     let to = if phase + 1 == sides.len() { end } else { from + share };
                     for inside in side {
-                        for outside in Role::ALL.iter().filter(|role| !side.contains(role)) {
+                        for outside in names.keys().filter(|role| !side.contains(role)) {
                             let (a, b) = (names[inside], names[outside]);
                             actions.push((from, Action::Cut(a, b)));
                             actions.push((from, Action::Cut(b, a)));
@@ -209,7 +215,8 @@ pub(crate) fn run(
             Action::Switchover(to) | Action::Failover(to) => {
                 let switchover = matches!(action, Action::Switchover(_));
                 let admin = cluster.admin_addr(to).to_string();
-                let namespace = cluster.mesh.namespace(super::cluster::SITE_CLIENTS).to_string();
+                let namespace = cluster.mesh.namespace(cluster.site_clients()).to_string();
+                let layout = cluster.layout();
                 let to = to.to_string();
                 let what = if switchover {
                     format!("switchover --to {to}")
@@ -219,17 +226,21 @@ pub(crate) fn run(
                 let thread = std::thread::spawn(move || -> anyhow::Result<String> {
                     let _inside = linkemu::namespace::enter(&namespace)?;
                     let started = Instant::now();
+                    let mut tail = String::new();
                     if switchover {
                         broker::transitions::switchover(&admin, &to)?;
                     } else {
                         // A forced failover to a standby that lacks acknowledged commits loses
                         // them by the DBA's decision (docs/roles.md): only to a synchronized one.
-                        if let Some(why) = not_synchronized(&admin, &to) {
+                        if let Some(why) = not_synchronized(&admin, &to, layout) {
                             return Ok(format!("not run: {why}"));
                         }
-                        broker::transitions::failover(&admin, &to, false, true)?;
+                        let failover = broker::transitions::failover(&admin, &to, false, true)?;
+                        if let Some(relay_tail) = failover.promoted.relay_tail {
+                            tail = format!(" ({relay_tail})");
+                        }
                     }
-                    Ok(format!("done in {:.1} s", started.elapsed().as_secs_f64()))
+                    Ok(format!("done in {:.1} s{tail}", started.elapsed().as_secs_f64()))
                 });
                 commands.push((what.clone(), thread));
                 Ok(Some(format!("began {what}")))
@@ -245,8 +256,11 @@ pub(crate) fn run(
 }
 
 /// Why `to` is not a synchronized SYNC standby of an open primary now, as the broker's
-/// report of the configuration (reached through `admin`) says; `None` if it is.
-fn not_synchronized(admin: &str, to: &str) -> Option<String> {
+/// report of the configuration (reached through `admin`) says; `None` if it is. A target
+/// behind a relay (the far sync) is synchronized when the primary ships SYNC to the relay,
+/// which is synchronized, and the primary lists the target among its synchronized fast-start
+/// targets (the relay holds what it owes the target; the failover takes the relay's tail).
+fn not_synchronized(admin: &str, to: &str, layout: super::layout::Layout) -> Option<String> {
     let configuration = match broker::gather(admin) {
         Ok(configuration) => configuration,
         Err(error) => return Some(format!("the configuration cannot be read: {error:#}")),
@@ -263,10 +277,25 @@ fn not_synchronized(admin: &str, to: &str) -> Option<String> {
     let Some(status) = status else {
         return Some(format!("the primary {primary} does not answer"));
     };
-    let synchronized = status.replication.destinations.iter().any(|destination| {
-        destination.name == to && destination.phase == transport::Phase::Synchronized
-    });
-    (!synchronized).then(|| format!("{to} is not a synchronized standby of {primary}"))
+    let synchronized_destination = |name: &str| {
+        status.replication.destinations.iter().any(|destination| {
+            destination.name == name && destination.phase == transport::Phase::Synchronized
+        })
+    };
+    match layout.source(to, &primary) {
+        None => (!synchronized_destination(to))
+            .then(|| format!("{to} is not a synchronized standby of {primary}")),
+        Some(relay) => {
+            let listed = status
+                .roles
+                .as_ref()
+                .and_then(|roles| roles.fast_start.as_ref())
+                .and_then(|fast_start| fast_start.synchronized_targets.as_ref())
+                .is_some_and(|targets| targets.iter().any(|target| target == to));
+            (!(synchronized_destination(relay) && listed))
+                .then(|| format!("{to} (behind {relay}) is not a synchronized target of {primary}"))
+        }
+    }
 }
 
 /// Undoes every fault: links restored, processes resumed, file systems freed, commands waited
@@ -295,9 +324,7 @@ pub(crate) fn heal(
             Err(_) => notes.push(format!("{what}: its thread panicked")),
         }
     }
-    for name in
-        super::cluster::MEMBERS.iter().map(|(name, _, _)| *name).chain(super::cluster::OBSERVERS)
-    {
+    for name in cluster.process_names() {
         if !cluster.is_running(name) {
             match cluster.start_process(name) {
                 Ok(()) => notes.push(format!("healed: started {name}")),
@@ -431,5 +458,31 @@ mod tests {
         assert!(cuts.is_cut("east", "west") && !cuts.is_cut("west", "east"));
         assert!(cuts.change("east", "west", false));
         assert!(!cuts.is_cut("east", "west"));
+    }
+
+    #[test]
+    fn with_a_far_sync_a_partition_cuts_it_too_and_faults_name_it() {
+        let mut names = roles();
+        names.insert(Role::FarSync, "fs");
+        let actions = timeline(
+            &plan(vec![
+                (Fault::Partition { sides: vec![vec![Role::Primary]] }, 0, 2000),
+                (Fault::Kill { process: Role::FarSync }, 100, 1000),
+                (Fault::OneWay { cuts: vec![(Role::FarSync, Role::SyncStandby)] }, 200, 1000),
+            ]),
+            &names,
+        );
+        let at_zero: Vec<&Action> =
+            actions.iter().filter(|(at, _)| *at == 0).map(|(_, a)| a).collect();
+        // east from 5 others, both ways.
+        assert_eq!(at_zero.len(), 10);
+        assert!(
+            at_zero.contains(&&Action::Cut("east", "fs"))
+                && at_zero.contains(&&Action::Cut("fs", "east"))
+        );
+        assert!(actions.contains(&(100, Action::Kill("fs"))));
+        assert!(actions.contains(&(1100, Action::Restart("fs"))));
+        assert!(actions.contains(&(200, Action::Cut("fs", "west"))));
+        assert!(actions.contains(&(1200, Action::Uncut("fs", "west"))));
     }
 }

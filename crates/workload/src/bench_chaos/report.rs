@@ -83,6 +83,8 @@ pub struct ChaosReport {
     /// Length of each round's fault phase.
     pub round_seconds: f64,
     pub threshold_s: f64,
+    /// The members and their redo routes (`--layout`).
+    pub layout: super::Layout,
     /// The kinds drawn from.
     pub faults: Vec<FaultKind>,
     /// A fault the campaign itself planted to show the checker catches it (`--plant`).
@@ -148,12 +150,16 @@ pub fn render(report: &ChaosReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "bench chaos: seed {}, {} round(s) of {} s of faults in {} epoch(s), fast-start threshold {} s{}",
+        "bench chaos: seed {}, {} round(s) of {} s of faults in {} epoch(s), fast-start threshold {} s{}{}",
         report.seed,
         report.rounds,
         report.round_seconds,
         report.epochs,
         report.threshold_s,
+        match report.layout {
+            super::Layout::Standard => String::new(),
+            layout => format!(", layout {}", layout.name()),
+        },
         report.plant.as_ref().map_or(String::new(), |plant| format!(", PLANTED FAULT: {plant}"))
     );
     let _ = writeln!(

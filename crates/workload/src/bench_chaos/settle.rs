@@ -5,6 +5,10 @@
 //! if the observer has not done it, a switchover left half done is completed, and a failover
 //! left half done (the old primary fenced, the target unable to open: a full disk) is run
 //! again, as the failover command's error tells the DBA to.
+//!
+//! With a far sync (`--layout far-sync`), a member behind it is caught up when its relay
+//! streams to it and it follows the primary through it; the far sync itself is caught up as a
+//! SYNC standby (synchronized on the primary), and is never taken for a failover target.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -12,7 +16,7 @@ use std::time::{Duration, Instant};
 use admin::GateState;
 use transport::Phase;
 
-use super::cluster::{Cluster, MEMBERS, OBSERVERS};
+use super::cluster::{Cluster, OBSERVERS};
 
 /// How long a member may stay fenced, with a primary open, before the campaign reinstates it
 /// (the observer's `auto_reinstate` goes first).
@@ -31,6 +35,8 @@ pub(crate) struct Settled {
     pub(crate) async_standby: &'static str,
     pub(crate) active_observer: &'static str,
     pub(crate) standby_observer: &'static str,
+    /// The far sync, in a layout that has one.
+    pub(crate) far_sync: Option<&'static str>,
     pub(crate) at: Instant,
 }
 
@@ -42,7 +48,8 @@ struct Look {
     fenced: Vec<&'static str>,
     /// A member with a switchover prepared towards another (it is a standby waiting).
     pending_switchover: Option<String>,
-    /// SYNC members that are standbys, not fenced: what a failover would go to.
+    /// Failover targets (SYNC members, no far sync) that are standbys, not fenced: what a
+    /// failover would go to.
     sync_standbys: Vec<&'static str>,
     /// Why it has not settled, for the error if it never does.
     waiting_for: Vec<String>,
@@ -65,7 +72,7 @@ pub(crate) fn settle(
         for name in cluster.reap_exited() {
             notes.push(format!("{name} had exited; started again"));
         }
-        for name in MEMBERS.iter().map(|(name, _, _)| *name).chain(OBSERVERS) {
+        for name in cluster.process_names() {
             if !cluster.is_running(name)
                 && let Err(error) = cluster.start_process(name)
             {
@@ -139,9 +146,10 @@ pub(crate) fn settle(
 /// One look at every member and observer: what it found, and the settled configuration if it
 /// has settled.
 fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
+    let layout = cluster.layout();
     let mut look = Look::default();
     let mut statuses = BTreeMap::new();
-    for (name, _, _) in MEMBERS {
+    for name in layout.member_names() {
         match cluster.status(name) {
             Ok(status) => {
                 statuses.insert(name, status);
@@ -154,9 +162,7 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
         if roles.fenced.is_some() {
             look.fenced.push(name);
             look.waiting_for.push(format!("{name} is fenced"));
-        } else if roles.role == "standby"
-            && MEMBERS.iter().any(|(member, transport, _)| member == name && *transport == "sync")
-        {
+        } else if roles.role == "standby" && layout.is_target(name) {
             look.sync_standbys.push(name);
         } else if roles.role == "primary" && roles.gate == GateState::Open {
             look.open_primaries.push(name);
@@ -190,16 +196,25 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
         look.waiting_for.push(format!("{primary} is isolated"));
         ready = false;
     }
-    for (name, transport, _) in MEMBERS.iter().filter(|(name, _, _)| *name != primary) {
+    for member in layout.members().iter().filter(|member| member.name != primary) {
+        let (name, transport) = (&member.name, &member.transport);
         // Caught up as the primary sees it: a SYNC standby synchronized, an ASYNC one
         // streaming. (An ASYNC standby's own `caught_up` comes with heartbeats, which a
-        // primary under a steady load does not send it: it may stay false.)
-        let wanted = if *transport == "sync" { Phase::Synchronized } else { Phase::Streaming };
-        let shipped = status
-            .replication
-            .destinations
-            .iter()
-            .any(|destination| destination.name == *name && destination.phase == wanted);
+        // primary under a steady load does not send it: it may stay false.) Behind a relay,
+        // as the relay sees it: streaming (a forwarded hop is ASYNC).
+        let source = layout.source(name, primary);
+        let (sender, wanted) = match source {
+            None if *transport == "sync" => (primary, Phase::Synchronized),
+            None => (primary, Phase::Streaming),
+            Some(relay) => (relay, Phase::Streaming),
+        };
+        let shipped = statuses.get(sender).is_some_and(|status| {
+            status
+                .replication
+                .destinations
+                .iter()
+                .any(|destination| destination.name == *name && destination.phase == wanted)
+        });
         let follows = statuses.get(name).is_some_and(|status| {
             status
                 .roles
@@ -207,13 +222,30 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
                 .is_some_and(|roles| roles.role == "standby" && roles.fenced.is_none())
                 && status.replication.standby.as_ref().is_some_and(|standby| {
                     standby.primary_member.as_deref() == Some(primary)
+                        && standby.source_member.as_deref() == source
                         && standby.connected
                         && (standby.caught_up || *transport == "async")
                 })
         });
         if !(follows && shipped) {
+            // Behind a relay, what the member says of its session: the primary's word reaches
+            // it only in the relay's heartbeats.
+            let heard = match (
+                source,
+                statuses.get(name).and_then(|s| s.replication.standby.as_ref()),
+            ) {
+                (Some(_), Some(standby)) => format!(
+                    "; it says: primary {:?} through {:?}, connected {}, caught up {}, observer {:?}",
+                    standby.primary_member,
+                    standby.source_member,
+                    standby.connected,
+                    standby.caught_up,
+                    standby.active_observer
+                ),
+                _ => String::new(),
+            };
             look.waiting_for.push(format!(
-                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {primary}: {shipped})"
+                "{name} is not a caught-up standby of {primary} (following: {follows}, {wanted:?} on {sender}: {shipped}{heard})"
             ));
             ready = false;
         }
@@ -225,15 +257,16 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
             ready = false;
         }
     }
-    let sync_standby = MEMBERS
+    let sync_standby = layout
+        .targets()
+        .into_iter()
+        .find(|name| *name != primary)
+        .expect("two SYNC members that may be primary");
+    let async_standby = layout
+        .members()
         .iter()
-        .find(|(name, transport, _)| *name != primary && *transport == "sync")
-        .map(|(name, _, _)| *name)
-        .expect("two SYNC members");
-    let async_standby = MEMBERS
-        .iter()
-        .find(|(name, transport, _)| *name != primary && *transport == "async")
-        .map(|(name, _, _)| *name)
+        .find(|member| member.name != primary && member.transport == "async")
+        .map(|member| member.name)
         .expect("an ASYNC member");
     let Some(active_observer) = OBSERVERS.into_iter().find(|name| active.as_deref() == Some(*name))
     else {
@@ -255,6 +288,7 @@ fn look(cluster: &Cluster<'_>) -> (Look, Option<Settled>) {
         async_standby,
         active_observer,
         standby_observer,
+        far_sync: layout.far_sync(),
         at: Instant::now(),
     };
     (look, Some(settled))
