@@ -9,6 +9,9 @@
 //! - `fs` killed first: `a` asks the observer to go on without `t` (its acknowledgements came
 //!   through `fs`), is granted it, and goes on; `a` then killed, the observer does not fail over
 //!   to `t`, which lacks writes `a` acknowledged;
+//! - `t` killed and restarted while clients write: failover to it is armed again while they
+//!   write on (the far sync, never idle, still sends its heartbeats, which carry the primary's
+//!   word for `t`);
 //! - Maximum Performance, `fs` shipped ASYNC: `a` killed, no refused port counts, so the
 //!   observer waits out the threshold, and `t` takes the failover once *its primary's* silence,
 //!   as `fs` reports it, is past the threshold (`fs` itself goes on talking to `t`).
@@ -133,4 +136,26 @@ fn under_maximum_performance_the_target_behind_a_far_sync_waits_for_its_primarys
         outage.as_secs_f64() * 1000.0,
         logs.iter().map(|log| log.keys.len()).sum::<usize>()
     );
+}
+
+/// A new session behind the far sync under load: `t` killed and restarted while clients write
+/// to `a` is armed again while they write on. The primary's word for `t` (synchronized, the
+/// observer) travels in the far sync's heartbeats, which went out only when it had nothing
+/// else to send: under load, never (bench chaos --layout far-sync, finding F1: `t` stayed
+/// unarmed until the writes stopped, and a loss of `a` meanwhile was not failed over).
+#[test]
+fn a_terminal_restarted_under_load_is_armed_again_while_clients_write() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "armed again under load");
+    let mut cluster = Cluster::start(through_a_far_sync("10s"));
+    cluster.wait_armed_to("t", Duration::from_secs(60));
+    let load = Load::start(connections(cluster.resp_addr("a"), 4), "rearm", common::seed());
+    let limit = Duration::from_secs(60);
+    assert!(load.wait_for_more(300, limit), "the load did not get going\n{}", cluster.logs());
+    cluster.kill("t");
+    cluster.start_member("t");
+    cluster.wait_armed_to("t", Duration::from_secs(30));
+    // And the clients wrote all along.
+    assert!(load.wait_for_more(100, limit), "the load stopped\n{}", cluster.logs());
+    let logs = load.stop();
+    println!("t restarted under load, armed again; {} writes acknowledged", acknowledged(&logs));
 }

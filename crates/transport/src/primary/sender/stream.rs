@@ -32,7 +32,10 @@ impl Inner {
     ) -> Result<(), String> {
         let config = &destination.config();
         let max_send = config.max_send as usize;
-        let mut last_sent = Instant::now();
+        // When the last heartbeat went: one goes at least every `HEARTBEAT_INTERVAL`, under
+        // load too (it carries what redo does not: whether the standby is synchronized, the
+        // observer, a relay's word for the targets behind it).
+        let mut last_beat = Instant::now();
         let mut gap_offset = 0u64;
         // The SYNC connection, opened while catching up and handed to the log writer once
         // synchronized.
@@ -103,7 +106,14 @@ impl Inner {
                 progressed = true;
             }
             if progressed {
-                last_sent = Instant::now();
+                // A forwarder under load never idles: with heartbeats only when idle, a target
+                // behind it never heard the primary's word again after a new session (bench
+                // chaos --layout far-sync, finding F1: not armed for fast-start failover while
+                // clients wrote).
+                if last_beat.elapsed() >= HEARTBEAT_INTERVAL {
+                    self.heartbeat(destination, conn)?;
+                    last_beat = Instant::now();
+                }
             } else {
                 if destination.is_sync()
                     && !synchronized
@@ -112,7 +122,7 @@ impl Inner {
                     // Tell the standby at once that it is synchronized (fast-start failover
                     // fails over only to a standby its primary called so).
                     self.heartbeat(destination, conn)?;
-                    last_sent = Instant::now();
+                    last_beat = Instant::now();
                     continue;
                 }
                 if !synchronized {
@@ -127,9 +137,9 @@ impl Inner {
                         tracing::info!(destination = %config.name, "standby caught up; streaming (ASYNC)");
                     }
                 }
-                if last_sent.elapsed() >= HEARTBEAT_INTERVAL {
+                if last_beat.elapsed() >= HEARTBEAT_INTERVAL {
                     self.heartbeat(destination, conn)?;
-                    last_sent = Instant::now();
+                    last_beat = Instant::now();
                 }
                 // A streaming ASYNC destination that has been sent everything written has
                 // nothing to do until the log writer queues a write (which wakes this
@@ -152,7 +162,7 @@ impl Inner {
                 {
                     let mut wait = if synchronized || idle {
                         HEARTBEAT_INTERVAL
-                            .saturating_sub(last_sent.elapsed())
+                            .saturating_sub(last_beat.elapsed())
                             .max(Duration::from_millis(1))
                     } else {
                         Duration::from_millis(20)
