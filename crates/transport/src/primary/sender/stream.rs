@@ -185,7 +185,7 @@ impl Inner {
         conn: &mut Conn,
     ) -> Result<(), String> {
         let durable = self.redo.durable_addr();
-        let lag = destination.transport_lag_us();
+        let mut lag = destination.transport_lag_us();
         let phase = destination.state.lock().phase;
         // A forwarding standby passes on what it last heard of its primary: the primary's
         // clock and newest SCN, and what the primary confirmed durable. It says a standby is
@@ -194,60 +194,58 @@ impl Inner {
         // never more than the primary said.
         let caught_up_phase = matches!(phase, Phase::Synchronized | Phase::Streaming);
         let version_9 = conn.peer_version >= proto::RELAY_WORD_VERSION_MIN;
-        let (lag, primary_time_us, current_scn, caught_up, observer, relay) =
-            match &self.identity.relay {
-                Some(relay) => {
-                    let upstream = (relay.upstream)();
-                    let word = upstream.targets.iter().find(|word| word.member == destination.name);
-                    (
-                        // End to end: what this hop has not delivered (dated by the primary's
-                        // clock, as the writes carry it), or what this member itself lacks.
-                        lag.max(upstream.transport_lag_us),
-                        upstream.primary_time_us,
-                        upstream.current_scn,
-                        word.is_some_and(|word| word.caught_up),
-                        word.map(|word| word.observer.clone()).unwrap_or_default(),
-                        version_9.then(|| proto::RelayWord {
-                            primary_silence_ms: upstream.primary_silence_ms,
-                            targets: Vec::new(),
-                        }),
-                    )
-                }
-                None => {
-                    let name = &destination.name;
-                    // A fast-start target shipped SYNC, or one behind a relay (shipped to directly
-                    // over an alternate route), is told it is synchronized only once it holds what
-                    // the primary acknowledged without it (`roles::fast_start::Primary`).
-                    let caught_up = caught_up_phase
-                        && self.fast_start.as_ref().is_none_or(|fast_start| {
-                            !fast_start.reach.is_target(name)
-                                || !(destination.is_sync()
-                                    || fast_start.reach.relay_of(name).is_some())
-                                || fast_start.synchronized(name)
-                        });
-                    // To a relay: the word for the fast-start targets behind it, which it passes on
-                    // (only to a version 9 relay; behind an older one they are never called
-                    // synchronized nor told of an observer, and so take no observer's failover).
-                    let targets = match &self.fast_start {
-                        Some(fast_start) if version_9 => {
-                            fast_start.relay_word(name, destination.is_sync(), caught_up_phase)
-                        }
-                        _ => Vec::new(),
-                    };
-                    (
-                        lag,
-                        now_unix_us(),
-                        self.redo.next_scn().prev(),
-                        caught_up,
-                        self.fast_start
-                            .as_ref()
-                            .and_then(|fast_start| fast_start.announce_to(name))
-                            .unwrap_or_default(),
-                        (!targets.is_empty())
-                            .then_some(proto::RelayWord { primary_silence_ms: 0, targets }),
-                    )
-                }
-            };
+        let (primary_time_us, current_scn, caught_up, observer, relay) = match &self.identity.relay
+        {
+            Some(relay) => {
+                let upstream = (relay.upstream)();
+                // End to end: what this hop has not delivered (dated by the primary's clock, as
+                // the writes carry it), or what this member itself lacks.
+                lag = lag.max(upstream.transport_lag_us);
+                let word = upstream.targets.iter().find(|word| word.member == destination.name);
+                (
+                    upstream.primary_time_us,
+                    upstream.current_scn,
+                    word.is_some_and(|word| word.caught_up),
+                    word.map(|word| word.observer.clone()).unwrap_or_default(),
+                    version_9.then(|| proto::RelayWord {
+                        primary_silence_ms: upstream.primary_silence_ms,
+                        targets: Vec::new(),
+                    }),
+                )
+            }
+            None => {
+                let name = &destination.name;
+                // A fast-start target shipped SYNC, or one behind a relay (shipped to directly
+                // over an alternate route), is told it is synchronized only once it holds what
+                // the primary acknowledged without it (`roles::fast_start::Primary`).
+                let caught_up = caught_up_phase
+                    && self.fast_start.as_ref().is_none_or(|fast_start| {
+                        !fast_start.reach.is_target(name)
+                            || !(destination.is_sync() || fast_start.reach.relay_of(name).is_some())
+                            || fast_start.synchronized(name)
+                    });
+                // To a relay: the word for the fast-start targets behind it, which it passes on
+                // (only to a version 9 relay; behind an older one they are never called
+                // synchronized nor told of an observer, and so take no observer's failover).
+                let targets = match &self.fast_start {
+                    Some(fast_start) if version_9 => {
+                        fast_start.relay_word(name, destination.is_sync(), caught_up_phase)
+                    }
+                    _ => Vec::new(),
+                };
+                (
+                    now_unix_us(),
+                    self.redo.next_scn().prev(),
+                    caught_up,
+                    self.fast_start
+                        .as_ref()
+                        .and_then(|fast_start| fast_start.announce_to(name))
+                        .unwrap_or_default(),
+                    (!targets.is_empty())
+                        .then_some(proto::RelayWord { primary_silence_ms: 0, targets }),
+                )
+            }
+        };
         let beat = proto::Heartbeat {
             primary_time_us,
             current_scn: current_scn.0,
