@@ -2,7 +2,8 @@
 //! receives, and a terminal standby behind it. Writes on the primary are read on the terminal;
 //! the cascading standby killed with -9 while the primary switches logs, then restarted: the
 //! terminal catches up, gap included, with archives byte-identical to the primary's; after a
-//! switchover the new primary's routes apply. The terminal's transport lag is end to end: its
+//! switchover the new primary's routes apply, and a switchover to a member the primary reaches
+//! only through a cascading standby works. The terminal's transport lag is end to end: its
 //! forwarder's own lag behind a silent primary shows on it. (A forwarder the routes do not
 //! name is refused: `transport::cascade`'s unit tests.)
 
@@ -165,6 +166,16 @@ fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_an
     let a = cluster.server("a").status().replication.standby.expect("a is a standby now");
     assert_eq!(a.primary_member.as_deref(), Some("b"));
     assert_eq!(a.source_member.as_deref(), Some("c"));
+
+    // Switchover back to a, which b reaches only through c: b hands its redo to c, and a
+    // opens once it holds it all; a's routes apply again (a ships to b, b forwards to c).
+    cluster.must(&["switchover", "--to", "a"]);
+    cluster.wait_shipping("a", limit);
+    write_keys(&cluster, "a", "back", 200);
+    cluster.wait_applied("c", "a", limit);
+    assert_same_data(&cluster, "a", "c");
+    let c = cluster.server("c").status().replication.standby.expect("c is a standby");
+    assert_eq!(c.source_member.as_deref(), Some("b"), "under a, c receives through b again");
 }
 
 /// A primary `a` ships SYNC AFFIRM to the far sync `fs` only, under Maximum Availability;

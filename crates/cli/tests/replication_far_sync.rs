@@ -199,3 +199,83 @@ fn a_far_sync_holds_no_data_applies_nothing_refuses_clients_and_relays_again_aft
         relayed.len()
     );
 }
+
+/// A switchover to the terminal behind the far sync (Data Guard allows it): `a` ships to `fs`
+/// only, `t` receives from `fs`. The old primary hands its redo to `fs`, and `t` opens only
+/// once it has received and applied all of it: every write `a` acknowledged, under load up to
+/// the switchover, is on `t`; then `t`'s own routes apply (it ships to `a` itself), and a
+/// switchover back to `a` works as to any direct destination.
+#[test]
+fn a_switchover_to_the_terminal_behind_the_far_sync_loses_nothing_and_goes_back() {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "far sync switchover");
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    let cluster = Cluster::start(ClusterConfig {
+        members: vec![a, fs, t],
+        protection_mode: "maximum_availability",
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    cluster.wait_applied("t", "a", limit);
+    let shipped: Vec<String> =
+        cluster.server("a").status().replication.destinations.into_iter().map(|d| d.name).collect();
+    assert_eq!(shipped, ["fs"], "a ships to fs only: t is behind it");
+
+    // Writers until the old primary turns them away (its gate closes for the switchover).
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let address = cluster.resp_addr("a");
+            std::thread::spawn(move || {
+                let mut connection = common::redis_connection(address);
+                let mut acknowledged = Vec::new();
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                for index in 0.. {
+                    let key = format!("w{writer}:{index}");
+                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
+                        Ok(()) => acknowledged.push(key),
+                        Err(_) => break,
+                    }
+                    if std::time::Instant::now() > deadline {
+                        break;
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let said = cluster.must(&["switchover", "--to", "t"]);
+    let acknowledged: Vec<String> =
+        writers.into_iter().flat_map(|writer| writer.join().unwrap()).collect();
+    assert!(acknowledged.len() > 100, "only {} writes acknowledged", acknowledged.len());
+    cluster.assert_all_present("t", &acknowledged, "writes a acknowledged before the switchover");
+
+    // t is the primary and ships by its own routes (none: to every other member itself).
+    cluster.wait_shipping("t", limit);
+    let mut connection = common::redis_connection(cluster.resp_addr("t"));
+    for index in 0..200 {
+        redis::cmd("SET")
+            .arg(format!("after:{index}"))
+            .arg(index)
+            .query::<()>(&mut connection)
+            .unwrap();
+    }
+    cluster.wait_applied("a", "t", limit);
+    let a = cluster.server("a").status().replication.standby.expect("a is a standby of t");
+    assert_eq!(a.primary_member.as_deref(), Some("t"));
+    assert_eq!(a.source_member.as_deref().unwrap_or("t"), "t", "t ships to a itself");
+
+    // And back: a is one of t's own destinations.
+    cluster.must(&["switchover", "--to", "a"]);
+    cluster.wait_shipping("a", limit);
+    cluster.wait_applied("t", "a", limit);
+    let t = cluster.server("t").status().replication.standby.expect("t is a standby again");
+    assert_eq!(t.source_member.as_deref(), Some("fs"), "under a, t receives from fs again");
+    println!(
+        "switchover through a far sync: {} acknowledged writes, all on t; {}",
+        acknowledged.len(),
+        said.lines().next().unwrap_or_default()
+    );
+}

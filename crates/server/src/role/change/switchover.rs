@@ -21,6 +21,33 @@ const DRAIN_WAIT: Duration = Duration::from_secs(10);
 /// it (or the switchover is aborted).
 const PENDING_SWITCHOVER: &str = "switchover.pending";
 
+/// The destination of primary `primary` that a switchover to `to` hands the redo to: `to`
+/// itself when this primary ships to it (an alternate route in use included), otherwise the
+/// first member on `to`'s path in `primary`'s route tree (a far sync or a cascading standby
+/// that forwards to it, maybe through others). `Err` names why there is none.
+fn first_hop(
+    shipping: &[transport::DestinationStatus],
+    replication: &transport::config::ReplicationConfig,
+    primary: &str,
+    to: &str,
+) -> Result<String, String> {
+    let shipped = |name: &str| {
+        shipping.iter().any(|destination| {
+            destination.name == name && destination.phase != transport::Phase::Deferred
+        })
+    };
+    if shipped(to) {
+        return Ok(to.to_string());
+    }
+    let path = replication.route_tree(primary).map(|tree| tree.path(to)).unwrap_or_default();
+    match path.as_slice() {
+        [first, hop, .., last] if first == primary && last == to && hop != to => Ok(hop.clone()),
+        _ => Err(format!(
+            "'{to}' is not a destination of this primary, neither directly nor through a relay"
+        )),
+    }
+}
+
 impl Roles {
     /// Switchover, old primary's part: on return it is a standby of `to`, and the answer says
     /// where its redo ends.
@@ -42,16 +69,28 @@ impl Roles {
         let Some(transport) = &running.transport else {
             return refuse("this primary ships redo to no standby");
         };
-        let Some(target) =
-            transport.status().into_iter().find(|destination| destination.name == to)
-        else {
-            return refuse(format!("'{to}' is not a destination of this primary"));
+        // Who this primary must hand everything to: `to` itself, or, for a target reached
+        // through relays (a far sync, a cascading standby), the first of them.
+        let via = match first_hop(
+            &transport.status(),
+            &self.settings.replication(),
+            &self.member_name(),
+            to,
+        ) {
+            Ok(via) => via,
+            Err(reason) => return refuse(reason),
         };
-        if !matches!(target.phase, transport::Phase::Synchronized | transport::Phase::Streaming) {
+        let Some(hop) = transport.status().into_iter().find(|destination| destination.name == via)
+        else {
+            return refuse(format!("'{via}' is not a destination of this primary"));
+        };
+        let through =
+            if via == to { String::new() } else { format!(" (through which '{to}' receives)") };
+        if !matches!(hop.phase, transport::Phase::Synchronized | transport::Phase::Streaming) {
             return refuse(format!(
-                "'{to}' is {:?}{}: it must be connected and caught up (SYNCHRONIZED or STREAMING)",
-                target.phase,
-                target.last_error.map_or(String::new(), |error| format!(" ({error})"))
+                "'{via}'{through} is {:?}{}: it must be connected and caught up (SYNCHRONIZED or STREAMING)",
+                hop.phase,
+                hop.last_error.map_or(String::new(), |error| format!(" ({error})"))
             ));
         }
         self.gate.set(GateState::Quiesced { to: to.to_string() });
@@ -80,10 +119,12 @@ impl Roles {
         };
         let deadline = Instant::now() + SWITCHOVER_SHIP_WAIT;
         loop {
+            // Through a relay, the relay holding it durably is enough here: the target opens
+            // only once it has received and applied it all (`complete_switchover`).
             let acknowledged = transport
                 .status()
                 .into_iter()
-                .find(|destination| destination.name == to)
+                .find(|destination| destination.name == via)
                 .map(|destination| destination.acknowledged);
             if acknowledged.is_some_and(|acknowledged| acknowledged >= end) {
                 break;
@@ -92,7 +133,7 @@ impl Roles {
                 return undo(
                     self,
                     format!(
-                        "'{to}' did not acknowledge the redo up to {end} within {SWITCHOVER_SHIP_WAIT:?}"
+                        "'{via}'{through} did not acknowledge the redo up to {end} within {SWITCHOVER_SHIP_WAIT:?}"
                     ),
                 );
             }
