@@ -384,3 +384,66 @@ fn behind_two_relays_a_failover_is_refused_and_the_nearer_member_takes_the_tail(
     }
     cluster.assert_all_present("c", &keys, "keys written on a");
 }
+
+/// Reinstate and new standbys through a cascade (issue 33's "role transitions with routes").
+/// `a` primary, `b` forwards to `c`. `a` killed with -9 and failed over to `b`: under `b`'s
+/// routes `b` ships to `c` and `c` forwards to `a`, so `b` never ships to `a` itself. `a`,
+/// restarted, is reinstated as a standby of `b` and catches up through `c`. Then `a` is lost
+/// for good and rebuilt with `--from c`, a copy taken from the cascading standby (not from
+/// the primary), and catches up through `c` again. Each ends with `b`'s data.
+#[test]
+fn an_old_primary_is_reinstated_through_a_cascade_and_a_new_standby_is_copied_from_the_cascading_one()
+ {
+    let _watchdog = Watchdog::new(Duration::from_secs(300), "reinstate through a cascade");
+    let mut cluster = Cluster::start(cascade());
+    let limit = Duration::from_secs(60);
+    write_keys(&cluster, "a", "first", 300);
+    cluster.wait_applied("c", "a", limit);
+
+    cluster.kill("a");
+    let said = cluster.must(&["failover", "--to", "b", "--addr", &cluster.addr_of("b")]);
+    println!("{said}");
+    cluster.wait_shipping("b", limit);
+    write_keys(&cluster, "b", "after", 300);
+    cluster.wait_applied("c", "b", limit);
+
+    // The old primary comes back: it refuses writes until reinstated, then follows b through c.
+    cluster.start_member("a");
+    let reinstated = cluster.must(&["reinstate", "a", "--addr", &cluster.addr_of("b")]);
+    println!("{reinstated}");
+    cluster.wait_applied("a", "b", limit);
+    assert_same_data(&cluster, "b", "a");
+    let a = cluster.server("a").status().replication.standby.expect("a is a standby now");
+    assert_eq!(a.primary_member.as_deref(), Some("b"), "a follows b");
+    assert_eq!(a.source_member.as_deref(), Some("c"), "through c");
+
+    // a lost for good: a new one, copied from the cascading standby c.
+    cluster.kill("a");
+    std::fs::remove_dir_all(cluster.data_dir("a")).unwrap();
+    write_keys(&cluster, "b", "while-a-is-gone", 200);
+    // c's data files hold all of it (its checkpoint), so the copy carries it, not the redo.
+    let written = cluster.server("b").status().database.redo.durable_scn;
+    let checkpointed = common::poll_until(limit, || {
+        cluster.server("c").status().database.checkpoint_scn >= written
+    });
+    assert!(checkpointed, "c did not checkpoint SCN {written}\n{}", cluster.logs());
+    cluster.start_member_with("a", &["--from", "c"]);
+    let copied = std::fs::read_to_string(cluster.log_path("a")).unwrap();
+    let complete = copied
+        .lines()
+        .find(|line| line.contains("copy of the data complete"))
+        .unwrap_or_else(|| panic!("no copy completed: {copied}"));
+    assert!(complete.contains("from=c"), "{complete}");
+    let copied_scn: u64 = complete
+        .split("checkpoint_scn=")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("{complete}"));
+    assert!(copied_scn >= written.0, "the copy is at SCN {copied_scn}, before {written}");
+    write_keys(&cluster, "b", "rebuilt", 200);
+    cluster.wait_applied("a", "b", limit);
+    assert_same_data(&cluster, "b", "a");
+    let a = cluster.server("a").status().replication.standby.expect("a is a standby");
+    assert_eq!(a.source_member.as_deref(), Some("c"), "the new a receives through c");
+}

@@ -264,6 +264,11 @@ impl Server {
                     "--from {from}: '{member}' is a far sync, which holds no data to copy (standby logs and archives only): start it without --from; its primary ships it the redo it lacks"
                 );
             }
+            if config.replication.is_far_sync(from) {
+                anyhow::bail!(
+                    "--from {from}: '{from}' is a far sync, which holds no data to copy: name the primary or a database standby"
+                );
+            }
             let (address, primary) = match config.replication.member_named(from) {
                 Some(member) => (member.redo.clone(), member.name.clone()),
                 None if from.contains(':') => (

@@ -1,8 +1,10 @@
-//! A new standby from a running primary (Data Guard's duplicate from active database,
-//! PostgreSQL's `pg_basebackup`): the primary sends a consistent image of its data files
-//! (one snapshot, at the checkpoint SCN it holds) while it goes on taking writes, and names
-//! the first log the standby will need; the standby then receives redo from that log on, as
-//! any standby catches up, without needing the logs before it.
+//! A new standby from a running member (Data Guard's duplicate from active database,
+//! PostgreSQL's `pg_basebackup`): the primary, or a database standby (a cascading one, so
+//! that a new member behind it is not built across the primary's WAN), sends a consistent
+//! image of its data files (one snapshot, at the checkpoint SCN it holds) while it goes on
+//! taking writes or applying, and names the first log the standby will need; the standby then
+//! receives redo from that log on, as any standby catches up (from its source in the routes,
+//! gaps resolved from that source's archives), without needing the logs before it.
 //!
 //! The data never goes through this crate's owner: the primary reads it from a
 //! `DataSnapshot` the server gives (the database's), and the standby hands the chunks to a
@@ -43,12 +45,17 @@ pub trait DataSnapshot: Send {
 /// Opens a snapshot of the primary's data.
 pub type SnapshotSource = Arc<dyn Fn() -> Result<Box<dyn DataSnapshot>, String> + Send + Sync>;
 
-/// What a primary needs to serve a copy.
+/// The incarnation history now, in its wire form.
+pub type HistorySource = Arc<dyn Fn() -> Vec<proto::IncarnationRecord> + Send + Sync>;
+
+/// What a member (the primary, or a database standby) needs to serve a copy.
 pub struct CopyServer {
     pub redo: RedoLog,
     pub snapshot: SnapshotSource,
     pub member: String,
-    pub history: Vec<proto::IncarnationRecord>,
+    /// The incarnation history as it is when a copy begins (a standby's grows when it follows
+    /// its primary into a new incarnation without reopening).
+    pub history: HistorySource,
     /// The first log of every copy being served: archive retention keeps them.
     pub holds: Arc<parking_lot::Mutex<Vec<redo::LogSeq>>>,
 }
@@ -89,7 +96,7 @@ impl CopyServer {
             block_size: config.block_size,
             log_file_size: config.log_file_size,
             member: self.member.clone(),
-            history: self.history.clone(),
+            history: (self.history)(),
         };
         tracing::info!(standby = %request.member, peer = %conn.peer, checkpoint_scn = %checkpoint, %first_seq, keys = begin.keys, bytes = begin.bytes, "copying the data to a new standby");
         conn.send(&Message::CopyBegin(begin), COPY_TIMEOUT).map_err(|error| error.to_string())?;

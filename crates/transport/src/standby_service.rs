@@ -53,6 +53,7 @@ impl StandbyService {
             // (Tests and tools: the server's standbys vouch, see `server::role`.)
             vouch: None,
             cascade: None,
+            copy: None,
         })?;
         let listener =
             RedoListener::bind(&config.listen, config.receive_buffer, refusals, receiver.clone())?;

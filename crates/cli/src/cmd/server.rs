@@ -21,11 +21,12 @@ pub struct Args {
     /// Address to listen on for clients (overrides `server.bind`).
     #[arg(long)]
     pub bind: Option<std::net::IpAddr>,
-    /// Make a new standby from a running primary first: copy a consistent image of its data
-    /// (while it goes on taking writes), then receive its redo from there on. PRIMARY is a
-    /// member name of the configuration, or the `host:port` of its redo listener. The data
+    /// Make a new standby from a running member first: copy a consistent image of its data
+    /// (while it goes on taking writes or applying), then receive redo from there on. MEMBER
+    /// is the primary or a database standby (a cascading one, say; not a far sync), by its
+    /// member name in the configuration or the `host:port` of its redo listener. The data
     /// directory must be empty.
-    #[arg(long, value_name = "PRIMARY")]
+    #[arg(long, value_name = "MEMBER")]
     pub from: Option<String>,
     /// Start even though a port listens beyond loopback without TLS on the redo listener or a
     /// password on the Redis protocol (protected mode off; `server.insecure = true`). Said at

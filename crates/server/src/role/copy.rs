@@ -1,5 +1,5 @@
-//! Copies of the data for new standbys: the primary's side (a `DataSnapshot` of the database's
-//! data files) and the new standby's (`copy_from_primary`, for `redoguard server --from` and
+//! Copies of the data for new standbys: the serving member's side (the primary's or a
+//! database standby's: a `DataSnapshot` of the database's data files) and the new standby's (`copy_from_primary`, for `redoguard server --from` and
 //! for a reinstate that must rebuild).
 
 use std::path::Path;
@@ -39,7 +39,7 @@ impl DataSnapshot for Snapshot {
     }
 }
 
-/// Snapshots of `db`'s data files, for the primary's redo port.
+/// Snapshots of `db`'s data files, for the redo port of a primary or of a standby.
 pub(super) fn snapshot_source(db: &Arc<Database>) -> SnapshotSource {
     let db = Arc::downgrade(db);
     Arc::new(move || {
@@ -126,12 +126,12 @@ pub fn copy_from_primary(
         |begin| {
             if begin.block_size != redo_config.block_size || begin.log_file_size != redo_config.log_file_size {
                 return Err(format!(
-                    "the primary's logs have block size {} and size {}; this standby's configuration has {} and {}: configure the same redo.block_size and redo.log_file_size",
-                    begin.block_size, begin.log_file_size, redo_config.block_size, redo_config.log_file_size
+                    "the logs of '{}' have block size {} and size {}; this standby's configuration has {} and {}: configure the same redo.block_size and redo.log_file_size",
+                    begin.member, begin.block_size, begin.log_file_size, redo_config.block_size, redo_config.log_file_size
                 ));
             }
             database_id.set(DatabaseId(begin.database_id));
-            tracing::info!(primary = %begin.member, checkpoint_scn = begin.checkpoint_scn, first_seq = begin.first_seq, keys = begin.keys, bytes = begin.bytes, "copying the primary's data");
+            tracing::info!(primary = %begin.member, checkpoint_scn = begin.checkpoint_scn, first_seq = begin.first_seq, keys = begin.keys, bytes = begin.bytes, "copying the data");
             *writer.borrow_mut() = Some(CopyWriter::create(&db_config, storage).map_err(|error| error.to_string())?);
             Ok(())
         },
@@ -144,7 +144,7 @@ pub fn copy_from_primary(
                     keys = progress.keys,
                     keys_total = progress.keys_total,
                     bytes = progress.bytes,
-                    "copying the primary's data: {percent:.0} %"
+                    "copying the data: {percent:.0} %"
                 );
             }
             Ok(())
@@ -159,13 +159,13 @@ pub fn copy_from_primary(
     )
     .map_err(|reason| anyhow!(reason))?;
     tracing::info!(
-        primary = %begin.member,
+        from = %begin.member,
         keys = end.keys,
         bytes = end.bytes,
         checkpoint_scn = begin.checkpoint_scn,
         first_seq = begin.first_seq,
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "copy of the primary's data complete; receiving redo from log {}",
+        "copy of the data complete; receiving redo from log {}",
         begin.first_seq
     );
     Ok(())

@@ -379,7 +379,7 @@ impl Roles {
                             redo: db.redo().handle(),
                             snapshot: copy::snapshot_source(&db),
                             member: member.clone(),
-                            history: history.to_wire(),
+                            history: self.history_source(),
                             holds: self.copy_holds.clone(),
                         }),
                     }));
@@ -458,6 +458,16 @@ impl Roles {
                         tls: self.redo_tls.clone(),
                         metrics: self.metrics.clone(),
                     }),
+                    // A database standby serves copies of its data files as the primary does
+                    // (a new standby behind a cascade is built from its cascading standby);
+                    // a far sync has none.
+                    copy: (!far_sync).then(|| CopyServer {
+                        redo: db.redo().handle(),
+                        snapshot: copy::snapshot_source(&db),
+                        member: member.clone(),
+                        history: self.history_source(),
+                        holds: self.copy_holds.clone(),
+                    }),
                 })?;
                 listener.set_port(receiver.clone());
                 let gate = match &control.fenced {
@@ -479,6 +489,12 @@ impl Roles {
                 ))
             }
         }
+    }
+
+    /// The incarnation history as it is when asked (for the copies this member serves).
+    fn history_source(&self) -> transport::copy::HistorySource {
+        let history = self.history.clone();
+        Arc::new(move || history.lock().to_wire())
     }
 
     /// Who this member is, for a peer's probe.

@@ -226,6 +226,10 @@ pub struct ReceiverContext {
     /// Redo routes (configuration form): which forwarded redo this standby takes, and where it
     /// forwards what it receives (`cascade`). None: it takes redo from primaries only.
     pub cascade: Option<CascadeContext>,
+    /// A copy of this standby's data for a new standby (`redoguard server --from`): a new
+    /// member behind a cascading standby is built from it, not from the primary across the
+    /// WAN. None: copies are refused (a far sync holds no data).
+    pub copy: Option<crate::copy::CopyServer>,
 }
 
 /// Whether a new standby may adopt the identity of this hello's primary, connected from this
@@ -282,6 +286,7 @@ struct Inner {
     cascade: Option<Cascade>,
     /// What a forwarder's heartbeats pass on of the primary (it reads `heard`).
     upstream: Upstream,
+    copy: Option<crate::copy::CopyServer>,
 }
 
 impl StandbyReceiver {
@@ -321,6 +326,7 @@ impl StandbyReceiver {
             // A seal survives restarts (docs/roles.md, "Failover through a far sync").
             sealed_below: AtomicU32::new(control.sealed_below.0),
             decompression: Arc::new(CompressionCounters::default()),
+            copy: context.copy,
             redo: context.redo,
             storage: context.storage,
             history: context.history,
@@ -460,14 +466,22 @@ impl RedoPort for StandbyReceiver {
         (self.inner.role_info)()
     }
 
-    fn copy(&self, mut conn: Conn, _request: CopyRequest) {
-        self.inner.refusals.refuse(
-            &mut conn,
-            ErrorMessage::new(
-                ErrorCode::NotAStandby,
-                "this member is a standby: ask the primary for a copy of the data",
-            ),
-        );
+    fn copy(&self, mut conn: Conn, request: CopyRequest) {
+        let Some(server) = &self.inner.copy else {
+            let reason = if self.inner.far_sync {
+                "this member is a far sync and holds no data: ask the primary or a standby for a copy"
+            } else {
+                "this standby serves no copy of its data: ask the primary for one"
+            };
+            self.inner
+                .refusals
+                .refuse(&mut conn, ErrorMessage::new(ErrorCode::NotAStandby, reason));
+            return;
+        };
+        if let Err(reason) = server.serve(&mut conn, &request) {
+            tracing::warn!(standby = %request.member, reason, "copy to a new standby failed");
+            conn.refuse(ErrorMessage::new(ErrorCode::Internal, reason));
+        }
     }
 
     fn relay_seal(&self, conn: Conn, seal: proto::RelaySeal) {
