@@ -8,7 +8,8 @@
 //!   primary learns it has been failed over), and learns from it if the sender is primary in
 //!   a newer incarnation than its own.
 //! - `Probe`: "who are you?": answered with the member's `RoleInfo`.
-//! - `CopyRequest`: a new standby asking a primary for a copy of its data (`copy`).
+//! - `CopyRequest`: a new standby asking a primary or a database standby for a copy of its
+//!   data (`copy`).
 //! - `RelaySeal`: a failover target asking the member it receives from (a far sync, a
 //!   cascading standby) to take no more of the old primary's redo and say where its own ends
 //!   (`receiver`; docs/roles.md, "Failover through a far sync").

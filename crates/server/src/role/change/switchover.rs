@@ -42,6 +42,8 @@ fn first_hop(
     let path = replication.route_tree(primary).map(|tree| tree.path(to)).unwrap_or_default();
     match path.as_slice() {
         [first, hop, .., last] if first == primary && last == to && hop != to => Ok(hop.clone()),
+        // A destination of its own that is deferred: the caller says so.
+        _ if shipping.iter().any(|destination| destination.name == to) => Ok(to.to_string()),
         _ => Err(format!(
             "'{to}' is not a destination of this primary, neither directly nor through a relay"
         )),
