@@ -420,3 +420,25 @@ fn a_relays_seal_survives_a_power_cut() {
         RedoLog::open_standby(standby_config(), Arc::new(image), Metrics::new()).unwrap();
     assert_eq!(reopened.control().sealed_below, Incarnation(3));
 }
+
+#[test]
+fn entering_a_new_incarnation_takes_back_what_the_old_primary_confirmed_past_its_start() {
+    let standby_disk = CrashDisk::new();
+    let standby =
+        RedoLog::open_standby(standby_config(), Arc::new(standby_disk.clone()), Metrics::new())
+            .unwrap();
+    standby.adopt_identity(DatabaseId(7)).unwrap();
+    // The old primary said SCN 500 was durable; the new one's incarnation begins at SCN 301:
+    // its records 301..=500 are confirmed only by its own word.
+    standby.note_primary_durable(Scn(500));
+    assert_eq!(standby.confirmed_scn(), Scn(500));
+    standby.adopt_incarnation(Incarnation(2), Scn(301)).unwrap();
+    assert_eq!(standby.confirmed_scn(), Scn(300));
+    assert_eq!(standby.identity().incarnation, Incarnation(2));
+    standby.note_primary_durable(Scn(350));
+    assert_eq!(standby.confirmed_scn(), Scn(350), "the new primary's word raises it again");
+    // An incarnation that begins past what was confirmed takes nothing back.
+    standby.adopt_incarnation(Incarnation(3), Scn(900)).unwrap();
+    assert_eq!(standby.confirmed_scn(), Scn(350));
+    standby.shutdown().unwrap();
+}

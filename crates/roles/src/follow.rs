@@ -17,7 +17,7 @@
 //! Positions compare as a standby's "next byte needed" does: the log and offset up to which
 //! it holds redo, or the next log at offset 0 once its newest log is closed.
 
-use redo::{Incarnation, RedoAddr};
+use redo::{Incarnation, RedoAddr, Scn};
 
 use crate::history::{Branch, IncarnationHistory};
 
@@ -30,6 +30,10 @@ pub struct StandbyView<'a> {
     pub next: RedoAddr,
     /// A newer incarnation it has learned of and could not follow (it is fenced by it).
     pub fenced_by: Option<Incarnation>,
+    /// The newest SCN its data files may hold (their checkpoint). Of a standby that received
+    /// all it holds, never past its redo; of one built from a copy, data with no redo behind
+    /// it (the copy's source may have been on a branch the primary left).
+    pub data_through: Scn,
 }
 
 /// The decision.
@@ -84,6 +88,12 @@ pub fn decide(
     let last_log = branch.first_seq.prev_seq();
     let beyond = standby.next > end
         || (standby.next.seq == last_log && standby.next.offset > branch.prev_end_offset);
+    if standby.data_through >= branch.first_scn {
+        return Verdict::Diverged(format!(
+            "incarnation {} began at SCN {}, but this standby's data files hold changes up to SCN {}: they include the old primary's past the failover point; rebuild it (`redoguard server --from`) or reinstate it",
+            branch.incarnation, branch.first_scn, standby.data_through
+        ));
+    }
     if beyond {
         return Verdict::Diverged(format!(
             "incarnation {} began after log {last_log} at offset {} (SCN {}), but this standby holds redo up to {}: it has redo of the old primary past the failover point; reinstate it",
@@ -138,7 +148,13 @@ mod tests {
     }
 
     fn view(incarnation: u32, history: &IncarnationHistory, next: RedoAddr) -> StandbyView<'_> {
-        StandbyView { incarnation: Incarnation(incarnation), history, next, fenced_by: None }
+        StandbyView {
+            incarnation: Incarnation(incarnation),
+            history,
+            next,
+            fenced_by: None,
+            data_through: Scn(0),
+        }
     }
 
     #[test]
@@ -177,6 +193,31 @@ mod tests {
                 decide(&view(1, &empty, next), Incarnation(2), std::slice::from_ref(&record));
             assert!(matches!(verdict, Verdict::Diverged(_)), "{next}: {verdict:?}");
         }
+    }
+
+    #[test]
+    fn a_standby_built_from_a_copy_past_the_branch_point_has_diverged_whatever_its_redo() {
+        let empty = IncarnationHistory::default();
+        // Incarnation 2 begins at SCN 200; a copy's base log 4, no redo received yet.
+        let record = branch(2, 5, 40960, true);
+        let copied =
+            |through: u64| StandbyView { data_through: Scn(through), ..view(1, &empty, at(4, 0)) };
+        for through in [0, 150, 199] {
+            assert_eq!(
+                decide(&copied(through), Incarnation(2), std::slice::from_ref(&record)),
+                Verdict::Adopt(vec![record.clone()]),
+                "data through SCN {through}"
+            );
+        }
+        for through in [200, 260] {
+            let verdict = decide(&copied(through), Incarnation(2), std::slice::from_ref(&record));
+            assert!(
+                matches!(&verdict, Verdict::Diverged(reason) if reason.contains("data files hold changes up to SCN")),
+                "data through SCN {through}: {verdict:?}"
+            );
+        }
+        // The same incarnation: nothing to compare.
+        assert_eq!(decide(&copied(260), Incarnation(1), &[]), Verdict::Follow);
     }
 
     #[test]

@@ -105,9 +105,13 @@ impl RedoLog {
     }
 
     /// Enters a newer incarnation of its primary's (which it has checked it can follow, and
-    /// whose history it has already recorded): new logs it receives belong to it.
-    pub fn adopt_incarnation(&self, incarnation: Incarnation) -> Result<()> {
+    /// whose history it has already recorded): new logs it receives belong to it. `first_scn`
+    /// is where the first incarnation it adopts began: what the old primary said was durable
+    /// past it is no longer confirmed (those SCNs now name the new primary's records, which
+    /// only its own word confirms), so the confirmed SCN falls back below it.
+    pub fn adopt_incarnation(&self, incarnation: Incarnation, first_scn: Scn) -> Result<()> {
         self.standby_only()?;
+        self.shared.primary_confirmed.fetch_min(first_scn.0.saturating_sub(1), Ordering::AcqRel);
         let adopted = self.shared.update_control(|control| {
             if incarnation > control.incarnation {
                 control.incarnation = incarnation;

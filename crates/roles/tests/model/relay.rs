@@ -250,6 +250,8 @@ impl RelaySystem {
             history: &history,
             next: at(relay.log),
             fenced_by: relay.fenced.then_some(Incarnation(NEW)),
+            // (A far sync: no data files.)
+            data_through: redo::Scn(0),
         };
         match decide(&view, Incarnation(incarnation), &[]) {
             Verdict::Follow => (true, false),
@@ -488,6 +490,7 @@ impl Model for RelaySystem {
                     history: &IncarnationHistory::default(),
                     next: at(relay.log),
                     fenced_by: None,
+                    data_through: redo::Scn(0),
                 };
                 let verdict = decide(&view, Incarnation(NEW), &[branch_record(branch)]);
                 let relay = &mut state.relays[index];

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use proto::{ErrorCode, ErrorMessage, Hello, LocalIdentity, Message};
 use redo::types::now_unix_us;
-use redo::{DatabaseId, Fence, Incarnation};
+use redo::{DatabaseId, Fence, Incarnation, Scn};
 use roles::{Branch, StandbyView, Verdict};
 
 use super::Inner;
@@ -35,10 +35,13 @@ impl Inner {
             history: &history,
             next: self.redo.standby_position().next,
             fenced_by: control.fenced.as_ref().map(|fence| fence.incarnation),
+            data_through: control.checkpoint_scn,
         };
         match roles::decide(&view, Incarnation(hello.incarnation), &theirs) {
             Verdict::Follow => Ok(()),
             Verdict::Adopt(branches) => {
+                // (Oldest first: where the first incarnation it enters began.)
+                let first_scn = branches.first().map_or(Scn(u64::MAX), |branch| branch.first_scn);
                 let mut adopted = history.clone();
                 for branch in branches {
                     adopted
@@ -51,7 +54,7 @@ impl Inner {
                     .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
                 *history = adopted;
                 self.redo
-                    .adopt_incarnation(newest)
+                    .adopt_incarnation(newest, first_scn)
                     .map_err(|error| ErrorMessage::new(ErrorCode::Internal, error.to_string()))?;
                 self.newest_known.fetch_max(newest.0, Ordering::AcqRel);
                 tracing::info!(primary = %hello.member, %newest, "standby: follows its primary into a new incarnation");

@@ -478,6 +478,16 @@ impl RedoPort for StandbyReceiver {
                 .refuse(&mut conn, ErrorMessage::new(ErrorCode::NotAStandby, reason));
             return;
         };
+        // A standby that could not follow its primary's newer incarnation holds a branch the
+        // primary left: its data is no state to build on (fenced at run time, no reopen).
+        if let Some(fence) = self.inner.redo.control().fenced {
+            let reason = format!(
+                "this standby cannot follow incarnation {} of '{}' (it holds redo of a branch the primary left): it serves no copy; ask the primary",
+                fence.incarnation, fence.by
+            );
+            self.inner.refusals.refuse(&mut conn, ErrorMessage::new(ErrorCode::Diverged, reason));
+            return;
+        }
         if let Err(reason) = server.serve(&mut conn, &request) {
             tracing::warn!(standby = %request.member, reason, "copy to a new standby failed");
             conn.refuse(ErrorMessage::new(ErrorCode::Internal, reason));
