@@ -55,7 +55,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     // A switchover the broker left half done (the old primary is a standby waiting for `to`)
     // is completed, not started again.
     if let Some(pending) = pending_switchover(&configuration, to) {
-        return complete(&configuration, &pending, to, started);
+        return complete(&configuration, &pending?, to, started);
     }
     let Some(primary) = configuration.primary.clone() else {
         return Err(refused("no member is an open primary: a switchover needs one (use failover)"));
@@ -84,7 +84,10 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     let promoted = match promote(&target.admin, &primary, &prepared) {
         Ok(promoted) => promoted,
         Err(CallError::Refused(reason)) => {
-            // The target refused and changed nothing: the old primary takes its role back.
+            // The target refused and changed nothing, and recorded (durably, before it
+            // answered) that it never completes this switchover: the old primary takes its
+            // role back, and no other broker's complete of the same switchover can make the
+            // target a primary too (docs/roles.md, "Switchover").
             let back: Result<serde_json::Value, _> =
                 step(&primary_admin, "/roles/switchover/abort");
             return Err(refused(format!(
@@ -125,28 +128,43 @@ fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Pro
     step(
         admin,
         &format!(
-            "/roles/switchover/complete?from={from}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
-            prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
+            "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
+            prepared.id,
+            prepared.incarnation,
+            prepared.end.seq.0,
+            prepared.end.offset,
+            prepared.last_scn.0
         ),
     )
 }
 
 /// The old primary of a switchover to `to` that was prepared and not completed, with where its
-/// redo ends.
+/// redo ends. `Err` when its switchover has no id (recorded by a version before ids): the
+/// target cannot tell it from one it refused, whose old primary may be the primary again.
 fn pending_switchover(
     configuration: &Configuration,
     to: &str,
-) -> Option<(String, SwitchoverPrepared)> {
+) -> Option<anyhow::Result<(String, SwitchoverPrepared)>> {
     configuration.members.iter().find_map(|member| {
         let status = member.status.as_ref()?;
         let roles = status.roles.as_ref()?;
         if roles.switchover_to.as_deref() != Some(to) || member.role.as_deref() != Some("standby") {
             return None;
         }
+        let name = &member.name;
+        let id = match roles.switchover_id {
+            Some(id) if id != 0 => id,
+            _ => {
+                return Some(Err(refused(format!(
+                    "'{name}' is a standby with a switchover to '{to}' pending that it recorded without an id (a version before switchover ids): it is not completed, since '{to}' could not tell it from one it refused. Give '{name}' its role back (`POST /roles/switchover/abort` on its admin API) and run the switchover again, or `redoguard failover --to {to}`"
+                ))));
+            }
+        };
         let redo = &status.database.redo;
-        Some((
-            member.name.clone(),
+        Some(Ok((
+            name.clone(),
             SwitchoverPrepared {
+                id,
                 end: status
                     .replication
                     .standby
@@ -159,7 +177,7 @@ fn pending_switchover(
                 // target counted as told of an observer).
                 fast_start: None,
             },
-        ))
+        )))
     })
 }
 
