@@ -401,6 +401,13 @@ fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took
     // A new switchover (a new id) completes.
     let said = cluster.must(&["switchover", "--to", "t"]);
     assert_eq!(role("t"), "primary");
+    // A complete that comes after t became the primary (another broker's call of the same
+    // switchover, which waited on t's lock) is a failure, not a refusal: on a refusal the
+    // broker would give a, a standby of t now, its role back.
+    let late = prepared.id.wrapping_add(2).max(1);
+    let (code, reply) = post(&cluster, "t", &complete(Some(late), prepared.incarnation));
+    assert_eq!(code, 500, "{reply}");
+    assert!(reply.contains("'a' must not take its role back"), "{reply}");
     cluster.assert_all_present("t", &acknowledged, "writes a acknowledged");
     cluster.wait_applied("a", "t", limit);
     println!(

@@ -245,6 +245,19 @@ impl Roles {
         let started = Instant::now();
         let running = self.running()?;
         let control = running.db.redo().control();
+        if control.role == Role::Primary
+            && control.fenced.is_none()
+            && control.incarnation.0 == incarnation
+        {
+            // Not a refusal: on one the broker gives the old primary its role back, and this
+            // member is its primary already (this switchover completed by another broker's
+            // call, say, or another).
+            anyhow::bail!(
+                "'{}' is the primary of incarnation {incarnation} already: '{from}' must not take its role back (it follows '{}'); switchover {id} is not completed again",
+                self.member_name(),
+                self.member_name()
+            );
+        }
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse(format!("'{}' is not a standby that can take over", self.member_name()));
         }
