@@ -243,7 +243,14 @@ impl Roles {
     ) -> anyhow::Result<Promoted> {
         let Handover { from, id, incarnation, end, last_scn, fast_start } = handover;
         let started = Instant::now();
-        let running = self.running()?;
+        // Closed (a role change left it so; it opens again by itself), this member cannot tell
+        // its role here: its control file may name a primary. Not a refusal, then.
+        let running = self.running().map_err(|error| {
+            anyhow::anyhow!(
+                "{error}: '{from}' must not take its role back on this answer; run `redoguard switchover --to {}` again",
+                self.member_name()
+            )
+        })?;
         let control = running.db.redo().control();
         if control.role == Role::Primary
             && control.fenced.is_none()
