@@ -390,3 +390,49 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
     assert_eq!((roles.role.as_str(), roles.incarnation), ("primary", 1));
     assert!(roles.fenced.is_none());
 }
+
+/// A switchover half done whose old primary recorded it without an id (a
+/// `switchover.pending` written before ids existed, here put back by hand while it was
+/// stopped): `redoguard switchover` does not complete it (the target could not tell it from one
+/// it refused, whose old primary may be the primary again) and says what to do; the abort it
+/// names gives the role back, and a new switchover works.
+#[test]
+fn a_pending_switchover_without_an_id_is_not_completed() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "pending switchover without an id");
+    let mut cluster = Cluster::start(ClusterConfig::pair());
+    let post = |cluster: &Cluster, member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let pending = cluster.data_dir("east").join("switchover.pending");
+    let written = std::fs::read_to_string(&pending).unwrap();
+    assert!(written.starts_with("west\n") && written.lines().count() == 2, "{written:?}");
+    cluster.stop("east");
+    std::fs::write(&pending, "west\n").unwrap();
+    cluster.start_member("east");
+    let remembered = common::poll_until(Duration::from_secs(20), || {
+        cluster.server("east").status().roles.is_some_and(|roles| {
+            roles.switchover_to.as_deref() == Some("west") && roles.switchover_id == Some(0)
+        })
+    });
+    assert!(remembered, "east does not show the switchover with id 0\n{}", cluster.logs());
+
+    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
+    assert!(!ok, "completed a switchover without an id:\n{stdout}");
+    assert!(
+        stderr.contains("without an id") && stderr.contains("/roles/switchover/abort"),
+        "{stderr}"
+    );
+    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
+
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/abort");
+    assert_eq!(code, 200, "{reply}");
+    assert!(!pending.exists(), "the abort left {}", pending.display());
+    assert_eq!(role("east"), "primary");
+    cluster.wait_shipping("east", Duration::from_secs(60));
+    cluster.must(&["switchover", "--to", "west"]);
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
+}
