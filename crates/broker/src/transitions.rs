@@ -84,21 +84,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     let promoted = match promote(&target.admin, &primary, &prepared) {
         Ok(promoted) => promoted,
         Err(CallError::Refused(reason)) => {
-            // The target refused and changed nothing, and recorded (durably, before it
-            // answered) that it never completes this switchover: the old primary takes its
-            // role back, and no other broker's complete of the same switchover can make the
-            // target a primary too (docs/roles.md, "Switchover").
-            let back: Result<serde_json::Value, _> =
-                step(&primary_admin, "/roles/switchover/abort");
-            return Err(refused(format!(
-                "'{to}' refused to take over ({reason}); {}",
-                match back {
-                    Ok(_) => format!("'{primary}' is the primary again"),
-                    Err(error) => format!(
-                        "and '{primary}' could not take its role back ({error}): run `redoguard switchover --to {to}` again, or failover"
-                    ),
-                }
-            )));
+            return Err(take_back(&primary_admin, &primary, to, &reason));
         }
         Err(CallError::Failed(reason)) => {
             return Err(anyhow::anyhow!(
@@ -113,6 +99,23 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
         promoted,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// After the target refused: the old primary takes its role back. Safe because the target
+/// recorded (durably, before it answered) that it never completes this switchover: no other
+/// broker's complete of the same switchover can make it a primary too (docs/roles.md,
+/// "Switchover").
+fn take_back(primary_admin: &str, primary: &str, to: &str, reason: &str) -> anyhow::Error {
+    let back: Result<serde_json::Value, _> = step(primary_admin, "/roles/switchover/abort");
+    refused(format!(
+        "'{to}' refused to take over ({reason}); {}",
+        match back {
+            Ok(_) => format!("'{primary}' is the primary again"),
+            Err(error) => format!(
+                "and '{primary}' could not take its role back ({error}): run `redoguard switchover --to {to}` again, or failover"
+            ),
+        }
+    ))
 }
 
 fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Promoted, CallError> {
@@ -189,8 +192,17 @@ fn complete(
 ) -> anyhow::Result<Switchover> {
     let (from, prepared) = pending;
     let target = configuration.member(to).expect("checked");
-    let promoted = promote(&target.admin, from, prepared).map_err(|error| {
-        refused(format!("completing the switchover from '{from}' on '{to}': {error}"))
+    let promoted = promote(&target.admin, from, prepared).map_err(|error| match error {
+        // Refused (this switchover now or before, an earlier broker's answer lost, say): the
+        // target never completes it, and the old primary takes its role back.
+        CallError::Refused(reason) => {
+            let admin =
+                configuration.member(from).map(|member| member.admin.clone()).unwrap_or_default();
+            take_back(&admin, from, to, &reason)
+        }
+        CallError::Failed(reason) => anyhow::anyhow!(
+            "completing the switchover from '{from}' on '{to}' failed ({reason}): '{from}' stays a standby; run `redoguard show configuration`, then `redoguard switchover --to {to}` again"
+        ),
     })?;
     Ok(Switchover {
         from: from.clone(),

@@ -5,7 +5,9 @@
 //! primary's and kept only while what it forwards needs them; killed with -9 under load and
 //! restarted, it comes back as it was (still no data file, nothing replayed) and relays again,
 //! the gap included, and nothing `a` acknowledged is missing on `t`.
-//! (The failover through it and its alternate route: `replication_cascade`,
+//! A switchover to the terminal behind it loses nothing; one the terminal refused (cut from the
+//! far sync) it never completes, even once it has caught up after the old primary took its role
+//! back. (The failover through it and its alternate route: `replication_cascade`,
 //! `replication_alternate`.)
 
 mod common;
