@@ -27,6 +27,10 @@ pub struct RoleStatus {
     pub last_error: Option<String>,
     /// A switchover prepared on this (old) primary and not completed on its target.
     pub switchover_to: Option<String>,
+    /// That switchover's id (0: recorded by a version before ids; the broker does not
+    /// complete it).
+    #[serde(default)]
+    pub switchover_id: Option<u64>,
     /// Fast-start failover as this member sees it (none when it is not enabled).
     #[serde(default)]
     pub fast_start: Option<FastStartStatus>,
@@ -55,6 +59,10 @@ pub struct FastStartStatus {
 /// this is where its redo ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SwitchoverPrepared {
+    /// The switchover's id, drawn by the old primary: its target never completes a switchover
+    /// it refused once (0: an old primary of a version before ids).
+    #[serde(default)]
+    pub id: u64,
     pub end: RedoAddr,
     pub last_scn: Scn,
     pub incarnation: u32,

@@ -55,7 +55,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     // A switchover the broker left half done (the old primary is a standby waiting for `to`)
     // is completed, not started again.
     if let Some(pending) = pending_switchover(&configuration, to) {
-        return complete(&configuration, &pending, to, started);
+        return complete(&configuration, &pending?, to, started);
     }
     let Some(primary) = configuration.primary.clone() else {
         return Err(refused("no member is an open primary: a switchover needs one (use failover)"));
@@ -84,18 +84,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     let promoted = match promote(&target.admin, &primary, &prepared) {
         Ok(promoted) => promoted,
         Err(CallError::Refused(reason)) => {
-            // The target refused and changed nothing: the old primary takes its role back.
-            let back: Result<serde_json::Value, _> =
-                step(&primary_admin, "/roles/switchover/abort");
-            return Err(refused(format!(
-                "'{to}' refused to take over ({reason}); {}",
-                match back {
-                    Ok(_) => format!("'{primary}' is the primary again"),
-                    Err(error) => format!(
-                        "and '{primary}' could not take its role back ({error}): run `redoguard switchover --to {to}` again, or failover"
-                    ),
-                }
-            )));
+            return Err(take_back(&primary_admin, &primary, to, &reason));
         }
         Err(CallError::Failed(reason)) => {
             return Err(anyhow::anyhow!(
@@ -112,6 +101,23 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     })
 }
 
+/// After the target refused: the old primary takes its role back. Safe because the target
+/// recorded (durably, before it answered) that it never completes this switchover: no other
+/// broker's complete of the same switchover can make it a primary too (docs/roles.md,
+/// "Switchover").
+fn take_back(primary_admin: &str, primary: &str, to: &str, reason: &str) -> anyhow::Error {
+    let back: Result<serde_json::Value, _> = step(primary_admin, "/roles/switchover/abort");
+    refused(format!(
+        "'{to}' refused to take over ({reason}); {}",
+        match back {
+            Ok(_) => format!("'{primary}' is the primary again"),
+            Err(error) => format!(
+                "and '{primary}' could not take its role back ({error}): run `redoguard switchover --to {to}` again, or failover"
+            ),
+        }
+    ))
+}
+
 fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Promoted, CallError> {
     // The old primary's fast-start failover record goes to the new primary (names are
     // configuration names: no character needs escaping in a query).
@@ -125,28 +131,43 @@ fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Pro
     step(
         admin,
         &format!(
-            "/roles/switchover/complete?from={from}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
-            prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
+            "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
+            prepared.id,
+            prepared.incarnation,
+            prepared.end.seq.0,
+            prepared.end.offset,
+            prepared.last_scn.0
         ),
     )
 }
 
 /// The old primary of a switchover to `to` that was prepared and not completed, with where its
-/// redo ends.
+/// redo ends. `Err` when its switchover has no id (recorded by a version before ids): the
+/// target cannot tell it from one it refused, whose old primary may be the primary again.
 fn pending_switchover(
     configuration: &Configuration,
     to: &str,
-) -> Option<(String, SwitchoverPrepared)> {
+) -> Option<anyhow::Result<(String, SwitchoverPrepared)>> {
     configuration.members.iter().find_map(|member| {
         let status = member.status.as_ref()?;
         let roles = status.roles.as_ref()?;
         if roles.switchover_to.as_deref() != Some(to) || member.role.as_deref() != Some("standby") {
             return None;
         }
+        let name = &member.name;
+        let id = match roles.switchover_id {
+            Some(id) if id != 0 => id,
+            _ => {
+                return Some(Err(refused(format!(
+                    "'{name}' is a standby with a switchover to '{to}' pending that it recorded without an id (a version before switchover ids): it is not completed, since '{to}' could not tell it from one it refused. Give '{name}' its role back (`POST /roles/switchover/abort` on its admin API) and run the switchover again, or `redoguard failover --to {to}`"
+                ))));
+            }
+        };
         let redo = &status.database.redo;
-        Some((
-            member.name.clone(),
+        Some(Ok((
+            name.clone(),
             SwitchoverPrepared {
+                id,
                 end: status
                     .replication
                     .standby
@@ -159,7 +180,7 @@ fn pending_switchover(
                 // target counted as told of an observer).
                 fast_start: None,
             },
-        ))
+        )))
     })
 }
 
@@ -171,8 +192,17 @@ fn complete(
 ) -> anyhow::Result<Switchover> {
     let (from, prepared) = pending;
     let target = configuration.member(to).expect("checked");
-    let promoted = promote(&target.admin, from, prepared).map_err(|error| {
-        refused(format!("completing the switchover from '{from}' on '{to}': {error}"))
+    let promoted = promote(&target.admin, from, prepared).map_err(|error| match error {
+        // Refused (this switchover now or before, an earlier broker's answer lost, say): the
+        // target never completes it, and the old primary takes its role back.
+        CallError::Refused(reason) => {
+            let admin =
+                configuration.member(from).map(|member| member.admin.clone()).unwrap_or_default();
+            take_back(&admin, from, to, &reason)
+        }
+        CallError::Failed(reason) => anyhow::anyhow!(
+            "completing the switchover from '{from}' on '{to}' failed ({reason}): '{from}' stays a standby; run `redoguard show configuration`, then `redoguard switchover --to {to}` again"
+        ),
     })?;
     Ok(Switchover {
         from: from.clone(),

@@ -5,7 +5,9 @@
 //! primary's and kept only while what it forwards needs them; killed with -9 under load and
 //! restarted, it comes back as it was (still no data file, nothing replayed) and relays again,
 //! the gap included, and nothing `a` acknowledged is missing on `t`.
-//! (The failover through it and its alternate route: `replication_cascade`,
+//! A switchover to the terminal behind it loses nothing; one the terminal refused (cut from the
+//! far sync) it never completes, even once it has caught up after the old primary took its role
+//! back. (The failover through it and its alternate route: `replication_cascade`,
 //! `replication_alternate`.)
 
 mod common;
@@ -276,6 +278,143 @@ fn a_switchover_to_the_terminal_behind_the_far_sync_loses_nothing_and_goes_back(
     println!(
         "switchover through a far sync: {} acknowledged writes, all on t; {}",
         acknowledged.len(),
+        said.lines().next().unwrap_or_default()
+    );
+}
+
+/// A POST to a member's admin API (the admin client finds the member's own token on this host):
+/// (status code, body).
+fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
+    admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(150))
+        .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+}
+
+/// The race a switchover through a relay made real, step by step through the admin API as two
+/// brokers would drive it: `a` prepares a switchover to `t` (behind the far sync `fs`, cut from
+/// `t`: `t` cannot get `a`'s end); `t`'s complete runs out of time and refuses; `a` takes its
+/// role back; the link comes back and `t` receives and applies everything `a` had when it
+/// prepared; a second complete of the same switchover (a second broker's, which waited on
+/// `t`'s transition lock) must be refused: before switchover ids, `t` opened as a second
+/// primary of the same incarnation, beside `a`. Then a new switchover works.
+#[test]
+fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took_its_role_back() {
+    let _watchdog = Watchdog::new(Duration::from_secs(420), "refused switchover completed late");
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    let cluster = Cluster::start(ClusterConfig {
+        members: vec![a, fs, t],
+        protection_mode: "maximum_availability",
+        mesh: true,
+        insecure: true,
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    cluster.wait_applied("t", "a", limit);
+
+    // A far sync is never the target of a switchover: refused before a's gate closes.
+    let (code, reply) = post(&cluster, "a", "/roles/switchover/prepare?to=fs");
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply.contains("'fs' is a far sync"), "{reply}");
+
+    // t is cut from its relay; a goes on writing (fs acknowledges, SYNC).
+    cluster.cut("fs", &["t"]);
+    let mut connection = common::redis_connection(cluster.resp_addr("a"));
+    let mut acknowledged = Vec::new();
+    for index in 0..100 {
+        let key = format!("before:{index}");
+        redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection).unwrap();
+        acknowledged.push(key);
+    }
+
+    let (code, reply) = post(&cluster, "a", "/roles/switchover/prepare?to=t");
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    assert_ne!(prepared.id, 0, "the prepare drew no switchover id: {reply}");
+    let roles = cluster.server("a").status().roles.expect("a has roles");
+    assert_eq!(roles.switchover_to.as_deref(), Some("t"));
+    assert_eq!(roles.switchover_id, Some(prepared.id), "a's status names the switchover's id");
+    let complete = |id: Option<u64>, incarnation: u32| {
+        format!(
+            "/roles/switchover/complete?from=a{}&incarnation={incarnation}&end_seq={}&end_offset={}&last_scn={}",
+            id.map_or(String::new(), |id| format!("&id={id}")),
+            prepared.end.seq.0,
+            prepared.end.offset,
+            prepared.last_scn.0
+        )
+    };
+
+    // Without its id, or from another incarnation: refused at once, naming what is wrong.
+    let (code, reply) = post(&cluster, "t", &complete(None, prepared.incarnation));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply.contains("`id` is missing"), "{reply}");
+    let other = prepared.id.wrapping_add(1).max(1);
+    let (code, reply) = post(&cluster, "t", &complete(Some(other), prepared.incarnation + 1));
+    assert_eq!(code, 409, "{reply}");
+    assert!(
+        reply.contains(&format!("in incarnation {}", prepared.incarnation + 1))
+            && reply.contains(&format!("in incarnation {}", prepared.incarnation)),
+        "{reply}"
+    );
+
+    // The first broker's complete: t cannot catch up and refuses after its wait.
+    let asked = std::time::Instant::now();
+    let (code, reply) = post(&cluster, "t", &complete(Some(prepared.id), prepared.incarnation));
+    let waited = asked.elapsed();
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply.contains("it stays a standby"), "{reply}");
+    // So the first broker gives a its role back.
+    let (code, reply) = post(&cluster, "a", "/roles/switchover/abort");
+    assert_eq!(code, 200, "{reply}");
+    common::wait_until(limit, "a to take writes again", || {
+        redis::cmd("SET").arg("after the abort").arg(1).query::<()>(&mut connection).is_ok()
+    });
+    acknowledged.push("after the abort".to_string());
+
+    // The relay delivers: t holds and has applied everything a had when it prepared.
+    cluster.restore("fs", &["t"]);
+    common::wait_until(limit, "t to receive and apply a's end", || {
+        let status = cluster.server("t").status();
+        status.replication.standby.is_some_and(|standby| standby.received >= prepared.end)
+            && status.database.applied_scn >= prepared.last_scn
+    });
+
+    // The second broker's complete of the same switchover: refused at once, t stays a standby.
+    let asked = std::time::Instant::now();
+    let (code, reply) = post(&cluster, "t", &complete(Some(prepared.id), prepared.incarnation));
+    assert_eq!(code, 409, "t completed a switchover it had refused: {reply}");
+    assert!(
+        reply.contains(&format!("switchover {} from 'a' was refused already", prepared.id))
+            && reply.contains("redoguard switchover --to t"),
+        "{reply}"
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "not refused at once: {:?}",
+        asked.elapsed()
+    );
+    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
+    assert_eq!(role("t"), "standby");
+    assert_eq!(role("a"), "primary");
+    redis::cmd("SET").arg("a alone").arg(1).query::<()>(&mut connection).unwrap();
+    acknowledged.push("a alone".to_string());
+
+    // A new switchover (a new id) completes.
+    let said = cluster.must(&["switchover", "--to", "t"]);
+    assert_eq!(role("t"), "primary");
+    // A complete that comes after t became the primary (another broker's call of the same
+    // switchover, which waited on t's lock) is a failure, not a refusal: on a refusal the
+    // broker would give a, a standby of t now, its role back.
+    let late = prepared.id.wrapping_add(2).max(1);
+    let (code, reply) = post(&cluster, "t", &complete(Some(late), prepared.incarnation));
+    assert_eq!(code, 500, "{reply}");
+    assert!(reply.contains("'a' must not take its role back"), "{reply}");
+    cluster.assert_all_present("t", &acknowledged, "writes a acknowledged");
+    cluster.wait_applied("a", "t", limit);
+    println!(
+        "refused switchover {}: t refused after {waited:?}, and again at once after the abort; {}",
+        prepared.id,
         said.lines().next().unwrap_or_default()
     );
 }

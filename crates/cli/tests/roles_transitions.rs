@@ -1,7 +1,9 @@
 //! Role transitions on the real binary: switchover under load and back, failover after kill -9
 //! of a SYNC AFFIRM primary then reinstate, an ASYNC failover whose divergent tail is set
 //! aside (rewound, or rebuilt from a copy), a new standby copied from a running primary whose
-//! early logs are gone, and each bad request refused with nothing changed.
+//! early logs are gone, each bad request refused with nothing changed, and a pending
+//! switchover the broker does not complete (recorded without an id; refused by its target
+//! already) but gives back to its old primary.
 
 mod common;
 mod replication_support;
@@ -389,4 +391,93 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
     let roles = status.roles.expect("a member's status");
     assert_eq!((roles.role.as_str(), roles.incarnation), ("primary", 1));
     assert!(roles.fenced.is_none());
+}
+
+/// A switchover half done whose old primary recorded it without an id (a
+/// `switchover.pending` written before ids existed, here put back by hand while it was
+/// stopped): `redoguard switchover` does not complete it (the target could not tell it from one
+/// it refused, whose old primary may be the primary again) and says what to do; the abort it
+/// names gives the role back, and a new switchover works.
+#[test]
+fn a_pending_switchover_without_an_id_is_not_completed() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "pending switchover without an id");
+    let mut cluster = Cluster::start(ClusterConfig::pair());
+    let post = |cluster: &Cluster, member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let pending = cluster.data_dir("east").join("switchover.pending");
+    let written = std::fs::read_to_string(&pending).unwrap();
+    assert!(written.starts_with("west\n") && written.lines().count() == 2, "{written:?}");
+    cluster.stop("east");
+    std::fs::write(&pending, "west\n").unwrap();
+    cluster.start_member("east");
+    let remembered = common::poll_until(Duration::from_secs(20), || {
+        cluster.server("east").status().roles.is_some_and(|roles| {
+            roles.switchover_to.as_deref() == Some("west") && roles.switchover_id == Some(0)
+        })
+    });
+    assert!(remembered, "east does not show the switchover with id 0\n{}", cluster.logs());
+
+    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
+    assert!(!ok, "completed a switchover without an id:\n{stdout}");
+    assert!(
+        stderr.contains("without an id") && stderr.contains("/roles/switchover/abort"),
+        "{stderr}"
+    );
+    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
+
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/abort");
+    assert_eq!(code, 200, "{reply}");
+    assert!(!pending.exists(), "the abort left {}", pending.display());
+    assert_eq!(role("east"), "primary");
+    cluster.wait_shipping("east", Duration::from_secs(60));
+    cluster.must(&["switchover", "--to", "west"]);
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
+}
+
+/// A switchover its target refused (here for an incarnation the test gave wrong) whose old
+/// primary was left a standby (the broker that drove it lost the answer, say): running
+/// `redoguard switchover` again finds it pending, the target refuses it at once (it was refused
+/// already), and the old primary takes its role back; the next run starts a new switchover.
+#[test]
+fn a_switchover_its_target_refused_is_given_back_when_run_again() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "refused switchover run again");
+    let cluster = Cluster::start(ClusterConfig::pair());
+    let post = |member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let (code, reply) = post("east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    let (code, reply) = post(
+        "west",
+        &format!(
+            "/roles/switchover/complete?from=east&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
+            prepared.id,
+            prepared.incarnation + 1,
+            prepared.end.seq.0,
+            prepared.end.offset,
+            prepared.last_scn.0
+        ),
+    );
+    assert_eq!(code, 409, "{reply}");
+    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
+
+    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
+    assert!(!ok, "completed a switchover west had refused:\n{stdout}");
+    assert!(
+        stderr.contains(&format!("switchover {} from 'east' was refused already", prepared.id))
+            && stderr.contains("'east' is the primary again"),
+        "{stderr}"
+    );
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
+    cluster.wait_shipping("east", Duration::from_secs(60));
+    cluster.must(&["switchover", "--to", "west"]);
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
 }

@@ -19,6 +19,9 @@ mod failover;
 mod reinstate;
 mod switchover;
 
+pub use switchover::Handover;
+pub(crate) use switchover::PendingSwitchover;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

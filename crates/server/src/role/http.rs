@@ -4,8 +4,10 @@
 //!
 //! - `GET /configuration`: the members of the configuration, as this member's file names them.
 //! - `POST /roles/switchover/prepare?to=NAME`: on the primary.
-//! - `POST /roles/switchover/complete?from=NAME&end_seq=S&end_offset=O&last_scn=N[&active=OBSERVER][&announced=A,B]`:
-//!   on its target (with the old primary's fast-start failover record, which it takes over).
+//! - `POST /roles/switchover/complete?from=NAME&id=ID&incarnation=I&end_seq=S&end_offset=O&last_scn=N[&active=OBSERVER][&announced=A,B]`:
+//!   on its target, with the switchover's id and the old primary's incarnation (both from the
+//!   prepare's answer; refused without them) and fast-start failover record (which it takes
+//!   over).
 //! - `POST /roles/switchover/abort`: on the old primary, if the target refused.
 //! - `POST /roles/failover[?immediate=true][&force=true]`: on a standby.
 //! - `POST /roles/fence?incarnation=N&primary=NAME`: on a primary that has been failed over.
@@ -21,7 +23,7 @@ use axum::routing::{get, post};
 use redo::{LogSeq, RedoAddr, Scn};
 use serde::{Deserialize, Serialize};
 
-use super::change::Refused;
+use super::change::{Handover, Refused};
 use crate::ServerState;
 
 pub use admin::roles::ConfigurationView;
@@ -71,6 +73,11 @@ async fn prepare_switchover(
 #[derive(Deserialize)]
 struct Complete {
     from: String,
+    /// Required: optional here only so that a request without them is refused naming them.
+    #[serde(default)]
+    id: Option<u64>,
+    #[serde(default)]
+    incarnation: Option<u32>,
     end_seq: u64,
     end_offset: u64,
     last_scn: u64,
@@ -99,7 +106,22 @@ async fn complete_switchover(
                 .collect(),
         }
     });
-    answer(state.roles.complete_switchover(&query.from, end, Scn(query.last_scn), handed).await)
+    let (Some(id), Some(incarnation)) = (query.id, query.incarnation) else {
+        let missing = if query.id.is_none() { "id" } else { "incarnation" };
+        return answer::<()>(Err(Refused(format!(
+            "the switchover's `{missing}` is missing (a broker of a version before switchover ids?): the complete needs `id` and `incarnation` from the old primary's prepare"
+        ))
+        .into()));
+    };
+    let handover = Handover {
+        from: query.from,
+        id,
+        incarnation,
+        end,
+        last_scn: Scn(query.last_scn),
+        fast_start: handed,
+    };
+    answer(state.roles.complete_switchover(handover).await)
 }
 
 async fn abort_switchover(State(state): State<Arc<ServerState>>) -> Response {

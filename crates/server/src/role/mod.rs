@@ -99,7 +99,8 @@ impl Running {
 struct Notes {
     last_change: Option<String>,
     last_error: Option<String>,
-    switchover_to: Option<String>,
+    /// A switchover this member began as the old primary and has not seen completed.
+    switchover_to: Option<change::PendingSwitchover>,
 }
 
 /// The role slot of a server.
@@ -250,9 +251,10 @@ impl Roles {
     /// what the role runs.
     pub async fn open(self: &Arc<Roles>) -> anyhow::Result<()> {
         // A switchover this member began as the old primary, before a restart.
-        if let Some(to) = self.load_pending_switchover()? {
-            tracing::warn!(to = %to, "a switchover this member began has not been seen complete: `redoguard switchover --to {to}` completes it");
-            self.notes.lock().switchover_to = Some(to);
+        if let Some(pending) = self.load_pending_switchover()? {
+            let to = &pending.to;
+            tracing::warn!(to = %to, id = pending.id, "a switchover this member began has not been seen complete: `redoguard switchover --to {to}` completes it");
+            self.notes.lock().switchover_to = Some(pending);
         }
         let roles = self.clone();
         let (running, gate) = tokio::task::spawn_blocking(move || roles.open_blocking()).await??;
@@ -605,7 +607,8 @@ impl Roles {
             base_seq: control.base_seq,
             last_change: notes.last_change.clone(),
             last_error: notes.last_error.clone(),
-            switchover_to: notes.switchover_to.clone(),
+            switchover_to: notes.switchover_to.as_ref().map(|pending| pending.to.clone()),
+            switchover_id: notes.switchover_to.as_ref().map(|pending| pending.id),
             fast_start: self.fast_start_status(&running),
         })
     }

@@ -1,7 +1,9 @@
-//! Switchover: the old primary's side (`prepare_switchover`, `abort_switchover`), the
-//! target's (`complete_switchover`), and the file that remembers a switchover under way.
+//! Switchover: the old primary's side (`prepare_switchover`, `abort_switchover`) and the
+//! target's (`complete_switchover`); `record` has the files that remember a switchover under
+//! way (on the old primary) and the switchovers a target refused.
 
-use std::path::PathBuf;
+mod record;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,9 +19,23 @@ use super::*;
 const SWITCHOVER_SHIP_WAIT: Duration = Duration::from_secs(30);
 /// How long writers already past the gate may take to finish their commits.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
-/// In the data directory: the member an old primary began a switchover to, until it follows
-/// it (or the switchover is aborted).
-const PENDING_SWITCHOVER: &str = "switchover.pending";
+
+pub(crate) use record::PendingSwitchover;
+
+/// What the target of a switchover is told by the broker: the old primary's answer to the
+/// prepare (`SwitchoverPrepared`), as the complete's query carries it.
+pub struct Handover {
+    /// The old primary.
+    pub from: String,
+    /// The switchover's id, drawn by the old primary's prepare.
+    pub id: u64,
+    /// The old primary's incarnation: the target's must be the same.
+    pub incarnation: u32,
+    pub end: RedoAddr,
+    pub last_scn: Scn,
+    /// The old primary's fast-start failover record, if it handed one over.
+    pub fast_start: Option<roles::fast_start::PrimaryRecord>,
+}
 
 /// The destination of primary `primary` that a switchover to `to` hands the redo to: `to`
 /// itself when this primary ships to it (an alternate route in use included), otherwise the
@@ -67,6 +83,11 @@ impl Roles {
         }
         if to == self.member_name() || self.config.replication.member_named(to).is_none() {
             return refuse(format!("'{to}' is not another member of this configuration"));
+        }
+        if self.settings.replication().is_far_sync(to) {
+            return refuse(format!(
+                "'{to}' is a far sync: it holds no database and never becomes the primary"
+            ));
         }
         let Some(transport) = &running.transport else {
             return refuse("this primary ships redo to no standby");
@@ -147,10 +168,14 @@ impl Roles {
         drop(running);
         // On disk before the role changes: a restart of this member in between must still
         // know the switchover it began (`redoguard switchover --to` completes it, or abort).
-        if let Err(error) = self.write_pending_switchover(Some(to)) {
+        // Its id: the target never completes a switchover it refused once (this member may
+        // have taken its role back meanwhile), and a new prepare is a new switchover.
+        let pending = PendingSwitchover { to: to.to_string(), id: record::new_id() };
+        if let Err(error) = self.write_pending_switchover(Some(&pending)) {
             return undo(self, format!("recording the switchover: {error:#}"));
         }
-        self.notes.lock().switchover_to = Some(to.to_string());
+        let id = pending.id;
+        self.notes.lock().switchover_to = Some(pending);
         let target = to.to_string();
         self.reopen(&format!("switchover to '{to}'"), move |roles| {
             let (redo_config, _) = roles.config.resolved();
@@ -163,9 +188,10 @@ impl Roles {
         })
         .await?;
         self.note_change(format!(
-            "became a standby of '{target}' (switchover; redo ends at {end}, SCN {last_scn})"
+            "became a standby of '{target}' (switchover {id}; redo ends at {end}, SCN {last_scn})"
         ));
         Ok(SwitchoverPrepared {
+            id,
             end,
             last_scn,
             incarnation: control.incarnation.0,
@@ -175,22 +201,78 @@ impl Roles {
     }
 
     /// Switchover, target's part: once it holds and has applied the old primary's end, it
-    /// becomes the primary (same incarnation).
+    /// becomes the primary (same incarnation). A switchover it refused once (its id recorded,
+    /// durably, before the refusal is answered) it refuses for ever: the old primary may have
+    /// taken its role back since. A refusal it cannot record is answered as a failure, on which
+    /// the broker leaves the old primary a standby.
     pub async fn complete_switchover(
         self: &Arc<Roles>,
-        from: &str,
-        end: RedoAddr,
-        last_scn: Scn,
-        fast_start: Option<roles::fast_start::PrimaryRecord>,
+        handover: Handover,
     ) -> anyhow::Result<Promoted> {
         self.require_members()?;
         self.refuse_if_far_sync()?;
+        let (from, id) = (handover.from.clone(), handover.id);
+        if id == 0 {
+            return refuse(
+                "switchover id 0 names no switchover (an old primary's prepare draws one)",
+            );
+        }
         let _transition = self.transition.lock().await;
+        let refused = self.refused_switchovers().context("reading the refused switchovers")?;
+        if refused.contains(&id) {
+            let me = self.member_name();
+            return refuse(format!(
+                "switchover {id} from '{from}' was refused already; run `redoguard switchover --to {me}` again to start a new one"
+            ));
+        }
+        match self.complete_switchover_locked(handover).await {
+            Err(error) if error.is::<Refused>() => match self.record_refused_switchover(id) {
+                Ok(()) => Err(error),
+                Err(record) => Err(anyhow::anyhow!(
+                    "{error}; and recording switchover {id} as refused failed ({record:#}): '{from}' must not take its role back on this answer (run `redoguard show configuration`)"
+                )),
+            },
+            outcome => outcome,
+        }
+    }
+
+    /// `complete_switchover`, under the transition lock, the id not refused before.
+    async fn complete_switchover_locked(
+        self: &Arc<Roles>,
+        handover: Handover,
+    ) -> anyhow::Result<Promoted> {
+        let Handover { from, id, incarnation, end, last_scn, fast_start } = handover;
         let started = Instant::now();
-        let running = self.running()?;
+        // Closed (a role change left it so; it opens again by itself), this member cannot tell
+        // its role here: its control file may name a primary. Not a refusal, then.
+        let running = self.running().map_err(|error| {
+            anyhow::anyhow!(
+                "{error}: '{from}' must not take its role back on this answer; run `redoguard switchover --to {}` again",
+                self.member_name()
+            )
+        })?;
         let control = running.db.redo().control();
+        if control.role == Role::Primary
+            && control.fenced.is_none()
+            && control.incarnation.0 == incarnation
+        {
+            // Not a refusal: on one the broker gives the old primary its role back, and this
+            // member is its primary already (this switchover completed by another broker's
+            // call, say, or another).
+            anyhow::bail!(
+                "'{}' is the primary of incarnation {incarnation} already: '{from}' must not take its role back (it follows '{}'); switchover {id} is not completed again",
+                self.member_name(),
+                self.member_name()
+            );
+        }
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse(format!("'{}' is not a standby that can take over", self.member_name()));
+        }
+        if control.incarnation.0 != incarnation {
+            return refuse(format!(
+                "'{from}' prepared switchover {id} in incarnation {incarnation}, and this standby is in incarnation {}",
+                control.incarnation.0
+            ));
         }
         // A delayed standby applies everything before it takes over (and stays undelayed
         // until it restarts, should the switchover not complete).
@@ -255,7 +337,7 @@ impl Roles {
         .await?;
         self.notes.lock().switchover_to = None;
         let running = self.running()?;
-        self.note_change(format!("became the primary (switchover from '{from}')"));
+        self.note_change(format!("became the primary (switchover {id} from '{from}')"));
         Ok(Promoted {
             member: self.member_name(),
             incarnation: control.incarnation.0,
@@ -276,7 +358,7 @@ impl Roles {
         let running = self.running()?;
         let control = running.db.redo().control();
         let pending = self.notes.lock().switchover_to.clone();
-        let Some(target) = pending else {
+        let Some(PendingSwitchover { to: target, id }) = pending else {
             return refuse("no switchover is pending on this member");
         };
         if control.role != Role::Standby || control.fenced.is_some() {
@@ -294,56 +376,15 @@ impl Roles {
         })
         .await?;
         self.notes.lock().switchover_to = None;
-        self.note_change(format!("the primary again (switchover to '{target}' aborted)"));
+        self.note_change(format!("the primary again (switchover {id} to '{target}' aborted)"));
         Ok(())
-    }
-
-    fn pending_switchover_path(&self) -> PathBuf {
-        self.config.server.data_dir.join(PENDING_SWITCHOVER)
-    }
-
-    /// Records (durably) the switchover this old primary began, or that there is none.
-    pub(crate) fn write_pending_switchover(&self, to: Option<&str>) -> anyhow::Result<()> {
-        let path = self.pending_switchover_path();
-        match to {
-            Some(to) => redo::storage::replace_durably(
-                self.storage.as_ref(),
-                &path,
-                format!("{to}\n").as_bytes(),
-            )
-            .with_context(|| format!("writing {}", path.display())),
-            None if self.storage.exists(&path) => {
-                self.storage
-                    .remove(&path)
-                    .with_context(|| format!("removing {}", path.display()))?;
-                let dir = path.parent().unwrap_or(std::path::Path::new("."));
-                self.storage.sync_dir(dir).with_context(|| format!("syncing {}", dir.display()))
-            }
-            None => Ok(()),
-        }
-    }
-
-    /// The switchover this member began as the old primary and has not seen completed, if any.
-    pub(crate) fn load_pending_switchover(&self) -> anyhow::Result<Option<String>> {
-        let path = self.pending_switchover_path();
-        if !self.storage.exists(&path) {
-            return Ok(None);
-        }
-        let bytes = redo::storage::read_all(self.storage.as_ref(), &path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let to = String::from_utf8_lossy(&bytes).trim().to_string();
-        if self.config.replication.member_named(&to).is_none() {
-            anyhow::bail!(
-                "{}: '{to}' is not a member of this configuration (it records the target of a switchover this member began; remove it if none is under way)",
-                path.display()
-            );
-        }
-        Ok(Some(to))
     }
 
     /// A standby that began a switchover to `to` follows `to` now: the switchover is complete.
     pub(crate) fn note_switchover_complete(&self) {
-        let Some(to) = self.notes.lock().switchover_to.clone() else { return };
+        let Some(to) = self.notes.lock().switchover_to.clone().map(|pending| pending.to) else {
+            return;
+        };
         let Some(running) = self.current() else { return };
         let follows = running
             .receiver
