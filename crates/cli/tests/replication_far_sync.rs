@@ -308,6 +308,8 @@ fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took
         protection_mode: "maximum_availability",
         mesh: true,
         insecure: true,
+        // t's wait for a's end (60 s by default) need not be long here: it cannot end well.
+        replication_extra: "switchover_wait = \"5s\"\n".into(),
         ..ClusterConfig::pair()
     });
     let limit = Duration::from_secs(60);
@@ -364,6 +366,7 @@ fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took
     let waited = asked.elapsed();
     assert_eq!(code, 409, "{reply}");
     assert!(reply.contains("it stays a standby"), "{reply}");
+    assert!(waited >= Duration::from_secs(5), "t refused before its switchover_wait: {waited:?}");
     // So the first broker gives a its role back.
     let (code, reply) = post(&cluster, "a", "/roles/switchover/abort");
     assert_eq!(code, 200, "{reply}");

@@ -72,6 +72,12 @@ pub struct ReplicationConfig {
     /// Default: 0s.
     #[serde(with = "units::serde_human::duration")]
     pub sync_latency: Duration,
+    /// How long the target of a switchover waits to have received and applied everything the
+    /// old primary wrote before it refuses (and the old primary takes its role back). Through
+    /// a far sync or a cascading standby that is the relay's forwarding too. Bounds: 1s..=1h.
+    /// Default: 60s.
+    #[serde(with = "units::serde_human::duration")]
+    pub switchover_wait: Duration,
     /// Which of `members` this file runs. Required with `members`.
     pub member: Option<String>,
     /// Every database of the configuration, this one included. Bounds: 0, or 2..=10.
@@ -102,6 +108,7 @@ impl Default for ReplicationConfig {
             protection_mode: ProtectionMode::default(),
             sync_quorum: crate::quorum::SyncQuorum::All,
             sync_latency: Duration::ZERO,
+            switchover_wait: Duration::from_secs(60),
             member: None,
             members: Vec::new(),
             redo_listen: None,
@@ -205,6 +212,12 @@ impl ReplicationConfig {
 
     /// The SYNC quorum and latency against the destinations.
     fn validate_quorum(&self, destinations: &[DestinationConfig]) -> Result<(), (String, String)> {
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.switchover_wait) {
+            return Err((
+                "replication.switchover_wait".into(),
+                format!("{:?} is outside 1s..=1h", self.switchover_wait),
+            ));
+        }
         if self.sync_latency > Duration::from_secs(3600) {
             return Err((
                 "replication.sync_latency".into(),
@@ -326,5 +339,27 @@ impl ReplicationConfig {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod switchover_wait_tests {
+    use super::*;
+
+    #[test]
+    fn the_switchover_wait_defaults_to_a_minute_and_is_refused_outside_its_bounds() {
+        let config: ReplicationConfig = toml::from_str("").unwrap();
+        assert_eq!(config.switchover_wait, Duration::from_secs(60));
+        config.validate().unwrap();
+        let config: ReplicationConfig = toml::from_str("switchover_wait = \"5s\"").unwrap();
+        assert_eq!(config.switchover_wait, Duration::from_secs(5));
+        config.validate().unwrap();
+        for bad in ["\"500ms\"", "\"2h\""] {
+            let config: ReplicationConfig =
+                toml::from_str(&format!("switchover_wait = {bad}")).unwrap();
+            let (field, reason) = config.validate().unwrap_err();
+            assert_eq!(field, "replication.switchover_wait", "{reason}");
+            assert!(reason.contains("outside 1s..=1h"), "{reason}");
+        }
     }
 }

@@ -283,7 +283,8 @@ impl Roles {
                     tracing::info!(delay = ?delay, "switchover: applying the redo the apply delay held back");
                     delay.as_secs_f64()
                 });
-        let deadline = Instant::now() + CATCH_UP_WAIT;
+        let wait = self.settings.replication().switchover_wait;
+        let deadline = Instant::now() + wait;
         loop {
             let received = running.db.redo().standby_position().next;
             let applied = running.db.applied_scn();
@@ -292,7 +293,7 @@ impl Roles {
             }
             if Instant::now() >= deadline {
                 return refuse(format!(
-                    "within {CATCH_UP_WAIT:?} this standby received redo up to {received} and applied SCN {applied}, not {end} and {last_scn}: it stays a standby"
+                    "within {wait:?} (replication.switchover_wait) this standby received redo up to {received} and applied SCN {applied}, not {end} and {last_scn}: it stays a standby"
                 ));
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
