@@ -295,28 +295,7 @@ fn a_frozen_old_primary_failed_over_through_a_far_sync_is_fenced_and_loses_nothi
     let limit = Duration::from_secs(60);
     cluster.wait_shipping("a", limit);
 
-    let writers: Vec<_> = (0..4)
-        .map(|writer| {
-            let address = cluster.resp_addr("a");
-            std::thread::spawn(move || {
-                let mut connection = common::redis_connection(address);
-                let mut acknowledged = Vec::new();
-                let deadline = std::time::Instant::now() + Duration::from_secs(60);
-                for index in 0.. {
-                    let key = format!("w{writer}:{index}");
-                    // Until the old primary refuses (fenced) or stops answering.
-                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
-                        Ok(()) => acknowledged.push(key),
-                        Err(_) => break,
-                    }
-                    if std::time::Instant::now() > deadline {
-                        break;
-                    }
-                }
-                acknowledged
-            })
-        })
-        .collect();
+    let writers = roles_support::writers_until_turned_away(cluster.resp_addr("a"));
     std::thread::sleep(Duration::from_millis(1500));
     let a_pid = cluster.server("a").pid();
     common::freeze(a_pid);

@@ -64,6 +64,16 @@ fn assert_refuses_the_key_space(cluster: &Cluster, member: &str) {
     assert!(info.contains("role:"), "INFO replication on {member}: {info}");
 }
 
+/// `a`, primary, ships SYNC to the far sync `fs`, which forwards to `t` while `a` is the
+/// primary (under another primary, each ships to every other member itself).
+fn relayed() -> Vec<MemberSpec> {
+    let a = MemberSpec::new("a", "async", "primary");
+    let mut fs = MemberSpec::new("fs", "sync", "standby");
+    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
+    let t = MemberSpec::new("t", "async", "standby");
+    vec![a, fs, t]
+}
+
 /// Writers on `address` until `stop`: the keys each acknowledged.
 fn writers(
     address: std::net::SocketAddr,
@@ -95,12 +105,8 @@ fn writers(
 #[test]
 fn a_far_sync_holds_no_data_applies_nothing_refuses_clients_and_relays_again_after_a_kill_9() {
     let _watchdog = Watchdog::new(Duration::from_secs(300), "far sync");
-    let a = MemberSpec::new("a", "async", "primary");
-    let mut fs = MemberSpec::new("fs", "sync", "standby");
-    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
-    let t = MemberSpec::new("t", "async", "standby");
     let mut cluster = Cluster::start(ClusterConfig {
-        members: vec![a, fs, t],
+        members: relayed(),
         protection_mode: "maximum_availability",
         // Archives go once every standby applied them: a far sync's own are judged by what
         // its terminal applied, never by an apply of its own.
@@ -210,12 +216,8 @@ fn a_far_sync_holds_no_data_applies_nothing_refuses_clients_and_relays_again_aft
 #[test]
 fn a_switchover_to_the_terminal_behind_the_far_sync_loses_nothing_and_goes_back() {
     let _watchdog = Watchdog::new(Duration::from_secs(300), "far sync switchover");
-    let a = MemberSpec::new("a", "async", "primary");
-    let mut fs = MemberSpec::new("fs", "sync", "standby");
-    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
-    let t = MemberSpec::new("t", "async", "standby");
     let cluster = Cluster::start(ClusterConfig {
-        members: vec![a, fs, t],
+        members: relayed(),
         protection_mode: "maximum_availability",
         ..ClusterConfig::pair()
     });
@@ -226,27 +228,7 @@ fn a_switchover_to_the_terminal_behind_the_far_sync_loses_nothing_and_goes_back(
     assert_eq!(shipped, ["fs"], "a ships to fs only: t is behind it");
 
     // Writers until the old primary turns them away (its gate closes for the switchover).
-    let writers: Vec<_> = (0..4)
-        .map(|writer| {
-            let address = cluster.resp_addr("a");
-            std::thread::spawn(move || {
-                let mut connection = common::redis_connection(address);
-                let mut acknowledged = Vec::new();
-                let deadline = std::time::Instant::now() + Duration::from_secs(60);
-                for index in 0.. {
-                    let key = format!("w{writer}:{index}");
-                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
-                        Ok(()) => acknowledged.push(key),
-                        Err(_) => break,
-                    }
-                    if std::time::Instant::now() > deadline {
-                        break;
-                    }
-                }
-                acknowledged
-            })
-        })
-        .collect();
+    let writers = roles_support::writers_until_turned_away(cluster.resp_addr("a"));
     std::thread::sleep(Duration::from_millis(1500));
     let said = cluster.must(&["switchover", "--to", "t"]);
     let acknowledged: Vec<String> =
@@ -299,12 +281,8 @@ fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
 #[test]
 fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took_its_role_back() {
     let _watchdog = Watchdog::new(Duration::from_secs(420), "refused switchover completed late");
-    let a = MemberSpec::new("a", "async", "primary");
-    let mut fs = MemberSpec::new("fs", "sync", "standby");
-    fs.extra = "kind = \"far_sync\"\nroutes = [{ when = \"a\", to = \"t\" }]\n";
-    let t = MemberSpec::new("t", "async", "standby");
     let cluster = Cluster::start(ClusterConfig {
-        members: vec![a, fs, t],
+        members: relayed(),
         protection_mode: "maximum_availability",
         mesh: true,
         insecure: true,

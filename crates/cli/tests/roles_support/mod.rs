@@ -711,6 +711,31 @@ impl Cluster {
 }
 
 /// Every key and value of the database at `addr` (SCAN), sorted.
+/// Four writers on `address`, each SETting its own keys until the server turns it away (a
+/// closed gate, a fence) or stops answering, a minute at most: the keys each acknowledged.
+pub fn writers_until_turned_away(address: SocketAddr) -> Vec<std::thread::JoinHandle<Vec<String>>> {
+    (0..4)
+        .map(|writer| {
+            std::thread::spawn(move || {
+                let mut connection = common::redis_connection(address);
+                let mut acknowledged = Vec::new();
+                let deadline = Instant::now() + Duration::from_secs(60);
+                for index in 0.. {
+                    let key = format!("w{writer}:{index}");
+                    match redis::cmd("SET").arg(&key).arg(index).query::<()>(&mut connection) {
+                        Ok(()) => acknowledged.push(key),
+                        Err(_) => break,
+                    }
+                    if Instant::now() > deadline {
+                        break;
+                    }
+                }
+                acknowledged
+            })
+        })
+        .collect()
+}
+
 pub fn all_data(connection: &mut redis::Connection) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut cursor: u64 = 0;
     let mut keys: Vec<Vec<u8>> = Vec::new();
