@@ -258,6 +258,7 @@ impl Roles {
         }
         let roles = self.clone();
         let (running, gate) = tokio::task::spawn_blocking(move || roles.open_blocking()).await??;
+        self.prepare_refused_record();
         // (Peers refused while the database was opening are not its problem now.)
         self.refusals.forget_last();
         self.install(Some(Arc::new(running)));

@@ -7,6 +7,10 @@
 //! - `switchover.refused`, on a target: the ids of the switchovers it refused (the newest
 //!   [`REFUSED_KEPT`], one decimal per line). A target never completes a switchover it refused
 //!   once: the old primary may have taken its role back since (`docs/roles.md`, "Switchover").
+//!   The file has a fixed size (every line 20 digits, 0 for an empty slot), made when the
+//!   member opens, and a refusal overwrites it in place: recording one needs no new space, so
+//!   a target whose file system is full still records its refusal, and the old primary may
+//!   take its role back (one sector: written whole or not at all, as a control file is).
 
 use std::path::PathBuf;
 
@@ -56,12 +60,19 @@ fn parse_pending(text: &str, what: &str) -> anyhow::Result<PendingSwitchover> {
     Ok(PendingSwitchover { to, id })
 }
 
+/// The refused record's size: [`REFUSED_KEPT`] lines of 20 digits.
+const REFUSED_BYTES: usize = REFUSED_KEPT * 21;
+
+/// `ids` (the newest last, at most [`REFUSED_KEPT`]) as the fixed-size record: empty slots
+/// (0) first.
 fn refused_text(ids: &[u64]) -> String {
-    ids.iter().map(|id| format!("{id}\n")).collect()
+    let empty = REFUSED_KEPT.saturating_sub(ids.len());
+    std::iter::repeat_n(&0, empty).chain(ids).map(|id| format!("{id:020}\n")).collect()
 }
 
 fn parse_refused(text: &str, what: &str) -> anyhow::Result<Vec<u64>> {
-    text.lines()
+    let ids: Vec<u64> = text
+        .lines()
         .map(str::trim)
         .filter(|line| !line.is_empty())
         .map(|line| {
@@ -69,7 +80,9 @@ fn parse_refused(text: &str, what: &str) -> anyhow::Result<Vec<u64>> {
                 format!("{what}: '{line}' is not a switchover id (a decimal number)")
             })
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    // (0: an empty slot of the fixed-size record.)
+    Ok(ids.into_iter().filter(|id| *id != 0).collect())
 }
 
 /// `ids` with `id` added as the newest, the oldest dropped past [`REFUSED_KEPT`].
@@ -146,12 +159,56 @@ impl Roles {
         }
     }
 
-    /// Records (durably) that this member refused switchover `id`: it never completes it.
+    /// Records (durably) that this member refused switchover `id`: it never completes it. In
+    /// place when the fixed-size record exists (no new space needed), else as a new file.
     pub(crate) fn record_refused_switchover(&self, id: u64) -> anyhow::Result<()> {
         let ids = with_refused(self.refused_switchovers()?, id);
+        self.write_refused(&ids)
+    }
+
+    /// Makes the fixed-size refused record if it is missing (or of another size), when the
+    /// member opens: a refusal later overwrites it in place. Logged, not fatal: without it a
+    /// refusal on a full file system is answered as a failure (the old primary stays a
+    /// standby), which is safe.
+    pub(crate) fn prepare_refused_record(&self) {
         let path = self.data_file(REFUSED_SWITCHOVERS);
-        redo::storage::replace_durably(self.storage.as_ref(), &path, refused_text(&ids).as_bytes())
+        let ready =
+            self.storage.open(&path).and_then(|file| file.len()).ok() == Some(REFUSED_BYTES as u64);
+        if ready {
+            return;
+        }
+        let made = self.refused_switchovers().and_then(|ids| {
+            redo::storage::replace_durably(
+                self.storage.as_ref(),
+                &path,
+                refused_text(&ids).as_bytes(),
+            )
             .with_context(|| format!("writing {}", path.display()))
+        });
+        if let Err(error) = made {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot make the record of refused switchovers; a refusal on a full file system will leave the old primary a standby"
+            );
+        }
+    }
+
+    fn write_refused(&self, ids: &[u64]) -> anyhow::Result<()> {
+        let path = self.data_file(REFUSED_SWITCHOVERS);
+        let text = refused_text(ids);
+        let in_place = self
+            .storage
+            .open(&path)
+            .ok()
+            .filter(|file| file.len().ok() == Some(REFUSED_BYTES as u64));
+        match in_place {
+            Some(file) => file
+                .write_at(text.as_bytes(), 0)
+                .and_then(|()| file.sync_data())
+                .with_context(|| format!("writing {} in place", path.display())),
+            None => redo::storage::replace_durably(self.storage.as_ref(), &path, text.as_bytes())
+                .with_context(|| format!("writing {}", path.display())),
+        }
     }
 }
 
@@ -196,6 +253,13 @@ mod tests {
         assert_eq!(ids.last(), Some(&7));
         assert_eq!(ids.iter().filter(|id| **id == 7).count(), 1);
         assert_eq!(parse_refused(&refused_text(&ids), "f").unwrap(), ids);
+        // Fixed size whatever it holds, empty slots first.
+        assert_eq!(refused_text(&ids).len(), REFUSED_BYTES);
+        assert_eq!(refused_text(&[]).len(), REFUSED_BYTES);
+        assert_eq!(refused_text(&[42]).len(), REFUSED_BYTES);
+        assert_eq!(parse_refused(&refused_text(&[42]), "f").unwrap(), [42]);
+        assert_eq!(parse_refused(&refused_text(&[]), "f").unwrap(), Vec::<u64>::new());
+        assert_eq!(parse_refused(&refused_text(&[u64::MAX]), "f").unwrap(), [u64::MAX]);
         let error = format!("{:#}", parse_refused("5\nfive\n", "refused").unwrap_err());
         assert!(error.contains("refused: 'five' is not a switchover id"), "{error}");
     }
