@@ -94,17 +94,13 @@ impl Roles {
         };
         // Who this primary must hand everything to: `to` itself, or, for a target reached
         // through relays (a far sync, a cascading standby), the first of them.
-        let via = match first_hop(
-            &transport.status(),
-            &self.settings.replication(),
-            &self.member_name(),
-            to,
-        ) {
+        let shipping = transport.status();
+        let via = match first_hop(&shipping, &self.settings.replication(), &self.member_name(), to)
+        {
             Ok(via) => via,
             Err(reason) => return refuse(reason),
         };
-        let Some(hop) = transport.status().into_iter().find(|destination| destination.name == via)
-        else {
+        let Some(hop) = shipping.into_iter().find(|destination| destination.name == via) else {
             return refuse(format!("'{via}' is not a destination of this primary"));
         };
         let through =

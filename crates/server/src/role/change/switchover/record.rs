@@ -171,21 +171,10 @@ impl Roles {
     /// refusal on a full file system is answered as a failure (the old primary stays a
     /// standby), which is safe.
     pub(crate) fn prepare_refused_record(&self) {
-        let path = self.data_file(REFUSED_SWITCHOVERS);
-        let ready =
-            self.storage.open(&path).and_then(|file| file.len()).ok() == Some(REFUSED_BYTES as u64);
-        if ready {
+        if self.refused_record_in_place().is_some() {
             return;
         }
-        let made = self.refused_switchovers().and_then(|ids| {
-            redo::storage::replace_durably(
-                self.storage.as_ref(),
-                &path,
-                refused_text(&ids).as_bytes(),
-            )
-            .with_context(|| format!("writing {}", path.display()))
-        });
-        if let Err(error) = made {
+        if let Err(error) = self.refused_switchovers().and_then(|ids| self.write_refused(&ids)) {
             tracing::warn!(
                 error = format!("{error:#}"),
                 "cannot make the record of refused switchovers; a refusal on a full file system will leave the old primary a standby"
@@ -193,15 +182,18 @@ impl Roles {
         }
     }
 
+    /// The refused record, open, if it has its fixed size (so it can be overwritten in place).
+    fn refused_record_in_place(&self) -> Option<Box<dyn redo::storage::StorageFile>> {
+        let path = self.data_file(REFUSED_SWITCHOVERS);
+        self.storage.open(&path).ok().filter(|file| file.len().ok() == Some(REFUSED_BYTES as u64))
+    }
+
+    /// Writes `ids` as the refused record: in place if it has its fixed size, else as a new
+    /// file (which needs space).
     fn write_refused(&self, ids: &[u64]) -> anyhow::Result<()> {
         let path = self.data_file(REFUSED_SWITCHOVERS);
         let text = refused_text(ids);
-        let in_place = self
-            .storage
-            .open(&path)
-            .ok()
-            .filter(|file| file.len().ok() == Some(REFUSED_BYTES as u64));
-        match in_place {
+        match self.refused_record_in_place() {
             Some(file) => file
                 .write_at(text.as_bytes(), 0)
                 .and_then(|()| file.sync_data())
