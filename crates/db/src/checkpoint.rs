@@ -9,6 +9,7 @@ use redo::Scn;
 
 use crate::cache::{Cache, Key};
 use crate::key_count::RESOLVE_CHUNK;
+use crate::priority::Priority;
 use crate::{DbError, Inner, Result};
 
 /// Rows a paced checkpoint writes between two looks at the clock.
@@ -30,6 +31,8 @@ pub(crate) struct CheckpointState {
     pub(crate) last_scn: Scn,
     pub(crate) last_at_us: Option<u64>,
     pub(crate) count: u64,
+    /// The checkpointer's thread runs below the sessions' CPU priority now (`priority`).
+    pub(crate) lowered: bool,
 }
 
 impl Inner {
@@ -128,7 +131,7 @@ impl Inner {
     /// Writes every durable change to the data files, with its SCN, in one durable
     /// transaction, then lets the redo log reuse what that covers.
     pub(crate) fn run_checkpoint_locked(&self) -> Result<Scn> {
-        self.run_checkpoint_with(false)
+        self.run_checkpoint_with(None)
     }
 
     /// How long the checkpointer may spread the checkpoint it begins now over: the
@@ -146,9 +149,11 @@ impl Inner {
         }
     }
 
-    /// Writes every durable change to the data files; `paced`: the checkpointer's own, spread
-    /// over time (see `spread`) unless somebody needs it sooner.
-    fn run_checkpoint_with(&self, paced: bool) -> Result<Scn> {
+    /// Writes every durable change to the data files; with `priority`, the checkpointer's own:
+    /// spread over time (see `spread`) and at the checkpointer's lower CPU priority unless
+    /// somebody needs it sooner.
+    fn run_checkpoint_with(&self, mut priority: Option<&mut Priority>) -> Result<Scn> {
+        let paced = priority.is_some();
         let _running = self.checkpoint_running.lock();
         if self.checkpoints_suspended.load(Ordering::Acquire) {
             return Ok(self.checkpoint.lock().last_scn);
@@ -159,6 +164,14 @@ impl Inner {
             let mut state = self.checkpoint.lock();
             let now = Instant::now();
             let spread = if paced { self.spread(&state, now) } else { Duration::ZERO };
+            if let Some(priority) = priority.as_deref_mut() {
+                if state.urgent {
+                    priority.foreground()
+                } else {
+                    priority.background()
+                }
+                state.lowered = priority.lowered();
+            }
             // What asked for this one is answered by it; a later ask hurries it.
             state.urgent = false;
             if paced {
@@ -228,7 +241,27 @@ impl Inner {
         let mut hurried = false;
         let mut pace = || {
             done += 1;
-            if spread.is_zero() || hurried || !done.is_multiple_of(PACE_ROWS) {
+            if !done.is_multiple_of(PACE_ROWS) {
+                return;
+            }
+            // Somebody waits for it now, or soon will: at the checkpointer's own priority from
+            // here on. Soon: the redo log switched again since it began (the next checkpoint is
+            // due, and at a high redo rate the switch that needs this one's group is near), or
+            // the changes since are already enough for the next one.
+            // (Each lock in a statement of its own: a guard taken in the first operand of `||`
+            // lives to the end of the condition, and `cache` comes before `checkpoint`.)
+            if let Some(priority) = priority.as_deref_mut()
+                && priority.lowered()
+            {
+                let urgent = self.checkpoint.lock().urgent;
+                let due = self.redo.written_addr().seq.0 > writing
+                    || self.cache.read().dirty_bytes() as u64 >= self.config.checkpoint_dirty_bytes;
+                if urgent || due {
+                    priority.foreground();
+                    self.checkpoint.lock().lowered = priority.lowered();
+                }
+            }
+            if spread.is_zero() || hurried {
                 return;
             }
             // Where the rows written should be by now, were they written evenly over `spread`.
@@ -239,7 +272,8 @@ impl Inner {
                     return;
                 }
                 // Needed sooner: somebody waits, or the next one is due already.
-                if self.checkpoint.lock().urgent
+                let urgent = self.checkpoint.lock().urgent;
+                if urgent
                     || self.shut_down.load(Ordering::Acquire)
                     || self.checkpoints_suspended.load(Ordering::Acquire)
                     || self.cache.read().dirty_bytes() as u64 >= self.config.checkpoint_dirty_bytes
@@ -297,6 +331,7 @@ impl Inner {
     /// The checkpointer thread: every `checkpoint_interval`, when asked (by the log writer or
     /// the dirty-data threshold), and every `checkpoint_retry_interval` after a failure.
     pub(crate) fn checkpointer(self: Arc<Inner>) {
+        let mut priority = Priority::of_this_thread(self.config.checkpoint_nice);
         let mut last = Instant::now();
         loop {
             {
@@ -336,7 +371,7 @@ impl Inner {
             }
             last = Instant::now();
             if !self.shut_down.load(Ordering::Acquire) {
-                let _ = self.run_checkpoint_with(true);
+                let _ = self.run_checkpoint_with(Some(&mut priority));
             }
         }
     }

@@ -32,6 +32,7 @@ mod key_count;
 pub mod layout;
 mod open;
 pub mod ops;
+mod priority;
 mod read_ahead;
 mod scan;
 pub mod store;

@@ -107,3 +107,43 @@ fn a_log_switch_starts_a_checkpoint_before_the_log_writer_needs_its_group() {
     // Nothing asked for it (under the dirty threshold, before the interval): the switch did.
     wait_until("a checkpoint after the log switch", || completed() > before);
 }
+
+/// The checkpointer's thread (`checkpoint_nice`): below the sessions for a checkpoint nobody
+/// waits for, its own priority again for one the log writer needs; and on Linux its nice value
+/// says so.
+#[test]
+fn the_checkpointer_yields_the_cpu_to_the_sessions_until_somebody_needs_its_checkpoint() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "checkpointer priority");
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Metrics::new();
+    let db = DbConfig {
+        checkpoint_interval: Duration::from_secs(60),
+        checkpoint_nice: 7,
+        ..DbConfig::default()
+    }
+    .resolve(dir.path());
+    let redo = RedoConfig::default().resolve(dir.path());
+    let db =
+        Database::open(db, redo, Arc::new(redo::OsStorage::default()), metrics.clone()).unwrap();
+    let completed = || metrics.snapshot().stat("checkpoints completed");
+    assert!(!db.inner.checkpoint.lock().lowered, "nothing lowered before a checkpoint");
+    write_keys(&db, "routine", 1_000);
+    db.inner.request_checkpoint();
+    wait_until("a routine checkpoint", || completed() >= 1);
+    // Lowered if the OS lets a thread lower its own priority (Linux: always).
+    #[cfg(target_os = "linux")]
+    assert!(db.inner.checkpoint.lock().lowered, "a routine checkpoint runs below the sessions");
+    write_keys(&db, "needed", 1_000);
+    // What the log writer asks for at a log switch that needs a group back.
+    db.inner.request_urgent_checkpoint();
+    wait_until("the checkpoint the log writer needs", || completed() >= 2);
+    // Taking the priority back needs root or CAP_SYS_NICE (CI runs as root).
+    // SAFETY: geteuid has no preconditions.
+    if cfg!(target_os = "linux") && unsafe { libc::geteuid() } == 0 {
+        assert!(
+            !db.inner.checkpoint.lock().lowered,
+            "a checkpoint somebody waits for runs at the checkpointer's own priority"
+        );
+    }
+    db.shutdown().unwrap();
+}
