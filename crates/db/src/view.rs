@@ -138,6 +138,9 @@ pub(crate) struct View<'a> {
     /// what a base read once it holds for the view's life (a primary's write transaction holds
     /// the write lock, and what promotion and checkpoints move between layers keeps its value).
     reads: RefCell<Vec<(Namespace, Bytes, Option<Bytes>)>>,
+    /// Whether to remember reads at all: not in a read-only transaction, which records no
+    /// change to read its rows again (and whose one read would cost the list's allocation).
+    remember: bool,
     /// Whether each key row changed here existed before (`None`: not known, not read).
     existed: BTreeMap<Bytes, Option<bool>>,
     /// Read the data files for whatever the cache does not know (recovery, apply).
@@ -162,6 +165,7 @@ impl<'a> View<'a> {
             base,
             overlay: Default::default(),
             reads: RefCell::new(Vec::new()),
+            remember: true,
             existed: BTreeMap::new(),
             exact,
             now_ms: None,
@@ -180,7 +184,12 @@ impl<'a> View<'a> {
         now_ms: u64,
         write: bool,
     ) -> View<'a> {
-        View { now_ms: Some(now_ms), delete_expired: write, ..View::new(base, ids, false) }
+        View {
+            now_ms: Some(now_ms),
+            delete_expired: write,
+            remember: write,
+            ..View::new(base, ids, false)
+        }
     }
 
     pub(crate) fn is_exact(&self) -> bool {
@@ -205,6 +214,9 @@ impl<'a> View<'a> {
             return Ok(value);
         }
         let value = self.base.get(namespace, row)?;
+        if !self.remember {
+            return Ok(value);
+        }
         let mut reads = self.reads.borrow_mut();
         if reads.len() < REMEMBERED_READS {
             reads.push((namespace, row.clone(), value.clone()));

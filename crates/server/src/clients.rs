@@ -202,6 +202,12 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let mut stashed = None;
     loop {
         let read = tokio::select! {
+            // The read first: when a request is there, the other three are not polled (a
+            // `Notified` and a `watch` poll each, a few hundred instructions of every
+            // command). Nothing starves: a client that never stops sending still runs out of
+            // its task's budget (tokio's cooperative scheduling makes the read return
+            // `Pending`), and then the others are polled.
+            biased;
             read = async { match stashed.take() {
                 Some(parsed) => Ok(Some(parsed)),
                 None => connection.read_command().await,
@@ -307,9 +313,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     },
                 }
             }
-            resp::Action::Execute(command) => {
-                execute::run(state, &mut session, vec![command], false).await
-            }
+            resp::Action::Execute(command) => execute::run_one(state, &mut session, command).await,
             resp::Action::ExecuteTransaction(commands) => {
                 execute::run(state, &mut session, commands, true).await
             }

@@ -111,6 +111,36 @@ pub(crate) struct Transaction {
     pub(crate) watched: bool,
 }
 
+/// Runs one command outside MULTI: as `run` does, with nearly every request (one operation of
+/// the key space) taken straight to its transaction and its reply, without the vectors of
+/// commands, steps and frames an EXEC needs (four allocations, a tenth of the instructions a
+/// GET costs in the server).
+pub async fn run_one(state: &ServerState, session: &mut Session, command: Command) -> Outcome {
+    let Command::Data { op, .. } = command else {
+        return run(state, session, vec![command], false).await;
+    };
+    // A far sync holds no data: as in `run`.
+    if let Some(running) = state.roles.current()
+        && let Some(refusal) = state.roles.far_sync_refusal(&running)
+    {
+        state.commands_processed.add(1);
+        return Outcome::Reply(refusal);
+    }
+    state.commands_processed.add(1);
+    let Some(running) = state.roles.current_or_wait().await else {
+        return Outcome::Reply(Frame::error("TRYAGAIN the database's role is changing: retry"));
+    };
+    let transaction = Transaction { ops: vec![op], exec: false, watched: false };
+    Outcome::Reply(match transact(&running, session, &transaction, state).await {
+        Ok(Some(mut results)) => {
+            results.pop().map_or(Frame::Null, |result| frame_of(result, session.protocol()))
+        }
+        // Not watched: never (a watched key changing ends only an EXEC).
+        Ok(None) => Frame::NullArray,
+        Err(frame) => frame,
+    })
+}
+
 /// Runs `commands` as one transaction (one command, or an EXEC block) and returns the reply:
 /// the command's, or an array of them for EXEC (the null array if a watched key changed).
 pub async fn run(
