@@ -90,7 +90,7 @@ pub(crate) async fn pop(
     let mut ticket: Option<Ticket> = None;
     loop {
         let Some(running) = state.roles.current_or_wait().await else {
-            return Frame::error("TRYAGAIN the database's role is changing: retry");
+            return crate::execute::role_changing();
         };
         // Subscribed before the try: a change after it is never missed.
         let mut changes = running.db.changes();

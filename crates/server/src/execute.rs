@@ -111,6 +111,16 @@ pub(crate) struct Transaction {
     pub(crate) watched: bool,
 }
 
+/// A far sync holds no data: whatever reads or writes the key space is refused, by name.
+fn far_sync_refusal(state: &ServerState) -> Option<Frame> {
+    state.roles.current().and_then(|running| state.roles.far_sync_refusal(&running))
+}
+
+/// The reply while no database is open (a role change between closing and opening it).
+pub(crate) fn role_changing() -> Frame {
+    Frame::error("TRYAGAIN the database's role is changing: retry")
+}
+
 /// Runs one command outside MULTI: as `run` does, with nearly every request (one operation of
 /// the key space) taken straight to its transaction and its reply, without the vectors of
 /// commands, steps and frames an EXEC needs (four allocations, a tenth of the instructions a
@@ -119,16 +129,12 @@ pub async fn run_one(state: &ServerState, session: &mut Session, command: Comman
     let Command::Data { op, .. } = command else {
         return run(state, session, vec![command], false).await;
     };
-    // A far sync holds no data: as in `run`.
-    if let Some(running) = state.roles.current()
-        && let Some(refusal) = state.roles.far_sync_refusal(&running)
-    {
-        state.commands_processed.add(1);
+    state.commands_processed.add(1);
+    if let Some(refusal) = far_sync_refusal(state) {
         return Outcome::Reply(refusal);
     }
-    state.commands_processed.add(1);
     let Some(running) = state.roles.current_or_wait().await else {
-        return Outcome::Reply(Frame::error("TRYAGAIN the database's role is changing: retry"));
+        return Outcome::Reply(role_changing());
     };
     let transaction = Transaction { ops: vec![op], exec: false, watched: false };
     Outcome::Reply(match transact(&running, session, &transaction, state).await {
@@ -149,10 +155,8 @@ pub async fn run(
     commands: Vec<Command>,
     exec: bool,
 ) -> Outcome {
-    // A far sync holds no data: whatever reads or writes the key space is refused, by name.
     if commands.iter().any(touches_key_space)
-        && let Some(running) = state.roles.current()
-        && let Some(refusal) = state.roles.far_sync_refusal(&running)
+        && let Some(refusal) = far_sync_refusal(state)
     {
         state.commands_processed.add(commands.len() as u64);
         return Outcome::Reply(refusal);
@@ -192,7 +196,7 @@ pub async fn run(
     }
     state.commands_processed.add(steps.len() as u64);
     let Some(running) = state.roles.current_or_wait().await else {
-        return Outcome::Reply(Frame::error("TRYAGAIN the database's role is changing: retry"));
+        return Outcome::Reply(role_changing());
     };
     let transaction = Transaction { ops, exec, watched };
     let results = match transact(&running, session, &transaction, state).await {
@@ -319,7 +323,7 @@ pub(crate) async fn commit(
 /// WATCH: the keys, in the database of the moment (a role change ends every watch).
 async fn watch(state: &ServerState, session: &Session, keys: &[Bytes]) -> Frame {
     let Some(running) = state.roles.current_or_wait().await else {
-        return Frame::error("TRYAGAIN the database's role is changing: retry");
+        return role_changing();
     };
     match running.db.watch(session.id(), keys) {
         Ok(Ok(())) => Frame::ok(),
