@@ -87,8 +87,8 @@ impl redb::StorageBackend for SeamBackend {
     /// (waiting for the previous batch first). A checkpoint that rewrites most leaves of a big
     /// table writes hundreds of MiB; left in the page cache until its commit's sync, they reach
     /// the disk in one burst, and every log write's sync behind that burst waited for it (the
-    /// demo's switch waits and the slowest seconds of a durable SET were those bursts). A
-    /// failed write-back is a failed sync: the kernel reports it only once.
+    /// demo's longest commits were those waits). A failed write-back is a failed sync: the
+    /// kernel reports it only once.
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
         self.file.write_at(data, offset)?;
         let len = data.len() as u64;

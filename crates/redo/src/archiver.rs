@@ -265,7 +265,9 @@ impl Shared {
             // Hand the copy to the device as it goes, not all at the sync: a log's worth of
             // writes queued at once would hold the log writer's syncs behind them.
             if offset % ARCHIVE_WRITE_BACK_BYTES < len as u64 {
-                target.write_back().map_err(|error| RedoError::io("write", &temporary, error))?;
+                target
+                    .write_back()
+                    .map_err(|error| RedoError::io("write back", &temporary, error))?;
             }
             self.waits.log_archive_io.record_since(write_started);
         }

@@ -369,7 +369,7 @@ fn a_panicking_leader_fails_the_writer_instead_of_hanging_its_waiters() {
 
 #[test]
 fn the_archiver_hands_its_copy_to_the_device_as_it_goes_and_retries_a_failed_write_back() {
-    let _watchdog = crate::crashdisk::Watchdog::new(
+    let _watchdog = Watchdog::new(
         Duration::from_secs(60),
         "the_archiver_hands_its_copy_to_the_device_as_it_goes",
     );
