@@ -17,7 +17,7 @@ use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
@@ -54,13 +54,7 @@ struct SeamBackend {
     file: Box<dyn StorageFile>,
     /// Set for good when a sync fails (see `Store::checkpoint`).
     sync_failed: Arc<AtomicBool>,
-    /// Bytes written since the file last handed its writes to the device.
-    unsent: AtomicU64,
 }
-
-/// A checkpoint hands the data file's writes to the device every this many bytes
-/// (`StorageFile::write_back`).
-const WRITE_BACK_BYTES: u64 = 4 << 20;
 
 impl redb::StorageBackend for SeamBackend {
     fn len(&self) -> Result<u64, io::Error> {
@@ -83,23 +77,8 @@ impl redb::StorageBackend for SeamBackend {
         synced
     }
 
-    /// Writes a page, and every `WRITE_BACK_BYTES` hands what was written to the device
-    /// (waiting for the previous batch first). A checkpoint that rewrites most leaves of a big
-    /// table writes hundreds of MiB; left in the page cache until its commit's sync, they reach
-    /// the disk in one burst, and every log write's sync behind that burst waited for it (the
-    /// demo's longest commits were those waits). A failed write-back is a failed sync: the
-    /// kernel reports it only once.
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
-        self.file.write_at(data, offset)?;
-        let len = data.len() as u64;
-        if self.unsent.fetch_add(len, Ordering::Relaxed) + len >= WRITE_BACK_BYTES {
-            self.unsent.store(0, Ordering::Relaxed);
-            if let Err(error) = self.file.write_back() {
-                self.sync_failed.store(true, Ordering::Release);
-                return Err(error);
-            }
-        }
-        Ok(())
+        self.file.write_at(data, offset)
     }
 }
 
@@ -766,10 +745,6 @@ fn open_database(
     };
     redb::Database::builder()
         .set_cache_size(cache_bytes as usize)
-        .create_with_backend(SeamBackend {
-            file,
-            sync_failed: sync_failed.clone(),
-            unsent: AtomicU64::new(0),
-        })
+        .create_with_backend(SeamBackend { file, sync_failed: sync_failed.clone() })
         .map_err(|error| fail(&error))
 }

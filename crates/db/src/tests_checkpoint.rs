@@ -1,7 +1,5 @@
-//! How checkpoints spend the machine: paced (`checkpoint_completion_target`, spread over time
-//! when nobody waits, hurried as soon as somebody does, and still one durable transaction),
-//! below the sessions' CPU priority until needed, and handing their writes to the device as
-//! they go.
+//! Paced checkpoints (`checkpoint_completion_target`): spread over time when nobody waits,
+//! hurried as soon as somebody does, and still one durable transaction.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -147,90 +145,5 @@ fn the_checkpointer_yields_the_cpu_to_the_sessions_until_somebody_needs_its_chec
             "a checkpoint somebody waits for runs at the checkpointer's own priority"
         );
     }
-    db.shutdown().unwrap();
-}
-
-/// A database on `disk` whose checkpoints run only when asked (or at shutdown).
-fn open_unprompted(disk: &redo::crashdisk::CrashDisk) -> Database {
-    let root = Path::new("/db");
-    let db = DbConfig {
-        checkpoint_interval: Duration::from_secs(3600),
-        checkpoint_dirty_bytes: 256 << 20,
-        dirty_bytes_max: 1 << 30,
-        ..DbConfig::default()
-    }
-    .resolve(root);
-    let redo =
-        RedoConfig { log_file_size: 32 << 20, groups: 3, ..RedoConfig::default() }.resolve(root);
-    Database::open(db, redo, Arc::new(disk.clone()), Metrics::new()).unwrap()
-}
-
-/// Writes `count` keys of 4 KiB named `prefix:N`, 16 to a transaction.
-fn write_pages(db: &Database, prefix: &str, count: usize) {
-    for chunk in 0..count / 16 {
-        let ops: Vec<Op> = (0..16)
-            .map(|i| {
-                let n = chunk * 16 + i;
-                Op::set(
-                    Bytes::from(format!("{prefix}:{n}")),
-                    Bytes::from(vec![(n % 251) as u8; 4096]),
-                    keyspace::SetCondition::Always,
-                )
-            })
-            .collect();
-        db.transact(&ops, WAIT).unwrap();
-    }
-}
-
-#[test]
-fn a_checkpoint_hands_its_writes_to_the_device_as_it_goes() {
-    let _watchdog =
-        Watchdog::new(Duration::from_secs(60), "a_checkpoint_hands_its_writes_to_the_device");
-    let disk = redo::crashdisk::CrashDisk::new();
-    let db = open_unprompted(&disk);
-    // 12 MiB of rows: the data file's writes are handed to the device every 4 MiB, not all at
-    // the commit's sync (where they would hold up the log writer's syncs behind them).
-    write_pages(&db, "k", 3072);
-    let before = disk.write_backs();
-    db.checkpoint().unwrap();
-    let handed = disk.write_backs() - before;
-    assert!(handed >= 2, "12 MiB of rows handed to the device {handed} times");
-    db.shutdown().unwrap();
-    let db = open_unprompted(&disk);
-    for n in [0, 1535, 3071] {
-        assert_eq!(
-            db.get(format!("k:{n}").as_bytes()).unwrap(),
-            Some(Bytes::from(vec![(n % 251) as u8; 4096]))
-        );
-    }
-    db.shutdown().unwrap();
-}
-
-#[test]
-fn a_failed_write_back_of_the_data_file_is_a_failed_sync() {
-    let _watchdog = Watchdog::new(Duration::from_secs(60), "a_failed_write_back_of_the_data_file");
-    let disk = redo::crashdisk::CrashDisk::new();
-    let db = open_unprompted(&disk);
-    write_pages(&db, "k", 3072);
-    // Linux reports a page it failed to write once per open file, to whoever asks first: a
-    // write-back that saw it leaves the file untrusted, as a failed sync does, or the
-    // checkpoint's own sync would succeed over the lost page.
-    let data_file = Path::new("/db/data/kv.redb");
-    disk.set_fault(data_file, Some(redo::crashdisk::Fault::WriteBackError));
-    db.checkpoint().unwrap_err();
-    disk.set_fault(data_file, None);
-    db.checkpoint().unwrap_err();
-    assert!(db.writes_refused().is_some());
-    assert_eq!(db.get(b"k:7").unwrap(), Some(Bytes::from(vec![7u8; 4096])), "still read");
-    drop(db);
-    // Restarted, the redo gives the rows back.
-    let db = open_unprompted(&disk);
-    assert_eq!(db.get(b"k:3071").unwrap(), Some(Bytes::from(vec![(3071 % 251) as u8; 4096])));
-    db.transact(
-        &[Op::set(Bytes::from("after"), Bytes::from("1"), keyspace::SetCondition::Always)],
-        WAIT,
-    )
-    .unwrap();
-    db.checkpoint().unwrap();
     db.shutdown().unwrap();
 }

@@ -30,10 +30,6 @@ pub(crate) struct ArchiveQueue {
     errors: BTreeMap<LogSeq, String>,
 }
 
-/// The archiver hands its copy's writes to the device every this many bytes
-/// (`StorageFile::write_back`).
-const ARCHIVE_WRITE_BACK_BYTES: u64 = 4 << 20;
-
 /// File name of an archived log: `<thread>_<sequence>.arc`, the sequence zero-padded so that
 /// names sort in sequence order.
 pub fn archive_file_name(thread: RedoThread, seq: LogSeq) -> String {
@@ -261,15 +257,8 @@ impl Shared {
             target
                 .write_at(bytes, offset)
                 .map_err(|error| RedoError::io("write", &temporary, error))?;
-            offset += len as u64;
-            // Hand the copy to the device as it goes, not all at the sync: a log's worth of
-            // writes queued at once would hold the log writer's syncs behind them.
-            if offset % ARCHIVE_WRITE_BACK_BYTES < len as u64 {
-                target
-                    .write_back()
-                    .map_err(|error| RedoError::io("write back", &temporary, error))?;
-            }
             self.waits.log_archive_io.record_since(write_started);
+            offset += len as u64;
         }
         if scanner.end_offset() != end.end_offset || scanner.end_scn() != end.next_scn {
             return Err(RedoError::Corrupt {

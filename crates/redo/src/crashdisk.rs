@@ -63,9 +63,6 @@ pub enum Fault {
     WriteError,
     /// Every sync of the file fails with EIO (writes succeed).
     SyncError,
-    /// Every write-back of the file (`StorageFile::write_back`) fails with EIO, as Linux's
-    /// `sync_file_range` reports a page the device failed to write (writes succeed).
-    WriteBackError,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -78,7 +75,6 @@ struct State {
     capacity_bytes: Option<u64>,
     faults: BTreeMap<PathBuf, Fault>,
     syncs: u64,
-    write_backs: u64,
 }
 
 impl State {
@@ -183,11 +179,6 @@ impl CrashDisk {
     /// Number of `sync_data` calls so far (a clock for tests that crash "at every sync").
     pub fn syncs(&self) -> u64 {
         self.state.lock().syncs
-    }
-
-    /// Number of `write_back` calls so far, of every file.
-    pub fn write_backs(&self) -> u64 {
-        self.state.lock().write_backs
     }
 
     /// Number of changes to `path` written since its last sync (what a power cut may tear).
@@ -395,17 +386,6 @@ impl StorageFile for SimFile {
         inode.pending.clear();
         drop(state);
         self.disk.run_hook();
-        Ok(())
-    }
-
-    /// Nothing to hand to a device (a crash still loses every write not synced), but counted
-    /// and failed as injected.
-    fn write_back(&self) -> io::Result<()> {
-        let mut state = self.disk.state.lock();
-        if state.fault(self.inode) == Some(Fault::WriteBackError) {
-            return Err(eio("write-back"));
-        }
-        state.write_backs += 1;
         Ok(())
     }
 

@@ -60,16 +60,6 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     }
     /// Makes every write before it durable (a no-op where writes are synchronous).
     fn sync_data(&self) -> io::Result<()>;
-    /// Waits until the device has taken what the last call handed it, then hands it every
-    /// write made since (no durability promised: that is `sync_data`'s). A writer of many
-    /// pages calls it every few MiB so that they reach the device in a steady stream instead
-    /// of all at its `sync_data`, where they would delay every other file's sync on the same
-    /// device behind them. An error is a write the device may have lost: from then on the
-    /// file's writes are not known durable, whatever a later `sync_data` says (Linux reports
-    /// a write-back error once per open file, here). A no-op where writes are synchronous.
-    fn write_back(&self) -> io::Result<()> {
-        Ok(())
-    }
     fn len(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
@@ -214,28 +204,6 @@ impl StorageFile for OsFile {
 
     fn sync_data(&self) -> io::Result<()> {
         if self.synchronous { Ok(()) } else { self.write.sync_data() }
-    }
-
-    fn write_back(&self) -> io::Result<()> {
-        if self.synchronous {
-            return Ok(());
-        }
-        // The whole file (length 0: to its end). WAIT_BEFORE: pages already being written are
-        // waited for (what the last call started); WRITE: the dirty ones are started.
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE;
-        loop {
-            // SAFETY: a plain system call on a descriptor this file owns.
-            let done = unsafe {
-                libc::sync_file_range(std::os::fd::AsRawFd::as_raw_fd(&self.write), 0, 0, flags)
-            };
-            if done == 0 {
-                return Ok(());
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
     }
 
     fn len(&self) -> io::Result<u64> {
@@ -447,25 +415,6 @@ impl fmt::Debug for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_real_file_hands_its_writes_to_the_device_and_keeps_them() {
-        let dir = tempfile::tempdir().unwrap();
-        for io_mode in [IoMode::Fdatasync, IoMode::Dsync] {
-            let path = dir.path().join(format!("{io_mode:?}"));
-            let file = OsStorage::new(io_mode).create_log(&path, 2 << 20).unwrap();
-            file.write_at(&[7u8; 1 << 20], 0).unwrap();
-            // The second waits for what the first started.
-            file.write_back().unwrap();
-            file.write_at(&[8u8; 4096], 1 << 20).unwrap();
-            file.write_back().unwrap();
-            file.sync_data().unwrap();
-            let mut back = vec![0u8; (1 << 20) + 4096];
-            file.read_at(&mut back, 0).unwrap();
-            assert!(back[..1 << 20].iter().all(|&byte| byte == 7));
-            assert!(back[1 << 20..].iter().all(|&byte| byte == 8));
-        }
-    }
 
     #[test]
     fn aligned_buffer_is_aligned_and_zeroed() {

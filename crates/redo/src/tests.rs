@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::*;
-use crate::crashdisk::{CrashDisk, Fault, Watchdog};
+use crate::crashdisk::{CrashDisk, Watchdog};
 
 pub(crate) const IMMEDIATE_WAIT: CommitOptions =
     CommitOptions { wait: CommitWait::Wait, logging: CommitLogging::Immediate };
@@ -365,40 +365,4 @@ fn a_panicking_leader_fails_the_writer_instead_of_hanging_its_waiters() {
     assert!(primary.durable_scn() >= durable);
     assert!(primary.status().writer_failure.is_some_and(|failure| failure.contains("panicked")));
     primary.shutdown().unwrap();
-}
-
-#[test]
-fn the_archiver_hands_its_copy_to_the_device_as_it_goes_and_retries_a_failed_write_back() {
-    let _watchdog = Watchdog::new(
-        Duration::from_secs(60),
-        "the_archiver_hands_its_copy_to_the_device_as_it_goes",
-    );
-    let disk = CrashDisk::new();
-    let config = RedoConfig { log_file_size: 16 << 20, ..small_config(Path::new("/r")) };
-    let log = open_on(&disk, &config).unwrap();
-    // About 10 MiB of redo in the first log, then a switch: its copy is handed to the device
-    // every 4 MiB (not all at its sync, where the log writer's syncs would wait behind it).
-    let payload = payload_for(1, 16 << 10);
-    for _ in 0..640 {
-        log.commit(&payload, IMMEDIATE_WAIT).unwrap();
-    }
-    let first = LogSeq(1);
-    let temporary = config.archive_dests[0].join(format!(
-        "{}.tmp",
-        crate::archiver::archive_file_name(crate::types::RedoThread(1), first)
-    ));
-    disk.set_fault(&temporary, Some(Fault::WriteBackError));
-    let before = disk.write_backs();
-    assert_eq!(log.switch_logfile().unwrap(), LogSeq(2));
-    wait_until("the archiver fails on the write-back", || {
-        log.shared.archive_errors().contains_key(&first)
-    });
-    assert!(log.archived_logs().iter().all(|entry| entry.seq != first));
-    disk.set_fault(&temporary, None);
-    wait_until("the log is archived on the retry", || {
-        log.archived_logs().iter().any(|entry| entry.seq == first)
-    });
-    let handed = disk.write_backs() - before;
-    assert!(handed >= 2, "a 10 MiB copy handed to the device {handed} times");
-    log.shutdown().unwrap();
 }
