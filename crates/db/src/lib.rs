@@ -29,6 +29,7 @@ mod effects;
 pub mod error;
 mod expire;
 mod key_count;
+mod key_filter;
 pub mod layout;
 mod open;
 pub mod ops;

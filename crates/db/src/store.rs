@@ -532,18 +532,30 @@ struct Learnt {
 }
 
 impl Learnt {
+    /// A string's row is read by its header alone (its type and deadline), without a copy of
+    /// its value: most rows a checkpoint replaces are strings.
     fn replaced(&mut self, key: &[u8], old: &[u8], new: Option<&[u8]>) {
-        let Ok(old) = KeyRow::decode(&Bytes::copy_from_slice(old)) else {
+        let malformed = || {
             tracing::warn!(key = %String::from_utf8_lossy(key), "a malformed key row in the data files was replaced");
-            return;
         };
-        let new = new.and_then(|new| KeyRow::decode(&Bytes::copy_from_slice(new)).ok());
-        let new_deadline = new.as_ref().map_or(0, |new| new.expires_at);
-        if old.expires_at != 0 && old.expires_at != new_deadline {
-            self.stale_expires.push(layout::expires_row(old.expires_at, key));
+        let Ok((old_kind, old_deadline)) = layout::decode_header(old) else {
+            return malformed();
+        };
+        let dropped = if old_kind == layout::KeyType::String {
+            None
+        } else {
+            match KeyRow::decode(&Bytes::copy_from_slice(old)) {
+                Ok(row) => row.collection_info().map(|collection| collection.id),
+                Err(_) => return malformed(),
+            }
+        };
+        let new_deadline =
+            new.and_then(|new| layout::decode_header(new).ok()).map_or(0, |(_, deadline)| deadline);
+        if old_deadline != 0 && old_deadline != new_deadline {
+            self.stale_expires.push(layout::expires_row(old_deadline, key));
         }
-        if let Some(collection) = old.collection_info() {
-            self.dropped_ids.insert(collection.id);
+        if let Some(id) = dropped {
+            self.dropped_ids.insert(id);
         }
     }
 
