@@ -63,7 +63,7 @@ pub struct Key {
 }
 
 /// Bytes of a key held inline in `Key::prefix`.
-const INLINE: usize = 31;
+pub(crate) const INLINE: usize = 31;
 
 /// `Key::prefix`'s length byte for a key longer than `INLINE`.
 const LONG: u8 = u8::MAX;

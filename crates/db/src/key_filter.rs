@@ -16,7 +16,7 @@
 //! a chain of parts, each twice the capacity of the one before; a row goes into the newest,
 //! and a lookup asks every part. Nothing is ever rehashed, so an insert never stalls.
 
-use crate::cache::Key;
+use crate::cache::{INLINE, Key};
 use crate::layout::Namespace;
 
 /// Bits per row: about 1 % false positives for a full part.
@@ -120,7 +120,7 @@ fn hash(namespace: Namespace, key: &Key) -> u64 {
     hash = mix(hash, (high >> 64) as u64);
     hash = mix(hash, low as u64);
     hash = mix(hash, (low >> 64) as u64);
-    if let Some(tail) = key.bytes().get(31..) {
+    if let Some(tail) = key.bytes().get(INLINE..) {
         for chunk in tail.chunks(8) {
             let mut word = [0u8; 8];
             word[..chunk.len()].copy_from_slice(chunk);
