@@ -1,5 +1,8 @@
-//! Paced checkpoints (`checkpoint_completion_target`): spread over time when nobody waits,
-//! hurried as soon as somebody does, and still one durable transaction.
+//! When checkpoints run, and how hard: paced checkpoints (`checkpoint_completion_target`),
+//! spread over time when nobody waits, hurried as soon as somebody does, and still one durable
+//! transaction; a checkpoint started by every log switch, before the log writer needs the group;
+//! and the checkpointer's lower CPU priority (`checkpoint_nice`) until somebody needs its
+//! checkpoint.
 
 use std::path::Path;
 use std::sync::Arc;
