@@ -14,9 +14,9 @@
 //! the ops/s of each is all requests over all the time of its runs. (One GET run per server
 //! cannot judge its target: the same binary, the same fill, gave 9.7 and 11.9 µs of CPU per
 //! GET from one run to the next.) The tests at `-c 1` run once per server. Each run also reads
-//! the server process's CPU time from /proc, for the CPU per request. Redis's automatic AOF rewrite is turned off: a fork and
-//! rewrite of the append-only file in the middle of a run would slow Redis by chance of timing,
-//! not by design.
+//! the server process's CPU time from /proc, for the CPU per request. Redis's automatic AOF
+//! rewrite is turned off: a fork and rewrite of the append-only file in the middle of a run
+//! would slow Redis by chance of timing, not by design.
 //!
 //! Where the processes run ([`crate::placement`]): redis-benchmark runs on a CPU of its own and
 //! both servers on the others, as when the client is on a host of its own; the durable SET at
