@@ -26,7 +26,8 @@ for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.
 taskset -c 1 redis-benchmark -p 6396 -c 50 -P 16 -n 2600000 -r 1000000 -d 100 -t set --csv >/dev/null 2>&1
 cpu(){ awk '{print $14+$15}' /proc/$pid/stat; }
 ck(){ for t in /proc/$pid/task/*; do [ "$(cat $t/comm)" = "db-ckpt" ] && awk '{print $14+$15}' $t/stat; done; }
-threads(){ for t in /proc/$pid/task/*; do echo "$(cat $t/comm) $(awk '{print $14, $15}' $t/stat)"; done; }
+# Each thread as "tid comm utime stime" (comm has no spaces here), paired by tid below.
+threads(){ for t in /proc/$pid/task/*; do echo "${t##*/} $(cat $t/comm) $(awk '{print $14, $15}' $t/stat)"; done; }
 n=200000
 c0=$(cpu); k0=$(ck); before=$(threads); rates=""
 for r in $(seq $rounds); do
@@ -34,6 +35,9 @@ for r in $(seq $rounds); do
 done
 c1=$(cpu); k1=$(ck); after=$(threads)
 echo "$name: $(redis-cli -p 6396 dbsize) keys; GET/s$rates; cpu $(echo "scale=2; ($c1-$c0)*10000/($rounds*$n)" | bc) us/GET (checkpointer $(echo "scale=2; (0$k1-0$k0)*10000/($rounds*$n)" | bc)); $(grep VmHWM /proc/$pid/status | tr -s ' \t' ' ')"
-paste <(echo "$before") <(echo "$after") | awk -v n=$((rounds*n)) '{u=$5-$2; s=$6-$3; if (u+s>0) printf "  %s: user %.2f, system %.2f us/GET\n", $1, u*10000/n, s*10000/n}'
+# Threads started during the rounds count from zero.
+awk -v n=$((rounds*n)) 'NR==FNR {u[$1]=$3; s[$1]=$4; next}
+  {du=$3-u[$1]; ds=$4-s[$1]; if (du+ds>0) printf "  %s: user %.2f, system %.2f us/GET\n", $2, du*10000/n, ds*10000/n}' \
+  <(echo "$before") <(echo "$after")
 kill $pid; wait $pid 2>/dev/null
 rm -rf $d
