@@ -124,10 +124,12 @@ fn far_sync(variant: Variant) -> Config {
 
 #[test]
 fn a_failover_through_a_far_sync_makes_no_second_primary_and_loses_no_acknowledged_write() {
+    // Crashes of F or T and one-way cuts of any link; every reachable state either way (CI:
+    // about 700 000, 3 s; the deep run: about 10 million, 95 s and 1.7 GB).
     let config = if run::deep() {
         Config { writes: 3, faults: 3, cuts: true, ..far_sync(Variant::Current) }
     } else {
-        far_sync(Variant::Current)
+        Config { writes: 2, faults: 3, cuts: true, ..far_sync(Variant::Current) }
     };
     let run = explore(config.clone());
     println!("{}", run.summary("one far sync, today's logic"));
