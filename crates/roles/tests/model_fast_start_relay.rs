@@ -10,8 +10,9 @@
 //!   synchronized once F is shipped to SYNC again, before F holds what was acknowledged
 //!   without it, and the observer not comparing F's position; P restarting without its
 //!   record, with a second observer), the checker finds a counterexample.
-//! - A hole in today's logic, found with P's restart and a second observer (ignored tests,
-//!   `restart_during_the_tail`): T, asked by O and taking F's tail, still takes P's word
+//! - A hole in the old logic (`WordPassedOnWhileFailingOver`), found with P's restart and a
+//!   second observer (`restart_during_the_tail`; the checker's hunts for it, with the old logic
+//!   and with today's, run in CI): T, asked by O and taking F's tail, still takes P's word
 //!   through F, so it names O2, O2 becomes active and grants T away, P acknowledges a write F
 //!   lacks, and the seal then reaches F: T opens without it.
 
