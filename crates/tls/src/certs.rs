@@ -36,6 +36,8 @@ pub enum Validity {
 /// A certificate authority that issues certificates.
 pub struct TestCa {
     key: KeyPair,
+    /// What the CA's certificate was made from: its name and key usages sign what it issues.
+    params: CertificateParams,
     certificate: rcgen::Certificate,
 }
 
@@ -67,7 +69,7 @@ impl TestCa {
 
     fn with_key(params: CertificateParams, key: KeyPair) -> Result<TestCa, String> {
         let certificate = params.self_signed(&key).map_err(|error| error.to_string())?;
-        Ok(TestCa { key, certificate })
+        Ok(TestCa { key, params, certificate })
     }
 
     /// The CA whose key is in `key_pem` (written by `write`).
@@ -104,9 +106,8 @@ impl TestCa {
         params.not_before = rcgen::date_time_ymd(not_before.0, not_before.1, not_before.2);
         params.not_after = rcgen::date_time_ymd(not_after.0, not_after.1, not_after.2);
         let key = KeyPair::generate().map_err(|error| error.to_string())?;
-        let certificate = params
-            .signed_by(&key, &self.certificate, &self.key)
-            .map_err(|error| error.to_string())?;
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        let certificate = params.signed_by(&key, &issuer).map_err(|error| error.to_string())?;
         Ok(Issued { cert_pem: certificate.pem(), key_pem: key.serialize_pem() })
     }
 }
