@@ -11,8 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use argon2::password_hash::{PasswordHash, PasswordHashString, PasswordHasher, SaltString};
-use argon2::{Argon2, PasswordVerifier};
+use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use resp::{Permission, User};
@@ -98,9 +97,9 @@ impl AuthSection {
 
 /// The argon2id hash of `password`, as a PHC string for `password_hash`.
 pub fn hash_password(password: &[u8]) -> Result<String, String> {
-    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| e.to_string())?;
+    let salt = rand::random::<[u8; 16]>();
     Argon2::default()
-        .hash_password(password, &salt)
+        .hash_password_with_salt(password, &salt)
         .map(|hash| hash.to_string())
         .map_err(|error| error.to_string())
 }
@@ -116,21 +115,19 @@ const ACCEPTED_MAX: usize = 4096;
 
 /// The users, as the server checks them.
 pub struct Users {
-    entries: BTreeMap<Bytes, (PasswordHashString, Permission)>,
+    entries: BTreeMap<Bytes, (PasswordHash, Permission)>,
     /// SHA-256 of (user, password) of passwords accepted before.
     accepted: Mutex<HashMap<[u8; 32], Permission>>,
     /// At most this many argon2 checks at once.
     checking: tokio::sync::Semaphore,
     /// Checked against for an unknown user (so that it costs what a known one does).
-    decoy: PasswordHashString,
+    decoy: PasswordHash,
 }
 
 impl Users {
     pub fn new(section: &AuthSection) -> Result<Users, String> {
         let mut entries = BTreeMap::new();
-        let parse = |hash: &str| {
-            PasswordHash::new(hash).map(|hash| hash.serialize()).map_err(|error| error.to_string())
-        };
+        let parse = |hash: &str| PasswordHash::new(hash).map_err(|error| error.to_string());
         if let Some(password) = &section.requirepass {
             let hash = hash_password(password.as_bytes())?;
             entries.insert(Bytes::from_static(b"default"), (parse(&hash)?, Permission::Admin));
@@ -173,10 +170,10 @@ impl Users {
         let (name_owned, password) = (Bytes::copy_from_slice(name), password.to_vec());
         let permission = tokio::task::spawn_blocking(move || {
             let (hash, permission) = match users.entries.get(&name_owned) {
-                Some((hash, permission)) => (hash.password_hash(), Some(*permission)),
-                None => (users.decoy.password_hash(), None),
+                Some((hash, permission)) => (hash, Some(*permission)),
+                None => (&users.decoy, None),
             };
-            let matches = Argon2::default().verify_password(&password, &hash).is_ok();
+            let matches = Argon2::default().verify_password(&password, hash).is_ok();
             permission.filter(|_| matches)
         })
         .await
@@ -219,6 +216,31 @@ mod tests {
         assert!(users.check(b"reader", b"root secret").await.is_none());
         assert!(users.check(b"nobody", b"read only").await.is_none());
         assert!(users.check(b"default", b"").await.is_none());
+    }
+
+    /// A users file written before argon2 0.6 keeps working: this hash of "correct horse" was
+    /// made by `redoguard passwd` built with argon2 0.5.
+    #[tokio::test(flavor = "current_thread")]
+    async fn hashes_made_by_the_previous_argon2_release_still_verify() {
+        let old = "$argon2id$v=19$m=19456,t=2,p=1$FLGjUDnHxEAUsMOXjJrDiw$1vGDMmOK7I8s3zm0das6hgp30ldGBCo3FkCTnEMu21I";
+        let section = AuthSection {
+            users: vec![UserEntry {
+                name: "app".into(),
+                password_hash: old.into(),
+                permission: Permission::Write,
+            }],
+            ..AuthSection::default()
+        };
+        section.validate().unwrap();
+        let users = Arc::new(Users::new(&section).unwrap());
+        assert_eq!(
+            users.check(b"app", b"correct horse").await.unwrap().permission,
+            Permission::Write
+        );
+        assert!(users.check(b"app", b"correct horsE").await.is_none());
+        // And a new hash has the same form and costs.
+        let new = hash_password(b"correct horse").unwrap();
+        assert!(new.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{new}");
     }
 
     #[test]
