@@ -55,6 +55,17 @@ pub struct DbConfig {
     #[serde(with = "units::serde_human::size")]
     pub cache_size: u64,
 
+    /// Memory at most for the filter of the data files' key and element rows: a Bloom filter
+    /// (about 1.5 bytes a row, room for twice the rows of the data files when it is built)
+    /// that lets a lookup of a row they do not hold skip the search of their B-tree, which is
+    /// what every new hash field, set member or sorted-set member looks up. Built by the thread
+    /// `db-filter` at open (about a second per million rows, at a low CPU priority; until
+    /// then lookups search as before) and again when it is full. Beyond this size it holds
+    /// more rows than it was sized for, with more false positives (each one a search). 0: no
+    /// filter. Bounds: 0..=16 GiB. Default: 256 MiB (about 170 million rows).
+    #[serde(with = "units::serde_human::size")]
+    pub row_filter_max: u64,
+
     /// Wait before retrying a failed checkpoint (a full disk, say). Bounds: 10ms..=1min.
     /// Default: 1s.
     #[serde(with = "units::serde_human::duration")]
@@ -94,6 +105,7 @@ impl Default for DbConfig {
             checkpoint_nice: 10,
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
+            row_filter_max: 256 << 20,
             checkpoint_retry_interval: Duration::from_secs(1),
             limits: DataLimits::default(),
         }
@@ -149,6 +161,12 @@ impl DbConfig {
         }
         if !(1 << 20..=64 << 30).contains(&self.cache_size) {
             return invalid("cache_size", format!("{} is outside 1 MiB..=64 GiB", self.cache_size));
+        }
+        if self.row_filter_max > 16 << 30 {
+            return invalid(
+                "row_filter_max",
+                format!("{} is more than 16 GiB", self.row_filter_max),
+            );
         }
         if !(Duration::from_millis(10)..=Duration::from_secs(60))
             .contains(&self.checkpoint_retry_interval)

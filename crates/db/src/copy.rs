@@ -49,7 +49,7 @@ impl CopyWriter {
         let file = storage.create(&marker).map_err(io("create", &marker))?;
         file.sync_data().map_err(io("sync", &marker))?;
         storage.sync_dir(&config.dir).map_err(io("sync", &config.dir))?;
-        let store = Store::open(storage, &path, config.cache_size)?;
+        let store = Store::open(storage, &path, config.cache_size, 0)?;
         Ok(CopyWriter { store, marker, storage: storage.clone() })
     }
 

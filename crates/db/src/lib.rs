@@ -35,6 +35,7 @@ mod open;
 pub mod ops;
 mod priority;
 mod read_ahead;
+mod row_filter;
 mod scan;
 pub mod store;
 mod transaction;
@@ -506,6 +507,7 @@ impl Database {
             let _state = inner.checkpoint.lock();
             inner.checkpoint_changed.notify_all();
         }
+        inner.store.stop_row_filter_builder();
         for handle in self.threads.lock().drain(..) {
             let _ = handle.join();
         }
@@ -534,5 +536,7 @@ mod tests_checkpoint;
 mod tests_far_sync;
 #[cfg(test)]
 mod tests_key_count;
+#[cfg(test)]
+mod tests_row_filter;
 #[cfg(test)]
 mod tests_types;

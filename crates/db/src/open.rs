@@ -62,7 +62,7 @@ impl Database {
         let store = if far_sync {
             Store::without_data_files(storage)?
         } else {
-            Store::open(storage, &config.data_file(), config.cache_size)?
+            Store::open(storage, &config.data_file(), config.cache_size, config.row_filter_max)?
         };
         let identity = redo.identity();
         let meta = store.meta()?;
@@ -192,6 +192,15 @@ impl Database {
         let mut threads = Vec::new();
         let checkpointer = inner.clone();
         threads.push(spawn("db-ckpt", Box::new(move || checkpointer.checkpointer()))?);
+        let filter = inner.clone();
+        threads.push(spawn(
+            "db-filter",
+            Box::new(move || {
+                // Building a filter is never urgent: the sessions come first.
+                crate::priority::Priority::of_this_thread(10).background();
+                filter.store.run_row_filter_builder()
+            }),
+        )?);
         if role == Role::Standby {
             let applier = inner.clone();
             threads.push(spawn("db-apply", Box::new(move || applier.apply_loop()))?);

@@ -28,6 +28,7 @@ use redo::{DatabaseId, Scn};
 use crate::cache::Layer;
 use crate::error::DbError;
 use crate::layout::{self, KeyRow, Namespace};
+use crate::row_filter::{self, RowFilter};
 
 type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
 const KV: Table = TableDefinition::new("kv");
@@ -47,6 +48,9 @@ const LAYOUT: u64 = 2;
 /// Garbage element rows a checkpoint removes at most (a DEL of a collection of millions is
 /// spread over checkpoints, each bounded in time).
 pub const GARBAGE_ROWS_PER_CHECKPOINT_MAX: usize = 65_536;
+
+/// Rows the row filter's builder reads per read transaction (a few milliseconds).
+const FILTER_SCAN_ROWS: usize = 16_384;
 
 /// redb's view of one of our storage files.
 #[derive(Debug)]
@@ -118,6 +122,8 @@ pub struct Store {
     garbage_pending: AtomicBool,
     /// A far sync's empty key space (`without_data_files`): never on disk, never reopened.
     in_memory: bool,
+    /// Which key and element rows the data files certainly do not hold (`row_filter`).
+    row_filter: RowFilter,
 }
 
 impl std::fmt::Debug for Store {
@@ -133,15 +139,17 @@ fn store_error(path: &Path, what: &str) -> impl Fn(&dyn std::fmt::Display) -> Db
 }
 
 impl Store {
-    /// Opens the data file at `path`, creating it if missing.
+    /// Opens the data file at `path`, creating it if missing. Its row filter takes at most
+    /// `row_filter_max` bytes (0: none); it answers once `run_row_filter_builder` built it.
     pub fn open(
         storage: &Arc<dyn Storage>,
         path: &Path,
         cache_bytes: u64,
+        row_filter_max: u64,
     ) -> Result<Store, DbError> {
         let sync_failed = Arc::new(AtomicBool::new(false));
         let db = open_database(storage, path, cache_bytes, &sync_failed)?;
-        Store::initialised(db, storage, path, cache_bytes, sync_failed, false)
+        Store::initialised(db, storage, path, cache_bytes, sync_failed, false, row_filter_max)
     }
 
     /// The key space of a far sync, which has no data files: empty tables in memory that
@@ -152,7 +160,7 @@ impl Store {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|error| store_error(path, "open")(&error))?;
-        Store::initialised(db, storage, path, 0, Arc::new(AtomicBool::new(false)), true)
+        Store::initialised(db, storage, path, 0, Arc::new(AtomicBool::new(false)), true, 0)
     }
 
     fn initialised(
@@ -162,6 +170,7 @@ impl Store {
         cache_bytes: u64,
         sync_failed: Arc<AtomicBool>,
         in_memory: bool,
+        row_filter_max: u64,
     ) -> Result<Store, DbError> {
         // Make sure every table exists, so that readers never see "no such table", and that the
         // rows are of this layout.
@@ -204,6 +213,7 @@ impl Store {
             closed: AtomicBool::new(false),
             garbage_pending: AtomicBool::new(garbage_pending),
             in_memory,
+            row_filter: RowFilter::new(row_filter_max),
         })
     }
 
@@ -227,6 +237,7 @@ impl Store {
     /// it.
     pub fn close(&self) {
         self.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.row_filter.stop();
         let mut db = self.db.write();
         // No reader holds a table now (they hold `db`'s read lock while they do).
         self.drop_reader();
@@ -316,6 +327,11 @@ impl Store {
     }
 
     pub fn get_row(&self, namespace: Namespace, key: &[u8]) -> Result<Option<Bytes>, DbError> {
+        if self.row_filter.rules_out(namespace, key) {
+            // Still an error while the data file is closed, as a search would be.
+            drop(self.database("read")?);
+            return Ok(None);
+        }
         self.with_tables("read", |tables| {
             let value = tables[namespace.index()].get(key)?;
             Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
@@ -449,6 +465,16 @@ impl Store {
         let fail = store_error(&self.path, "checkpoint");
         let db = self.database("checkpoint")?;
         let transaction = db.begin_write().map_err(|error| fail(&error))?;
+        // Held to after the commit: a filter being built registers only between checkpoints.
+        let filters = self.row_filter.writing();
+        let set_bits = |namespace: Namespace, row: &[u8]| {
+            let hash = row_filter::hash(namespace, row);
+            for filter in &filters.filters {
+                filter.insert(hash);
+            }
+        };
+        // Rows written that the data files did not hold.
+        let mut new_rows = 0u64;
         let garbage_left;
         {
             let mut table = transaction.open_table(KV).map_err(|error| fail(&error))?;
@@ -463,11 +489,15 @@ impl Store {
                 while let Some(lone) = next.next_if(|lone| *lone < key) {
                     existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
                 }
+                if value.is_some() {
+                    set_bits(Namespace::Keys, key.as_ref());
+                }
                 let replaced = match value {
                     Some(value) => table.insert(key.as_ref(), value.as_ref()),
                     None => table.remove(key.as_ref()),
                 }
                 .map_err(|error| fail(&error))?;
+                new_rows += u64::from(value.is_some() && replaced.is_none());
                 let replaced = replaced
                     .map(|old| learnt.replaced(key.as_ref(), old.value(), value.as_deref()));
                 if let Some(new) = value {
@@ -487,11 +517,19 @@ impl Store {
                     .open_table(TABLES[namespace.index()])
                     .map_err(|error| fail(&error))?;
                 for (key, value) in changed.rows(namespace) {
-                    match value {
-                        Some(value) => table.insert(key.as_ref(), value.as_ref()),
-                        None => table.remove(key.as_ref()),
+                    let new = match value {
+                        Some(value) => {
+                            if row_filter::filtered(namespace) {
+                                set_bits(namespace, key.as_ref());
+                            }
+                            table.insert(key.as_ref(), value.as_ref()).map(|old| old.is_none())
+                        }
+                        None => table.remove(key.as_ref()).map(|_| false),
                     }
                     .map_err(|error| fail(&error))?;
+                    if new && row_filter::filtered(namespace) {
+                        new_rows += 1;
+                    }
                     pace();
                 }
             }
@@ -515,8 +553,62 @@ impl Store {
             meta.insert(META_DATABASE_ID, database_id.0).map_err(|error| fail(&error))?;
         }
         transaction.commit().map_err(|error| fail(&error))?;
+        for filter in &filters.filters {
+            filter.add_rows(new_rows);
+        }
+        drop(filters);
+        self.row_filter.checkpointed();
         self.garbage_pending.store(garbage_left, Ordering::Release);
         Ok(())
+    }
+
+    /// Builds the row filter at open, and a larger one whenever it is full, until the store
+    /// closes (`Store::close`): the loop of the database's thread `db-filter`.
+    pub fn run_row_filter_builder(&self) {
+        let rows = || {
+            self.with_tables("count rows", |tables| {
+                Ok(tables[Namespace::Keys.index()].len()?
+                    + tables[Namespace::Elements.index()].len()?)
+            })
+            .ok()
+        };
+        let mut scan = |namespace: Namespace,
+                        after: &mut Option<Vec<u8>>,
+                        each: &mut dyn FnMut(&[u8])|
+         -> Option<bool> {
+            // A read transaction of its own, begun now (not the kept one, which may be older
+            // than the filter's registration: see `row_filter`).
+            let db = self.database("build the row filter").ok()?;
+            let transaction = db.begin_read().ok()?;
+            let table = transaction.open_table(TABLES[namespace.index()]).ok()?;
+            let lower = match after.as_deref() {
+                Some(key) => Bound::Excluded(key),
+                None => Bound::Unbounded,
+            };
+            let mut range = table.range::<&[u8]>((lower, Bound::Unbounded)).ok()?;
+            let mut last = None;
+            for entry in range.by_ref().take(FILTER_SCAN_ROWS) {
+                let (key, _) = entry.ok()?;
+                each(key.value());
+                last = Some(key);
+            }
+            let more = range.next().is_some();
+            if let Some(last) = last {
+                *after = Some(last.value().to_vec());
+            }
+            Some(more)
+        };
+        self.row_filter.run_builder(&rows, &mut scan);
+    }
+
+    /// Stops `run_row_filter_builder` (at shutdown).
+    pub fn stop_row_filter_builder(&self) {
+        self.row_filter.stop();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn row_filter(&self) -> &RowFilter {
+        &self.row_filter
     }
 }
 
