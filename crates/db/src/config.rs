@@ -61,8 +61,9 @@ pub struct DbConfig {
     /// what every new hash field, set member or sorted-set member looks up. Built by the thread
     /// `db-filter` at open (about a second per million rows, at a low CPU priority; until
     /// then lookups search as before) and again when it is full. Beyond this size it holds
-    /// more rows than it was sized for, with more false positives (each one a search). 0: no
-    /// filter. Bounds: 0..=16 GiB. Default: 256 MiB (about 170 million rows).
+    /// more rows than it was sized for, with more false positives (each one a search); while a
+    /// new one is built the old one answers, so twice this at most. 0: no filter. Bounds:
+    /// 0..=16 GiB. Default: 256 MiB (about 170 million rows).
     #[serde(with = "units::serde_human::size")]
     pub row_filter_max: u64,
 

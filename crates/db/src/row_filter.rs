@@ -15,8 +15,8 @@
 //! positives when full; a false positive costs the search it would have cost anyway, and a
 //! row is never reported absent once inserted. Deleted rows stay in (their bits are shared), so
 //! the count of rows it holds only grows; when it passes the filter's capacity a new filter is
-//! built in the background from the data files, twice the rows, bounded by
-//! `[db] row_filter_max`.
+//! built in the background from the data files, for twice the rows they hold, bounded by
+//! `[db] row_filter_max` (while it is built the old one answers: twice that at most).
 //!
 //! Why it never says "absent" of a row the data files hold (the invariant):
 //! - The data files change only by a checkpoint's write transaction (`Store::write_checkpoint`),
@@ -122,8 +122,9 @@ impl Filter {
     }
 }
 
-/// `n` words of zeros, allocated zeroed: the kernel's zero pages until first written, so a
-/// filter sized for millions of rows takes memory as rows come, not at once.
+/// `n` words of zeros, allocated zeroed: the kernel's zero pages until first written. Rows
+/// land in random blocks, so a few thousand rows touch every page of a 6 MiB filter; only a
+/// database with fewer (each test's) keeps most of it unallocated.
 fn zeroed_words(n: usize) -> Box<[AtomicU32]> {
     const { assert!(std::mem::align_of::<AtomicU32>() == std::mem::align_of::<u32>()) };
     let words: Box<[u32]> = vec![0u32; n].into_boxed_slice();
@@ -302,12 +303,17 @@ impl RowFilter {
                 self.retry_later();
                 continue;
             };
-            if let Some(answering) = &*self.answering.read()
-                && answering.capacity >= self.capacity_for(now)
-                && answering.full()
-            {
-                // As large as it may be: it answers on, with more false positives.
-                continue;
+            if let Some(answering) = &*self.answering.read() {
+                // Asked for before the last build was published: that one has room.
+                if !answering.full() {
+                    continue;
+                }
+                // A new one would be over three quarters full at once (the rows live now are
+                // near what `max_bytes` allows): the full one answers on, with more false
+                // positives, until deletes leave room for one that stays useful a while.
+                if now.saturating_mul(4) > self.capacity_for(now).saturating_mul(3) {
+                    continue;
+                }
             }
             let started = std::time::Instant::now();
             let filter = Arc::new(Filter::new(self.capacity_for(now)));
@@ -340,15 +346,16 @@ impl RowFilter {
                 continue;
             }
             filter.add_rows(inserted);
+            let (capacity, bytes) = (filter.capacity, filter.bytes());
+            *self.answering.write() = Some(filter);
+            drop(writer);
             tracing::info!(
                 rows = inserted,
-                capacity = filter.capacity,
-                bytes = filter.bytes(),
+                capacity,
+                bytes,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "the data files' row filter is built"
             );
-            *self.answering.write() = Some(filter);
-            drop(writer);
         }
     }
 
@@ -410,6 +417,72 @@ mod tests {
         let filter = RowFilter::new(0);
         assert!(!filter.rules_out(Namespace::Keys, b"key"));
         assert!(!filter.next_build_wanted());
+    }
+
+    #[test]
+    fn a_full_filter_is_built_again_from_the_live_rows_and_a_stale_request_builds_nothing() {
+        use std::sync::atomic::AtomicUsize;
+        // 8 192 rows at most: the live rows stay 1 000 while 9 000 new ones replace old ones.
+        let filter = Arc::new(RowFilter::new(12 << 10));
+        let live = Arc::new(Mutex::new((0..1000u32).collect::<Vec<_>>()));
+        let builds = Arc::new(AtomicUsize::new(0));
+        let builder = {
+            let (filter, live, builds) = (filter.clone(), live.clone(), builds.clone());
+            std::thread::spawn(move || {
+                let rows = || Some(live.lock().len() as u64);
+                let mut scan = |namespace: Namespace,
+                                _after: &mut Option<Vec<u8>>,
+                                each: &mut dyn FnMut(&[u8])| {
+                    if namespace == Namespace::Keys {
+                        builds.fetch_add(1, Ordering::SeqCst);
+                        for n in live.lock().iter() {
+                            each(format!("key:{n}").as_bytes());
+                        }
+                    }
+                    Some(false)
+                };
+                filter.run_builder(&rows, &mut scan);
+            })
+        };
+        let wait = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !done() {
+                assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        wait("the first build", &|| filter.answering());
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        // A request while the filter has room builds nothing.
+        filter.want_build();
+        wait("the request is taken", &|| !filter.next_build_wanted());
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        // Churn: checkpoints insert 9 000 new rows and delete as many old ones.
+        for n in 1000..10_000u32 {
+            let writing = filter.writing();
+            for target in &writing.filters {
+                target.insert(hash(Namespace::Keys, format!("key:{n}").as_bytes()));
+                target.add_rows(1);
+            }
+            drop(writing);
+            let mut live = live.lock();
+            live.remove(0);
+            live.push(n);
+        }
+        filter.checkpointed();
+        wait("a build from the live rows", &|| {
+            builds.load(Ordering::SeqCst) == 2 && !filter.answering.read().as_ref().unwrap().full()
+        });
+        for n in 9000..10_000u32 {
+            assert!(filter.may_contain(Namespace::Keys, format!("key:{n}").as_bytes()));
+        }
+        let old = (0..1000u32)
+            .filter(|n| filter.may_contain(Namespace::Keys, format!("key:{n}").as_bytes()))
+            .count();
+        assert!(old < 100, "{old} of 1 000 deleted rows still in");
+        filter.stop();
+        builder.join().unwrap();
     }
 
     impl RowFilter {

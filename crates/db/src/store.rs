@@ -49,8 +49,9 @@ const LAYOUT: u64 = 2;
 /// spread over checkpoints, each bounded in time).
 pub const GARBAGE_ROWS_PER_CHECKPOINT_MAX: usize = 65_536;
 
-/// Rows the row filter's builder reads per read transaction (a few milliseconds).
-const FILTER_SCAN_ROWS: usize = 16_384;
+/// Rows the row filter's builder reads per read transaction (about a millisecond, holding
+/// the data file's read lock, which a reopen or shutdown waits for).
+const FILTER_SCAN_ROWS: usize = 4_096;
 
 /// redb's view of one of our storage files.
 #[derive(Debug)]
