@@ -207,6 +207,21 @@ pub fn render(status: &ServerStatus) -> String {
             .as_ref()
             .map_or(String::new(), |error| format!("   LAST FAILED: {error}"))
     );
+    match &db.row_filter {
+        Some(filter) => {
+            let _ = writeln!(
+                out,
+                "  row filter {} for {} rows, holds {}; {} lookups answered without the data files",
+                bytes(filter.bytes),
+                filter.capacity,
+                filter.rows,
+                filter.ruled_out
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  row filter none (being built, or [db] row_filter_max = 0)");
+        }
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "online logs (log buffer in use: {})", bytes(redo.log_buffer_used_bytes));
     let _ = writeln!(

@@ -63,6 +63,7 @@ pub use expire::ExpireCycle;
 use key_count::KeyCount;
 pub use keyspace::{KeyType, Op, OpResult, SetCondition};
 use open::Opening;
+pub use row_filter::RowFilterStatus;
 use scan::Cursors;
 use store::Store;
 pub use watch::WatchState;
@@ -101,6 +102,9 @@ pub struct DbStatus {
     /// The highest SCN applied to the key space.
     pub applied_scn: Scn,
     pub redo: RedoStatus,
+    /// The data files' row filter (`[db] row_filter_max`), once one is built.
+    #[serde(default)]
+    pub row_filter: Option<RowFilterStatus>,
 }
 
 struct Waits {
@@ -470,6 +474,7 @@ impl Database {
             role: inner.role,
             applied_scn: self.applied_scn(),
             redo: inner.redo.status(),
+            row_filter: inner.store.row_filter_status(),
         }
     }
 

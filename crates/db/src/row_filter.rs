@@ -189,8 +189,23 @@ struct Wanted {
     stop: bool,
 }
 
+/// What the row filter is now, for the status.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RowFilterStatus {
+    /// Memory of the answering filter.
+    pub bytes: u64,
+    /// Rows it has room for (about 1 % false positives when it holds this many).
+    pub capacity: u64,
+    /// Rows it holds, at most (deleted rows stay in until it is built again).
+    pub rows: u64,
+    /// Lookups it answered "absent" without a search of the data files, since the open.
+    pub ruled_out: u64,
+}
+
 /// The data files' filter, and what builds it.
 pub(crate) struct RowFilter {
+    /// Lookups answered "absent" (`RowFilterStatus::ruled_out`).
+    ruled_out: AtomicU64,
     /// At most this much memory for one filter (0: no filter at all).
     max_bytes: u64,
     /// The filter answering lookups, once one is built.
@@ -204,6 +219,7 @@ pub(crate) struct RowFilter {
 impl RowFilter {
     pub(crate) fn new(max_bytes: u64) -> RowFilter {
         RowFilter {
+            ruled_out: AtomicU64::new(0),
             max_bytes,
             answering: RwLock::new(None),
             writer: Mutex::new(Registered::default()),
@@ -217,10 +233,24 @@ impl RowFilter {
         if !filtered(namespace) {
             return false;
         }
-        match &*self.answering.read() {
+        let ruled_out = match &*self.answering.read() {
             Some(filter) => !filter.may_contain(hash(namespace, row)),
             None => false,
+        };
+        if ruled_out {
+            self.ruled_out.fetch_add(1, Ordering::Relaxed);
         }
+        ruled_out
+    }
+
+    /// The answering filter, if one is built.
+    pub(crate) fn status(&self) -> Option<RowFilterStatus> {
+        self.answering.read().as_ref().map(|filter| RowFilterStatus {
+            bytes: filter.bytes(),
+            capacity: filter.capacity,
+            rows: filter.rows.load(Ordering::Relaxed),
+            ruled_out: self.ruled_out.load(Ordering::Relaxed),
+        })
     }
 
     /// For a checkpoint: the filters to set its rows' bits in, holding off a build's

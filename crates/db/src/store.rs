@@ -602,6 +602,11 @@ impl Store {
         self.row_filter.run_builder(&rows, &mut scan);
     }
 
+    /// The row filter, once one is built.
+    pub fn row_filter_status(&self) -> Option<row_filter::RowFilterStatus> {
+        self.row_filter.status()
+    }
+
     /// Stops `run_row_filter_builder` (at shutdown).
     pub fn stop_row_filter_builder(&self) {
         self.row_filter.stop();

@@ -171,6 +171,16 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             status.database.unwritten_bytes as f64,
         ),
         (
+            "redoguard_row_filter_bytes",
+            "Memory of the data files' row filter (0 until it is built).",
+            status.database.row_filter.as_ref().map_or(0.0, |filter| filter.bytes as f64),
+        ),
+        (
+            "redoguard_row_filter_ruled_out",
+            "Lookups the row filter answered without a search of the data files, since the open.",
+            status.database.row_filter.as_ref().map_or(0.0, |filter| filter.ruled_out as f64),
+        ),
+        (
             "redoguard_connected_clients",
             "Client connections.",
             status.server.connected_clients as f64,

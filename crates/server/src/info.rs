@@ -93,6 +93,10 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                     field(out, "last_checkpoint_error", one_line(error));
                 }
                 field(out, "unwritten_bytes", status.unwritten_bytes);
+                let filter = status.row_filter.as_ref();
+                field(out, "row_filter_bytes", filter.map_or(0, |filter| filter.bytes));
+                field(out, "row_filter_rows", filter.map_or(0, |filter| filter.rows));
+                field(out, "row_filter_ruled_out", filter.map_or(0, |filter| filter.ruled_out));
                 field(out, "recovered_records", status.recovered_records);
                 field(
                     out,
