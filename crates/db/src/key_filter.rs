@@ -27,7 +27,7 @@ const FIRST_CAPACITY: usize = 32 * 1024;
 
 /// The odd constants that pick a bit in each word of a block (Parquet's split-block Bloom
 /// filter).
-const SALT: [u32; 8] = [
+pub(crate) const SALT: [u32; 8] = [
     0x47b6_137b,
     0x4497_4d91,
     0x8824_ad5b,
@@ -73,7 +73,7 @@ impl Part {
     }
 }
 
-fn bit(hash: u32, salt: u32) -> u32 {
+pub(crate) fn bit(hash: u32, salt: u32) -> u32 {
     1 << (hash.wrapping_mul(salt) >> 27)
 }
 
@@ -131,12 +131,12 @@ fn hash(namespace: Namespace, key: &Key) -> u64 {
     finish(hash)
 }
 
-fn mix(hash: u64, word: u64) -> u64 {
+pub(crate) fn mix(hash: u64, word: u64) -> u64 {
     (hash ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31)
 }
 
 /// MurmurHash3's 64-bit finalizer: every input bit reaches every output bit.
-fn finish(mut hash: u64) -> u64 {
+pub(crate) fn finish(mut hash: u64) -> u64 {
     hash ^= hash >> 33;
     hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
     hash ^= hash >> 33;

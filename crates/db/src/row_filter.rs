@@ -39,6 +39,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
+use crate::key_filter::{SALT, bit, finish, mix};
 use crate::layout::Namespace;
 
 /// Bits per row: about 1 % false positives at capacity.
@@ -46,19 +47,6 @@ const BITS_PER_ROW: u64 = 12;
 
 /// Rows a filter holds at least (6 MiB): a benchmark's few million rows need no rebuild.
 const MIN_CAPACITY: u64 = 4 << 20;
-
-/// The odd constants that pick a bit in each word of a block (Parquet's split-block Bloom
-/// filter, as `key_filter`).
-const SALT: [u32; 8] = [
-    0x47b6_137b,
-    0x4497_4d91,
-    0x8824_ad5b,
-    0xa2b7_289d,
-    0x7054_95c7,
-    0x2df1_424b,
-    0x9efc_4947,
-    0x5c6b_fb31,
-];
 
 /// Whether rows of `namespace` are in the filter: keys and elements, which writes look up.
 pub(crate) fn filtered(namespace: Namespace) -> bool {
@@ -133,10 +121,6 @@ fn zeroed_words(n: usize) -> Box<[AtomicU32]> {
     unsafe { Box::from_raw(Box::into_raw(words) as *mut [AtomicU32]) }
 }
 
-fn bit(hash: u32, salt: u32) -> u32 {
-    1 << (hash.wrapping_mul(salt) >> 27)
-}
-
 /// A 64-bit hash of a row of `namespace`.
 pub(crate) fn hash(namespace: Namespace, row: &[u8]) -> u64 {
     let mut hash = mix(namespace.index() as u64 ^ 0x9e37_79b9_7f4a_7c15, row.len() as u64);
@@ -151,19 +135,6 @@ pub(crate) fn hash(namespace: Namespace, row: &[u8]) -> u64 {
         hash = mix(hash, u64::from_le_bytes(word));
     }
     finish(hash)
-}
-
-fn mix(hash: u64, word: u64) -> u64 {
-    (hash ^ word).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31)
-}
-
-/// MurmurHash3's 64-bit finalizer: every input bit reaches every output bit.
-fn finish(mut hash: u64) -> u64 {
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    hash ^= hash >> 33;
-    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    hash ^ (hash >> 33)
 }
 
 /// Reads a chunk of a namespace's rows for a build (`RowFilter::run_builder`).
