@@ -280,12 +280,13 @@ impl RowFilter {
                 wanted.build = false;
                 return true;
             }
-            self.wake.wait_for(&mut wanted, Duration::from_secs(1));
+            // `want_build` and `stop` change `wanted` under its lock and then notify.
+            self.wake.wait(&mut wanted);
         }
     }
 
-    /// The filter's size in bytes for `rows` rows now in the data files: room for twice as
-    /// many (and at least `MIN_CAPACITY`), within `max_bytes`.
+    /// The capacity, in rows, of a filter for `rows` rows now in the data files: room for
+    /// twice as many (and at least `MIN_CAPACITY`), within `max_bytes`.
     fn capacity_for(&self, rows: u64) -> u64 {
         let wanted = rows.saturating_mul(2).max(MIN_CAPACITY);
         let most = self.max_bytes.saturating_mul(8) / BITS_PER_ROW;

@@ -517,10 +517,11 @@ impl Store {
                 let mut table = transaction
                     .open_table(TABLES[namespace.index()])
                     .map_err(|error| fail(&error))?;
+                let filtered = row_filter::filtered(namespace);
                 for (key, value) in changed.rows(namespace) {
                     let new = match value {
                         Some(value) => {
-                            if row_filter::filtered(namespace) {
+                            if filtered {
                                 set_bits(namespace, key.as_ref());
                             }
                             table.insert(key.as_ref(), value.as_ref()).map(|old| old.is_none())
@@ -528,9 +529,7 @@ impl Store {
                         None => table.remove(key.as_ref()).map(|_| false),
                     }
                     .map_err(|error| fail(&error))?;
-                    if new && row_filter::filtered(namespace) {
-                        new_rows += 1;
-                    }
+                    new_rows += u64::from(new && filtered);
                     pace();
                 }
             }
