@@ -172,6 +172,10 @@ impl Inner {
                 }
                 state.lowered = priority.lowered();
             }
+            // Its pages reach the disk as they are written unless somebody waits for it (then
+            // all at the end is sooner), and only the checkpointer's own: a checkpoint for a
+            // shutdown or a role change is waited for.
+            self.store.pace_writeback(paced && !state.urgent);
             // What asked for this one is answered by it; a later ask hurries it.
             state.urgent = false;
             if paced {
@@ -260,6 +264,10 @@ impl Inner {
                     priority.foreground();
                     self.checkpoint.lock().lowered = priority.lowered();
                 }
+            }
+            // Somebody waits for it now: the rest of its pages at its commit, at once.
+            if self.store.writeback_paced() && self.checkpoint.lock().urgent {
+                self.store.pace_writeback(false);
             }
             if spread.is_zero() || hurried {
                 return;

@@ -57,8 +57,20 @@ const FILTER_SCAN_ROWS: usize = 4_096;
 #[derive(Debug)]
 struct SeamBackend {
     file: Box<dyn StorageFile>,
+    flags: Arc<BackendFlags>,
+    /// The pages written since their writeback was last started.
+    writeback: redo::storage::Writeback,
+}
+
+/// What a `Store` and redb's backend of its file share.
+#[derive(Debug, Default)]
+struct BackendFlags {
     /// Set for good when a sync fails (see `Store::checkpoint`).
-    sync_failed: Arc<AtomicBool>,
+    sync_failed: AtomicBool,
+    /// Whether the pages written now go to the disk as they are written, rather than all at
+    /// the commit's sync (`redo::storage::WRITEBACK_AFTER` says why): while a checkpoint that
+    /// nobody waits for writes them (`Store::pace_writeback`).
+    pace_writeback: AtomicBool,
 }
 
 impl redb::StorageBackend for SeamBackend {
@@ -77,13 +89,17 @@ impl redb::StorageBackend for SeamBackend {
     fn sync_data(&self) -> Result<(), io::Error> {
         let synced = self.file.sync_data();
         if synced.is_err() {
-            self.sync_failed.store(true, Ordering::Release);
+            self.flags.sync_failed.store(true, Ordering::Release);
         }
         synced
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
-        self.file.write_at(data, offset)
+        self.file.write_at(data, offset)?;
+        if self.flags.pace_writeback.load(Ordering::Relaxed) {
+            self.writeback.wrote(&*self.file, offset, data.len() as u64);
+        }
+        Ok(())
     }
 }
 
@@ -115,7 +131,7 @@ pub struct Store {
     path: PathBuf,
     storage: Arc<dyn Storage>,
     cache_bytes: u64,
-    sync_failed: Arc<AtomicBool>,
+    flags: Arc<BackendFlags>,
     /// Closed for good (shutdown).
     closed: AtomicBool,
     /// Whether the garbage table may hold ids (a checkpoint with nothing else to write still
@@ -148,9 +164,9 @@ impl Store {
         cache_bytes: u64,
         row_filter_max: u64,
     ) -> Result<Store, DbError> {
-        let sync_failed = Arc::new(AtomicBool::new(false));
-        let db = open_database(storage, path, cache_bytes, &sync_failed)?;
-        Store::initialised(db, storage, path, cache_bytes, sync_failed, false, row_filter_max)
+        let flags = Arc::new(BackendFlags::default());
+        let db = open_database(storage, path, cache_bytes, &flags)?;
+        Store::initialised(db, storage, path, cache_bytes, flags, false, row_filter_max)
     }
 
     /// The key space of a far sync, which has no data files: empty tables in memory that
@@ -161,7 +177,7 @@ impl Store {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|error| store_error(path, "open")(&error))?;
-        Store::initialised(db, storage, path, 0, Arc::new(AtomicBool::new(false)), true, 0)
+        Store::initialised(db, storage, path, 0, Arc::default(), true, 0)
     }
 
     fn initialised(
@@ -169,7 +185,7 @@ impl Store {
         storage: &Arc<dyn Storage>,
         path: &Path,
         cache_bytes: u64,
-        sync_failed: Arc<AtomicBool>,
+        flags: Arc<BackendFlags>,
         in_memory: bool,
         row_filter_max: u64,
     ) -> Result<Store, DbError> {
@@ -210,7 +226,7 @@ impl Store {
             path: path.to_path_buf(),
             storage: storage.clone(),
             cache_bytes,
-            sync_failed,
+            flags,
             closed: AtomicBool::new(false),
             garbage_pending: AtomicBool::new(garbage_pending),
             in_memory,
@@ -265,12 +281,7 @@ impl Store {
             return Err(store_error(&self.path, "reopen")(&"a far sync has no data files"));
         }
         if db.is_none() {
-            *db = Some(open_database(
-                &self.storage,
-                &self.path,
-                self.cache_bytes,
-                &self.sync_failed,
-            )?);
+            *db = Some(open_database(&self.storage, &self.path, self.cache_bytes, &self.flags)?);
             tracing::info!(path = %self.path.display(), "data file reopened after a failed checkpoint");
         }
         Ok(())
@@ -420,6 +431,17 @@ impl Store {
         self.checkpoint_paced(changed, scn, database_id, unresolved, before_commit, &mut || {})
     }
 
+    /// Whether the pages a checkpoint writes from now on go to the disk as they are written
+    /// (the checkpointer's, while nobody waits for its checkpoint), or all at its commit's
+    /// sync (when somebody waits: then the sooner it ends, the better).
+    pub(crate) fn pace_writeback(&self, on: bool) {
+        self.flags.pace_writeback.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn writeback_paced(&self) -> bool {
+        self.flags.pace_writeback.load(Ordering::Relaxed)
+    }
+
     /// `checkpoint`, calling `pace` after each row it writes: the checkpointer spreads its
     /// writes over time by sleeping there (`checkpoint_completion_target`). One transaction
     /// all the same, committed durably at the end: readers see the data files as they were
@@ -433,7 +455,7 @@ impl Store {
         before_commit: &mut dyn FnMut(&[bool]),
         pace: &mut dyn FnMut(),
     ) -> Result<(), DbError> {
-        if self.db.read().is_none() && !self.sync_failed.load(Ordering::Acquire) {
+        if self.db.read().is_none() && !self.flags.sync_failed.load(Ordering::Acquire) {
             self.reopen()?;
         }
         let written =
@@ -441,7 +463,7 @@ impl Store {
         // Committed or not, reads see the data files as they are from now on (the caller lets
         // the cache go of what was written only after this returns).
         self.drop_reader();
-        if written.is_err() && !self.sync_failed.load(Ordering::Acquire) {
+        if written.is_err() && !self.flags.sync_failed.load(Ordering::Acquire) {
             let mut db = self.db.write();
             // Under `db`'s lock: a read may have kept a table of this instance since the drop
             // above, and none may outlive it.
@@ -840,7 +862,7 @@ fn open_database(
     storage: &Arc<dyn Storage>,
     path: &Path,
     cache_bytes: u64,
-    sync_failed: &Arc<AtomicBool>,
+    flags: &Arc<BackendFlags>,
 ) -> Result<redb::Database, DbError> {
     let fail = store_error(path, "open");
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -854,6 +876,10 @@ fn open_database(
     };
     redb::Database::builder()
         .set_cache_size(cache_bytes as usize)
-        .create_with_backend(SeamBackend { file, sync_failed: sync_failed.clone() })
+        .create_with_backend(SeamBackend {
+            file,
+            flags: flags.clone(),
+            writeback: Default::default(),
+        })
         .map_err(|error| fail(&error))
 }

@@ -208,6 +208,7 @@ impl Shared {
         let mut scanner = RedoScanner::new(header);
         let mut records = Vec::new();
         let mut chunk = vec![0u8; chunk_len];
+        let writeback = crate::storage::Writeback::default();
         let mut offset = 0u64;
         while offset < end.end_offset {
             let len = ((end.end_offset - offset) as usize).min(chunk_len);
@@ -257,6 +258,7 @@ impl Shared {
             target
                 .write_at(bytes, offset)
                 .map_err(|error| RedoError::io("write", &temporary, error))?;
+            writeback.wrote(&*target, offset, len as u64);
             self.waits.log_archive_io.record_since(write_started);
             offset += len as u64;
         }
