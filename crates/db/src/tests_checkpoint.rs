@@ -1,8 +1,8 @@
 //! When checkpoints run, and how hard: paced checkpoints (`checkpoint_completion_target`),
 //! spread over time when nobody waits, hurried as soon as somebody does, and still one durable
 //! transaction; a checkpoint started by every log switch, before the log writer needs the group;
-//! and the checkpointer's lower CPU priority (`checkpoint_nice`) until somebody needs its
-//! checkpoint.
+//! the checkpointer's lower CPU priority (`checkpoint_nice`) until somebody needs its
+//! checkpoint; and its pages handed to the device as it goes, unless somebody waits for it.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -148,5 +148,120 @@ fn the_checkpointer_yields_the_cpu_to_the_sessions_until_somebody_needs_its_chec
             "a checkpoint somebody waits for runs at the checkpointer's own priority"
         );
     }
+    db.shutdown().unwrap();
+}
+
+/// A file system that counts the writebacks started on the data file (`kv.redb`).
+#[derive(Debug)]
+struct CountedWriteback {
+    os: redo::OsStorage,
+    started: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CountedFile {
+    file: Box<dyn redo::storage::StorageFile>,
+    started: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl redo::storage::StorageFile for CountedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        self.file.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.file.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn start_writeback(&self, offset: u64, len: u64) {
+        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.file.start_writeback(offset, len)
+    }
+}
+
+impl CountedWriteback {
+    fn wrap(
+        &self,
+        path: &Path,
+        file: Box<dyn redo::storage::StorageFile>,
+    ) -> Box<dyn redo::storage::StorageFile> {
+        if path.ends_with("kv.redb") {
+            Box::new(CountedFile { file, started: self.started.clone() })
+        } else {
+            file
+        }
+    }
+}
+
+impl redo::storage::Storage for CountedWriteback {
+    fn create_log(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.os.create_log(path, len)
+    }
+    fn open_log(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.os.open_log(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrap(path, self.os.open(path)?))
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrap(path, self.os.create(path)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.os.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.os.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.os.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.os.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.os.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        self.os.list_dir(dir)
+    }
+}
+
+/// A checkpoint nobody waits for hands its pages to the device as it writes them
+/// (`redo::storage::Writeback`); one somebody waits for writes them all at its commit.
+#[test]
+fn only_a_checkpoint_nobody_waits_for_hands_its_pages_to_the_device_as_it_goes() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "checkpoint writeback");
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = Metrics::new();
+    let started = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let storage = CountedWriteback { os: redo::OsStorage::default(), started: started.clone() };
+    let db = DbConfig { checkpoint_interval: Duration::from_secs(60), ..DbConfig::default() }
+        .resolve(dir.path());
+    let redo = RedoConfig::default().resolve(dir.path());
+    let db = Database::open(db, redo, Arc::new(storage), metrics.clone()).unwrap();
+    let completed = || metrics.snapshot().stat("checkpoints completed");
+    let started_now = || started.load(std::sync::atomic::Ordering::Relaxed);
+    // Leaves of about 10 MiB, more than twice redo::storage::WRITEBACK_AFTER.
+    write_keys(&db, "waited", 60_000);
+    let before = completed();
+    db.checkpoint().unwrap();
+    assert!(completed() > before);
+    assert_eq!(started_now(), 0, "a checkpoint somebody waited for started a writeback");
+    write_keys(&db, "routine", 60_000);
+    let before = completed();
+    db.inner.request_checkpoint();
+    wait_until("the checkpointer's own checkpoint", || completed() > before);
+    assert!(started_now() >= 1, "the checkpointer's own checkpoint started no writeback");
     db.shutdown().unwrap();
 }
