@@ -67,6 +67,14 @@ pub struct DbConfig {
     #[serde(with = "units::serde_human::size")]
     pub row_filter_max: u64,
 
+    /// A checkpoint that nobody waits for hands the pages it writes to the device every this
+    /// many bytes (`sync_file_range`), instead of leaving them all to its commit's sync, where
+    /// the log writer's next sync, that commits wait for, would queue behind them (PostgreSQL's
+    /// setting of the same name). A checkpoint somebody waits for writes at once. 0: never.
+    /// Bounds: 0 or 64 KiB..=1 GiB. Default: 4 MiB.
+    #[serde(with = "units::serde_human::size")]
+    pub checkpoint_flush_after: u64,
+
     /// Wait before retrying a failed checkpoint (a full disk, say). Bounds: 10ms..=1min.
     /// Default: 1s.
     #[serde(with = "units::serde_human::duration")]
@@ -107,6 +115,7 @@ impl Default for DbConfig {
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
             row_filter_max: 256 << 20,
+            checkpoint_flush_after: 4 << 20,
             checkpoint_retry_interval: Duration::from_secs(1),
             limits: DataLimits::default(),
         }
@@ -167,6 +176,14 @@ impl DbConfig {
             return invalid(
                 "row_filter_max",
                 format!("{} is more than 16 GiB", self.row_filter_max),
+            );
+        }
+        if self.checkpoint_flush_after != 0
+            && !(64 << 10..=1 << 30).contains(&self.checkpoint_flush_after)
+        {
+            return invalid(
+                "checkpoint_flush_after",
+                format!("{} is neither 0 nor within 64 KiB..=1 GiB", self.checkpoint_flush_after),
             );
         }
         if !(Duration::from_millis(10)..=Duration::from_secs(60))

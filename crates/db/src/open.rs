@@ -62,7 +62,14 @@ impl Database {
         let store = if far_sync {
             Store::without_data_files(storage)?
         } else {
-            Store::open(storage, &config.data_file(), config.cache_size, config.row_filter_max)?
+            let store = Store::open(
+                storage,
+                &config.data_file(),
+                config.cache_size,
+                config.row_filter_max,
+            )?;
+            store.set_flush_after(config.checkpoint_flush_after);
+            store
         };
         let identity = redo.identity();
         let meta = store.meta()?;

@@ -71,6 +71,8 @@ struct BackendFlags {
     /// the commit's sync (`redo::storage::WRITEBACK_AFTER` says why): while a checkpoint that
     /// nobody waits for writes them (`Store::pace_writeback`).
     pace_writeback: AtomicBool,
+    /// Every how many bytes written (`[db] checkpoint_flush_after`; 0: never).
+    flush_after: std::sync::atomic::AtomicU64,
 }
 
 impl redb::StorageBackend for SeamBackend {
@@ -97,7 +99,8 @@ impl redb::StorageBackend for SeamBackend {
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
         self.file.write_at(data, offset)?;
         if self.flags.pace_writeback.load(Ordering::Relaxed) {
-            self.writeback.wrote(&*self.file, offset, data.len() as u64);
+            let after = self.flags.flush_after.load(Ordering::Relaxed);
+            self.writeback.wrote(&*self.file, offset, data.len() as u64, after);
         }
         Ok(())
     }
@@ -436,6 +439,12 @@ impl Store {
     /// sync (when somebody waits: then the sooner it ends, the better).
     pub(crate) fn pace_writeback(&self, on: bool) {
         self.flags.pace_writeback.store(on, Ordering::Relaxed);
+    }
+
+    /// Every how many bytes a checkpoint nobody waits for hands its pages to the device
+    /// (`[db] checkpoint_flush_after`; 0: never, all at its commit).
+    pub(crate) fn set_flush_after(&self, bytes: u64) {
+        self.flags.flush_after.store(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn writeback_paced(&self) -> bool {

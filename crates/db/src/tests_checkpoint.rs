@@ -238,7 +238,8 @@ impl redo::storage::Storage for CountedWriteback {
 }
 
 /// A checkpoint nobody waits for hands its pages to the device as it writes them
-/// (`redo::storage::Writeback`); one somebody waits for writes them all at its commit.
+/// (`redo::storage::Writeback`, `[db] checkpoint_flush_after`); one somebody waits for writes
+/// them all at its commit, and so does every one with `checkpoint_flush_after = 0`.
 #[test]
 fn only_a_checkpoint_nobody_waits_for_hands_its_pages_to_the_device_as_it_goes() {
     let _watchdog = Watchdog::new(Duration::from_secs(120), "checkpoint writeback");
@@ -263,5 +264,13 @@ fn only_a_checkpoint_nobody_waits_for_hands_its_pages_to_the_device_as_it_goes()
     db.inner.request_checkpoint();
     wait_until("the checkpointer's own checkpoint", || completed() > before);
     assert!(started_now() >= 1, "the checkpointer's own checkpoint started no writeback");
+    // `checkpoint_flush_after = 0`: never.
+    db.inner.store.set_flush_after(0);
+    let started_before = started_now();
+    write_keys(&db, "unflushed", 60_000);
+    let before = completed();
+    db.inner.request_checkpoint();
+    wait_until("the checkpointer's next checkpoint", || completed() > before);
+    assert_eq!(started_now(), started_before, "a writeback started with checkpoint_flush_after 0");
     db.shutdown().unwrap();
 }

@@ -258,7 +258,7 @@ impl Shared {
             target
                 .write_at(bytes, offset)
                 .map_err(|error| RedoError::io("write", &temporary, error))?;
-            writeback.wrote(&*target, offset, len as u64);
+            writeback.wrote(&*target, offset, len as u64, crate::storage::WRITEBACK_AFTER);
             self.waits.log_archive_io.record_since(write_started);
             offset += len as u64;
         }

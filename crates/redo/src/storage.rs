@@ -70,17 +70,18 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn start_writeback(&self, _offset: u64, _len: u64) {}
 }
 
-/// Bytes a large write (a checkpoint's pages, an archived copy) leaves in the page cache before
-/// their writeback is started: PostgreSQL's `checkpoint_flush_after` (256 kB there), for the
-/// same reason. Without it the kernel holds a checkpoint's hundred megabytes until its
+/// Bytes a large write (an archived copy; a checkpoint's pages by default, `[db]
+/// checkpoint_flush_after`) leaves in the page cache before their writeback is started:
+/// PostgreSQL's `checkpoint_flush_after` (256 kB there), for the same reason. Without it the kernel holds a checkpoint's hundred megabytes until its
 /// `fdatasync`, then queues them on the disk at once, and the log writer's next sync (a few
 /// kilobytes, that every commit waits for) queues behind them. Measured with the demo's batch
 /// phase (docs/bench/README.md, 2026-11-29): the commit max 67–210 ms without, 63–90 ms at
 /// 4 MiB; at 1 MiB as good for the commits, but a checkpoint took a third longer than at 4.
 pub const WRITEBACK_AFTER: u64 = 4 << 20;
 
-/// The writes to one file since its writeback was last started: every [`WRITEBACK_AFTER`]
-/// bytes, [`Writeback::wrote`] starts it over the span they cover.
+/// The writes to one file since its writeback was last started: every `after` bytes
+/// ([`WRITEBACK_AFTER`] for an archived copy, `[db] checkpoint_flush_after` for a
+/// checkpoint), [`Writeback::wrote`] starts it over the span they cover.
 #[derive(Debug, Default)]
 pub struct Writeback {
     /// The span written since the last start (from, to) and the bytes in it.
@@ -89,15 +90,18 @@ pub struct Writeback {
 
 impl Writeback {
     /// Notes a write of `len` bytes at `offset` to `file`, and starts the writeback of the
-    /// span written since the last one once it holds `WRITEBACK_AFTER` bytes.
-    pub fn wrote(&self, file: &dyn StorageFile, offset: u64, len: u64) {
+    /// span written since the last one once it holds `after` bytes (0: never).
+    pub fn wrote(&self, file: &dyn StorageFile, offset: u64, len: u64, after: u64) {
+        if after == 0 {
+            return;
+        }
         let end = offset.saturating_add(len);
         let mut since = self.since.lock();
         let (from, to, bytes) = match *since {
             Some((from, to, bytes)) => (from.min(offset), to.max(end), bytes + len),
             None => (offset, end, len),
         };
-        if bytes < WRITEBACK_AFTER {
+        if bytes < after {
             *since = Some((from, to, bytes));
             return;
         }
@@ -578,16 +582,18 @@ mod tests {
         // Scattered pages, as a checkpoint's copy-on-write writes them: the last one makes
         // WRITEBACK_AFTER bytes.
         for n in 0..pages - 1 {
-            writeback.wrote(&file, (10 + (n * 7919) % (4 * pages)) * page, page);
+            writeback.wrote(&file, (10 + (n * 7919) % (4 * pages)) * page, page, WRITEBACK_AFTER);
         }
         assert!(file.started.lock().is_empty(), "started before WRITEBACK_AFTER bytes");
-        writeback.wrote(&file, 3 * page, page);
+        writeback.wrote(&file, 3 * page, page, WRITEBACK_AFTER);
         let lowest = 3 * page;
         let highest = (0..pages - 1).map(|n| (10 + (n * 7919) % (4 * pages)) * page).max().unwrap();
         assert_eq!(*file.started.lock(), vec![(lowest, highest + page - lowest)]);
         // Counted again from nothing: one more large write starts the next at once, over
         // itself only.
-        writeback.wrote(&file, 1 << 40, WRITEBACK_AFTER);
+        writeback.wrote(&file, 1 << 40, WRITEBACK_AFTER, WRITEBACK_AFTER);
+        // 0: never.
+        writeback.wrote(&file, 0, 1 << 30, 0);
         assert_eq!(file.started.lock().len(), 2);
         assert_eq!(file.started.lock()[1], (1 << 40, WRITEBACK_AFTER));
     }
@@ -603,7 +609,7 @@ mod tests {
             let chunk = vec![9u8; 1 << 20];
             for n in 0..((2 * WRITEBACK_AFTER) >> 20) {
                 file.write_at(&chunk, n << 20).unwrap();
-                writeback.wrote(&*file, n << 20, 1 << 20);
+                writeback.wrote(&*file, n << 20, 1 << 20, WRITEBACK_AFTER);
             }
             file.sync_data().unwrap();
             assert_eq!(file.len().unwrap(), 2 * WRITEBACK_AFTER);

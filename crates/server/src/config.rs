@@ -430,6 +430,7 @@ mod tests {
             io_mode = "dsync"
             [db]
             checkpoint_interval = "1m"
+            checkpoint_flush_after = 0
         "#;
         let config = ServerConfig::parse(text).unwrap();
         config.validate().unwrap();
@@ -437,6 +438,7 @@ mod tests {
         assert_eq!(config.redo.io_mode, redo::IoMode::Dsync);
         assert_eq!(config.server.idle_timeout, Duration::from_secs(600));
         assert_eq!(config.db.checkpoint_interval, Duration::from_secs(60));
+        assert_eq!(config.db.checkpoint_flush_after, 0, "0 turns it off");
         let (redo, db) = config.resolved();
         assert_eq!(redo.dir, Path::new("/var/lib/redoguard/redo"));
         assert_eq!(db.dir, Path::new("/var/lib/redoguard/data"));
@@ -464,6 +466,7 @@ mod tests {
         for (text, field) in [
             ("[redo]\ngroups = 1", "redo.groups"),
             ("[db]\ncheckpoint_interval = \"1ms\"", "db.checkpoint_interval"),
+            ("[db]\ncheckpoint_flush_after = \"4KiB\"", "db.checkpoint_flush_after"),
             ("[server]\nmax_connections = 0", "server.max_connections"),
             ("[limits]\nbulk_bytes_max = 10", "limits.bulk_bytes_max"),
             ("[server]\nport = 7000\nadmin_port = 7000", "server.admin_port"),
