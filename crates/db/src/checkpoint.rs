@@ -265,8 +265,11 @@ impl Inner {
                     self.checkpoint.lock().lowered = priority.lowered();
                 }
             }
-            // Somebody waits for it now: the rest of its pages at its commit, at once.
-            if self.store.writeback_paced() && self.checkpoint.lock().urgent {
+            // Somebody waits for it now (or the database closes): the rest of its pages at
+            // its commit, at once.
+            if self.store.writeback_paced()
+                && (self.checkpoint.lock().urgent || self.shut_down.load(Ordering::Acquire))
+            {
                 self.store.pace_writeback(false);
             }
             if spread.is_zero() || hurried {

@@ -506,6 +506,9 @@ impl Database {
         let fenced = inner.redo.control().fenced.is_some();
         let flushed = if fenced { Ok(()) } else { inner.redo.flush().map(|_| ()) };
         inner.promote();
+        // Waited for (a role change closes the database this way): a checkpoint running now
+        // hurries, at the checkpointer's own priority, its pages at once.
+        inner.checkpoint.lock().urgent = true;
         let checkpointed =
             if checkpoint { inner.run_checkpoint_locked().map(|_| ()) } else { Ok(()) };
         {
