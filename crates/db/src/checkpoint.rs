@@ -90,6 +90,7 @@ impl Inner {
             }
             state.requested = true;
             state.urgent = true;
+            self.store.pace_writeback(false);
             self.checkpoint_changed.notify_all();
             self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
             drop(state);
@@ -113,6 +114,7 @@ impl Inner {
     pub(crate) fn request_urgent_checkpoint(&self) {
         let mut state = self.checkpoint.lock();
         state.urgent = true;
+        self.store.pace_writeback(false);
         if !state.requested {
             state.requested = true;
             self.checkpoint_changed.notify_all();
@@ -125,6 +127,7 @@ impl Inner {
             return Err(DbError::Shutdown);
         }
         self.checkpoint.lock().urgent = true;
+        self.store.pace_writeback(false);
         self.run_checkpoint_locked()
     }
 
@@ -174,8 +177,11 @@ impl Inner {
             }
             // Its pages reach the disk as they are written unless somebody waits for it (then
             // all at the end is sooner), and only the checkpointer's own: a checkpoint for a
-            // shutdown or a role change is waited for.
-            self.store.pace_writeback(paced && !state.urgent);
+            // shutdown or a role change is waited for, and so is the retry of a failed one
+            // (writes are refused until it succeeds). Whoever starts to wait later turns it
+            // off at once (`pace_writeback(false)` beside every `urgent = true`), even in the
+            // middle of its commit.
+            self.store.pace_writeback(paced && !state.urgent && state.last_error.is_none());
             // What asked for this one is answered by it; a later ask hurries it.
             state.urgent = false;
             if paced {
@@ -265,11 +271,8 @@ impl Inner {
                     self.checkpoint.lock().lowered = priority.lowered();
                 }
             }
-            // Somebody waits for it now (or the database closes): the rest of its pages at
-            // its commit, at once.
-            if self.store.writeback_paced()
-                && (self.checkpoint.lock().urgent || self.shut_down.load(Ordering::Acquire))
-            {
+            // The database closes: the rest of its pages at its commit, at once.
+            if self.store.writeback_paced() && self.shut_down.load(Ordering::Acquire) {
                 self.store.pace_writeback(false);
             }
             if spread.is_zero() || hurried {
@@ -305,6 +308,8 @@ impl Inner {
             &mut pace,
         );
         self.waits.checkpoint_write.record_since(started);
+        // Nothing else that writes the data files (a reopen, the close) paces its writes.
+        self.store.pace_writeback(false);
         let result = written.and_then(|()| {
             self.cache.write().end_checkpoint(&changed);
             // The data files hold everything up to `scn` durably, even if telling the redo

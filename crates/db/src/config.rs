@@ -115,7 +115,7 @@ impl Default for DbConfig {
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
             row_filter_max: 256 << 20,
-            checkpoint_flush_after: 4 << 20,
+            checkpoint_flush_after: redo::storage::WRITEBACK_AFTER,
             checkpoint_retry_interval: Duration::from_secs(1),
             limits: DataLimits::default(),
         }

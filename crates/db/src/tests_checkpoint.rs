@@ -180,7 +180,7 @@ impl redo::storage::StorageFile for CountedFile {
     fn set_len(&self, len: u64) -> std::io::Result<()> {
         self.file.set_len(len)
     }
-    fn start_writeback(&self, offset: u64, len: u64) {
+    fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.file.start_writeback(offset, len)
     }
@@ -259,6 +259,12 @@ fn only_a_checkpoint_nobody_waits_for_hands_its_pages_to_the_device_as_it_goes()
     db.checkpoint().unwrap();
     assert!(completed() > before);
     assert_eq!(started_now(), 0, "a checkpoint somebody waited for started a writeback");
+    // One the checkpointer runs, but that somebody waits for (a log switch needing its group).
+    write_keys(&db, "urgent", 60_000);
+    let before = completed();
+    db.inner.request_urgent_checkpoint();
+    wait_until("the urgent checkpoint", || completed() > before);
+    assert_eq!(started_now(), 0, "a checkpoint the log writer waited for started a writeback");
     write_keys(&db, "routine", 60_000);
     let before = completed();
     db.inner.request_checkpoint();

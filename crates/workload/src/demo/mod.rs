@@ -325,7 +325,7 @@ pub const DEMO_LOG_FILE_SIZE: u64 = 16 << 20;
 pub const DEMO_REDO_MB_PER_S: [(&str, f64); 2] = [("OLTP", 1.0), ("batch", 50.0)];
 /// How long one of its checkpoints takes in the batch phase on the development machine,
 /// seconds: the p99 of "db file parallel write" over demo runs. 0.6–1.4 s on 2026-11-28;
-/// 1.08–1.32 s on 2026-11-29, since a checkpoint's pages go to the disk as they are written
+/// 1.07–1.32 s on 2026-11-29, since a checkpoint's pages go to the disk as they are written
 /// (`redo::storage::Writeback`), which made it longer and the commits' slowest shorter.
 pub const DEMO_CHECKPOINT_S: f64 = 1.2;
 

@@ -75,7 +75,7 @@ fn a_slow_archiver_needs_more_groups() {
 
 #[test]
 fn slow_checkpoints_need_more_groups() {
-    // The demo's batch: 16 MiB logs at 50 MB/s switch every 336 ms; a checkpoint of 1 s
+    // A batch like the demo's: 16 MiB logs at 50 MB/s switch every 336 ms; a checkpoint of 1 s
     // may have to wait for the one running: 2 + ⌈2 s / 336 ms⌉ = 8 groups.
     let mut sizing = input(50e6, 0, None);
     sizing.switch_interval = Duration::from_millis(335);
