@@ -23,6 +23,108 @@ fn b(text: &str) -> Bytes {
     Bytes::copy_from_slice(text.as_bytes())
 }
 
+/// A file system that hands every call to `inner`, and the data file (`kv.redb`) through
+/// `wrap` when it is opened or created: how a test slows or watches the data file's I/O.
+pub(crate) struct WrappedDataFile {
+    pub(crate) inner: Arc<dyn redo::storage::Storage>,
+    #[allow(clippy::type_complexity)]
+    pub(crate) wrap: Box<
+        dyn Fn(Box<dyn redo::storage::StorageFile>) -> Box<dyn redo::storage::StorageFile>
+            + Send
+            + Sync,
+    >,
+}
+
+/// A file that hands every call to `file`, calling `before_read` before each read and
+/// `on_writeback` at each writeback started: what `WrappedDataFile` wraps the data file in.
+pub(crate) struct HookedFile {
+    pub(crate) file: Box<dyn redo::storage::StorageFile>,
+    pub(crate) before_read: Arc<dyn Fn() + Send + Sync>,
+    pub(crate) on_writeback: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for HookedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookedFile").field("file", &self.file).finish_non_exhaustive()
+    }
+}
+
+impl redo::storage::StorageFile for HookedFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        (self.before_read)();
+        self.file.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.file.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        self.file.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.file.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)
+    }
+    fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        (self.on_writeback)();
+        self.file.start_writeback(offset, len)
+    }
+}
+
+impl std::fmt::Debug for WrappedDataFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrappedDataFile").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+impl WrappedDataFile {
+    fn wrapped(
+        &self,
+        path: &Path,
+        file: Box<dyn redo::storage::StorageFile>,
+    ) -> Box<dyn redo::storage::StorageFile> {
+        if path.ends_with("kv.redb") { (self.wrap)(file) } else { file }
+    }
+}
+
+impl redo::storage::Storage for WrappedDataFile {
+    fn create_log(
+        &self,
+        path: &Path,
+        len: u64,
+    ) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.inner.create_log(path, len)
+    }
+    fn open_log(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        self.inner.open_log(path)
+    }
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrapped(path, self.inner.open(path)?))
+    }
+    fn create(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
+        Ok(self.wrapped(path, self.inner.create(path)?))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        self.inner.remove(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
+        self.inner.create_dir_all(dir)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        self.inner.exists(path)
+    }
+    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        self.inner.list_dir(dir)
+    }
+}
+
 pub(crate) fn configs(root: &Path) -> (DbConfig, RedoConfig) {
     let db = DbConfig {
         checkpoint_interval: Duration::from_millis(200),

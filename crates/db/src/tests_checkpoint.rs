@@ -151,92 +151,6 @@ fn the_checkpointer_yields_the_cpu_to_the_sessions_until_somebody_needs_its_chec
     db.shutdown().unwrap();
 }
 
-/// A file system that counts the writebacks started on the data file (`kv.redb`).
-#[derive(Debug)]
-struct CountedWriteback {
-    os: redo::OsStorage,
-    started: Arc<std::sync::atomic::AtomicU64>,
-}
-
-#[derive(Debug)]
-struct CountedFile {
-    file: Box<dyn redo::storage::StorageFile>,
-    started: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl redo::storage::StorageFile for CountedFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        self.file.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.file.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.file.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.file.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.file.set_len(len)
-    }
-    fn start_writeback(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.file.start_writeback(offset, len)
-    }
-}
-
-impl CountedWriteback {
-    fn wrap(
-        &self,
-        path: &Path,
-        file: Box<dyn redo::storage::StorageFile>,
-    ) -> Box<dyn redo::storage::StorageFile> {
-        if path.ends_with("kv.redb") {
-            Box::new(CountedFile { file, started: self.started.clone() })
-        } else {
-            file
-        }
-    }
-}
-
-impl redo::storage::Storage for CountedWriteback {
-    fn create_log(
-        &self,
-        path: &Path,
-        len: u64,
-    ) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        self.os.create_log(path, len)
-    }
-    fn open_log(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        self.os.open_log(path)
-    }
-    fn open(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        Ok(self.wrap(path, self.os.open(path)?))
-    }
-    fn create(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        Ok(self.wrap(path, self.os.create(path)?))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        self.os.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> std::io::Result<()> {
-        self.os.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        self.os.sync_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
-        self.os.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.os.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-        self.os.list_dir(dir)
-    }
-}
-
 /// A checkpoint nobody waits for hands its pages to the device as it writes them
 /// (`redo::storage::Writeback`, `[db] checkpoint_flush_after`); one somebody waits for writes
 /// them all at its commit, and so does every one with `checkpoint_flush_after = 0`.
@@ -246,7 +160,19 @@ fn only_a_checkpoint_nobody_waits_for_hands_its_pages_to_the_device_as_it_goes()
     let dir = tempfile::tempdir().unwrap();
     let metrics = Metrics::new();
     let started = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let storage = CountedWriteback { os: redo::OsStorage::default(), started: started.clone() };
+    let counted = started.clone();
+    let count: Arc<dyn Fn() + Send + Sync> =
+        Arc::new(move || _ = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let storage = crate::tests::WrappedDataFile {
+        inner: Arc::new(redo::OsStorage::default()),
+        wrap: Box::new(move |file| {
+            Box::new(crate::tests::HookedFile {
+                file,
+                before_read: Arc::new(|| {}),
+                on_writeback: count.clone(),
+            })
+        }),
+    };
     let db = DbConfig { checkpoint_interval: Duration::from_secs(60), ..DbConfig::default() }
         .resolve(dir.path());
     let redo = RedoConfig::default().resolve(dir.path());

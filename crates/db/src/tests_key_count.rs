@@ -116,92 +116,6 @@ fn the_key_count_stays_exact_across_a_failed_checkpoint() {
     db.shutdown().unwrap();
 }
 
-/// A disk whose data file reads are slow (a data set larger than memory: each lookup of a
-/// key not in redb's page cache waits for the device).
-#[derive(Debug, Clone)]
-struct SlowReads {
-    disk: CrashDisk,
-    delay: Duration,
-}
-
-#[derive(Debug)]
-struct SlowFile {
-    file: Box<dyn redo::storage::StorageFile>,
-    delay: Duration,
-}
-
-impl redo::storage::StorageFile for SlowFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        if thread::current().name() == Some("slow-reader") {
-            thread::sleep(self.delay);
-        }
-        self.file.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
-        self.file.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> std::io::Result<()> {
-        self.file.sync_data()
-    }
-    fn len(&self) -> std::io::Result<u64> {
-        self.file.len()
-    }
-    fn set_len(&self, len: u64) -> std::io::Result<()> {
-        self.file.set_len(len)
-    }
-}
-
-impl SlowReads {
-    fn wrap(
-        &self,
-        path: &Path,
-        file: Box<dyn redo::storage::StorageFile>,
-    ) -> Box<dyn redo::storage::StorageFile> {
-        if path.ends_with("kv.redb") {
-            Box::new(SlowFile { file, delay: self.delay })
-        } else {
-            file
-        }
-    }
-}
-
-impl redo::storage::Storage for SlowReads {
-    fn create_log(
-        &self,
-        path: &Path,
-        len: u64,
-    ) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        self.disk.create_log(path, len)
-    }
-    fn open_log(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        self.disk.open_log(path)
-    }
-    fn open(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        Ok(self.wrap(path, self.disk.open(path)?))
-    }
-    fn create(&self, path: &Path) -> std::io::Result<Box<dyn redo::storage::StorageFile>> {
-        Ok(self.wrap(path, self.disk.create(path)?))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        self.disk.rename(from, to)
-    }
-    fn remove(&self, path: &Path) -> std::io::Result<()> {
-        self.disk.remove(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        self.disk.sync_dir(dir)
-    }
-    fn create_dir_all(&self, dir: &Path) -> std::io::Result<()> {
-        self.disk.create_dir_all(dir)
-    }
-    fn exists(&self, path: &Path) -> bool {
-        self.disk.exists(path)
-    }
-    fn list_dir(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
-        self.disk.list_dir(dir)
-    }
-}
-
 /// DBSIZE answers in bounded time while plain SETs of keys no layer knows go on, however slow
 /// its lookups: it resolves what was unresolved when it began, not until it finds nothing
 /// unresolved (which, with writers adding keys faster than it looks them up, never happens:
@@ -225,7 +139,22 @@ fn dbsize_answers_while_plain_sets_go_on() {
         ..RedoConfig::default()
     }
     .resolve(root);
-    let storage = SlowReads { disk: CrashDisk::new(), delay: Duration::from_micros(200) };
+    let storage = crate::tests::WrappedDataFile {
+        inner: Arc::new(CrashDisk::new()),
+        // A data file whose reads are slow (a data set larger than memory: each lookup of a
+        // key not in redb's page cache waits for the device).
+        wrap: Box::new(|file| {
+            Box::new(crate::tests::HookedFile {
+                file,
+                before_read: Arc::new(|| {
+                    if thread::current().name() == Some("slow-reader") {
+                        thread::sleep(Duration::from_micros(200));
+                    }
+                }),
+                on_writeback: Arc::new(|| {}),
+            })
+        }),
+    };
     let db = Arc::new(
         crate::Database::open(db_config, redo_config, Arc::new(storage), stats::Metrics::new())
             .unwrap(),
