@@ -36,6 +36,14 @@ pub(crate) struct CheckpointState {
 }
 
 impl Inner {
+    /// Somebody waits for a checkpoint from now on (`state` is `self.checkpoint`'s): the
+    /// running one, if paced, stops pacing and writes the rest of its pages at its commit at
+    /// once, even in the middle of it; the next one is not paced.
+    pub(crate) fn mark_urgent(&self, state: &mut CheckpointState) {
+        state.urgent = true;
+        self.store.pace_writeback(false);
+    }
+
     /// Moves changes whose redo is now durable out of the pending layer.
     pub(crate) fn promote(&self) {
         // Only what can never be rolled back: durable here (primary), or confirmed durable by
@@ -89,8 +97,7 @@ impl Inner {
                 break;
             }
             state.requested = true;
-            state.urgent = true;
-            self.store.pace_writeback(false);
+            self.mark_urgent(&mut state);
             self.checkpoint_changed.notify_all();
             self.checkpoint_changed.wait_for(&mut state, Duration::from_millis(50));
             drop(state);
@@ -113,8 +120,7 @@ impl Inner {
     /// running one hurries, and the next one is not paced.
     pub(crate) fn request_urgent_checkpoint(&self) {
         let mut state = self.checkpoint.lock();
-        state.urgent = true;
-        self.store.pace_writeback(false);
+        self.mark_urgent(&mut state);
         if !state.requested {
             state.requested = true;
             self.checkpoint_changed.notify_all();
@@ -126,8 +132,7 @@ impl Inner {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(DbError::Shutdown);
         }
-        self.checkpoint.lock().urgent = true;
-        self.store.pace_writeback(false);
+        self.mark_urgent(&mut self.checkpoint.lock());
         self.run_checkpoint_locked()
     }
 
@@ -179,8 +184,7 @@ impl Inner {
             // all at the end is sooner), and only the checkpointer's own: a checkpoint for a
             // shutdown or a role change is waited for, and so is the retry of a failed one
             // (writes are refused until it succeeds). Whoever starts to wait later turns it
-            // off at once (`pace_writeback(false)` beside every `urgent = true`), even in the
-            // middle of its commit.
+            // off (`mark_urgent`).
             self.store.pace_writeback(paced && !state.urgent && state.last_error.is_none());
             // What asked for this one is answered by it; a later ask hurries it.
             state.urgent = false;
@@ -270,10 +274,6 @@ impl Inner {
                     priority.foreground();
                     self.checkpoint.lock().lowered = priority.lowered();
                 }
-            }
-            // The database closes: the rest of its pages at its commit, at once.
-            if self.store.writeback_paced() && self.shut_down.load(Ordering::Acquire) {
-                self.store.pace_writeback(false);
             }
             if spread.is_zero() || hurried {
                 return;

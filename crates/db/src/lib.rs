@@ -508,8 +508,7 @@ impl Database {
         inner.promote();
         // Waited for (a role change closes the database this way): a checkpoint running now
         // hurries, at the checkpointer's own priority, its pages at once.
-        inner.checkpoint.lock().urgent = true;
-        inner.store.pace_writeback(false);
+        inner.mark_urgent(&mut inner.checkpoint.lock());
         let checkpointed =
             if checkpoint { inner.run_checkpoint_locked().map(|_| ()) } else { Ok(()) };
         {

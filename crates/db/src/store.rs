@@ -447,10 +447,6 @@ impl Store {
         self.flags.flush_after.store(bytes, Ordering::Relaxed);
     }
 
-    pub(crate) fn writeback_paced(&self) -> bool {
-        self.flags.pace_writeback.load(Ordering::Relaxed)
-    }
-
     /// `checkpoint`, calling `pace` after each row it writes: the checkpointer spreads its
     /// writes over time by sleeping there (`checkpoint_completion_target`). One transaction
     /// all the same, committed durably at the end: readers see the data files as they were
