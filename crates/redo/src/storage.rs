@@ -76,9 +76,10 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
 
 /// Bytes a large write (an archived copy; a checkpoint's pages by default, `[db]
 /// checkpoint_flush_after`) leaves in the page cache before their writeback is started:
-/// PostgreSQL's `checkpoint_flush_after` (256 kB there), for the same reason. Without it the kernel holds a checkpoint's hundred megabytes until its
-/// `fdatasync`, then queues them on the disk at once, and the log writer's next sync (a few
-/// kilobytes, that every commit waits for) queues behind them. Measured with the demo's batch
+/// PostgreSQL's `checkpoint_flush_after` (256 kB there), for the same reason. Without it the
+/// kernel holds a checkpoint's hundred megabytes until its `fdatasync`, then queues them on
+/// the disk at once, and the log writer's next sync (a few kilobytes, that every commit waits
+/// for) queues behind them. Measured with the demo's batch
 /// phase (docs/bench/README.md, 2026-11-29): the commit max 67–210 ms without, 63–90 ms at
 /// 4 MiB over 12 runs; at 1 MiB as good for the commits, but a checkpoint took a third longer
 /// than at 4.
