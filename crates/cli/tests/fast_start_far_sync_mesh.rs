@@ -42,9 +42,12 @@ fn on_the_mesh(net_timeout: &'static str) -> Cluster {
         &FAR_PAIRS,
         FAR,
     );
-    // The set-up is what it says: a TCP handshake takes one round trip.
+    // The set-up is what it says: a TCP handshake takes one round trip. linkemu hands a packet
+    // over up to its timer's learnt lateness (at most 0.5 ms) before it is due, so that it is
+    // not late: a round trip may measure up to 1 ms short (49.95 ms was seen).
     let (near, far) = (connect_time(&cluster, "a", "fs"), connect_time(&cluster, "fs", "t"));
-    assert!(near < FAR / 2 && far >= FAR, "a—fs connects in {near:?}, fs—t in {far:?}");
+    let early = Duration::from_millis(1);
+    assert!(near < FAR / 2 && far >= FAR - early, "a—fs connects in {near:?}, fs—t in {far:?}");
     println!("a—fs connects in {near:.1?}, fs—t in {far:.1?}");
     cluster
 }
