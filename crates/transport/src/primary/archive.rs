@@ -204,6 +204,15 @@ impl Inner {
                 continue;
             };
             shipper.sockets.push(handle);
+            // `auto`: each connection decides for itself, from how long its own sends block.
+            // Its state is in status from before its thread starts (status counts the
+            // connection once this loop is done), and leaves it when the thread ends.
+            let auto = (config.compression == Compression::Auto && compressor.is_some())
+                .then(|| AutoCompression::new(Instant::now()));
+            let listed = auto.as_ref().map(|auto| {
+                destination.archive_auto.lock().insert(index, auto.describe());
+                Listed(destination.clone(), index)
+            });
             let spawned = {
                 let inner = self.clone();
                 let destination = destination.clone();
@@ -211,7 +220,8 @@ impl Inner {
                 std::thread::Builder::new()
                     .name(format!("redo-arch-{}-{index}", config.name))
                     .spawn(move || {
-                        inner.archive_sender(&destination, conn, compressor, &work, index)
+                        let _listed = listed;
+                        inner.archive_sender(&destination, conn, compressor, auto, &work, index)
                     })
             };
             let received = {
@@ -245,24 +255,11 @@ impl Inner {
         destination: &Destination,
         mut conn: Conn,
         mut compressor: Option<FrameCompressor>,
+        mut auto: Option<AutoCompression>,
         work: &Work,
         index: usize,
     ) {
         let config = &destination.config();
-        // `auto`: each connection decides for itself, from how long its own sends block.
-        let mut auto = (config.compression == Compression::Auto && compressor.is_some())
-            .then(|| AutoCompression::new(Instant::now()));
-        if let Some(auto) = &auto {
-            destination.archive_auto.lock().insert(index, auto.describe());
-        }
-        // Out of status when this connection ends, however it ends.
-        struct Unlisted<'a>(&'a Destination, usize);
-        impl Drop for Unlisted<'_> {
-            fn drop(&mut self) {
-                self.0.archive_auto.lock().remove(&self.1);
-            }
-        }
-        let _unlisted = Unlisted(destination, index);
         while !self.shutdown.load(Ordering::Acquire) {
             let Some(piece) = work.claim(config.max_send, Duration::from_millis(200)) else {
                 let state = work.state.lock();
@@ -349,6 +346,17 @@ impl Inner {
             }
             return;
         }
+    }
+}
+
+/// An archive connection's `auto` state listed in status; dropping it (when the connection's
+/// sender ends, however it ends, or with its closure if the thread could not start) takes it
+/// out.
+struct Listed(Arc<Destination>, usize);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.0.archive_auto.lock().remove(&self.1);
     }
 }
 
