@@ -3,21 +3,23 @@
 # redis-benchmark -c 50 on CPU 1, ROUNDS × 200 000 random keys of 1M, the rate sampled from the
 # admin port's /metrics ("user commits"). Prints the rounds, the checkpoints, and the slowest,
 # tenth-slowest and median half second. Run with NICE 0 and 10 alternately to compare
-# `[db] checkpoint_nice` (docs/bench/README.md, 2026-11-29).
-# usage: [BIN=path/to/redoguard] checkpoint-stalls.sh NAME NICE [ROUNDS]
+# `[db] checkpoint_nice` (docs/bench/README.md, 2026-11-29), or SCHED=normal and batch for
+# `[redo] thread_scheduling` (2026-11-30). TEST: the redis-benchmark test (default set).
+# usage: [BIN=path/to/redoguard] [SCHED=batch|normal] [TEST=set] checkpoint-stalls.sh NAME NICE [ROUNDS]
 # Uses ports 6396 and 6397; stops the server it started.
 name=$1; nice=${2:-10}; rounds=${3:-4}
-bin=${BIN:-target/release/redoguard}
+bin=${BIN:-target/release/redoguard}; sched=${SCHED:-batch}; test=${TEST:-set}
 d=${TMPDIR:-/tmp}/redoguard-stalls-$name; rm -rf $d; mkdir -p $d/data
-printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n[db]\ncheckpoint_nice = %s\n" $d/data $nice > $d/config.toml
+printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n[db]\ncheckpoint_nice = %s\n[redo]\nthread_scheduling = \"%s\"\n" $d/data $nice $sched > $d/config.toml
 taskset -c 0 $bin server --config $d/config.toml > $d/log 2>&1 &
 pid=$!
 for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
+kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat $d/log; rm -rf $d; exit 1; }
 commits(){ curl -s localhost:6397/metrics | awk -F'} ' '/name="user commits"/{print $2}'; }
 ( while true; do echo "$(date +%s.%N) $(commits)"; sleep 0.5; done ) > $d/samples &
 sampler=$!
 for r in $(seq $rounds); do
-  taskset -c 1 redis-benchmark -p 6396 -c 50 -n 200000 -r 1000000 -d 100 -t set --csv 2>/dev/null | tail -1
+  taskset -c 1 timeout 120 redis-benchmark -p 6396 -c 50 -n 200000 -r 1000000 -d 100 -t $test --csv 2>/dev/null | tail -1
 done
 kill $sampler
 curl -s localhost:6397/metrics | grep -E 'name="checkpoints (completed|hurried)"'

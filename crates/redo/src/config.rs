@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::RedoError;
 use crate::format::{self, BLOCK_SIZE_MAX, BLOCK_SIZE_MIN};
+use crate::scheduling::Scheduling;
 use crate::storage::IoMode;
 
 /// When archived logs may be deleted (Data Guard's archivelog deletion policy). Logs still
@@ -102,6 +103,13 @@ pub struct RedoConfig {
     /// Archiver worker threads. Bounds: 1..=30. Default: 2.
     pub archiver_workers: u32,
 
+    /// The scheduling policy of the log writers, the acknowledgement waiter and the
+    /// archivers: `batch` (`SCHED_BATCH`: a woken one waits for the sessions' worker to sleep
+    /// or use up its time slice instead of preempting it, so each sync carries every commit
+    /// the worker had ready) or `normal` (the kernel's default). Only matters when every CPU
+    /// is busy. Default: `batch`.
+    pub thread_scheduling: Scheduling,
+
     /// How long an archiver waits before retrying a failed copy (a full disk, say). Bounds:
     /// 10 ms..=10 min. Default: 1 s.
     #[serde(with = "units::serde_human::duration")]
@@ -143,6 +151,7 @@ impl Default for RedoConfig {
             archive_lag_target: Duration::ZERO,
             archive_dests: vec![PathBuf::from("archive")],
             archiver_workers: 2,
+            thread_scheduling: Scheduling::Batch,
             archive_retry_interval: Duration::from_secs(1),
             archive_deletion_policy: DeletionPolicy::None,
             archive_keep_min: Duration::from_secs(3600),

@@ -14,8 +14,8 @@ use crate::log_buffer::{LogBuffer, Signal};
 use crate::log_writer::{self, LogWriter};
 use crate::{
     ControlData, ControlFile, Counters, DatabaseId, Identity, Incarnation, LogSeq, RedoAddr,
-    RedoConfig, RedoError, RedoLog, RedoThread, Result, Role, Scn, Shared, Storage, Waits,
-    archiver, format, online_log, standby, types,
+    RedoConfig, RedoError, RedoLog, RedoThread, Result, Role, Scheduling, Scn, Shared, Storage,
+    Waits, archiver, format, online_log, standby, types,
 };
 
 impl RedoLog {
@@ -197,17 +197,24 @@ impl RedoLog {
             shared.queue_archive(seq);
         }
         let mut threads = Vec::new();
+        let scheduling = shared.config.thread_scheduling;
         for worker in 0..shared.config.archiver_workers {
             let shared = shared.clone();
-            threads.push(spawn(format!("redo-arc{worker}"), move || shared.archiver())?);
+            threads
+                .push(spawn(format!("redo-arc{worker}"), scheduling, move || shared.archiver())?);
         }
         if role == Role::Primary {
             let writer = shared.clone();
-            threads.push(spawn("redo-lgwr".to_string(), move || writer.background_writer())?);
+            threads.push(spawn("redo-lgwr".to_string(), scheduling, move || {
+                writer.background_writer()
+            })?);
             let waiter = shared.clone();
-            threads.push(spawn("redo-ackwait".to_string(), move || waiter.ack_waiter())?);
+            threads
+                .push(spawn("redo-ackwait".to_string(), scheduling, move || waiter.ack_waiter())?);
             let handover = shared.clone();
-            threads.push(spawn("redo-lgwr-task".to_string(), move || handover.handover_writer())?);
+            threads.push(spawn("redo-lgwr-task".to_string(), scheduling, move || {
+                handover.handover_writer()
+            })?);
         }
         tracing::info!(
             dir = %shared.config.dir.display(),
@@ -219,10 +226,17 @@ impl RedoLog {
     }
 }
 
-fn spawn(name: String, work: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>> {
+fn spawn(
+    name: String,
+    scheduling: Scheduling,
+    work: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(name.clone())
-        .spawn(work)
+        .spawn(move || {
+            scheduling.apply_to_this_thread();
+            work()
+        })
         .map_err(|error| RedoError::io("start thread", name, error))
 }
 
