@@ -15,15 +15,6 @@ use crate::{DbError, Inner, Result};
 /// Rows a paced checkpoint writes between two looks at the clock.
 const PACE_ROWS: usize = 256;
 
-/// Rows a checkpoint nobody waits for writes between two offers of the CPU to the threads
-/// waiting for it (`std::thread::yield_now`, which returns at once if none does): about
-/// 0.1–0.2 ms of CPU. The log writer's threads, `SCHED_BATCH` by default (`[redo]
-/// thread_scheduling`), do not preempt the running thread when they wake; without these
-/// offers, each of a commit's wake-ups (its hand-over, and those inside its `fdatasync`)
-/// waited out the rest of the checkpointer's time slice while a checkpoint ran on a shared
-/// CPU. Somebody waiting for the checkpoint turns them off with the pacing of its writes.
-const YIELD_ROWS: usize = 32;
-
 /// The longest a paced checkpoint sleeps before it looks again whether it is needed sooner.
 const PACE_NAP: Duration = Duration::from_millis(20);
 
@@ -264,9 +255,6 @@ impl Inner {
         let mut hurried = false;
         let mut pace = || {
             done += 1;
-            if done.is_multiple_of(YIELD_ROWS) && self.store.paces_writeback() {
-                std::thread::yield_now();
-            }
             if !done.is_multiple_of(PACE_ROWS) {
                 return;
             }

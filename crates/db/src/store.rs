@@ -73,16 +73,7 @@ struct BackendFlags {
     pace_writeback: AtomicBool,
     /// Every how many bytes written (`[db] checkpoint_flush_after`; 0: never).
     flush_after: std::sync::atomic::AtomicU64,
-    /// Pages written while `pace_writeback` was on, for `YIELD_PAGES`.
-    paced_pages: std::sync::atomic::AtomicU64,
 }
-
-/// Pages a checkpoint nobody waits for writes between two offers of the CPU to the threads
-/// waiting for it (`std::thread::yield_now`): about 0.1 ms of redb's commit, so that a log
-/// writer woken meanwhile (which under `[redo] thread_scheduling = "batch"` does not preempt
-/// it) waits that long, not the rest of the checkpointer's time slice. See `YIELD_ROWS` in
-/// `checkpoint.rs`.
-const YIELD_PAGES: u64 = 16;
 
 impl redb::StorageBackend for SeamBackend {
     fn len(&self) -> Result<u64, io::Error> {
@@ -110,11 +101,6 @@ impl redb::StorageBackend for SeamBackend {
         if self.flags.pace_writeback.load(Ordering::Relaxed) {
             let after = self.flags.flush_after.load(Ordering::Relaxed);
             self.writeback.wrote(&*self.file, offset, data.len() as u64, after);
-            if self.flags.paced_pages.fetch_add(1, Ordering::Relaxed) % YIELD_PAGES
-                == YIELD_PAGES - 1
-            {
-                std::thread::yield_now();
-            }
         }
         Ok(())
     }
@@ -453,11 +439,6 @@ impl Store {
     /// sync (when somebody waits: then the sooner it ends, the better).
     pub(crate) fn pace_writeback(&self, on: bool) {
         self.flags.pace_writeback.store(on, Ordering::Relaxed);
-    }
-
-    /// Whether a checkpoint's writes are paced now (`pace_writeback`): nobody waits for it.
-    pub(crate) fn paces_writeback(&self) -> bool {
-        self.flags.pace_writeback.load(Ordering::Relaxed)
     }
 
     /// Every how many bytes a checkpoint nobody waits for hands its pages to the device

@@ -104,10 +104,10 @@ pub struct RedoConfig {
     pub archiver_workers: u32,
 
     /// The scheduling policy of the log writers, the acknowledgement waiter and the
-    /// archivers: `batch` (`SCHED_BATCH`: a woken one waits for the sessions' worker to sleep
-    /// or use up its time slice instead of preempting it, so each sync carries every commit
-    /// the worker had ready) or `normal` (the kernel's default). Only matters when every CPU
-    /// is busy. Default: `batch`.
+    /// archivers: `normal` (the kernel's default) or `batch` (`SCHED_BATCH`: a woken one waits
+    /// for the running thread to sleep or use up its time slice instead of preempting it, so
+    /// each sync carries every commit the sessions' worker had ready, but waits behind a
+    /// CPU-bound checkpoint). Only matters when every CPU is busy. Default: `normal`.
     pub thread_scheduling: Scheduling,
 
     /// How long an archiver waits before retrying a failed copy (a full disk, say). Bounds:
@@ -151,7 +151,7 @@ impl Default for RedoConfig {
             archive_lag_target: Duration::ZERO,
             archive_dests: vec![PathBuf::from("archive")],
             archiver_workers: 2,
-            thread_scheduling: Scheduling::Batch,
+            thread_scheduling: Scheduling::Normal,
             archive_retry_interval: Duration::from_secs(1),
             archive_deletion_policy: DeletionPolicy::None,
             archive_keep_min: Duration::from_secs(3600),
