@@ -64,13 +64,14 @@ pub struct RedoConfig {
     pub members: u32,
 
     /// Size of a redo unit: each unit carries its own header and checksum, and every log write
-    /// starts at a fresh unit. With `io_mode = "fdatasync"` or `"dsync"` it must be at least
-    /// the page size (4096), or a sync would rewrite durable bytes of a shared page. Bounds: a
-    /// power of two in 512..=65536. Default: 4096.
+    /// starts at a fresh unit. Unless `io_mode = "direct"` it must be at least the page size
+    /// (4096), or a sync would rewrite durable bytes of a shared page (`auto` may fall back
+    /// to `fdatasync`). Bounds: a power of two in 512..=65536. Default: 4096.
     pub block_size: u32,
 
-    /// How log writes are made durable: `fdatasync`, `dsync` (O_DSYNC) or `direct`
-    /// (O_DIRECT|O_DSYNC). Default: `fdatasync`.
+    /// How log writes are made durable: `auto` (`direct` where the file system takes
+    /// O_DIRECT, else `fdatasync`), `fdatasync`, `dsync` (O_DSYNC) or `direct`
+    /// (O_DIRECT|O_DSYNC). Default: `auto`.
     pub io_mode: IoMode,
 
     /// Size of the in-memory log buffer that sessions copy redo into. Bounds: 64 KiB..=1 GiB.
@@ -143,7 +144,7 @@ impl Default for RedoConfig {
             groups: 3,
             members: 1,
             block_size: 4096,
-            io_mode: IoMode::Fdatasync,
+            io_mode: IoMode::Auto,
             log_buffer_size: 16 << 20,
             log_buffer_strands: 2,
             writer: WriterMode::Leader,
@@ -376,6 +377,12 @@ mod tests {
         let direct =
             RedoConfig { block_size: 512, io_mode: IoMode::Direct, ..RedoConfig::default() };
         direct.validate().unwrap();
+        // `auto` may fall back to buffered writes: its units must be whole pages.
+        let auto = RedoConfig { block_size: 512, io_mode: IoMode::Auto, ..RedoConfig::default() };
+        assert!(auto.validate().is_err());
+        assert_eq!(RedoConfig::default().io_mode, IoMode::Auto);
+        let named: RedoConfig = serde_json::from_str(r#"{"io_mode": "auto"}"#).unwrap();
+        assert_eq!(named.io_mode, IoMode::Auto);
     }
 
     #[test]

@@ -20,9 +20,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IoMode {
-    /// `pwrite` then `fdatasync`: the default, and what the reference calls "log file
-    /// parallel write".
+    /// `Direct` where the file system takes O_DIRECT, else `Fdatasync`, decided for each
+    /// file as it is opened: the default. Each log write is then one system call that
+    /// returns once durable, with no copy into the page cache and no writeback of it: on
+    /// this project's machines 12 % less time per synced 4 KiB write than `pwrite` and
+    /// `fdatasync`, and half a microsecond less of the log writer's CPU per durable SET
+    /// (`docs/bench/README.md`, "Log writes bypass the page cache").
     #[default]
+    Auto,
+    /// `pwrite` then `fdatasync`: what the reference calls "log file parallel write".
     Fdatasync,
     /// Files opened with `O_DSYNC`: each `pwrite` returns once durable.
     Dsync,
@@ -34,6 +40,7 @@ pub enum IoMode {
 impl fmt::Display for IoMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            IoMode::Auto => "auto",
             IoMode::Fdatasync => "fdatasync",
             IoMode::Dsync => "dsync",
             IoMode::Direct => "direct",
@@ -210,6 +217,15 @@ impl StorageFile for OsFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(ALIGNMENT) {
+            // O_DIRECT takes aligned memory only. The log writer's units come from its
+            // aligned buffer; a header, a mirror's resynchronisation or a standby's received
+            // bytes are copied into one here.
+            let mut aligned = AlignedBuf::new();
+            aligned.resize_for_overwrite(buf.len());
+            aligned.copy_from_slice(buf);
+            return self.write.write_all_at(&aligned, offset);
+        }
         self.write.write_all_at(buf, offset)
     }
 
@@ -295,26 +311,41 @@ impl StorageFile for OsFile {
 
 impl OsStorage {
     fn open_with_mode(&self, path: &Path) -> io::Result<OsFile> {
-        let mut options = OpenOptions::new();
-        options.read(true).write(true);
-        let flags = match self.io_mode {
-            IoMode::Fdatasync => 0,
-            IoMode::Dsync => libc::O_DSYNC,
-            IoMode::Direct => libc::O_DSYNC | libc::O_DIRECT,
+        let open = |flags: libc::c_int| {
+            OpenOptions::new().read(true).write(true).custom_flags(flags).open(path)
         };
-        options.custom_flags(flags);
-        let write = options.open(path).map_err(|error| {
-            if self.io_mode == IoMode::Direct && error.raw_os_error() == Some(libc::EINVAL) {
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("the file system holding {} does not support O_DIRECT (tmpfs does not); use io_mode = \"fdatasync\" or \"dsync\"", path.display()),
-                )
-            } else {
-                error
-            }
-        })?;
+        const DIRECT: libc::c_int = libc::O_DSYNC | libc::O_DIRECT;
+        let refuses_direct = |error: &io::Error| error.raw_os_error() == Some(libc::EINVAL);
+        let (write, flags) = match self.io_mode {
+            IoMode::Fdatasync => (open(0)?, 0),
+            IoMode::Dsync => (open(libc::O_DSYNC)?, libc::O_DSYNC),
+            IoMode::Direct => match open(DIRECT) {
+                Ok(file) => (file, DIRECT),
+                Err(error) if refuses_direct(&error) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        format!(
+                            "the file system holding {} does not support O_DIRECT; use io_mode = \"auto\", \"fdatasync\" or \"dsync\"",
+                            path.display()
+                        ),
+                    ));
+                }
+                Err(error) => return Err(error),
+            },
+            IoMode::Auto => match open(DIRECT) {
+                Ok(file) => (file, DIRECT),
+                Err(error) if refuses_direct(&error) => {
+                    tracing::info!(
+                        path = %path.display(),
+                        "the file system refuses O_DIRECT: this log member is written with pwrite and fdatasync"
+                    );
+                    (open(0)?, 0)
+                }
+                Err(error) => return Err(error),
+            },
+        };
         let read = if flags == 0 { None } else { Some(File::open(path)?) };
-        Ok(OsFile { write, read, synchronous: flags != 0, direct: self.io_mode == IoMode::Direct })
+        Ok(OsFile { write, read, synchronous: flags != 0, direct: flags == DIRECT })
     }
 }
 
@@ -560,6 +591,40 @@ mod tests {
         let mut back = [0u8; 4096];
         file.read_at(&mut back, 0).unwrap();
         assert_eq!(back, [7u8; 4096]);
+    }
+
+    /// O_DIRECT takes only aligned memory: a header or a standby's received bytes come from
+    /// ordinary buffers, and must land all the same (EINVAL before the copy). On a file system
+    /// that refuses O_DIRECT, `auto` falls back to fdatasync and `direct` says why it fails.
+    #[test]
+    fn direct_and_auto_files_take_writes_from_any_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        for io_mode in [IoMode::Auto, IoMode::Direct] {
+            let storage = OsStorage::new(io_mode);
+            let path = dir.path().join(format!("log-{io_mode}"));
+            let file = match storage.create_log(&path, 1 << 20) {
+                Ok(file) => file,
+                Err(error) => {
+                    // Only `direct` may fail, and only where O_DIRECT is refused.
+                    assert_eq!(io_mode, IoMode::Direct, "{error}");
+                    assert_eq!(error.kind(), io::ErrorKind::Unsupported, "{error}");
+                    continue;
+                }
+            };
+            // Memory one byte past an aligned start: never aligned for O_DIRECT.
+            let mut backing = AlignedBuf::new();
+            backing.resize_zeroed(2 * 4096 + 1);
+            backing[1..4097].fill(5);
+            let unaligned = &backing[1..4097];
+            file.write_at(unaligned, 4096).unwrap();
+            let pieces: Vec<&[u8]> = vec![&[1u8; 100][..], &[2u8; 3996][..]];
+            file.write_gathered_at(&pieces, 8192).unwrap();
+            file.sync_data().unwrap();
+            let mut back = vec![0u8; 8192];
+            file.read_at(&mut back, 4096).unwrap();
+            assert!(back[..4096].iter().all(|&byte| byte == 5), "{io_mode}: the unaligned write");
+            assert_eq!(back[4096..8192], pieces.concat()[..], "{io_mode}: the gathered write");
+        }
     }
 
     /// A file that records the writebacks started on it.
