@@ -41,11 +41,13 @@ pub const DIRECT_BLOCK_BYTES: u64 = 512;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMethod {
-    /// `pwrite` then `fdatasync` (what redoguard's log writer and receiver do).
+    /// `pwrite` then `fdatasync` (what redoguard's log writer and receiver do where the file
+    /// system refuses O_DIRECT, or with `io_mode = "fdatasync"`).
     Fdatasync,
     /// File opened with `O_DSYNC`: each `pwrite` returns once durable.
     Dsync,
-    /// `O_DIRECT | O_DSYNC`: bypass the page cache too (aligned buffers, whole blocks).
+    /// `O_DIRECT | O_DSYNC`: bypass the page cache too (aligned buffers, whole blocks; what
+    /// redoguard's log writer and receiver do by default where the file system takes it).
     Direct,
 }
 

@@ -70,6 +70,11 @@ pub struct BenchCommitReport {
     pub filesystem: String,
     /// Raw fdatasync p50 of a 4 KiB overwrite at the start of the run.
     pub fdatasync_p50_us: f64,
+    /// Raw p50 of a 4 KiB O_DIRECT|O_DSYNC overwrite: how the log writes by default
+    /// (`io_mode = "auto"`) where the file system takes O_DIRECT; absent where it does not,
+    /// and in older reports.
+    #[serde(default)]
+    pub direct_p50_us: Option<f64>,
     pub cases: Vec<CommitCase>,
     pub targets: Vec<Target>,
 }
@@ -338,6 +343,12 @@ pub fn run(
     let raw_seconds = 1.5;
     progress("raw fdatasync, 4 KiB");
     let first = raw(work.path(), 4096, raw_seconds)?;
+    progress("raw direct write, 4 KiB");
+    let direct_p50_us = {
+        let mut direct = IoTestConfig::new(work.path(), 4096, SyncMethod::Direct);
+        direct.duration = Duration::from_secs_f64(raw_seconds);
+        tools::iotest::run(&direct).ok().map(|report| report.lat_p50_us)
+    };
     let filesystem =
         tools::iotest::filesystem_name(&config.dir).unwrap_or_else(|_| "unknown".to_string());
     let wanted = |name: &str| {
@@ -421,6 +432,7 @@ pub fn run(
         dir: config.dir.display().to_string(),
         filesystem,
         fdatasync_p50_us: first.fdatasync_p50_us,
+        direct_p50_us,
         cases,
         targets,
     })
@@ -431,8 +443,11 @@ pub fn render(report: &BenchCommitReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "bench commit on {} ({}): raw 4 KiB fdatasync p50 {:.0} µs",
-        report.dir, report.filesystem, report.fdatasync_p50_us
+        "bench commit on {} ({}): raw 4 KiB fdatasync p50 {:.0} µs{}",
+        report.dir,
+        report.filesystem,
+        report.fdatasync_p50_us,
+        crate::bench_resp::direct_note(report.direct_p50_us)
     );
     let _ = writeln!(
         out,

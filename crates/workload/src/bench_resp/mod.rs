@@ -145,6 +145,11 @@ impl ClientCpu {
 pub struct BenchRespReport {
     pub dir: String,
     pub fdatasync_p50_us: f64,
+    /// Raw p50 of a 4 KiB O_DIRECT|O_DSYNC write: how redoguard's log writes by default
+    /// (`io_mode = "auto"`) where the file system takes O_DIRECT; absent where it does not,
+    /// and in older reports.
+    #[serde(default)]
+    pub direct_p50_us: Option<f64>,
     /// The CPUs redis-benchmark had to itself, and the servers', when a test gave it its own
     /// (as taskset lists them: "1", "0"); absent on one CPU and in older reports.
     #[serde(default)]
@@ -426,17 +431,17 @@ pub fn run(
         "redis-benchmark is needed to drive the servers and could not be installed: {}",
         redis_skipped.clone().unwrap_or_default()
     );
-    let raw = |progress: &mut dyn FnMut(&str)| -> anyhow::Result<f64> {
-        progress("raw fdatasync, 4 KiB");
-        let mut iotest = tools::iotest::IoTestConfig::new(
-            work.path(),
-            4096,
-            tools::iotest::SyncMethod::Fdatasync,
-        );
+    let raw = |progress: &mut dyn FnMut(&str),
+               method: tools::iotest::SyncMethod|
+     -> Result<f64, tools::iotest::IoTestError> {
+        progress(&format!("raw {method:?}, 4 KiB").to_lowercase());
+        let mut iotest = tools::iotest::IoTestConfig::new(work.path(), 4096, method);
         iotest.duration = Duration::from_secs(2);
         Ok(tools::iotest::run(&iotest)?.lat_p50_us)
     };
-    let fdatasync_p50_us = raw(&mut progress)?;
+    let fdatasync_p50_us = raw(&mut progress, tools::iotest::SyncMethod::Fdatasync)?;
+    // What the log's default writes cost; none where the file system refuses O_DIRECT.
+    let direct_p50_us = raw(&mut progress, tools::iotest::SyncMethod::Direct).ok();
     // Both servers up at once: (name, port, pid).
     let dir = work.path().join("redoguard");
     std::fs::create_dir_all(&dir)?;
@@ -520,7 +525,7 @@ pub fn run(
             (false, _) => 1,
         };
         let sampled = alternated && test == "set";
-        let server_raw = raw(&mut progress)?;
+        let server_raw = raw(&mut progress, tools::iotest::SyncMethod::Fdatasync)?;
         // Runs by placement, then by server.
         let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); servers.len()]; placements.len()];
         for round in 0..rounds {
@@ -678,6 +683,7 @@ pub fn run(
     Ok(BenchRespReport {
         dir: config.dir.display().to_string(),
         fdatasync_p50_us,
+        direct_p50_us,
         client_cpus: split.as_ref().map(|(client, _)| client.list()),
         server_cpus: split.as_ref().map(|(_, servers)| servers.list()),
         results,
@@ -733,6 +739,15 @@ fn context(report: &BenchRespReport) -> Vec<String> {
             floor / set.fdatasync_p50_us,
             set.p50_us / floor
         ));
+        if let Some(direct) = report.direct_p50_us {
+            let floor = get.p50_us + direct;
+            lines.push(format!(
+                "with the log's direct writes (io_mode = \"auto\" here): the round trip + a raw \
+                 direct 4 KiB write p50 ({direct:.0} µs) = {floor:.0} µs; redoguard's SET p50 is \
+                 {:.2} x that",
+                set.p50_us / floor
+            ));
+        }
     }
     lines
 }
@@ -780,13 +795,22 @@ fn by_thread(report: &BenchRespReport) -> String {
     out
 }
 
+/// The raw direct write beside the raw fdatasync, where it was measured.
+pub(crate) fn direct_note(direct_p50_us: Option<f64>) -> String {
+    direct_p50_us.map_or(String::new(), |direct| {
+        format!(", direct (O_DIRECT|O_DSYNC, how the log writes here) p50 {direct:.0} µs")
+    })
+}
+
 pub fn render(report: &BenchRespReport) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "bench resp on {}: raw 4 KiB fdatasync p50 {:.0} µs",
-        report.dir, report.fdatasync_p50_us
+        "bench resp on {}: raw 4 KiB fdatasync p50 {:.0} µs{}",
+        report.dir,
+        report.fdatasync_p50_us,
+        direct_note(report.direct_p50_us)
     );
     if let Some(reason) = &report.redis_skipped {
         let _ = writeln!(out, "  Redis not measured: {reason}");
