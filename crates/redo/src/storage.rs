@@ -21,11 +21,13 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "snake_case")]
 pub enum IoMode {
     /// `Direct` where the file system takes O_DIRECT, else `Fdatasync`, decided for each
-    /// file as it is opened: the default. Each log write is then one system call that
-    /// returns once durable, with no copy into the page cache and no writeback of it: on
-    /// this project's machines 12 % less time per synced 4 KiB write than `pwrite` and
-    /// `fdatasync`, and half a microsecond less of the log writer's CPU per durable SET
-    /// (`docs/bench/README.md`, "Log writes bypass the page cache").
+    /// file as it is opened: the default. A log write is then one system call that returns
+    /// once durable, with no copy into the page cache and no writeback of it: on this
+    /// project's machines 10 % less time per synced 4 KiB write than `pwrite` and `fdatasync`,
+    /// and a SET at one client 8–11 % faster. A write of `BUFFERED_WRITE_MIN` (1 MiB) or more
+    /// still goes through the page cache and `fdatasync`, gathered from the log buffer: large
+    /// streamed writes were a quarter slower direct (`docs/bench/README.md`, "Log writes
+    /// bypass the page cache").
     #[default]
     Auto,
     /// `pwrite` then `fdatasync`: what the reference calls "log file parallel write".
@@ -201,45 +203,46 @@ impl OsStorage {
 struct OsFile {
     /// Used for writes (with O_DSYNC / O_DIRECT where configured).
     write: File,
-    /// Used for reads: a plain descriptor, so that reads need no alignment.
+    /// Used for reads: a plain descriptor, so that reads need no alignment. With `auto` on a
+    /// file that took O_DIRECT, also for writes of `BUFFERED_WRITE_MIN` bytes or more.
     read: Option<File>,
     synchronous: bool,
     /// Opened with O_DIRECT: every write's memory must be aligned.
     direct: bool,
+    /// `auto`: large writes go through `read` (buffered) and are synced by `sync_data`.
+    large_buffered: bool,
+    /// A buffered write through `read` is not yet synced.
+    unsynced: std::sync::atomic::AtomicBool,
+    /// Aligned memory for a direct write whose bytes are not aligned.
+    scratch: parking_lot::Mutex<AlignedBuf>,
 }
 
 /// The most pieces one `pwritev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
 
-impl StorageFile for OsFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.read.as_ref().unwrap_or(&self.write).read_exact_at(buf, offset)
+/// With `io_mode = "auto"`, a log write of this many bytes or more goes through the page cache
+/// and `fdatasync` even where O_DIRECT is taken. Measured with `bench commit` (2026-11-30):
+/// direct writes made commits of 1 KiB and 9 KiB 9–35 % faster and left 1 MiB ones as they
+/// were, but streamed 1 MiB records (COMMIT NOWAIT, written some 27 MiB at a time, gathered
+/// straight from the log buffer where buffered) fell from 1.4–1.7 to 1.1 GB/s.
+const BUFFERED_WRITE_MIN: usize = 1 << 20;
+
+impl OsFile {
+    /// A file written and read normally, and synced by `sync_data`.
+    fn plain(write: File) -> OsFile {
+        OsFile {
+            write,
+            read: None,
+            synchronous: false,
+            direct: false,
+            large_buffered: false,
+            unsynced: std::sync::atomic::AtomicBool::new(false),
+            scratch: parking_lot::Mutex::new(AlignedBuf::new()),
+        }
     }
 
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(ALIGNMENT) {
-            // O_DIRECT takes aligned memory only. The log writer's units come from its
-            // aligned buffer; a header, a mirror's resynchronisation or a standby's received
-            // bytes are copied into one here.
-            let mut aligned = AlignedBuf::new();
-            aligned.resize_for_overwrite(buf.len());
-            aligned.copy_from_slice(buf);
-            return self.write.write_all_at(&aligned, offset);
-        }
-        self.write.write_all_at(buf, offset)
-    }
-
-    fn write_gathered_at(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
-        if self.direct {
-            let mut joined = AlignedBuf::new();
-            joined.resize_for_overwrite(pieces.iter().map(|piece| piece.len()).sum());
-            let mut at = 0;
-            for piece in pieces {
-                joined[at..at + piece.len()].copy_from_slice(piece);
-                at += piece.len();
-            }
-            return self.write_at(&joined, offset);
-        }
+    /// Writes `pieces` at `offset` with one `pwritev` per `IOV_MAX` of them, on `file`.
+    fn pwritev(file: &File, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
         let mut slices: Vec<io::IoSlice<'_>> = pieces
             .iter()
             .filter(|piece| !piece.is_empty())
@@ -253,7 +256,7 @@ impl StorageFile for OsFile {
             // for reads; the descriptor is open for writing.
             let written = unsafe {
                 libc::pwritev(
-                    std::os::fd::AsRawFd::as_raw_fd(&self.write),
+                    std::os::fd::AsRawFd::as_raw_fd(file),
                     remaining.as_ptr().cast::<libc::iovec>(),
                     count as libc::c_int,
                     offset as libc::off_t,
@@ -275,11 +278,72 @@ impl StorageFile for OsFile {
         Ok(())
     }
 
+    /// The descriptor a buffered write of `len` bytes goes through, if it is to be buffered
+    /// on a file that otherwise writes direct (`auto`).
+    fn buffered_for(&self, len: usize) -> Option<&File> {
+        if self.large_buffered && len >= BUFFERED_WRITE_MIN { self.read.as_ref() } else { None }
+    }
+
+    /// A direct write of `pieces` joined, through aligned memory.
+    fn write_direct_joined(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut scratch = self.scratch.lock();
+        scratch.resize_for_overwrite(pieces.iter().map(|piece| piece.len()).sum());
+        let mut at = 0;
+        for piece in pieces {
+            scratch[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        self.write.write_all_at(&scratch, offset)
+    }
+}
+
+impl StorageFile for OsFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read.as_ref().unwrap_or(&self.write).read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if let Some(buffered) = self.buffered_for(buf.len()) {
+            buffered.write_all_at(buf, offset)?;
+            self.unsynced.store(true, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        if self.direct && !(buf.as_ptr() as usize).is_multiple_of(ALIGNMENT) {
+            // O_DIRECT takes aligned memory only. The log writer's units come from its
+            // aligned buffer; a header, a mirror's resynchronisation, a shipped write's
+            // shared copy or a standby's received bytes are copied into one here.
+            return self.write_direct_joined(&[buf], offset);
+        }
+        self.write.write_all_at(buf, offset)
+    }
+
+    fn write_gathered_at(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
+        let len = pieces.iter().map(|piece| piece.len()).sum();
+        if let Some(buffered) = self.buffered_for(len) {
+            OsFile::pwritev(buffered, pieces, offset)?;
+            self.unsynced.store(true, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        if self.direct {
+            return self.write_direct_joined(pieces, offset);
+        }
+        OsFile::pwritev(&self.write, pieces, offset)
+    }
+
     fn gathers(&self) -> bool {
-        !self.direct
+        // `auto`: its large writes are gathered; a small one is joined, as a direct one must be.
+        !self.direct || self.large_buffered
     }
 
     fn sync_data(&self) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.unsynced.swap(false, Ordering::AcqRel) {
+            let buffered = self.read.as_ref().expect("buffered writes go through `read`");
+            if let Err(error) = buffered.sync_data() {
+                self.unsynced.store(true, Ordering::Release);
+                return Err(error);
+            }
+        }
         if self.synchronous { Ok(()) } else { self.write.sync_data() }
     }
 
@@ -344,8 +408,15 @@ impl OsStorage {
                 Err(error) => return Err(error),
             },
         };
-        let read = if flags == 0 { None } else { Some(File::open(path)?) };
-        Ok(OsFile { write, read, synchronous: flags != 0, direct: flags == DIRECT })
+        let direct = flags == DIRECT;
+        // With `auto`, the plain descriptor also takes the large writes.
+        let large_buffered = direct && self.io_mode == IoMode::Auto;
+        let read = match flags {
+            0 => None,
+            _ if large_buffered => Some(open(0)?),
+            _ => Some(File::open(path)?),
+        };
+        Ok(OsFile { read, synchronous: flags != 0, direct, large_buffered, ..OsFile::plain(write) })
     }
 }
 
@@ -381,13 +452,13 @@ impl Storage for OsStorage {
 
     fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let write = OpenOptions::new().read(true).write(true).open(path)?;
-        Ok(Box::new(OsFile { write, read: None, synchronous: false, direct: false }))
+        Ok(Box::new(OsFile::plain(write)))
     }
 
     fn create(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
         let write =
             OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        Ok(Box::new(OsFile { write, read: None, synchronous: false, direct: false }))
+        Ok(Box::new(OsFile::plain(write)))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -602,7 +673,7 @@ mod tests {
         for io_mode in [IoMode::Auto, IoMode::Direct] {
             let storage = OsStorage::new(io_mode);
             let path = dir.path().join(format!("log-{io_mode}"));
-            let file = match storage.create_log(&path, 1 << 20) {
+            let file = match storage.create_log(&path, 4 << 20) {
                 Ok(file) => file,
                 Err(error) => {
                     // Only `direct` may fail, and only where O_DIRECT is refused.
@@ -624,6 +695,19 @@ mod tests {
             file.read_at(&mut back, 4096).unwrap();
             assert!(back[..4096].iter().all(|&byte| byte == 5), "{io_mode}: the unaligned write");
             assert_eq!(back[4096..8192], pieces.concat()[..], "{io_mode}: the gathered write");
+            // A large write (buffered with `auto`), gathered and whole, after the direct ones
+            // and before another direct one next to it: all read back once synced.
+            let large: Vec<Vec<u8>> = (0..257u32).map(|index| vec![index as u8; 4096]).collect();
+            let pieces: Vec<&[u8]> = large.iter().map(Vec::as_slice).collect();
+            file.write_gathered_at(&pieces, 3 * 4096).unwrap();
+            file.write_at(&pieces.concat()[1..=4096], 3 * 4096 + (257 << 12)).unwrap();
+            file.write_at(&vec![9u8; BUFFERED_WRITE_MIN], 3 * 4096 + (258 << 12)).unwrap();
+            file.sync_data().unwrap();
+            let mut back = vec![0u8; (258 << 12) + BUFFERED_WRITE_MIN];
+            file.read_at(&mut back, 3 * 4096).unwrap();
+            assert_eq!(back[..257 << 12], pieces.concat()[..], "{io_mode}: the large write");
+            assert_eq!(back[257 << 12..258 << 12], pieces.concat()[1..=4096], "{io_mode}");
+            assert!(back[258 << 12..].iter().all(|&byte| byte == 9), "{io_mode}: buffered whole");
         }
     }
 
