@@ -284,6 +284,27 @@ impl OsFile {
         if self.large_buffered && len >= BUFFERED_WRITE_MIN { self.read.as_ref() } else { None }
     }
 
+    /// Makes the buffered writes not yet synced durable.
+    fn sync_buffered(&self) -> io::Result<()> {
+        use std::sync::atomic::Ordering;
+        if self.unsynced.swap(false, Ordering::AcqRel) {
+            let buffered = self.read.as_ref().expect("buffered writes go through `read`");
+            if let Err(error) = buffered.sync_data() {
+                self.unsynced.store(true, Ordering::Release);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// A direct write of `buf` (aligned). Buffered writes before it are made durable first,
+    /// so that it never becomes durable ahead of them: a closed header after the bytes it
+    /// closes, as with O_DIRECT alone.
+    fn write_direct(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.sync_buffered()?;
+        self.write.write_all_at(buf, offset)
+    }
+
     /// A direct write of `pieces` joined, through aligned memory.
     fn write_direct_joined(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
         let mut scratch = self.scratch.lock();
@@ -293,7 +314,7 @@ impl OsFile {
             scratch[at..at + piece.len()].copy_from_slice(piece);
             at += piece.len();
         }
-        self.write.write_all_at(&scratch, offset)
+        self.write_direct(&scratch, offset)
     }
 }
 
@@ -313,6 +334,9 @@ impl StorageFile for OsFile {
             // aligned buffer; a header, a mirror's resynchronisation, a shipped write's
             // shared copy or a standby's received bytes are copied into one here.
             return self.write_direct_joined(&[buf], offset);
+        }
+        if self.direct {
+            return self.write_direct(buf, offset);
         }
         self.write.write_all_at(buf, offset)
     }
@@ -336,14 +360,7 @@ impl StorageFile for OsFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        use std::sync::atomic::Ordering;
-        if self.unsynced.swap(false, Ordering::AcqRel) {
-            let buffered = self.read.as_ref().expect("buffered writes go through `read`");
-            if let Err(error) = buffered.sync_data() {
-                self.unsynced.store(true, Ordering::Release);
-                return Err(error);
-            }
-        }
+        self.sync_buffered()?;
         if self.synchronous { Ok(()) } else { self.write.sync_data() }
     }
 
@@ -709,6 +726,30 @@ mod tests {
             assert_eq!(back[257 << 12..258 << 12], pieces.concat()[1..=4096], "{io_mode}");
             assert!(back[258 << 12..].iter().all(|&byte| byte == 9), "{io_mode}: buffered whole");
         }
+    }
+
+    /// With `auto`, a direct write never becomes durable ahead of a buffered one before it:
+    /// it syncs them first (a closed header after the bytes it closes).
+    #[test]
+    fn an_auto_files_direct_write_syncs_the_buffered_ones_before_it() {
+        use std::sync::atomic::Ordering;
+        let dir = tempfile::tempdir().unwrap();
+        let storage = OsStorage::new(IoMode::Auto);
+        let path = dir.path().join("log");
+        drop(storage.create_log(&path, 4 << 20).unwrap());
+        let file = storage.open_with_mode(&path).unwrap();
+        if !file.large_buffered {
+            return; // The file system refuses O_DIRECT: nothing is mixed.
+        }
+        file.write_at(&vec![3u8; BUFFERED_WRITE_MIN], 8192).unwrap();
+        assert!(file.unsynced.load(Ordering::Acquire), "a large write is buffered");
+        let mut header = AlignedBuf::new();
+        header.resize_zeroed(4096);
+        file.write_at(&header, 0).unwrap();
+        assert!(!file.unsynced.load(Ordering::Acquire), "synced before the direct write");
+        file.write_gathered_at(&[&vec![4u8; BUFFERED_WRITE_MIN][..]], 8192).unwrap();
+        file.sync_data().unwrap();
+        assert!(!file.unsynced.load(Ordering::Acquire));
     }
 
     /// A file that records the writebacks started on it.
