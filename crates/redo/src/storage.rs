@@ -27,7 +27,8 @@ pub enum IoMode {
     /// and a SET at one client 8–11 % faster. A write of `BUFFERED_WRITE_MIN` (1 MiB) or more
     /// still goes through the page cache and `fdatasync`, gathered from the log buffer: large
     /// streamed writes were a quarter slower direct (`docs/bench/README.md`, "Log writes
-    /// bypass the page cache").
+    /// bypass the page cache"). So does a standby's received redo (`write_deferred_at`), whose
+    /// acknowledgement on receipt must not wait for the disk.
     #[default]
     Auto,
     /// `pwrite` then `fdatasync`: what the reference calls "log file parallel write".
@@ -66,6 +67,14 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     /// writes must be aligned in memory, as with O_DIRECT, or where nothing would be saved).
     fn gathers(&self) -> bool {
         false
+    }
+    /// Writes all of `buf` at `offset` for a caller that asks for its durability later, with
+    /// `sync_data` (a standby's received redo: acknowledged on receipt, or synced once for
+    /// several writes). Where writes are direct only by default (`io_mode = "auto"`) it goes
+    /// through the page cache: a direct write would wait for the disk at once. Default:
+    /// `write_at`.
+    fn write_deferred_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)
     }
     /// Makes every write before it durable (a no-op where writes are synchronous).
     fn sync_data(&self) -> io::Result<()>;
@@ -339,6 +348,17 @@ impl StorageFile for OsFile {
             return self.write_direct(buf, offset);
         }
         self.write.write_all_at(buf, offset)
+    }
+
+    fn write_deferred_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        match self.read.as_ref().filter(|_| self.large_buffered) {
+            Some(buffered) => {
+                buffered.write_all_at(buf, offset)?;
+                self.unsynced.store(true, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
+            None => self.write_at(buf, offset),
+        }
     }
 
     fn write_gathered_at(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
@@ -748,6 +768,11 @@ mod tests {
         file.write_at(&header, 0).unwrap();
         assert!(!file.unsynced.load(Ordering::Acquire), "synced before the direct write");
         file.write_gathered_at(&[&vec![4u8; BUFFERED_WRITE_MIN][..]], 8192).unwrap();
+        file.sync_data().unwrap();
+        assert!(!file.unsynced.load(Ordering::Acquire));
+        // A write whose sync comes later (a standby's received redo) is buffered, small too.
+        file.write_deferred_at(&header, 4096).unwrap();
+        assert!(file.unsynced.load(Ordering::Acquire), "a deferred write is buffered");
         file.sync_data().unwrap();
         assert!(!file.unsynced.load(Ordering::Acquire));
     }

@@ -126,8 +126,9 @@ impl Shared {
             .all(|file| file.gathers())
     }
 
-    /// Writes `bytes` at `offset` to every valid member of `group` (and syncs them if `sync`),
-    /// in parallel. A member that fails is taken out; the write fails only if none is left.
+    /// Writes `bytes` at `offset` to every valid member of `group` (and syncs them if `sync`;
+    /// if not, as a write whose sync comes later: a standby's received redo), in parallel. A
+    /// member that fails is taken out; the write fails only if none is left.
     pub(crate) fn write_members(
         &self,
         group: usize,
@@ -137,8 +138,12 @@ impl Shared {
     ) -> Result<()> {
         let started = Instant::now();
         self.on_valid_members(group, offset, |file| {
-            file.write_at(bytes, offset)?;
-            if sync { file.sync_data() } else { Ok(()) }
+            if sync {
+                file.write_at(bytes, offset)?;
+                file.sync_data()
+            } else {
+                file.write_deferred_at(bytes, offset)
+            }
         })?;
         if sync {
             self.waits.log_file_parallel_write.record_since(started);
