@@ -412,9 +412,10 @@ pub(crate) fn open_groups(
                 file.write_at(&missing, member_end.end_offset)
                     .map_err(io_error("resynchronise", &member.path))?;
             }
-            if role == crate::Role::Standby {
-                file.sync_data().map_err(io_error("sync", &member.path))?;
-            } else {
+            // The units first (what this member was given above, or what a process that
+            // died left unsynced), so that no closed header is ever durable ahead of them.
+            file.sync_data().map_err(io_error("sync", &member.path))?;
+            if role != crate::Role::Standby {
                 write_header(file.as_ref(), &closed, u64::from(config.block_size))
                     .map_err(io_error("close", &member.path))?;
             }

@@ -220,14 +220,26 @@ struct OsFile {
     direct: bool,
     /// `auto`: large writes go through `read` (buffered) and are synced by `sync_data`.
     large_buffered: bool,
-    /// A buffered write through `read` is not yet synced.
-    unsynced: std::sync::atomic::AtomicBool,
+    /// What was written through `read` and is not yet synced; held across that sync.
+    buffered: parking_lot::Mutex<Buffered>,
     /// Aligned memory for a direct write whose bytes are not aligned.
     scratch: parking_lot::Mutex<AlignedBuf>,
 }
 
 /// The most pieces one `pwritev` takes (Linux's `IOV_MAX`).
 const IOV_MAX: usize = 1024;
+
+/// The state of an `auto` file's buffered writes.
+#[derive(Debug, Default)]
+struct Buffered {
+    /// Something written through the plain descriptor may not be durable yet. True when the
+    /// file is opened: a process that died may have left its writes in the page cache, and
+    /// an O_DSYNC descriptor's own syncs would never write them.
+    unsynced: bool,
+    /// Their fdatasync failed once: they may be lost, whatever a later one says (Linux marks
+    /// the failed pages clean), so every later sync fails too.
+    failed: bool,
+}
 
 /// With `io_mode = "auto"`, a log write of this many bytes or more goes through the page cache
 /// and `fdatasync` even where O_DIRECT is taken. Measured with `bench commit` (2026-11-30):
@@ -245,7 +257,7 @@ impl OsFile {
             synchronous: false,
             direct: false,
             large_buffered: false,
-            unsynced: std::sync::atomic::AtomicBool::new(false),
+            buffered: parking_lot::Mutex::new(Buffered::default()),
             scratch: parking_lot::Mutex::new(AlignedBuf::new()),
         }
     }
@@ -293,17 +305,35 @@ impl OsFile {
         if self.large_buffered && len >= BUFFERED_WRITE_MIN { self.read.as_ref() } else { None }
     }
 
-    /// Makes the buffered writes not yet synced durable.
+    /// Makes the buffered writes not yet synced durable. Whoever comes second waits for a
+    /// sync in progress, so nobody is told they are durable before they are.
     fn sync_buffered(&self) -> io::Result<()> {
-        use std::sync::atomic::Ordering;
-        if self.unsynced.swap(false, Ordering::AcqRel) {
-            let buffered = self.read.as_ref().expect("buffered writes go through `read`");
-            if let Err(error) = buffered.sync_data() {
-                self.unsynced.store(true, Ordering::Release);
+        let mut state = self.buffered.lock();
+        if state.failed {
+            return Err(io::Error::other(
+                "an earlier fdatasync of this log member's buffered writes failed: they may be lost",
+            ));
+        }
+        if state.unsynced {
+            let plain = self.read.as_ref().expect("buffered writes go through `read`");
+            if let Err(error) = plain.sync_data() {
+                state.failed = true;
                 return Err(error);
             }
+            state.unsynced = false;
         }
         Ok(())
+    }
+
+    /// A write through the plain descriptor, synced by the next `sync_data`.
+    fn write_buffered(&self, plain: &File, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
+        let written = match pieces {
+            [one] => plain.write_all_at(one, offset),
+            _ => OsFile::pwritev(plain, pieces, offset),
+        };
+        // Even a write that failed half-way may have left bytes to sync.
+        self.buffered.lock().unsynced = true;
+        written
     }
 
     /// A direct write of `buf` (aligned). Buffered writes before it are made durable first,
@@ -333,10 +363,8 @@ impl StorageFile for OsFile {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if let Some(buffered) = self.buffered_for(buf.len()) {
-            buffered.write_all_at(buf, offset)?;
-            self.unsynced.store(true, std::sync::atomic::Ordering::Release);
-            return Ok(());
+        if let Some(plain) = self.buffered_for(buf.len()) {
+            return self.write_buffered(plain, &[buf], offset);
         }
         if self.direct && !(buf.as_ptr() as usize).is_multiple_of(ALIGNMENT) {
             // O_DIRECT takes aligned memory only. The log writer's units come from its
@@ -352,21 +380,15 @@ impl StorageFile for OsFile {
 
     fn write_deferred_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         match self.read.as_ref().filter(|_| self.large_buffered) {
-            Some(buffered) => {
-                buffered.write_all_at(buf, offset)?;
-                self.unsynced.store(true, std::sync::atomic::Ordering::Release);
-                Ok(())
-            }
+            Some(plain) => self.write_buffered(plain, &[buf], offset),
             None => self.write_at(buf, offset),
         }
     }
 
     fn write_gathered_at(&self, pieces: &[&[u8]], offset: u64) -> io::Result<()> {
         let len = pieces.iter().map(|piece| piece.len()).sum();
-        if let Some(buffered) = self.buffered_for(len) {
-            OsFile::pwritev(buffered, pieces, offset)?;
-            self.unsynced.store(true, std::sync::atomic::Ordering::Release);
-            return Ok(());
+        if let Some(plain) = self.buffered_for(len) {
+            return self.write_buffered(plain, pieces, offset);
         }
         if self.direct {
             return self.write_direct_joined(pieces, offset);
@@ -453,7 +475,18 @@ impl OsStorage {
             _ if large_buffered => Some(open(0)?),
             _ => Some(File::open(path)?),
         };
-        Ok(OsFile { read, synchronous: flags != 0, direct, large_buffered, ..OsFile::plain(write) })
+        // Whatever a process before this one wrote through its own plain descriptor may still
+        // be in the page cache only: the first sync makes it durable.
+        let buffered =
+            parking_lot::Mutex::new(Buffered { unsynced: large_buffered, failed: false });
+        Ok(OsFile {
+            read,
+            synchronous: flags != 0,
+            direct,
+            large_buffered,
+            buffered,
+            ..OsFile::plain(write)
+        })
     }
 }
 
@@ -752,7 +785,6 @@ mod tests {
     /// it syncs them first (a closed header after the bytes it closes).
     #[test]
     fn an_auto_files_direct_write_syncs_the_buffered_ones_before_it() {
-        use std::sync::atomic::Ordering;
         let dir = tempfile::tempdir().unwrap();
         let storage = OsStorage::new(IoMode::Auto);
         let path = dir.path().join("log");
@@ -761,20 +793,24 @@ mod tests {
         if !file.large_buffered {
             return; // The file system refuses O_DIRECT: nothing is mixed.
         }
+        let unsynced = || file.buffered.lock().unsynced;
+        assert!(unsynced(), "a process before may have left writes unsynced");
+        file.sync_data().unwrap();
+        assert!(!unsynced());
         file.write_at(&vec![3u8; BUFFERED_WRITE_MIN], 8192).unwrap();
-        assert!(file.unsynced.load(Ordering::Acquire), "a large write is buffered");
+        assert!(unsynced(), "a large write is buffered");
         let mut header = AlignedBuf::new();
         header.resize_zeroed(4096);
         file.write_at(&header, 0).unwrap();
-        assert!(!file.unsynced.load(Ordering::Acquire), "synced before the direct write");
+        assert!(!unsynced(), "synced before the direct write");
         file.write_gathered_at(&[&vec![4u8; BUFFERED_WRITE_MIN][..]], 8192).unwrap();
         file.sync_data().unwrap();
-        assert!(!file.unsynced.load(Ordering::Acquire));
+        assert!(!unsynced());
         // A write whose sync comes later (a standby's received redo) is buffered, small too.
         file.write_deferred_at(&header, 4096).unwrap();
-        assert!(file.unsynced.load(Ordering::Acquire), "a deferred write is buffered");
+        assert!(unsynced(), "a deferred write is buffered");
         file.sync_data().unwrap();
-        assert!(!file.unsynced.load(Ordering::Acquire));
+        assert!(!unsynced());
     }
 
     /// A file that records the writebacks started on it.

@@ -28,7 +28,8 @@
 //!   end before it returns, so the compiler proves the slice outlives the write.
 //!
 //! Anything else (a leader already at work, a first write or a full log needing a switch,
-//! O_DIRECT members, a shipper, dedicated mode) takes the usual path, copied.
+//! members opened with `io_mode = "direct"`, a shipper, dedicated mode) takes the usual path,
+//! copied.
 
 use super::leadership::LeaderPanicGuard;
 use super::pipeline::Settle;

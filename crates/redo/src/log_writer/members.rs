@@ -115,7 +115,8 @@ impl Shared {
     }
 
     /// Whether every valid member of `group` takes vectored writes without joining the pieces
-    /// (none is opened with O_DIRECT).
+    /// (none is opened with O_DIRECT alone; with `auto`, a large one is written buffered as it
+    /// is and a small one joined).
     pub(super) fn members_gather(&self, group: usize) -> bool {
         let table = self.table.lock();
         table.groups[group]

@@ -153,8 +153,9 @@ impl Shared {
             // - shipped: formatted once into memory the shipper shares with the local write;
             // - large, where the members take vectored writes: gathered, the payloads written
             //   straight from the log buffer (no copy before the kernel's);
-            // - otherwise (small, or O_DIRECT, which needs aligned memory): formatted into
-            //   the aligned write buffer.
+            // - otherwise (small, or `io_mode = "direct"`, which needs aligned memory):
+            //   formatted into the aligned write buffer. (With `auto`, a gathered write under
+            //   1 MiB is joined into aligned memory by the file, a larger one written buffered.)
             let gathers = self.members_gather(current.group);
             let wait = if gathers && self.shipper.read().is_some() {
                 // SAFETY: zero is a valid u8.
