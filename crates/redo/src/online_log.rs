@@ -412,10 +412,15 @@ pub(crate) fn open_groups(
                 file.write_at(&missing, member_end.end_offset)
                     .map_err(io_error("resynchronise", &member.path))?;
             }
-            // The units first (what this member was given above, or what a process that
-            // died left unsynced), so that no closed header is ever durable ahead of them.
+            // What it was given above, or what a process that died left unsynced.
             file.sync_data().map_err(io_error("sync", &member.path))?;
-            if role != crate::Role::Standby {
+        }
+        // Only once every member holds the units durably: a member closed while another still
+        // lacked them would, after a crash here, be taken for the log's closing and the other
+        // closed without them.
+        if role != crate::Role::Standby {
+            for (member, member_end) in group.members.iter().zip(&ends) {
+                let (Some(file), Some(_)) = (&member.file, member_end) else { continue };
                 write_header(file.as_ref(), &closed, u64::from(config.block_size))
                     .map_err(io_error("close", &member.path))?;
             }

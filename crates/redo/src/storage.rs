@@ -232,9 +232,9 @@ const IOV_MAX: usize = 1024;
 /// The state of an `auto` file's buffered writes.
 #[derive(Debug, Default)]
 struct Buffered {
-    /// Something written through the plain descriptor may not be durable yet. True when the
-    /// file is opened: a process that died may have left its writes in the page cache, and
-    /// an O_DSYNC descriptor's own syncs would never write them.
+    /// Something written through the plain descriptor may not be durable yet. True when a
+    /// file with an O_DSYNC descriptor is opened: a process that died may have left its
+    /// writes in the page cache, and that descriptor's own syncs would never write them.
     unsynced: bool,
     /// Their fdatasync failed once: they may be lost, whatever a later one says (Linux marks
     /// the failed pages clean), so every later sync fails too.
@@ -308,6 +308,9 @@ impl OsFile {
     /// Makes the buffered writes not yet synced durable. Whoever comes second waits for a
     /// sync in progress, so nobody is told they are durable before they are.
     fn sync_buffered(&self) -> io::Result<()> {
+        if !self.synchronous {
+            return Ok(()); // `sync_data` syncs the one descriptor.
+        }
         let mut state = self.buffered.lock();
         if state.failed {
             return Err(io::Error::other(
@@ -315,7 +318,8 @@ impl OsFile {
             ));
         }
         if state.unsynced {
-            let plain = self.read.as_ref().expect("buffered writes go through `read`");
+            // (Any descriptor of the file syncs its pages; an O_DSYNC file always has `read`.)
+            let plain = self.read.as_ref().expect("an O_DSYNC file has a plain descriptor");
             if let Err(error) = plain.sync_data() {
                 state.failed = true;
                 return Err(error);
@@ -475,10 +479,10 @@ impl OsStorage {
             _ if large_buffered => Some(open(0)?),
             _ => Some(File::open(path)?),
         };
-        // Whatever a process before this one wrote through its own plain descriptor may still
-        // be in the page cache only: the first sync makes it durable.
-        let buffered =
-            parking_lot::Mutex::new(Buffered { unsynced: large_buffered, failed: false });
+        // Whatever a process before this one wrote through a plain descriptor (with `auto`, or
+        // another `io_mode`) may still be in the page cache only, where the syncs of an O_DSYNC
+        // descriptor would never reach it: its first sync (or direct write) makes it durable.
+        let buffered = parking_lot::Mutex::new(Buffered { unsynced: flags != 0, failed: false });
         Ok(OsFile {
             read,
             synchronous: flags != 0,
