@@ -380,6 +380,7 @@ fn an_old_primary_is_reinstated_through_a_cascade_and_a_new_standby_is_copied_fr
     cluster.wait_applied("c", "a", limit);
 
     cluster.kill("a");
+    cluster.wait_primary_lost("b", limit);
     let said = cluster.must(&["failover", "--to", "b", "--addr", &cluster.addr_of("b")]);
     println!("{said}");
     cluster.wait_shipping("b", limit);

@@ -174,6 +174,7 @@ fn a_failover_after_kill_dash_nine_loses_no_acknowledged_commit_then_reinstate_a
         cluster.kill("east");
         let logs = stop_load(load);
         let lost_primary_at = Instant::now();
+        cluster.wait_primary_lost("west", Duration::from_secs(10));
         let out = cluster.must(&["failover", "--to", "west"]);
         let write = first_write(&cluster, "west", &format!("first write of round {round}"));
         println!(
@@ -233,15 +234,7 @@ fn async_failover_sets_the_divergent_tail_aside(checkpoint_interval: &'static st
     cluster.kill("east");
     // As a DBA would: fail over once the standby has seen its primary go (it refuses while
     // the primary is connected to it).
-    let gone = common::poll_until(Duration::from_secs(10), || {
-        cluster
-            .server("west")
-            .status()
-            .replication
-            .standby
-            .is_some_and(|standby| !standby.connected)
-    });
-    assert!(gone, "west still says its primary is connected\n{}", cluster.logs());
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
     let out = cluster.must(&["failover", "--to", "west"]);
     println!("{out}");
     first_write(&cluster, "west", "new incarnation");

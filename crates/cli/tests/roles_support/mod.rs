@@ -665,6 +665,16 @@ impl Cluster {
             .map(|destination| destination.phase)
     }
 
+    /// Waits until standby `name` has seen its primary go, as a DBA would before a failover:
+    /// the standby refuses one while its primary is connected, and after a `kill -9` it reads
+    /// each channel's end only when it next reads that channel.
+    pub fn wait_primary_lost(&self, name: &str, limit: Duration) {
+        let gone = common::poll_until(limit, || {
+            self.server(name).status().replication.standby.is_some_and(|s| !s.connected)
+        });
+        assert!(gone, "{name} still says its primary is connected\n{}", self.logs());
+    }
+
     /// Waits until member `name` has applied everything `primary` has made durable.
     pub fn wait_applied(&self, name: &str, primary: &str, limit: Duration) {
         let durable = self.server(primary).status().database.redo.durable_scn;
