@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod aligned;
+use aligned::ALIGNMENT;
+pub use aligned::AlignedBuf;
+
 /// How online log members are made durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -232,9 +236,8 @@ const IOV_MAX: usize = 1024;
 /// The state of an `auto` file's buffered writes.
 #[derive(Debug, Default)]
 struct Buffered {
-    /// Something written through the plain descriptor may not be durable yet. True when a
-    /// file with an O_DSYNC descriptor is opened: a process that died may have left its
-    /// writes in the page cache, and that descriptor's own syncs would never write them.
+    /// Something written through the plain descriptor may not be durable yet. (What a
+    /// process before this one left there was synced when the file was opened.)
     unsynced: bool,
     /// Their fdatasync failed once: they may be lost, whatever a later one says (Linux marks
     /// the failed pages clean), so every later sync fails too.
@@ -479,18 +482,56 @@ impl OsStorage {
             _ if large_buffered => Some(open(0)?),
             _ => Some(File::open(path)?),
         };
-        // Whatever a process before this one wrote through a plain descriptor (with `auto`, or
-        // another `io_mode`) may still be in the page cache only, where the syncs of an O_DSYNC
-        // descriptor would never reach it: its first sync (or direct write) makes it durable.
-        let buffered = parking_lot::Mutex::new(Buffered { unsynced: flags != 0, failed: false });
-        Ok(OsFile {
+        let file = OsFile {
             read,
             synchronous: flags != 0,
             direct,
             large_buffered,
-            buffered,
             ..OsFile::plain(write)
-        })
+        };
+        file.settle_page_cache()?;
+        Ok(file)
+    }
+}
+
+impl OsFile {
+    /// What a process before this one left in the page cache is made durable, or the open
+    /// fails; then the file's pages are dropped from the page cache, so that what is read
+    /// next (recovery's scan, a mirror's resynchronisation) is what the disk holds.
+    ///
+    /// Why both: a process that died may have left writes in the page cache only (through a
+    /// plain descriptor, with `auto` or another `io_mode`), where the syncs of an O_DSYNC
+    /// descriptor would never reach them. And if their writeback failed, Linux reports the
+    /// error once, to the first sync that asks, and keeps the pages it could not write, clean:
+    /// had the process that saw the error died, the next one would read those bytes back as
+    /// if they were on the disk, close the log over them and write after them, and a power
+    /// cut would then leave a hole in the middle of the redo. Dropped, they are read from the
+    /// disk, where recovery finds the end of the redo that was made durable.
+    fn settle_page_cache(&self) -> io::Result<()> {
+        let plain = self.read.as_ref().unwrap_or(&self.write);
+        plain.sync_data().map_err(|error| {
+            io::Error::new(
+                error.kind(),
+                format!(
+                    "the writes a process before this one left in the page cache could not be made durable ({error}); they may be lost: check the device"
+                ),
+            )
+        })?;
+        // Dirty pages would be kept; after the sync there are none. Advice that cannot fail
+        // on a regular file's descriptor (errors are for a bad descriptor or advice).
+        // SAFETY: a plain call on an open descriptor.
+        let advised = unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(plain),
+                0,
+                0,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        if advised != 0 {
+            return Err(io::Error::from_raw_os_error(advised));
+        }
+        Ok(())
     }
 }
 
@@ -569,328 +610,5 @@ impl Storage for OsStorage {
     }
 }
 
-/// A byte buffer aligned to 4096 bytes, as O_DIRECT needs. Grows, never shrinks.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-    capacity: usize,
-}
-
-// SAFETY: AlignedBuf owns its allocation exclusively, like a Vec<u8>.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared references only allow reads.
-unsafe impl Sync for AlignedBuf {}
-
-const ALIGNMENT: usize = 4096;
-
-impl AlignedBuf {
-    pub fn new() -> AlignedBuf {
-        AlignedBuf { ptr: std::ptr::NonNull::dangling(), len: 0, capacity: 0 }
-    }
-
-    /// Sets the length to `len`, zero-filling, and reallocating if needed. Contents are not
-    /// preserved across a reallocation.
-    pub fn resize_zeroed(&mut self, len: usize) {
-        if len > self.capacity {
-            let capacity = len.next_multiple_of(ALIGNMENT).max(ALIGNMENT);
-            let layout =
-                std::alloc::Layout::from_size_align(capacity, ALIGNMENT).expect("valid layout");
-            // SAFETY: the layout has non-zero size.
-            let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-            let Some(ptr) = std::ptr::NonNull::new(ptr) else {
-                std::alloc::handle_alloc_error(layout)
-            };
-            self.free();
-            self.ptr = ptr;
-            self.capacity = capacity;
-        } else {
-            // SAFETY: len <= capacity, and the allocation is capacity bytes.
-            unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), 0, len) };
-        }
-        self.len = len;
-    }
-
-    /// Sets the length to `len` for a caller that overwrites every byte of it (the unit
-    /// writer does): a buffer grown is zeroed, one reused keeps its old bytes (initialized,
-    /// never read before they are overwritten), saving a pass over the data per log write.
-    pub fn resize_for_overwrite(&mut self, len: usize) {
-        if len > self.capacity {
-            self.resize_zeroed(len);
-        } else {
-            self.len = len;
-        }
-    }
-
-    fn free(&mut self) {
-        if self.capacity > 0 {
-            let layout = std::alloc::Layout::from_size_align(self.capacity, ALIGNMENT)
-                .expect("valid layout");
-            // SAFETY: ptr was allocated with exactly this layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-            self.capacity = 0;
-        }
-    }
-}
-
-impl Default for AlignedBuf {
-    fn default() -> AlignedBuf {
-        AlignedBuf::new()
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        self.free();
-    }
-}
-
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len initialised bytes (or dangling with len 0).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as for Deref, and we hold &mut self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl fmt::Debug for AlignedBuf {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlignedBuf").field("len", &self.len).finish()
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn aligned_buffer_is_aligned_and_zeroed() {
-        let mut buf = AlignedBuf::new();
-        assert!(buf.is_empty());
-        buf.resize_zeroed(10_000);
-        assert_eq!(buf.as_ptr() as usize % ALIGNMENT, 0);
-        assert!(buf.iter().all(|&byte| byte == 0));
-        buf[9_999] = 1;
-        buf.resize_zeroed(100);
-        assert_eq!(buf.len(), 100);
-        buf.resize_zeroed(10_000);
-        assert_eq!(buf[9_999], 0);
-    }
-
-    #[test]
-    fn a_gathered_write_of_more_pieces_than_one_call_takes_lands_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        for io_mode in [IoMode::Fdatasync, IoMode::Dsync] {
-            let storage = OsStorage::new(io_mode);
-            let path = dir.path().join(format!("log-{io_mode}"));
-            let file = storage.create_log(&path, 4 << 20).unwrap();
-            assert!(file.gathers());
-            // 3000 pieces (three calls at least), some empty, of every small size.
-            let owned: Vec<Vec<u8>> =
-                (0..3000u32).map(|index| vec![index as u8; (index % 700) as usize]).collect();
-            let pieces: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-            let expected = pieces.concat();
-            file.write_gathered_at(&pieces, 8192).unwrap();
-            file.sync_data().unwrap();
-            let mut back = vec![0u8; expected.len()];
-            file.read_at(&mut back, 8192).unwrap();
-            assert!(back == expected, "{io_mode}: the gathered write reads back as its pieces");
-        }
-    }
-
-    #[test]
-    fn log_files_are_preallocated_and_replacement_is_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = OsStorage::new(IoMode::Fdatasync);
-        let path = dir.path().join("log");
-        let file = storage.create_log(&path, 3 << 20).unwrap();
-        assert_eq!(file.len().unwrap(), 3 << 20);
-        assert!(storage.create_log(&path, 4096).is_err(), "create_log never replaces a file");
-        file.write_at(b"redo", 4096).unwrap();
-        file.sync_data().unwrap();
-        let mut back = [0u8; 4];
-        file.read_at(&mut back, 4096).unwrap();
-        assert_eq!(&back, b"redo");
-
-        let control = dir.path().join("control");
-        replace_durably(&storage, &control, b"one").unwrap();
-        replace_durably(&storage, &control, b"two!").unwrap();
-        assert_eq!(read_all(&storage, &control).unwrap(), b"two!");
-        assert!(!storage.exists(&dir.path().join("control.tmp")));
-    }
-
-    #[test]
-    fn dsync_files_write_and_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = OsStorage::new(IoMode::Dsync);
-        let file = storage.create_log(&dir.path().join("log"), 1 << 20).unwrap();
-        file.write_at(&[7u8; 4096], 0).unwrap();
-        file.sync_data().unwrap();
-        let mut back = [0u8; 4096];
-        file.read_at(&mut back, 0).unwrap();
-        assert_eq!(back, [7u8; 4096]);
-    }
-
-    /// O_DIRECT takes only aligned memory: a header or a standby's received bytes come from
-    /// ordinary buffers, and must land all the same (EINVAL before the copy). On a file system
-    /// that refuses O_DIRECT, `auto` falls back to fdatasync and `direct` says why it fails.
-    #[test]
-    fn direct_and_auto_files_take_writes_from_any_memory() {
-        let dir = tempfile::tempdir().unwrap();
-        for io_mode in [IoMode::Auto, IoMode::Direct] {
-            let storage = OsStorage::new(io_mode);
-            let path = dir.path().join(format!("log-{io_mode}"));
-            let file = match storage.create_log(&path, 4 << 20) {
-                Ok(file) => file,
-                Err(error) => {
-                    // Only `direct` may fail, and only where O_DIRECT is refused.
-                    assert_eq!(io_mode, IoMode::Direct, "{error}");
-                    assert_eq!(error.kind(), io::ErrorKind::Unsupported, "{error}");
-                    continue;
-                }
-            };
-            // Memory one byte past an aligned start: never aligned for O_DIRECT.
-            let mut backing = AlignedBuf::new();
-            backing.resize_zeroed(2 * 4096 + 1);
-            backing[1..4097].fill(5);
-            let unaligned = &backing[1..4097];
-            file.write_at(unaligned, 4096).unwrap();
-            let pieces: Vec<&[u8]> = vec![&[1u8; 100][..], &[2u8; 3996][..]];
-            file.write_gathered_at(&pieces, 8192).unwrap();
-            file.sync_data().unwrap();
-            let mut back = vec![0u8; 8192];
-            file.read_at(&mut back, 4096).unwrap();
-            assert!(back[..4096].iter().all(|&byte| byte == 5), "{io_mode}: the unaligned write");
-            assert_eq!(back[4096..8192], pieces.concat()[..], "{io_mode}: the gathered write");
-            // A large write (buffered with `auto`), gathered and whole, after the direct ones
-            // and before another direct one next to it: all read back once synced.
-            let large: Vec<Vec<u8>> = (0..257u32).map(|index| vec![index as u8; 4096]).collect();
-            let pieces: Vec<&[u8]> = large.iter().map(Vec::as_slice).collect();
-            file.write_gathered_at(&pieces, 3 * 4096).unwrap();
-            file.write_at(&pieces.concat()[1..=4096], 3 * 4096 + (257 << 12)).unwrap();
-            file.write_at(&vec![9u8; BUFFERED_WRITE_MIN], 3 * 4096 + (258 << 12)).unwrap();
-            file.sync_data().unwrap();
-            let mut back = vec![0u8; (258 << 12) + BUFFERED_WRITE_MIN];
-            file.read_at(&mut back, 3 * 4096).unwrap();
-            assert_eq!(back[..257 << 12], pieces.concat()[..], "{io_mode}: the large write");
-            assert_eq!(back[257 << 12..258 << 12], pieces.concat()[1..=4096], "{io_mode}");
-            assert!(back[258 << 12..].iter().all(|&byte| byte == 9), "{io_mode}: buffered whole");
-        }
-    }
-
-    /// With `auto`, a direct write never becomes durable ahead of a buffered one before it:
-    /// it syncs them first (a closed header after the bytes it closes).
-    #[test]
-    fn an_auto_files_direct_write_syncs_the_buffered_ones_before_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = OsStorage::new(IoMode::Auto);
-        let path = dir.path().join("log");
-        drop(storage.create_log(&path, 4 << 20).unwrap());
-        let file = storage.open_with_mode(&path).unwrap();
-        if !file.large_buffered {
-            return; // The file system refuses O_DIRECT: nothing is mixed.
-        }
-        let unsynced = || file.buffered.lock().unsynced;
-        assert!(unsynced(), "a process before may have left writes unsynced");
-        file.sync_data().unwrap();
-        assert!(!unsynced());
-        file.write_at(&vec![3u8; BUFFERED_WRITE_MIN], 8192).unwrap();
-        assert!(unsynced(), "a large write is buffered");
-        let mut header = AlignedBuf::new();
-        header.resize_zeroed(4096);
-        file.write_at(&header, 0).unwrap();
-        assert!(!unsynced(), "synced before the direct write");
-        file.write_gathered_at(&[&vec![4u8; BUFFERED_WRITE_MIN][..]], 8192).unwrap();
-        file.sync_data().unwrap();
-        assert!(!unsynced());
-        // A write whose sync comes later (a standby's received redo) is buffered, small too.
-        file.write_deferred_at(&header, 4096).unwrap();
-        assert!(unsynced(), "a deferred write is buffered");
-        file.sync_data().unwrap();
-        assert!(!unsynced());
-    }
-
-    /// A file that records the writebacks started on it.
-    #[derive(Debug, Default)]
-    struct Recording {
-        started: parking_lot::Mutex<Vec<(u64, u64)>>,
-    }
-
-    impl StorageFile for Recording {
-        fn read_at(&self, _buf: &mut [u8], _offset: u64) -> io::Result<()> {
-            unreachable!()
-        }
-        fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
-            Ok(())
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            Ok(())
-        }
-        fn len(&self) -> io::Result<u64> {
-            Ok(0)
-        }
-        fn set_len(&self, _len: u64) -> io::Result<()> {
-            Ok(())
-        }
-        fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
-            self.started.lock().push((offset, len));
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn writeback_starts_every_writeback_after_bytes_over_the_span_they_cover() {
-        let file = Recording::default();
-        let writeback = Writeback::default();
-        let page = 4096u64;
-        let pages = WRITEBACK_AFTER / page;
-        // Scattered pages, as a checkpoint's copy-on-write writes them: the last one makes
-        // WRITEBACK_AFTER bytes.
-        for n in 0..pages - 1 {
-            writeback.wrote(&file, (10 + (n * 7919) % (4 * pages)) * page, page, WRITEBACK_AFTER);
-        }
-        assert!(file.started.lock().is_empty(), "started before WRITEBACK_AFTER bytes");
-        writeback.wrote(&file, 3 * page, page, WRITEBACK_AFTER);
-        let lowest = 3 * page;
-        let highest = (0..pages - 1).map(|n| (10 + (n * 7919) % (4 * pages)) * page).max().unwrap();
-        assert_eq!(*file.started.lock(), vec![(lowest, highest + page - lowest)]);
-        // Counted again from nothing: one more large write starts the next at once, over
-        // itself only.
-        writeback.wrote(&file, 1 << 40, WRITEBACK_AFTER, WRITEBACK_AFTER);
-        // 0: never.
-        writeback.wrote(&file, 0, 1 << 30, 0);
-        assert_eq!(file.started.lock().len(), 2);
-        assert_eq!(file.started.lock()[1], (1 << 40, WRITEBACK_AFTER));
-    }
-
-    #[test]
-    fn a_started_writeback_succeeds_and_changes_nothing_a_sync_and_a_read_see() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = OsStorage::new(IoMode::Fdatasync);
-        let file = storage.create(&dir.path().join("data")).unwrap();
-        let chunk = vec![9u8; 1 << 20];
-        for n in 0..((2 * WRITEBACK_AFTER) >> 20) {
-            file.write_at(&chunk, n << 20).unwrap();
-        }
-        // The real system call, over what was written and over more than the file holds.
-        file.start_writeback(0, WRITEBACK_AFTER).unwrap();
-        file.start_writeback(WRITEBACK_AFTER, 4 * WRITEBACK_AFTER).unwrap();
-        file.sync_data().unwrap();
-        assert_eq!(file.len().unwrap(), 2 * WRITEBACK_AFTER);
-        let mut back = vec![0u8; 1 << 20];
-        file.read_at(&mut back, WRITEBACK_AFTER).unwrap();
-        assert_eq!(back, chunk);
-        // An O_DSYNC log has nothing to start.
-        let storage = OsStorage::new(IoMode::Dsync);
-        let log = storage.create_log(&dir.path().join("log"), 1 << 20).unwrap();
-        log.write_at(&chunk[..4096], 0).unwrap();
-        log.start_writeback(0, 4096).unwrap();
-    }
-}
+mod tests;
