@@ -97,12 +97,28 @@ impl Roles {
     /// Reinstate: this fenced member becomes a standby of `primary`.
     pub async fn reinstate(self: &Arc<Roles>, primary: &str) -> anyhow::Result<Reinstated> {
         self.require_members()?;
+        // A primary restarted after a failover learns of it from the first member that
+        // answers it, its gate `Unconfirmed` until then (some milliseconds): a reinstate run
+        // right after its start waits for that answer, briefly, instead of being refused as if
+        // it had never been failed over. (Before the transition lock, which the fencing takes.)
+        let asked = Instant::now();
+        while matches!(self.gate.state(), GateState::Unconfirmed { .. })
+            && asked.elapsed() < super::super::gate::WRITE_WAIT
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let _transition = self.transition.lock().await;
         let started = Instant::now();
         let running = self.running()?;
         let control = running.db.redo().control();
         let Some(fence) = control.fenced.clone() else {
             return match control.role {
+                Role::Primary if matches!(self.gate.state(), GateState::Unconfirmed { .. }) => {
+                    refuse(format!(
+                        "'{}' has not yet heard from any member whether it was failed over while it was down (it takes no write until one answers): try again once one can reach it",
+                        self.member_name()
+                    ))
+                }
                 Role::Primary => refuse(format!(
                     "'{}' is a primary that has not been failed over: there is nothing to reinstate (to make it a standby, switch over)",
                     self.member_name()
