@@ -309,7 +309,11 @@ fn a_full_disk_refuses_writes_clearly_and_they_resume_when_space_returns() {
     // Reads go on.
     assert_eq!(db.get(b"before").unwrap(), Some(b("1")));
     disk.set_capacity(None);
-    wait_until("writes are accepted again", || db.writes_refused().is_none());
+    // (The switch the failure held up goes on a moment after it clears: until then a commit
+    // is told it is not durable yet.)
+    wait_until("writes are accepted again", || {
+        db.writes_refused().is_none() && db.redo().stalled().is_none()
+    });
     stop.store(true, Ordering::Release);
     if let Some(error) = writer.join().unwrap() {
         // Refused, or (a commit whose log switch the full archive held up) told at once that

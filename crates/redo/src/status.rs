@@ -86,4 +86,11 @@ impl RedoLog {
     pub fn archiver_stuck(&self) -> Option<(LogSeq, String)> {
         self.shared.archive_errors().into_iter().next()
     }
+
+    /// Why the log writer is stalled (a log switch held up by a failing archive or
+    /// checkpoint), while it is: commits get `CommitStalled` until the switch goes on, which
+    /// may be a moment after the failure that held it up has cleared.
+    pub fn stalled(&self) -> Option<String> {
+        self.shared.log_writer.stall()
+    }
 }
