@@ -269,7 +269,10 @@ pub(crate) fn open_groups(
         for member_index in 0..config.members {
             let path = config.member_path(group_index, member_index);
             let file: Arc<dyn StorageFile> = if storage.exists(&path) {
-                Arc::from(storage.open_log(&path).map_err(io_error("open", &path))?)
+                let file = storage.open_log(&path).map_err(io_error("open", &path))?;
+                // What the last process left unsynced made durable, and read from the disk.
+                file.settle().map_err(io_error("settle", &path))?;
+                Arc::from(file)
             } else {
                 Arc::from(
                     storage
@@ -412,7 +415,7 @@ pub(crate) fn open_groups(
                 file.write_at(&missing, member_end.end_offset)
                     .map_err(io_error("resynchronise", &member.path))?;
             }
-            // What it was given above, or what a process that died left unsynced.
+            // What it was given above.
             file.sync_data().map_err(io_error("sync", &member.path))?;
         }
         // Only once every member holds the units durably: a member closed while another still

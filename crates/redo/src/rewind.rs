@@ -46,6 +46,7 @@ pub fn set_aside_logs(
                 continue;
             }
             let file = storage.open_log(&path).map_err(io_error("open", &path))?;
+            file.settle().map_err(io_error("settle", &path))?;
             let mut header = vec![0u8; block];
             file.read_at(&mut header, 0).map_err(io_error("read the header of", &path))?;
             let Ok(HeaderBlock::Open(opened) | HeaderBlock::Closed(opened, _)) =

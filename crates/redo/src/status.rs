@@ -25,6 +25,10 @@ pub struct RedoStatus {
     pub archive_errors: BTreeMap<LogSeq, String>,
     /// Set if the log writer failed and no redo is accepted.
     pub writer_failure: Option<String>,
+    /// Set while a log switch is held up by a failure (a log that cannot be archived, a
+    /// checkpoint that fails): commits are told `CommitStalled` until it goes on.
+    #[serde(default)]
+    pub stall: Option<String>,
 }
 
 impl RedoLog {
@@ -79,6 +83,7 @@ impl RedoLog {
             groups: self.groups(),
             archive_errors: self.shared.archive_errors(),
             writer_failure: self.shared.log_writer.failure_text(),
+            stall: self.stalled(),
         }
     }
 

@@ -194,8 +194,12 @@ fn a_commit_held_up_by_failing_archiving_is_told_at_once_and_written_later() {
     assert!(error.is_disk_full(), "{text}");
     assert!(text.contains("log sequence 1 cannot be archived"), "{text}");
     assert!(log.durable_scn() < last);
+    // The status says so while it lasts.
+    let stall = log.status().stall.expect("the status shows the stall");
+    assert!(stall.contains("log sequence 1 cannot be archived"), "{stall}");
     disk.set_capacity(None);
     wait_durable_once_unstalled(&log, last);
+    wait_until("the stall ends", || log.status().stall.is_none());
     assert_eq!(read_all(&log).last().map(|record| record.scn), Some(last));
     wait_until("archiving resumes", || log.archiver_stuck().is_none());
     log.commit(b"after", IMMEDIATE_WAIT).unwrap();

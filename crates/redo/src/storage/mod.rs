@@ -94,6 +94,13 @@ pub trait StorageFile: Send + Sync + fmt::Debug {
     fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// Makes durable what a process before this one wrote to the file and left unsynced, then
+    /// drops the file's pages from the page cache, so that what is read next is what the disk
+    /// holds. Called on a log member before it is read after a restart (recovery's scan, a
+    /// rewind). Default: nothing (a file with no page cache of its own).
+    fn settle(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Bytes a large write (an archived copy; a checkpoint's pages by default, `[db]
@@ -236,8 +243,10 @@ const IOV_MAX: usize = 1024;
 /// The state of an `auto` file's buffered writes.
 #[derive(Debug, Default)]
 struct Buffered {
-    /// Something written through the plain descriptor may not be durable yet. (What a
-    /// process before this one left there was synced when the file was opened.)
+    /// Something written through the plain descriptor may not be durable yet. True when a
+    /// file with an O_DSYNC descriptor is opened (until `settle`): a process that died may
+    /// have left its writes in the page cache, and that descriptor's own syncs would never
+    /// write them.
     unsynced: bool,
     /// Their fdatasync failed once: they may be lost, whatever a later one says (Linux marks
     /// the failed pages clean), so every later sync fails too.
@@ -421,6 +430,44 @@ impl StorageFile for OsFile {
         self.write.set_len(len)
     }
 
+    /// A log member opened after a restart: see the trait. Why both steps: a process that
+    /// died may have left writes in the page cache only (through a plain descriptor, with
+    /// `auto` or another `io_mode`), where the syncs of an O_DSYNC descriptor would never reach
+    /// them. And if their writeback failed, Linux tells each descriptor open at the time once,
+    /// and a descriptor opened later only if nobody has been told, and keeps the pages it
+    /// could not write, clean: had the process that was told died, the next one would read
+    /// those bytes back as if they were on the disk, close the log over them and write after
+    /// them, and a power cut would then leave a hole in the middle of the redo. Dropped, they
+    /// are read from the disk, where recovery finds the end of the redo that was made durable.
+    /// The pages are dropped even when the sync fails, so that the next attempt reads the disk.
+    fn settle(&self) -> io::Result<()> {
+        let plain = self.read.as_ref().unwrap_or(&self.write);
+        let synced = plain.sync_data();
+        // Dirty pages would be kept; after a sync that succeeded there are none.
+        // SAFETY: a plain call on an open descriptor.
+        let advised = unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(plain),
+                0,
+                0,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        if let Err(error) = synced {
+            return Err(io::Error::new(
+                error.kind(),
+                format!(
+                    "the writes a process before this one left in the page cache could not be made durable ({error}); they may be lost: check the device"
+                ),
+            ));
+        }
+        if advised != 0 {
+            return Err(io::Error::from_raw_os_error(advised));
+        }
+        self.buffered.lock().unsynced = false;
+        Ok(())
+    }
+
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
         if self.synchronous || len == 0 {
             return Ok(());
@@ -482,56 +529,19 @@ impl OsStorage {
             _ if large_buffered => Some(open(0)?),
             _ => Some(File::open(path)?),
         };
-        let file = OsFile {
+        // Whatever a process before this one wrote through a plain descriptor (with `auto`, or
+        // another `io_mode`) may still be in the page cache only, where the syncs of an O_DSYNC
+        // descriptor would never reach it: its first sync (or direct write) makes it durable,
+        // unless `settle` did first.
+        let buffered = parking_lot::Mutex::new(Buffered { unsynced: flags != 0, failed: false });
+        Ok(OsFile {
             read,
             synchronous: flags != 0,
             direct,
             large_buffered,
+            buffered,
             ..OsFile::plain(write)
-        };
-        file.settle_page_cache()?;
-        Ok(file)
-    }
-}
-
-impl OsFile {
-    /// What a process before this one left in the page cache is made durable, or the open
-    /// fails; then the file's pages are dropped from the page cache, so that what is read
-    /// next (recovery's scan, a mirror's resynchronisation) is what the disk holds.
-    ///
-    /// Why both: a process that died may have left writes in the page cache only (through a
-    /// plain descriptor, with `auto` or another `io_mode`), where the syncs of an O_DSYNC
-    /// descriptor would never reach them. And if their writeback failed, Linux reports the
-    /// error once, to the first sync that asks, and keeps the pages it could not write, clean:
-    /// had the process that saw the error died, the next one would read those bytes back as
-    /// if they were on the disk, close the log over them and write after them, and a power
-    /// cut would then leave a hole in the middle of the redo. Dropped, they are read from the
-    /// disk, where recovery finds the end of the redo that was made durable.
-    fn settle_page_cache(&self) -> io::Result<()> {
-        let plain = self.read.as_ref().unwrap_or(&self.write);
-        plain.sync_data().map_err(|error| {
-            io::Error::new(
-                error.kind(),
-                format!(
-                    "the writes a process before this one left in the page cache could not be made durable ({error}); they may be lost: check the device"
-                ),
-            )
-        })?;
-        // Dirty pages would be kept; after the sync there are none. Advice that cannot fail
-        // on a regular file's descriptor (errors are for a bad descriptor or advice).
-        // SAFETY: a plain call on an open descriptor.
-        let advised = unsafe {
-            libc::posix_fadvise(
-                std::os::fd::AsRawFd::as_raw_fd(plain),
-                0,
-                0,
-                libc::POSIX_FADV_DONTNEED,
-            )
-        };
-        if advised != 0 {
-            return Err(io::Error::from_raw_os_error(advised));
-        }
-        Ok(())
+        })
     }
 }
 
