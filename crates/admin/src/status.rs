@@ -188,6 +188,10 @@ pub fn render(status: &ServerStatus) -> String {
     if let Some(failure) = &redo.writer_failure {
         let _ = writeln!(out, "  LOG WRITER FAILED: {failure}");
     }
+    if let Some(stall) = &redo.stall {
+        let _ =
+            writeln!(out, "  LOG WRITER STALLED (commits not yet durable get an error): {stall}");
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "database {}   keys {}", redo.identity.database_id, db.keys);
     let _ = writeln!(

@@ -132,7 +132,9 @@ fn the_observer_cut_alone_changes_nothing() {
     times.sort();
     let longest = times.windows(2).map(|pair| pair[1] - pair[0]).max().unwrap_or_default();
     println!("  longest pause between acknowledgements during the cut: {longest:?}");
-    assert!(longest < Duration::from_secs(1), "east paused {longest:?}\n{}", cluster.logs());
+    // (A lease waited for would pause it for the threshold, 2 s, at least; under that, a
+    // loaded machine's scheduling.)
+    assert!(longest < Duration::from_millis(1500), "east paused {longest:?}\n{}", cluster.logs());
     check_nothing_lost(&acks, &cluster, primary);
 }
 

@@ -20,7 +20,7 @@ fn get(connection: &mut redis::Connection, key: &str) -> Option<String> {
 
 /// Waits until `name` has received (written durably) the primary's redo up to `scn`.
 fn wait_received(cluster: &Cluster, name: &str, scn: u64) {
-    let received = common::poll_until(Duration::from_secs(3), || {
+    let received = common::poll_until(Duration::from_secs(10), || {
         cluster
             .server(name)
             .status()
@@ -28,7 +28,7 @@ fn wait_received(cluster: &Cluster, name: &str, scn: u64) {
             .standby
             .is_some_and(|standby| standby.received_scn.0 >= scn)
     });
-    assert!(received, "{name} did not receive SCN {scn} within 3 s\n{}", cluster.logs());
+    assert!(received, "{name} did not receive SCN {scn} within 10 s\n{}", cluster.logs());
 }
 
 #[test]
@@ -77,7 +77,7 @@ fn a_delayed_standby_serves_a_write_only_once_it_is_old_and_a_failover_applies_t
     wait_received(&cluster, "west", durable);
     assert_eq!(get(&mut west, "held"), None);
     cluster.kill("east");
-    cluster.wait_primary_lost("west", Duration::from_secs(3));
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
     let out = cluster.must(&["failover", "--to", "west"]);
     println!("{out}");
     let took = written.elapsed();

@@ -214,7 +214,7 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
     while opened.elapsed() < Duration::from_millis(1500) {
         let pong: String = redis::cmd("PING").query(&mut active).unwrap();
         assert_eq!(pong, "PONG");
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(common::read_to_close(&mut idle), b"");
     let closed_after = opened.elapsed();

@@ -144,6 +144,9 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                 if let Some(failure) = &redo.writer_failure {
                     field(out, "log_writer_failure", one_line(failure));
                 }
+                if let Some(stall) = &redo.stall {
+                    field(out, "log_writer_stall", one_line(stall));
+                }
             }
             "waits" => {
                 out.push_str("# Waits\r\n");
