@@ -36,6 +36,7 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     let standing_by = common::poll_until(limit, || {
         cluster.phase_of("a", "fs") == Some(transport::Phase::Synchronized)
             && cluster.phase_of("a", "t") == Some(transport::Phase::Deferred)
+            && cluster.phase_of("fs", "t") == Some(transport::Phase::Streaming)
     });
     assert!(standing_by, "the alternate stands by while the far sync is there\n{}", cluster.logs());
     let shown = cluster.must(&["show", "configuration"]);
@@ -88,6 +89,7 @@ fn the_far_sync_killed_under_load_the_alternate_route_ships_to_the_terminal_and_
     let back = common::poll_until(limit, || {
         cluster.phase_of("a", "fs") == Some(transport::Phase::Synchronized)
             && cluster.phase_of("a", "t") == Some(transport::Phase::Deferred)
+            && cluster.phase_of("fs", "t") == Some(transport::Phase::Streaming)
     });
     assert!(back, "a did not go back to the far sync\n{}", cluster.logs());
     let mut connection = common::redis_connection(cluster.resp_addr("a"));

@@ -308,8 +308,13 @@ fn a_new_standby_adopts_no_database_id_from_a_stranger() {
         status.database.redo.identity.database_id.0, made_up,
         "the new standby adopted a stranger's database id"
     );
-    let said = common::tail(&log, 40);
-    assert!(said.contains("TLS handshake failed"), "{said}");
+    // (The peer has its alert before the standby's log has the line.)
+    let mut said = String::new();
+    let logged = common::poll_until(Duration::from_secs(10), || {
+        said = common::tail(&log, 40);
+        said.contains("TLS handshake failed")
+    });
+    assert!(logged, "{said}");
     drop(standby);
 }
 
@@ -375,8 +380,12 @@ fn a_wrong_expired_or_untrusted_certificate_is_refused_naming_which() {
     pair.start_primary();
     let error = wait_refused(&pair, &["refused this process's certificate", "expired"], "expired");
     println!("expired: {error}");
-    let said = replication_support::log_since(&pair.standby_log(), log_start);
-    assert!(said.contains("TLS handshake failed") && said.contains("has expired"), "{said}");
+    let mut said = String::new();
+    let logged = common::poll_until(Duration::from_secs(10), || {
+        said = replication_support::log_since(&pair.standby_log(), log_start);
+        said.contains("TLS handshake failed") && said.contains("has expired")
+    });
+    assert!(logged, "{said}");
     let primary_said = common::tail(&pair.primary_log(), 200);
     assert!(primary_said.contains("will be refused by its peers"), "{primary_said}");
     pair.kill_primary();
