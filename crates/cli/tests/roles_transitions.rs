@@ -1,7 +1,8 @@
 //! Role transitions on the real binary: switchover under load and back, failover after kill -9
 //! of a SYNC AFFIRM primary then reinstate, an ASYNC failover whose divergent tail is set
 //! aside (rewound, or rebuilt from a copy), a new standby copied from a running primary whose
-//! early logs are gone, each bad request refused with nothing changed, and a pending
+//! early logs are gone, each bad request refused with nothing changed (a reinstate sent to a
+//! restarted primary no member has answered yet waits, then says so), and a pending
 //! switchover the broker does not complete (recorded without an id; refused by its target
 //! already) but gives back to its old primary.
 
@@ -384,6 +385,56 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
     let roles = status.roles.expect("a member's status");
     assert_eq!((roles.role.as_str(), roles.incarnation), ("primary", 1));
     assert!(roles.fenced.is_none());
+}
+
+/// A primary restarted while no other member can answer it does not know whether it was failed
+/// over while it was down (its write gate is unconfirmed). A reinstate sent to it then waits
+/// for an answer, briefly, and says that it has none, not that there is nothing to reinstate;
+/// once its standby is back and tells it that it was not failed over, the refusal says that.
+#[test]
+fn a_reinstate_before_the_primary_has_heard_whether_it_was_failed_over_says_so() {
+    let _watchdog = Watchdog::new(Duration::from_secs(180), "reinstate of an unconfirmed primary");
+    let mut cluster = Cluster::start(ClusterConfig::pair());
+    let reinstate = |cluster: &Cluster| {
+        admin::client::http_call(
+            &cluster.addr_of("east"),
+            "POST",
+            "/roles/reinstate?primary=west",
+            Duration::from_secs(90),
+        )
+        .unwrap_or_else(|error| panic!("POST /roles/reinstate to east: {error:#}"))
+    };
+    cluster.kill("west");
+    cluster.stop("east");
+    cluster.start_member("east");
+    let asked = Instant::now();
+    let (code, reply) = reinstate(&cluster);
+    let waited = asked.elapsed();
+    assert_eq!(code, 409, "{reply}");
+    assert!(
+        reply.contains("has not yet heard from any member whether it was failed over"),
+        "{reply}"
+    );
+    assert!(
+        waited >= Duration::from_secs(4),
+        "refused after {waited:?}, without waiting for an answer"
+    );
+    // Its writes wait for the same answer, then are told to try again: it is not open.
+    let mut connection = common::redis_connection(cluster.resp_addr("east"));
+    let refusal =
+        set(&mut connection, "must-wait", "1").expect_err("an unconfirmed primary took a write");
+    assert!(refusal.to_ascii_uppercase().contains("TRYAGAIN"), "{refusal}");
+
+    cluster.start_member("west");
+    let mut last = String::new();
+    let told = common::poll_until(Duration::from_secs(30), || {
+        let (code, reply) = reinstate(&cluster);
+        assert_eq!(code, 409, "{reply}");
+        last = reply;
+        last.contains("has not been failed over")
+    });
+    assert!(told, "east still says: {last}\n{}", cluster.logs());
+    let _ = first_write(&cluster, "east", "east confirmed");
 }
 
 /// A switchover half done whose old primary recorded it without an id (a
