@@ -430,22 +430,17 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 tcp_congestion: args.tcp_congestion,
                 standby_dir: args.standby_dir,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_transport::run(&config, |step| {
-                eprintln!("bench transport [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_transport::run(&config, timed_progress("transport"))?;
             write_report(
                 &workload::bench_transport::render(&report),
                 &report,
                 &args.json,
                 &workload::bench_figures::transport(&report),
             )?;
-            anyhow::ensure!(
-                report.failures.is_empty(),
-                "{} redoguard case(s) failed or are not valid (see FAILED above)",
-                report.failures.len()
-            );
-            Ok(())
+            none_failed(
+                report.failures.len(),
+                "redoguard case(s) failed or are not valid (see FAILED above)",
+            )
         }
         BenchCommand::Failover(args) => {
             // Ctrl-C stops the servers and takes the mesh down on the way out.
@@ -458,22 +453,17 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 cases: args.cases,
                 sentinel: !args.no_sentinel,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_failover::run(&config, |step| {
-                eprintln!("bench failover [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_failover::run(&config, timed_progress("failover"))?;
             write_report(
                 &workload::bench_failover::render(&report),
                 &report,
                 &args.json,
                 &workload::bench_figures::failover(&report),
             )?;
-            anyhow::ensure!(
-                report.failures.is_empty(),
-                "{} redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
-                report.failures.len()
-            );
-            Ok(())
+            none_failed(
+                report.failures.len(),
+                "redoguard trial(s) failed or lost an acknowledged write (see FAILED above)",
+            )
         }
         BenchCommand::Chaos(args) => {
             // Ctrl-C stops the processes, unmounts and takes the mesh down on the way out.
@@ -498,10 +488,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 plant: args.plant,
                 keep_logs: args.keep_logs,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_chaos::run(&config, |step| {
-                eprintln!("bench chaos [{:>5.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_chaos::run(&config, timed_progress("chaos"))?;
             write_report(
                 &workload::bench_chaos::render(&report),
                 &report,
@@ -521,10 +508,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Ship(args) => {
             workload::interrupt::install()?;
             for &connections in &args.connections {
-                anyhow::ensure!(
-                    (1..=20).contains(&connections),
-                    "--connections: {connections} is outside 1..=20"
-                );
+                within("--connections", connections, 1..=20, "1..=20")?;
             }
             for compression in &args.compression {
                 anyhow::ensure!(
@@ -533,10 +517,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 );
             }
             let log_bytes = if args.full { 1 << 30 } else { args.size };
-            anyhow::ensure!(
-                (1 << 20..=4 << 30).contains(&log_bytes),
-                "--size: {log_bytes} is outside 1 MiB..=4 GiB"
-            );
+            within("--size", log_bytes, 1 << 20..=4 << 30, "1 MiB..=4 GiB")?;
             let config = workload::bench_ship::ShipConfig {
                 binary: std::env::current_exe()?,
                 dir: args.dir,
@@ -545,22 +526,14 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 compressions: args.compression,
                 log_bytes,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_ship::run(&config, |step| {
-                eprintln!("bench ship [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_ship::run(&config, timed_progress("ship"))?;
             write_report(
                 &workload::bench_ship::render(&report),
                 &report,
                 &args.json,
                 &workload::bench_ship::figure(&report),
             )?;
-            anyhow::ensure!(
-                report.failures.is_empty(),
-                "{} case(s) failed (see FAILED above)",
-                report.failures.len()
-            );
-            Ok(())
+            none_failed(report.failures.len(), "case(s) failed (see FAILED above)")
         }
         BenchCommand::Batch(args) => {
             workload::interrupt::install()?;
@@ -569,11 +542,7 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 "--compression: '{}' is not lz4 or zstd",
                 args.compression
             );
-            anyhow::ensure!(
-                (1.0..=200.0).contains(&args.rate),
-                "--rate: {} is outside 1..=200 MB/s",
-                args.rate
-            );
+            within("--rate", args.rate, 1.0..=200.0, "1..=200 MB/s")?;
             let config = workload::bench_batch::BatchConfig {
                 binary: std::env::current_exe()?,
                 dir: args.dir,
@@ -582,40 +551,20 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 batch_mb_per_s: args.rate,
                 compression: args.compression,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_batch::run(&config, |step| {
-                eprintln!("bench batch [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_batch::run(&config, timed_progress("batch"))?;
             write_report(
                 &workload::bench_batch::render(&report),
                 &report,
                 &args.json,
                 &workload::bench_batch::figure(&report),
             )?;
-            anyhow::ensure!(
-                report.failures.is_empty(),
-                "{} case(s) failed (see FAILED above)",
-                report.failures.len()
-            );
-            Ok(())
+            none_failed(report.failures.len(), "case(s) failed (see FAILED above)")
         }
         BenchCommand::Apply(args) => {
             workload::interrupt::install()?;
-            anyhow::ensure!(
-                (1..=256).contains(&args.clients),
-                "--clients: {} is outside 1..=256",
-                args.clients
-            );
-            anyhow::ensure!(
-                (1..=64).contains(&args.batch_clients),
-                "--batch-clients: {} is outside 1..=64",
-                args.batch_clients
-            );
-            anyhow::ensure!(
-                (1 << 20..=1 << 30).contains(&args.log_file_size),
-                "--log-file-size: {} is outside 1 MiB..=1 GiB",
-                args.log_file_size
-            );
+            within("--clients", args.clients, 1..=256, "1..=256")?;
+            within("--batch-clients", args.batch_clients, 1..=64, "1..=64")?;
+            within("--log-file-size", args.log_file_size, 1 << 20..=1 << 30, "1 MiB..=1 GiB")?;
             anyhow::ensure!(!args.workloads.is_empty(), "--workloads: name at least one");
             let config = workload::bench_apply::ApplyConfig {
                 binary: std::env::current_exe()?,
@@ -626,22 +575,14 @@ pub fn run(command: BenchCommand) -> anyhow::Result<()> {
                 batch_clients: args.batch_clients,
                 log_file_size: args.log_file_size,
             };
-            let started = std::time::Instant::now();
-            let report = workload::bench_apply::run(&config, |step| {
-                eprintln!("bench apply [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
-            })?;
+            let report = workload::bench_apply::run(&config, timed_progress("apply"))?;
             write_report(
                 &workload::bench_apply::render(&report),
                 &report,
                 &args.json,
                 &workload::bench_apply::figure(&report),
             )?;
-            anyhow::ensure!(
-                report.failures.is_empty(),
-                "{} case(s) failed (see FAILED above)",
-                report.failures.len()
-            );
-            Ok(())
+            none_failed(report.failures.len(), "case(s) failed (see FAILED above)")
         }
         BenchCommand::Commit(args) => {
             let config = workload::bench_commit::BenchCommitConfig {
@@ -670,4 +611,27 @@ fn write_report(
     figure: &tools::bench::plot::Figure,
 ) -> anyhow::Result<()> {
     tools::bench::report::write(text, report, json, figure)
+}
+
+/// A long benchmark's progress line: its name and the seconds since it began.
+fn timed_progress(name: &'static str) -> impl Fn(&str) {
+    let started = std::time::Instant::now();
+    move |step| eprintln!("bench {name} [{:>4.0} s]: {step}", started.elapsed().as_secs_f64())
+}
+
+/// The run's verdict once its report is written: an error if `failed` of its cases failed.
+fn none_failed(failed: usize, what: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(failed == 0, "{failed} {what}");
+    Ok(())
+}
+
+/// A flag's value, refused (naming the flag and the range) outside `range`.
+fn within<T: PartialOrd + std::fmt::Display>(
+    flag: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+    range_text: &str,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(range.contains(&value), "{flag}: {value} is outside {range_text}");
+    Ok(())
 }
