@@ -437,6 +437,45 @@ fn a_reinstate_before_the_primary_has_heard_whether_it_was_failed_over_says_so()
     let _ = first_write(&cluster, "east", "east confirmed");
 }
 
+/// An old primary that hears from no member after its restart stays unconfirmed (here it
+/// defers its only destination and the new primary defers it: what a far sync that is down
+/// leaves between them). A reinstate naming the new primary then asks that primary itself,
+/// fences on its word (a newer incarnation of the same database), and goes on; the member
+/// catches up once it is shipped to again.
+#[test]
+fn a_reinstate_of_a_primary_that_hears_from_no_member_asks_the_primary_it_names() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "reinstate asks the primary");
+    let mut cluster = Cluster::start(ClusterConfig::pair());
+    cluster.wait_shipping("east", Duration::from_secs(30));
+    cluster.must(&["edit", "protection-mode", "maximum_performance"]);
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    set(&mut east, "before the failover", "1").unwrap();
+    cluster.wait_applied("west", "east", Duration::from_secs(30));
+    cluster.must(&["edit", "destination", "west", "state=defer"]);
+    drop(east);
+    cluster.kill("east");
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
+    cluster.must(&["failover", "--to", "west"]);
+    first_write(&cluster, "west", "after the failover");
+    cluster.must(&["edit", "protection-mode", "maximum_performance"]);
+    cluster.must(&["edit", "destination", "east", "state=defer"]);
+
+    cluster.start_member("east");
+    let mut connection = common::redis_connection(cluster.resp_addr("east"));
+    let refusal =
+        set(&mut connection, "must-wait", "1").expect_err("an unconfirmed primary took a write");
+    assert!(refusal.to_ascii_uppercase().contains("TRYAGAIN"), "{refusal}");
+    let reinstated = cluster.must(&["reinstate", "east"]);
+    println!("{reinstated}");
+    assert!(reinstated.contains("is a standby of 'west'"), "{reinstated}");
+    let log = std::fs::read_to_string(cluster.log_path("east")).unwrap_or_default();
+    assert!(log.contains("the primary named by a reinstate says"), "east's log:\n{log}");
+
+    cluster.must(&["edit", "destination", "east", "state=enable"]);
+    cluster.wait_applied("east", "west", Duration::from_secs(60));
+    assert_same_data(&cluster, "east", "west");
+}
+
 /// A switchover half done whose old primary recorded it without an id (a
 /// `switchover.pending` written before ids existed, here put back by hand while it was
 /// stopped): `redoguard switchover` does not complete it (the target could not tell it from one

@@ -97,28 +97,13 @@ impl Roles {
     /// Reinstate: this fenced member becomes a standby of `primary`.
     pub async fn reinstate(self: &Arc<Roles>, primary: &str) -> anyhow::Result<Reinstated> {
         self.require_members()?;
-        // A primary restarted after a failover learns of it from the first member that
-        // answers it, its gate `Unconfirmed` until then (some milliseconds): a reinstate run
-        // right after its start waits for that answer, briefly, instead of being refused as if
-        // it had never been failed over. (Before the transition lock, which the fencing takes.)
-        let asked = Instant::now();
-        while matches!(self.gate.state(), GateState::Unconfirmed { .. })
-            && asked.elapsed() < super::super::gate::WRITE_WAIT
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        self.learn_whether_failed_over(primary).await?;
         let _transition = self.transition.lock().await;
         let started = Instant::now();
         let running = self.running()?;
         let control = running.db.redo().control();
         let Some(fence) = control.fenced.clone() else {
             return match control.role {
-                Role::Primary if matches!(self.gate.state(), GateState::Unconfirmed { .. }) => {
-                    refuse(format!(
-                        "'{}' has not yet heard from any member whether it was failed over while it was down (it takes no write until one answers): try again once one can reach it",
-                        self.member_name()
-                    ))
-                }
                 Role::Primary => refuse(format!(
                     "'{}' is a primary that has not been failed over: there is nothing to reinstate (to make it a standby, switch over)",
                     self.member_name()
@@ -132,15 +117,7 @@ impl Roles {
         let Some(member) = self.config.replication.member_named(primary).cloned() else {
             return refuse(format!("'{primary}' is not a member of this configuration"));
         };
-        let address = member.redo.clone();
-        let asking = self.member_name();
-        let (name, tls) = (member.name.clone(), self.redo_tls.clone());
-        let info = blocking(move || {
-            transport::probe(&address, &name, &asking, tls.as_deref(), Duration::from_secs(5))
-                .map_err(|reason| anyhow!(reason))
-        })
-        .await
-        .map_err(|error| Refused(format!("'{primary}' cannot be reached: {error:#}")))?;
+        let info = self.probe_primary(primary).await?;
         if info.role != proto::WireRole::Primary || info.fenced_incarnation != 0 {
             return refuse(format!(
                 "'{primary}' is not an open primary (it says it is a {:?}{})",
@@ -271,5 +248,83 @@ impl Roles {
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(dir)
+    }
+}
+
+impl Roles {
+    /// A primary restarted after a failover learns of it from the first member that answers
+    /// it, its gate `Unconfirmed` until then (some milliseconds when one can be reached). A
+    /// reinstate sent meanwhile asks every destination to connect at once (not at its next
+    /// `reopen`), waits for that answer, briefly, and, still unconfirmed, asks `primary`
+    /// itself: an open primary of this database in a newer incarnation is proof that this
+    /// one was failed over, and it is fenced on that word (fencing only takes writes away).
+    /// Otherwise the refusal says whom it is still waiting for. (All before the transition
+    /// lock, which the fencing takes.)
+    async fn learn_whether_failed_over(self: &Arc<Roles>, primary: &str) -> anyhow::Result<()> {
+        let GateState::Unconfirmed { members } = self.gate.state() else { return Ok(()) };
+        if let Some(running) = self.current()
+            && let Some(transport) = &running.transport
+        {
+            for destination in self.config.replication.destinations() {
+                transport.connect_now(&destination.name);
+            }
+        }
+        let asked = Instant::now();
+        while matches!(self.gate.state(), GateState::Unconfirmed { .. })
+            && asked.elapsed() < super::super::gate::WRITE_WAIT
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !matches!(self.gate.state(), GateState::Unconfirmed { .. }) {
+            return Ok(());
+        }
+        let control = self.running()?.db.redo().control();
+        let newer = match self.probe_primary(primary).await {
+            Ok(info)
+                if info.role == proto::WireRole::Primary
+                    && info.fenced_incarnation == 0
+                    && info.database_id == control.database_id.0
+                    && Incarnation(info.incarnation) > control.incarnation =>
+            {
+                Some(info.incarnation)
+            }
+            _ => None,
+        };
+        let Some(incarnation) = newer else {
+            return refuse(format!(
+                "'{}' has not yet heard from any member whether it was failed over while it was down (it takes no write until one answers; waiting for {}), and '{primary}' is not an open primary of a newer incarnation: try again once one can reach it (a standby gone for good is removed from the configuration)",
+                self.member_name(),
+                members.join(", ")
+            ));
+        };
+        match self
+            .fence(
+                incarnation,
+                primary,
+                "the primary named by a reinstate says it is the primary of a newer incarnation",
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            // Fenced or answered meanwhile: the reinstate goes on from what is there now.
+            Err(error) if error.is::<Refused>() => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// What `primary` says of itself (a probe over its redo port, 5 s at most).
+    async fn probe_primary(&self, primary: &str) -> anyhow::Result<proto::RoleInfo> {
+        let Some(member) = self.config.replication.member_named(primary).cloned() else {
+            return refuse(format!("'{primary}' is not a member of this configuration"));
+        };
+        let address = member.redo.clone();
+        let asking = self.member_name();
+        let (name, tls) = (member.name.clone(), self.redo_tls.clone());
+        blocking(move || {
+            transport::probe(&address, &name, &asking, tls.as_deref(), Duration::from_secs(5))
+                .map_err(|reason| anyhow!(reason))
+        })
+        .await
+        .map_err(|error| Refused(format!("'{primary}' cannot be reached: {error:#}")).into())
     }
 }
