@@ -153,6 +153,9 @@ pub(crate) struct Opened {
     pub open_end: u64,
 }
 
+/// What failed when `StorageFile::settle` did (the error says `cannot {this} {path}: …`).
+pub(crate) const SETTLE_FAILED: &str = "make durable (they may be lost: check the device) the writes an earlier process left unsynced in";
+
 pub(crate) fn io_error<'a>(
     op: &'static str,
     path: &'a std::path::Path,
@@ -271,7 +274,7 @@ pub(crate) fn open_groups(
             let file: Arc<dyn StorageFile> = if storage.exists(&path) {
                 let file = storage.open_log(&path).map_err(io_error("open", &path))?;
                 // What the last process left unsynced made durable, and read from the disk.
-                file.settle().map_err(io_error("settle", &path))?;
+                file.settle().map_err(io_error(SETTLE_FAILED, &path))?;
                 Arc::from(file)
             } else {
                 Arc::from(

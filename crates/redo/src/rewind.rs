@@ -14,7 +14,7 @@ use crate::catalog::ArchiveCatalog;
 use crate::config::RedoConfig;
 use crate::error::Result;
 use crate::format::{self, HeaderBlock};
-use crate::online_log::io_error;
+use crate::online_log::{SETTLE_FAILED, io_error};
 use crate::storage::Storage;
 use crate::types::LogSeq;
 
@@ -38,15 +38,25 @@ pub fn set_aside_logs(
     storage.create_dir_all(aside).map_err(io_error("create", aside))?;
     let mut done = SetAside::default();
     let block = config.block_size as usize;
+    // Every member opened and settled before any is cleared: a device that fails fails the
+    // rewind before it has changed anything.
+    let mut groups = Vec::with_capacity(config.groups as usize);
     for group in 0..config.groups {
-        let mut cleared = false;
+        let mut members = Vec::with_capacity(config.members as usize);
         for member in 0..config.members {
             let path = config.member_path(group, member);
             if !storage.exists(&path) {
                 continue;
             }
             let file = storage.open_log(&path).map_err(io_error("open", &path))?;
-            file.settle().map_err(io_error("settle", &path))?;
+            file.settle().map_err(io_error(SETTLE_FAILED, &path))?;
+            members.push((path, file));
+        }
+        groups.push(members);
+    }
+    for members in groups {
+        let mut cleared = false;
+        for (path, file) in members {
             let mut header = vec![0u8; block];
             file.read_at(&mut header, 0).map_err(io_error("read the header of", &path))?;
             let Ok(HeaderBlock::Open(opened) | HeaderBlock::Closed(opened, _)) =

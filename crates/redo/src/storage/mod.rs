@@ -453,14 +453,9 @@ impl StorageFile for OsFile {
                 libc::POSIX_FADV_DONTNEED,
             )
         };
-        if let Err(error) = synced {
-            return Err(io::Error::new(
-                error.kind(),
-                format!(
-                    "the writes a process before this one left in the page cache could not be made durable ({error}); they may be lost: check the device"
-                ),
-            ));
-        }
+        // The kernel's own error as it is (a full disk stays one: `RedoError` reads its errno);
+        // the caller says what failed, and on which file.
+        synced?;
         if advised != 0 {
             return Err(io::Error::from_raw_os_error(advised));
         }
