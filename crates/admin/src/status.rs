@@ -189,8 +189,10 @@ pub fn render(status: &ServerStatus) -> String {
         let _ = writeln!(out, "  LOG WRITER FAILED: {failure}");
     }
     if let Some(stall) = &redo.stall {
-        let _ =
-            writeln!(out, "  LOG WRITER STALLED (commits not yet durable get an error): {stall}");
+        let _ = writeln!(
+            out,
+            "  LOG WRITER STALLED (commits are answered 'not durable yet'; their redo is written when the log switch goes on): {stall}"
+        );
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "database {}   keys {}", redo.identity.database_id, db.keys);

@@ -153,6 +153,7 @@ fn status_shows_groups_checkpoint_and_waits_and_its_json_parses() {
     let (code, metrics) = common::http_get(server.admin_addr(), "/metrics");
     assert_eq!(code, 200);
     assert!(metrics.contains("\nredoguard_writes_refused 0\n"), "{metrics}");
+    assert!(metrics.contains("\nredoguard_log_writer_stalled 0\n"), "{metrics}");
     assert!(metrics.contains("\nredoguard_keys 100\n"), "{metrics}");
 
     // Nobody there: a clear error, not a hang.

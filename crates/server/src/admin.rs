@@ -196,6 +196,11 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             f64::from(u8::from(status.server.writes_refused.is_some())),
         ),
         (
+            "redoguard_log_writer_stalled",
+            "1 while a failure holds a log switch up (commits are answered 'not durable yet'; their redo is written when it goes on).",
+            f64::from(u8::from(redo.stall.is_some())),
+        ),
+        (
             "redoguard_synchronized",
             "1 while a SYNC standby protects every commit (a primary with standbys).",
             f64::from(u8::from(status.replication.synchronized.unwrap_or(false))),

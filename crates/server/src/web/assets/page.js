@@ -147,12 +147,15 @@
       });
       return rows;
     }
+    const stall = status.database.redo.stall;
     rows.push({
       name: me + ' (here)', role: status.server.role, transport: '-',
       state: roles.gate ? String(roles.gate.state).toUpperCase() : '-', synchronized: null,
       transportLag: null, applyLag: null,
-      note: status.server.writes_refused || roles.last_error || '',
-      down: !!status.server.writes_refused, warn: false,
+      note: status.server.writes_refused
+        || (stall ? 'log writer stalled (commits answered "not durable yet"): ' + stall : '')
+        || roles.last_error || '',
+      down: !!status.server.writes_refused, warn: !!stall,
     });
     for (const destination of replication.destinations) {
       const synchronized = destination.phase === 'SYNCHRONIZED';
