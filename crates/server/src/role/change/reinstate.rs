@@ -103,12 +103,16 @@ impl Roles {
         let running = self.running()?;
         let control = running.db.redo().control();
         let Some(fence) = control.fenced.clone() else {
-            return match control.role {
-                Role::Primary => refuse(format!(
+            return match (control.role, self.gate.state()) {
+                // Unconfirmed only now (the request came while the database was opening).
+                (Role::Primary, GateState::Unconfirmed { members }) => {
+                    self.unconfirmed_refusal(&members, primary)
+                }
+                (Role::Primary, _) => refuse(format!(
                     "'{}' is a primary that has not been failed over: there is nothing to reinstate (to make it a standby, switch over)",
                     self.member_name()
                 )),
-                Role::Standby => refuse(format!(
+                (Role::Standby, _) => refuse(format!(
                     "'{}' is a standby on its primary's branch: there is nothing to reinstate",
                     self.member_name()
                 )),
@@ -291,11 +295,7 @@ impl Roles {
             _ => None,
         };
         let Some(incarnation) = newer else {
-            return refuse(format!(
-                "'{}' has not yet heard from any member whether it was failed over while it was down (it takes no write until one answers; waiting for {}), and '{primary}' is not an open primary of a newer incarnation: try again once one can reach it (a standby gone for good is removed from the configuration)",
-                self.member_name(),
-                members.join(", ")
-            ));
+            return self.unconfirmed_refusal(&members, primary);
         };
         match self
             .fence(
@@ -312,7 +312,9 @@ impl Roles {
         }
     }
 
-    /// What `primary` says of itself (a probe over its redo port, 5 s at most).
+    /// What `primary` says of itself (a probe over its redo port; 5 s for each of its steps:
+    /// connect, the TLS handshake, the request, the answer). One that answers under another
+    /// member's name is refused.
     async fn probe_primary(&self, primary: &str) -> anyhow::Result<proto::RoleInfo> {
         let Some(member) = self.config.replication.member_named(primary).cloned() else {
             return refuse(format!("'{primary}' is not a member of this configuration"));
@@ -320,11 +322,27 @@ impl Roles {
         let address = member.redo.clone();
         let asking = self.member_name();
         let (name, tls) = (member.name.clone(), self.redo_tls.clone());
-        blocking(move || {
+        let info = blocking(move || {
             transport::probe(&address, &name, &asking, tls.as_deref(), Duration::from_secs(5))
                 .map_err(|reason| anyhow!(reason))
         })
         .await
-        .map_err(|error| Refused(format!("'{primary}' cannot be reached: {error:#}")).into())
+        .map_err(|error| Refused(format!("'{primary}' cannot be reached: {error:#}")))?;
+        if info.member != primary {
+            return refuse(format!(
+                "'{primary}''s redo address answers as '{}': check the configuration",
+                info.member
+            ));
+        }
+        Ok(info)
+    }
+
+    /// The refusal of a reinstate while this primary does not know whether it was failed over.
+    fn unconfirmed_refusal<T>(&self, members: &[String], primary: &str) -> anyhow::Result<T> {
+        refuse(format!(
+            "'{}' has not yet heard from any member whether it was failed over while it was down (it takes no write until one answers; waiting for {}), and '{primary}' is not an open primary of a newer incarnation: try again once one can reach it (a standby gone for good is removed from the configuration)",
+            self.member_name(),
+            members.join(", ")
+        ))
     }
 }
