@@ -85,6 +85,17 @@ impl Gate {
         self.state.borrow().clone()
     }
 
+    /// Waits up to `limit` while `waiting` holds of the state; returns the state then.
+    pub async fn wait_while(
+        &self,
+        waiting: impl Fn(&GateState) -> bool,
+        limit: Duration,
+    ) -> GateState {
+        let mut receiver = self.state.subscribe();
+        let _ = tokio::time::timeout(limit, receiver.wait_for(|state| !waiting(state))).await;
+        self.state()
+    }
+
     pub fn set(&self, state: GateState) {
         self.state.send_if_modified(|current| {
             if *current == state {

@@ -273,13 +273,9 @@ impl Roles {
                 transport.connect_now(&destination.name);
             }
         }
-        let asked = Instant::now();
-        while matches!(self.gate.state(), GateState::Unconfirmed { .. })
-            && asked.elapsed() < super::super::gate::WRITE_WAIT
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if !matches!(self.gate.state(), GateState::Unconfirmed { .. }) {
+        let unconfirmed = |state: &GateState| matches!(state, GateState::Unconfirmed { .. });
+        let state = self.gate.wait_while(unconfirmed, super::super::gate::WRITE_WAIT).await;
+        if !unconfirmed(&state) {
             return Ok(());
         }
         let control = self.running()?.db.redo().control();
