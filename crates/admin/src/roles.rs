@@ -34,6 +34,11 @@ pub struct RoleStatus {
     /// Fast-start failover as this member sees it (none when it is not enabled).
     #[serde(default)]
     pub fast_start: Option<FastStartStatus>,
+    /// A primary some standby has followed in its incarnation (durable, in its control
+    /// file): restarted, it takes no write until a member has confirmed that it was not
+    /// failed over meanwhile (its gate `Unconfirmed`).
+    #[serde(default)]
+    pub followed: bool,
 }
 
 /// Fast-start failover, as a member sees it.

@@ -57,6 +57,15 @@ fn refuses_writes(cluster: &Cluster, name: &str) -> String {
     last
 }
 
+/// Waits until primary `name` has recorded that a standby followed it (what makes it
+/// unconfirmed after a restart).
+fn wait_followed(cluster: &Cluster, name: &str) {
+    let followed = common::poll_until(Duration::from_secs(20), || {
+        cluster.server(name).status().roles.is_some_and(|roles| roles.followed)
+    });
+    assert!(followed, "{name} does not record that a standby followed it\n{}", cluster.logs());
+}
+
 /// Both members hold the same keys and values.
 fn assert_same_data(cluster: &Cluster, a: &str, b: &str) {
     let ours = all_data(&mut common::redis_connection(cluster.resp_addr(a)));
@@ -395,6 +404,7 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
 fn a_reinstate_before_the_primary_has_heard_whether_it_was_failed_over_says_so() {
     let _watchdog = Watchdog::new(Duration::from_secs(180), "reinstate of an unconfirmed primary");
     let mut cluster = Cluster::start(ClusterConfig::pair());
+    wait_followed(&cluster, "east");
     let reinstate = |cluster: &Cluster| {
         admin::client::http_call(
             &cluster.addr_of("east"),
@@ -452,6 +462,7 @@ fn a_reinstate_of_a_primary_that_hears_from_no_member_asks_the_primary_it_names(
     set(&mut east, "before the failover", "1").unwrap();
     cluster.wait_applied("west", "east", Duration::from_secs(30));
     cluster.must(&["edit", "destination", "west", "state=defer"]);
+    wait_followed(&cluster, "east");
     drop(east);
     cluster.kill("east");
     cluster.wait_primary_lost("west", Duration::from_secs(10));

@@ -611,6 +611,7 @@ impl Roles {
             switchover_to: notes.switchover_to.as_ref().map(|pending| pending.to.clone()),
             switchover_id: notes.switchover_to.as_ref().map(|pending| pending.id),
             fast_start: self.fast_start_status(&running),
+            followed: control.followed,
         })
     }
 
