@@ -154,7 +154,8 @@ pub(crate) struct Opened {
 }
 
 /// What failed when `StorageFile::settle` did (the error says `cannot {this} {path}: …`).
-pub(crate) const SETTLE_FAILED: &str = "make durable (they may be lost: check the device) the writes an earlier process left unsynced in";
+pub(crate) const SETTLE_FAILED: &str =
+    "make durable (they may be lost: check the device) the writes left unsynced in";
 
 pub(crate) fn io_error<'a>(
     op: &'static str,
