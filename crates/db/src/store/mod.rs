@@ -12,8 +12,10 @@
 //! whose elements become garbage. It then removes garbage elements, a bounded number per
 //! checkpoint (`GARBAGE_ROWS_PER_CHECKPOINT_MAX`), so a DEL of a large collection costs one
 //! row in the redo and its elements go in the background.
+//!
+//! `backend`: redb's storage on the seam; `garbage`: what a checkpoint learns and the garbage
+//! it removes; `snapshot`: a consistent view read in key order (a copy's source).
 
-use std::io;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,13 +24,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition};
-use redo::storage::{Storage, StorageFile};
+use redo::storage::Storage;
 use redo::{DatabaseId, Scn};
 
 use crate::cache::Layer;
 use crate::error::DbError;
-use crate::layout::{self, KeyRow, Namespace};
+use crate::layout::{self, Namespace};
 use crate::row_filter::{self, RowFilter};
+
+mod backend;
+mod garbage;
+mod snapshot;
+
+use backend::{BackendFlags, open_database};
+use garbage::{Learnt, collect_garbage};
+pub use snapshot::{Pairs, StoreSnapshot, untag};
 
 type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
 const KV: Table = TableDefinition::new("kv");
@@ -52,59 +62,6 @@ pub const GARBAGE_ROWS_PER_CHECKPOINT_MAX: usize = 65_536;
 /// Rows the row filter's builder reads per read transaction (about a millisecond, holding
 /// the data file's read lock, which a reopen or shutdown waits for).
 const FILTER_SCAN_ROWS: usize = 4_096;
-
-/// redb's view of one of our storage files.
-#[derive(Debug)]
-struct SeamBackend {
-    file: Box<dyn StorageFile>,
-    flags: Arc<BackendFlags>,
-    /// The pages written since their writeback was last started.
-    writeback: redo::storage::Writeback,
-}
-
-/// What a `Store` and redb's backend of its file share.
-#[derive(Debug, Default)]
-struct BackendFlags {
-    /// Set for good when a sync fails (see `Store::checkpoint`).
-    sync_failed: AtomicBool,
-    /// Whether the pages written now go to the disk as they are written, rather than all at
-    /// the commit's sync (`redo::storage::WRITEBACK_AFTER` says why): while a checkpoint that
-    /// nobody waits for writes them (`Store::pace_writeback`).
-    pace_writeback: AtomicBool,
-    /// Every how many bytes written (`[db] checkpoint_flush_after`; 0: never).
-    flush_after: std::sync::atomic::AtomicU64,
-}
-
-impl redb::StorageBackend for SeamBackend {
-    fn len(&self) -> Result<u64, io::Error> {
-        self.file.len()
-    }
-
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
-        self.file.read_at(out, offset)
-    }
-
-    fn set_len(&self, len: u64) -> Result<(), io::Error> {
-        self.file.set_len(len)
-    }
-
-    fn sync_data(&self) -> Result<(), io::Error> {
-        let synced = self.file.sync_data();
-        if synced.is_err() {
-            self.flags.sync_failed.store(true, Ordering::Release);
-        }
-        synced
-    }
-
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
-        self.file.write_at(data, offset)?;
-        if self.flags.pace_writeback.load(Ordering::Relaxed) {
-            let after = self.flags.flush_after.load(Ordering::Relaxed);
-            self.writeback.wrote(&*self.file, offset, data.len() as u64, after);
-        }
-        Ok(())
-    }
-}
 
 /// What the data files say about themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -644,103 +601,6 @@ impl Store {
     }
 }
 
-/// What a checkpoint learns from the key rows its writes replace.
-#[derive(Default)]
-struct Learnt {
-    /// Expires rows of replaced rows whose deadline the new row does not have.
-    stale_expires: Vec<Bytes>,
-    /// Collections of replaced rows …
-    dropped_ids: std::collections::BTreeSet<u64>,
-    /// … and of the rows written (a RENAME moves an id: it is not dropped).
-    written_ids: std::collections::BTreeSet<u64>,
-}
-
-impl Learnt {
-    /// A string's row is read by its header alone (its type and deadline), without a copy of
-    /// its value: most rows a checkpoint replaces are strings.
-    fn replaced(&mut self, key: &[u8], old: &[u8], new: Option<&[u8]>) {
-        let malformed = || {
-            tracing::warn!(key = %String::from_utf8_lossy(key), "a malformed key row in the data files was replaced");
-        };
-        let Ok((old_kind, old_deadline)) = layout::decode_header(old) else {
-            return malformed();
-        };
-        let dropped = if old_kind == layout::KeyType::String {
-            None
-        } else {
-            match KeyRow::decode(&Bytes::copy_from_slice(old)) {
-                Ok(row) => row.collection_info().map(|collection| collection.id),
-                Err(_) => return malformed(),
-            }
-        };
-        let new_deadline =
-            new.and_then(|new| layout::decode_header(new).ok()).map_or(0, |(_, deadline)| deadline);
-        if old_deadline != 0 && old_deadline != new_deadline {
-            self.stale_expires.push(layout::expires_row(old_deadline, key));
-        }
-        if let Some(id) = dropped {
-            self.dropped_ids.insert(id);
-        }
-    }
-
-    fn written(&mut self, new: &[u8]) {
-        if let Some(collection) = layout::decode_header(new)
-            .ok()
-            .filter(|(kind, _)| *kind != layout::KeyType::String)
-            .and_then(|_| KeyRow::decode(&Bytes::copy_from_slice(new)).ok())
-            .and_then(|row| row.collection_info())
-        {
-            self.written_ids.insert(collection.id);
-        }
-    }
-}
-
-/// Removes up to `budget` element rows of garbage ids, and the ids left with none. Returns
-/// whether garbage is left.
-fn collect_garbage(
-    transaction: &redb::WriteTransaction,
-    budget: usize,
-) -> Result<bool, redb::Error> {
-    let mut garbage = transaction.open_table(GARBAGE)?;
-    let mut elements = transaction.open_table(ELEMENTS)?;
-    let mut budget = budget;
-    let mut emptied = Vec::new();
-    let mut left = false;
-    let ids: Vec<Vec<u8>> = garbage
-        .range::<&[u8]>(..)?
-        .map(|entry| entry.map(|(key, _)| key.value().to_vec()))
-        .collect::<Result<_, _>>()?;
-    for id_row in ids {
-        let Ok(id) = layout::garbage_id(&id_row) else {
-            emptied.push(id_row);
-            continue;
-        };
-        if budget == 0 {
-            left = true;
-            break;
-        }
-        let (lower, upper) = layout::id_range(id);
-        let rows: Vec<Vec<u8>> = elements
-            .range::<&[u8]>(lower.as_ref()..upper.as_ref())?
-            .take(budget)
-            .map(|entry| entry.map(|(key, _)| key.value().to_vec()))
-            .collect::<Result<_, _>>()?;
-        budget -= rows.len();
-        for row in &rows {
-            elements.remove(row.as_slice())?;
-        }
-        if budget > 0 {
-            emptied.push(id_row);
-        } else {
-            left = true;
-        }
-    }
-    for id_row in emptied {
-        garbage.remove(id_row.as_slice())?;
-    }
-    Ok(left)
-}
-
 /// Rewrites version 1's plain string values in `kv` as string key rows (layout 2). Returns how
 /// many it rewrote.
 fn migrate_plain_strings(transaction: &redb::WriteTransaction) -> Result<u64, redb::Error> {
@@ -753,138 +613,4 @@ fn migrate_plain_strings(transaction: &redb::WriteTransaction) -> Result<u64, re
         table.insert(key.as_slice(), layout::encode_string_row(value, 0).as_ref())?;
     }
     Ok(rows.len() as u64)
-}
-
-/// Pairs in key order, each key led by the byte of its namespace (`Namespace as u8`): rows of
-/// every table, keys first.
-pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// One consistent view of the data files (a redb read transaction): the key space at one
-/// checkpoint, read in key order, while checkpoints go on writing newer ones.
-pub struct StoreSnapshot {
-    transaction: redb::ReadTransaction,
-    path: PathBuf,
-    pub checkpoint_scn: Scn,
-    pub database_id: Option<DatabaseId>,
-    pub keys: u64,
-    /// Bytes of keys and values the view holds (redb's count of stored bytes, every table).
-    pub bytes: u64,
-    /// The table being read, and the last key read of it.
-    table: usize,
-    after: Option<Vec<u8>>,
-}
-
-impl StoreSnapshot {
-    /// The next pairs in key order, about `max_bytes` of them (at least one); empty once all
-    /// were read.
-    pub fn next_entries(&mut self, max_bytes: usize) -> Result<Pairs, DbError> {
-        let fail = store_error(&self.path, "read a snapshot");
-        let mut out = Vec::new();
-        let mut bytes = 0usize;
-        while self.table < Namespace::COUNT {
-            let table =
-                self.transaction.open_table(TABLES[self.table]).map_err(|error| fail(&error))?;
-            let lower = match &self.after {
-                Some(key) => Bound::Excluded(key.as_slice()),
-                None => Bound::Unbounded,
-            };
-            let range =
-                table.range::<&[u8]>((lower, Bound::Unbounded)).map_err(|error| fail(&error))?;
-            for entry in range {
-                let (key, value) = entry.map_err(|error| fail(&error))?;
-                bytes += 1 + key.value().len() + value.value().len();
-                let mut tagged = Vec::with_capacity(1 + key.value().len());
-                tagged.push(self.table as u8);
-                tagged.extend_from_slice(key.value());
-                self.after = Some(key.value().to_vec());
-                out.push((tagged, value.value().to_vec()));
-                if bytes >= max_bytes {
-                    return Ok(out);
-                }
-            }
-            self.table += 1;
-            self.after = None;
-        }
-        Ok(out)
-    }
-}
-
-/// Turns a snapshot's tagged pairs back into rows per namespace (for a copy's writer).
-pub fn untag(pairs: Pairs) -> Result<[Changed; Namespace::COUNT], String> {
-    let mut rows: [Changed; Namespace::COUNT] = Default::default();
-    for (key, value) in pairs {
-        let Some((&tag, key)) = key.split_first() else {
-            return Err("an empty key in a copy".into());
-        };
-        let Some(namespace) = Namespace::ALL.get(tag as usize) else {
-            return Err(format!("a row of unknown table {tag} in a copy (from a newer primary?)"));
-        };
-        rows[namespace.index()]
-            .insert(Bytes::copy_from_slice(key).into(), Some(Bytes::from(value)));
-    }
-    Ok(rows)
-}
-
-impl Store {
-    /// A consistent view of the data files as of their last checkpoint.
-    pub fn snapshot(&self) -> Result<StoreSnapshot, DbError> {
-        let fail = store_error(&self.path, "take a snapshot");
-        let db = self.database("take a snapshot")?;
-        let transaction = db.begin_read().map_err(|error| fail(&error))?;
-        let (checkpoint_scn, database_id, keys, bytes) = {
-            let meta = transaction.open_table(META).map_err(|error| fail(&error))?;
-            let get = |key: &str| -> Result<Option<u64>, DbError> {
-                Ok(meta.get(key).map_err(|error| fail(&error))?.map(|value| value.value()))
-            };
-            let table = transaction.open_table(KV).map_err(|error| fail(&error))?;
-            let mut bytes = 0;
-            for definition in TABLES {
-                let table = transaction.open_table(definition).map_err(|error| fail(&error))?;
-                bytes += table.stats().map_err(|error| fail(&error))?.stored_bytes();
-            }
-            (
-                Scn(get(META_CHECKPOINT_SCN)?.unwrap_or(0)),
-                get(META_DATABASE_ID)?.map(DatabaseId),
-                table.len().map_err(|error| fail(&error))?,
-                bytes,
-            )
-        };
-        Ok(StoreSnapshot {
-            transaction,
-            path: self.path.clone(),
-            checkpoint_scn,
-            database_id,
-            keys,
-            bytes,
-            table: 0,
-            after: None,
-        })
-    }
-}
-
-/// Opens (creating it if missing) the redb file at `path` on `storage`.
-fn open_database(
-    storage: &Arc<dyn Storage>,
-    path: &Path,
-    cache_bytes: u64,
-    flags: &Arc<BackendFlags>,
-) -> Result<redb::Database, DbError> {
-    let fail = store_error(path, "open");
-    let dir = path.parent().unwrap_or(Path::new("."));
-    storage.create_dir_all(dir).map_err(|error| fail(&error))?;
-    let file = if storage.exists(path) {
-        storage.open(path).map_err(|error| fail(&error))?
-    } else {
-        let file = storage.create(path).map_err(|error| fail(&error))?;
-        storage.sync_dir(dir).map_err(|error| fail(&error))?;
-        file
-    };
-    redb::Database::builder()
-        .set_cache_size(cache_bytes as usize)
-        .create_with_backend(SeamBackend {
-            file,
-            flags: flags.clone(),
-            writeback: Default::default(),
-        })
-        .map_err(|error| fail(&error))
 }
