@@ -34,10 +34,15 @@ use std::time::Duration;
 
 use proto::{FastStartMode, ObserverPong, Position as WirePosition, RoleInfo, WireRole};
 use roles::fast_start::{
-    Admission, FailoverRequest, Observer, ObserverRecord, ObserverSettings, Outcome, Position,
-    Primary, PrimaryRecord, Protection, Settings, TargetView, Time, accept_failover,
+    Admission, Observer, ObserverRecord, ObserverSettings, Position, Primary, PrimaryRecord,
+    Protection, Settings, Time,
 };
 use stateright::{Model, Property};
+
+#[path = "system/ping.rs"]
+mod ping;
+#[path = "system/start.rs"]
+mod start;
 
 pub const MEMBERS: [&str; 3] = ["east", "west", "south"];
 pub const OBSERVERS: [&str; 2] = ["obs1", "obs2"];
@@ -396,89 +401,6 @@ impl System {
         member.core = None;
     }
 }
-
-impl System {
-    /// The initial state: armed (the protocol's own steps from the cold start), or cold.
-    fn initial(&self) -> Vec<State> {
-        let cold = self.cold_start();
-        if !self.config.armed {
-            return vec![cold];
-        }
-        // The steps that arm it, each the model's own.
-        let mut state = cold;
-        let members = self.config.members;
-        let mut steps = Vec::new();
-        for d in 1..members {
-            steps.push(Action::Hello(0, d));
-            if self.is_target(d) {
-                steps.push(Action::Synchronize(0, d));
-            }
-        }
-        for o in 0..self.config.observers {
-            steps.extend([Action::Ping(o, 0), Action::Ping(o, 0), Action::Step(o)]);
-        }
-        for d in 1..members {
-            steps.push(Action::Heartbeat(0, d));
-        }
-        for o in 0..self.config.observers {
-            for m in 0..members {
-                steps.push(Action::Ping(o, m));
-            }
-            steps.push(Action::Step(o));
-        }
-        for step in steps {
-            if let Some(next) = self.next_state(&state, step) {
-                state = next;
-            }
-        }
-        vec![state]
-    }
-}
-
-impl System {
-    fn cold_start(&self) -> State {
-        let members = self.config.members;
-        let observers = self.config.observers;
-        let member = |index: usize| Member {
-            primary_role: index == 0,
-            incarnation: 1,
-            fenced: false,
-            log: Vec::new(),
-            record: PrimaryRecord::default(),
-            reign: u8::from(index == 0),
-            up: true,
-            core: (index == 0).then(|| self.new_core(MEMBERS[0], PrimaryRecord::default(), 0)),
-            destinations: vec![Destination::default(); members],
-            answered: 0,
-            following: None,
-            heard_observer: None,
-            heard_synchronized: false,
-            last_heard: start(),
-            now: start(),
-            last_answer: vec![None; observers],
-        };
-        State {
-            members: (0..members).map(member).collect(),
-            observers: (0..observers)
-                .map(|index| ObserverActor {
-                    up: true,
-                    disk: ObserverRecord::default(),
-                    core: Observer::new(
-                        self.config.observer_settings(index),
-                        ObserverRecord::default(),
-                    ),
-                    now: start(),
-                })
-                .collect(),
-            cut: BTreeSet::new(),
-            faults_left: self.config.faults,
-            next_write: 0,
-            reigns: 1,
-            acks: Vec::new(),
-        }
-    }
-}
-
 impl Model for System {
     type State = State;
     type Action = Action;
@@ -874,123 +796,5 @@ impl Model for System {
             },
         ));
         properties
-    }
-}
-
-impl System {
-    /// A ping from observer `o` to member `m`, and its answer.
-    fn ping(&self, state: &mut State, o: usize, m: usize) -> Option<()> {
-        let node = self.observer_node(o);
-        let observers = self.config.observers;
-        let members = self.config.members;
-        let now = state.observers[o].now;
-        if !self.link(state, node, m) || !state.members[m].up {
-            // Lost, or nothing listens (a refused connection: the process is gone).
-            let refused = self.link(state, node, m) && !state.members[m].up;
-            let observer = &mut state.observers[o];
-            let mut disk = observer.disk.clone();
-            observer.core.note(
-                MEMBERS[m],
-                Outcome::Unreachable { refused, error: "unreachable".into() },
-                now,
-                &mut |record| {
-                    disk = record.clone();
-                    Ok(())
-                },
-            );
-            observer.disk = disk;
-            state.members[m].last_answer[o] = None;
-            return Some(());
-        }
-        let observer = &mut state.observers[o];
-        let mut disk = observer.disk.clone();
-        let ping = observer.core.ping_for(MEMBERS[m], now, &mut |record| {
-            disk = record.clone();
-            Ok(())
-        });
-        observer.disk = disk;
-        // The member acts on it.
-        let member_now = state.members[m].now;
-        if ping.newer_incarnation > state.members[m].incarnation
-            && state.members[m].primary_role
-            && !state.members[m].fenced
-        {
-            Self::fence(&mut state.members[m]);
-        }
-        let mut refusal: Option<(String, bool)> = None;
-        if ping.failover {
-            let member = &state.members[m];
-            let primary = member.following;
-            let view = TargetView {
-                member: MEMBERS[m].into(),
-                enabled: true,
-                open_standby: member.up && !member.primary_role && !member.fenced,
-                incarnation: member.incarnation,
-                primary: primary.map(|index| MEMBERS[index].to_string()),
-                observer: member.heard_observer.clone(),
-                synchronized: member.heard_synchronized,
-                silence: member_now.since(member.last_heard),
-                primary_port_refuses: primary
-                    .is_some_and(|index| !state.members[index].up && self.link(state, m, index)),
-            };
-            let request = FailoverRequest {
-                observer: OBSERVERS[o].into(),
-                from: ping.failover_from.clone(),
-                incarnation: ping.failover_incarnation,
-            };
-            match accept_failover(&self.config.settings(), &view, &request) {
-                Ok(()) => {
-                    let incarnation = state.members[m].incarnation + 1;
-                    self.promote(state, m, incarnation, PrimaryRecord::default());
-                }
-                Err(_) => refusal = Some(("refused".into(), true)),
-            }
-        }
-        let member = &mut state.members[m];
-        if let Some(core) = &mut member.core {
-            let mut record = member.record.clone();
-            let _ = core.note_ping(&ping, member.last_answer[o], member_now, &mut |new| {
-                record = new.clone();
-                Ok(())
-            });
-            member.record = record;
-        }
-        self.refresh(member);
-        let mut pong = self.member_pong(member, m);
-        if let Some((reason, last)) = refusal {
-            pong.refusal = reason;
-            pong.refusal_final = last;
-        }
-        if !self.link(state, m, node) {
-            state.members[m].last_answer[o] = None;
-            let observer = &mut state.observers[o];
-            let mut disk = observer.disk.clone();
-            observer.core.note(
-                MEMBERS[m],
-                Outcome::Unreachable { refused: false, error: "no answer".into() },
-                now,
-                &mut |record| {
-                    disk = record.clone();
-                    Ok(())
-                },
-            );
-            observer.disk = disk;
-            return Some(());
-        }
-        state.members[m].last_answer[o] = Some(member_now);
-        let observer = &mut state.observers[o];
-        let mut disk = observer.disk.clone();
-        observer.core.note(
-            MEMBERS[m],
-            Outcome::Answered { pong: Box::new(pong), to_failover: ping.failover },
-            now,
-            &mut |record| {
-                disk = record.clone();
-                Ok(())
-            },
-        );
-        observer.disk = disk;
-        let _ = (observers, members);
-        Some(())
     }
 }
