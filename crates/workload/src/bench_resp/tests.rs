@@ -25,7 +25,7 @@ fn alternated_runs_combine_as_all_requests_over_all_their_time() {
     assert_eq!(result.p50_us, 200.0);
     assert_eq!(result.runs_ops_per_s, vec![1000.0, 250.0, 500.0]);
     assert_eq!(result.runs_checkpoints, vec![0, 2, 0]);
-    assert_eq!(super::runs(&result), "1000, 250 +2 ckpt, 500");
+    assert_eq!(super::render::runs(&result), "1000, 250 +2 ckpt, 500");
     assert!((result.cpu_us_per_op.unwrap() - 2.0 / 3000.0 * 1e6).abs() < 1e-6);
     assert_eq!(result.test, "SET");
     assert_eq!(result.client_cpu, "own");
