@@ -185,7 +185,7 @@ impl GateState {
         match self {
             GateState::Open => "ERR the gate is open".to_string(),
             GateState::Unconfirmed { members } => format!(
-                "TRYAGAIN this primary restarted and takes writes only once a standby has confirmed that no failover happened meanwhile ({} did not answer yet)",
+                "TRYAGAIN this primary restarted and takes writes only once every standby it ships to has confirmed that no failover happened meanwhile ({} did not answer yet; one gone for good and never made primary is taken out with `redoguard edit destination NAME state=defer`)",
                 members.join(", ")
             ),
             GateState::Quiesced { to } => format!(

@@ -317,7 +317,7 @@ fn gate_summary(gate: &admin::GateState) -> String {
     use admin::GateState;
     match gate {
         GateState::Open => "OPEN".into(),
-        GateState::Unconfirmed { .. } => "WAITING FOR A STANDBY TO CONFIRM".into(),
+        GateState::Unconfirmed { .. } => "WAITING FOR ITS STANDBYS TO CONFIRM".into(),
         GateState::Quiesced { to } => format!("QUIESCED (switchover to {to})"),
         GateState::Changing { reason } => format!("CHANGING ({reason})"),
         GateState::Isolated => "ISOLATED (neither its standby nor the observer answers)".into(),

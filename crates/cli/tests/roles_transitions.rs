@@ -4,7 +4,8 @@
 //! early logs are gone, each bad request refused with nothing changed (a reinstate sent to a
 //! restarted primary no member has answered yet waits, then says so), and a pending
 //! switchover the broker does not complete (recorded without an id; refused by its target
-//! already) but gives back to its old primary.
+//! already) but gives back to its old primary; a restarted primary one standby welcomes
+//! still waits for the other, which may be the new primary.
 
 mod common;
 mod replication_support;
@@ -445,6 +446,74 @@ fn a_reinstate_before_the_primary_has_heard_whether_it_was_failed_over_says_so()
     });
     assert!(told, "east still says: {last}\n{}", cluster.logs());
     let _ = first_write(&cluster, "east", "east confirmed");
+}
+
+/// A restarted primary takes writes only once every standby it ships to has accepted it. Here
+/// the DBA failed over to `west` while `east` was down, and `west` does not ship to `south`
+/// (deferred: what a partition between them would do), so `south` is still in east's
+/// incarnation and welcomes east when it restarts, as if nothing had happened. With `west`
+/// down too, east must not take that welcome as proof: it waits for west, whose refusal, once
+/// it is back, fences it.
+#[test]
+fn a_restarted_primary_is_not_confirmed_by_one_standby_while_another_may_be_the_new_primary() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "confirmation by every standby");
+    let mut cluster = Cluster::start(ClusterConfig {
+        members: vec![
+            MemberSpec::new("east", "sync", "primary"),
+            MemberSpec::new("west", "sync", "standby"),
+            MemberSpec::new("south", "async", "standby"),
+        ],
+        ..ClusterConfig::pair()
+    });
+    cluster.wait_shipping("east", Duration::from_secs(30));
+    wait_followed(&cluster, "east");
+    // Once primary, west will not ship to south: south never hears of the new incarnation.
+    // (On west alone: `redoguard edit` would defer it on every member.)
+    let (code, reply) = admin::client::http_call_with_body(
+        &cluster.addr_of("west"),
+        "POST",
+        "/settings/destinations/south",
+        br#"{"state": "defer"}"#,
+        Duration::from_secs(30),
+    )
+    .unwrap_or_else(|error| panic!("POST /settings/destinations/south to west: {error:#}"));
+    assert_eq!(code, 200, "{reply}");
+    cluster.kill("east");
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
+    cluster.must(&["failover", "--to", "west"]);
+    first_write(&cluster, "west", "after the failover");
+    cluster.kill("west");
+
+    cluster.start_member("east");
+    // South welcomes it (the refusal no longer names south); west cannot answer.
+    let mut last = String::new();
+    let heard_south = common::poll_until(Duration::from_secs(30), || {
+        let mut connection = common::redis_connection(cluster.resp_addr("east"));
+        match set(&mut connection, "must-not-be-taken", "1") {
+            Ok(()) => panic!(
+                "east took a write while west, the new primary, was down\n{}",
+                cluster.logs()
+            ),
+            Err(error) => last = error,
+        }
+        last.to_ascii_uppercase().contains("TRYAGAIN") && last.contains("(west did not answer yet")
+    });
+    assert!(heard_south, "east did not wait for west alone: {last}\n{}", cluster.logs());
+    let status = cluster.server("south").status();
+    let standby = status.replication.standby.expect("south is a standby");
+    assert!(standby.connected, "south does not follow east: {standby:?}\n{}", cluster.logs());
+    // However long it waits, it takes no write.
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let mut connection = common::redis_connection(cluster.resp_addr("east"));
+        let refusal = set(&mut connection, "must-not-be-taken", "1")
+            .expect_err("east took a write while west was down");
+        assert!(refusal.to_ascii_uppercase().contains("TRYAGAIN"), "{refusal}");
+    }
+
+    cluster.start_member("west");
+    let refusal = refuses_writes(&cluster, "east");
+    assert!(refusal.contains("west"), "{refusal}");
 }
 
 /// An old primary that hears from no member after its restart stays unconfirmed (here it

@@ -316,6 +316,9 @@ async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edite
         })
         .collect();
     tracing::info!(change = ?request, applied, "run-time settings changed");
+    // A restarted primary waits for its enabled destinations: one deferred now is no longer
+    // awaited (the DBA's word that it is not the primary), one enabled now is.
+    roles.confirm();
     Ok(Edited {
         member: effective.member.clone(),
         applied,

@@ -137,6 +137,7 @@ impl Roles {
             Ok((changed, Ok((running, gate)))) => {
                 self.install(Some(Arc::new(running)));
                 self.gate.set(gate);
+                self.confirm();
                 changed
             }
             Ok((changed, Err(error))) => {
@@ -188,6 +189,7 @@ impl Roles {
                         roles.refusals.forget_last();
                         roles.install(Some(Arc::new(running)));
                         roles.gate.set(gate);
+                        roles.confirm();
                         tracing::warn!(
                             attempt,
                             "the database opened again after a role change left it closed"

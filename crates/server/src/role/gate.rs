@@ -3,9 +3,9 @@
 //!
 //! - `Open`: a primary taking writes.
 //! - `Unconfirmed`: a primary that some standby followed, restarted: a failover may have
-//!   happened while it was down, so it takes no write until a member has accepted it as
-//!   primary in its incarnation (a standby's welcome). Writes wait for that briefly, then get
-//!   `-TRYAGAIN`.
+//!   happened while it was down, so it takes no write until every enabled destination has
+//!   accepted it as primary in its incarnation (each a standby's welcome; `confirmation`).
+//!   Writes wait for that briefly, then get `-TRYAGAIN`.
 //! - `Quiesced`: a switchover is moving the primary role away; writes wait, and get
 //!   `-READONLY` naming the new primary once it has moved (or go on if it is aborted).
 //! - `Changing`: the role is being changed; writes wait, briefly.

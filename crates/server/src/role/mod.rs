@@ -10,6 +10,7 @@
 
 pub mod api;
 mod change;
+mod confirmation;
 mod copy;
 pub mod divergent;
 mod fast_start;
@@ -125,6 +126,8 @@ pub struct Roles {
     pub copy_holds: Arc<Mutex<Vec<redo::LogSeq>>>,
     /// Mutual TLS for redo transport (this member's certificate), if configured.
     pub redo_tls: Option<Arc<tls::RedoTls>>,
+    /// The welcomes of a restarted primary's standbys (`confirmation`).
+    confirmation: confirmation::Confirmation,
 }
 
 impl Roles {
@@ -190,6 +193,7 @@ impl Roles {
                 notes: Mutex::default(),
                 copy_holds: Arc::default(),
                 redo_tls,
+                confirmation: Default::default(),
             },
             receiver,
         ))
@@ -263,6 +267,7 @@ impl Roles {
         self.refusals.forget_last();
         self.install(Some(Arc::new(running)));
         self.gate.set(gate);
+        self.confirm();
         Ok(())
     }
 
@@ -316,6 +321,8 @@ impl Roles {
         let member = replication.member.clone().unwrap_or_default();
         match control.role {
             Role::Primary => {
+                // Before its transport starts: its welcomes count from here on.
+                self.confirmation.forget();
                 let fenced = control.fenced.clone();
                 let destinations = replication.destinations();
                 let fast_start = if replication.fast_start_failover.enabled && fenced.is_none() {
@@ -396,36 +403,13 @@ impl Roles {
                         primary: fence.by,
                     },
                     // Restarted after some standby followed it: a failover may have happened
-                    // meanwhile. It takes writes once a standby has welcomed it again (a
-                    // deferred one is not asked: it is enabled first).
+                    // meanwhile. It takes writes once every enabled destination has welcomed
+                    // it again (`confirmation`).
                     None if control.followed && transport.is_some() => {
-                        let alternates = replication.alternates(&member);
-                        GateState::Unconfirmed {
-                            members: replication
-                                .destinations()
-                                .into_iter()
-                                .map(|destination| {
-                                    let alternate = alternates
-                                        .iter()
-                                        .find(|alternate| alternate.member == destination.name);
-                                    match (destination.state, alternate) {
-                                        (transport::DestinationState::Enable, _) => destination.name,
-                                        // Enabled by the primary itself once its far sync has
-                                        // been lost for `after`: no command to give.
-                                        (transport::DestinationState::Defer, Some(alternate)) => format!(
-                                            "{} (the alternate of '{}': shipped to only once '{}' has been lost for {:?})",
-                                            destination.name,
-                                            alternate.instead_of,
-                                            alternate.instead_of,
-                                            alternate.after
-                                        ),
-                                        (transport::DestinationState::Defer, None) => format!(
-                                            "{} (deferred: enable it with `redoguard edit destination {} state=enable`)",
-                                            destination.name, destination.name
-                                        ),
-                                    }
-                                })
-                                .collect(),
+                        match self.confirmation.awaited(replication, &member, control.incarnation.0)
+                        {
+                            Some(members) => GateState::Unconfirmed { members },
+                            None => GateState::Open,
                         }
                     }
                     None => GateState::Open,
@@ -650,20 +634,23 @@ impl Roles {
     /// (a restarted primary's confirmation), or it has been failed over (it fences itself).
     pub async fn on_event(self: &Arc<Roles>, event: TransportEvent) {
         match event {
-            TransportEvent::Followed { destination } => {
+            TransportEvent::Followed { destination, incarnation } => {
+                // Recorded first: a welcome while the gate still says the role is changing
+                // counts once it is set (`confirm`).
+                self.confirmation.welcomed(&destination, incarnation);
                 let Some(running) = self.current() else { return };
-                if running.role() != Role::Primary || running.db.redo().control().fenced.is_some() {
+                let control = running.db.redo().control();
+                if control.role != Role::Primary
+                    || control.fenced.is_some()
+                    || control.incarnation.0 != incarnation
+                {
                     return;
                 }
                 if let Err(error) = running.db.redo().note_followed() {
                     tracing::error!(%error, "cannot record that a standby follows this primary");
                 }
-                if self.gate.replace(
-                    |state| matches!(state, GateState::Unconfirmed { .. }),
-                    GateState::Open,
-                ) {
-                    tracing::info!(standby = %destination, "a standby accepted this primary in its incarnation: writes are taken");
-                }
+                tracing::debug!(standby = %destination, incarnation, "a standby accepted this primary");
+                self.confirm();
             }
             TransportEvent::Fenced { incarnation, primary, reason } => {
                 // News that arrives after this member stopped being a primary (a reinstate, a

@@ -347,8 +347,9 @@ impl std::fmt::Debug for Relay {
 /// What a primary learns from its standbys that concerns its role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TransportEvent {
-    /// A standby accepted this primary (a `Welcome`): some member follows it.
-    Followed { destination: String },
+    /// A standby accepted this primary (a `Welcome`) in `incarnation` (the one its hello
+    /// named): some member follows it.
+    Followed { destination: String, incarnation: u32 },
     /// A standby refused this primary because it knows a newer incarnation: the primary has
     /// been failed over and must stop taking writes.
     Fenced { incarnation: u32, primary: String, reason: String },

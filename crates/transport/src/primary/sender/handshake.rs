@@ -98,13 +98,21 @@ impl Inner {
             .secure(self.identity.tls.as_deref(), &config.name, config.net_timeout)
             .map_err(|error| format!("connecting to {}: {error}", config.address))?;
         conn.count_sent(destination.wire_bytes.clone());
-        conn.send(&self.hello(channel, destination), config.net_timeout)
+        let hello = self.hello(channel, destination);
+        let incarnation = match &hello {
+            Message::Hello(hello) => hello.incarnation,
+            _ => unreachable!("hello() makes a hello"),
+        };
+        conn.send(&hello, config.net_timeout)
             .map_err(|error| format!("handshake with {}: {error}", config.address))?;
         match conn.recv(Some(config.net_timeout)) {
             Ok(Message::Welcome(welcome)) => {
                 conn.peer_version = welcome.version;
                 if channel == Channel::Control {
-                    (self.events)(TransportEvent::Followed { destination: config.name.clone() });
+                    (self.events)(TransportEvent::Followed {
+                        destination: config.name.clone(),
+                        incarnation,
+                    });
                 }
                 Ok((conn, welcome, rtt, send_buffer))
             }
