@@ -516,6 +516,35 @@ fn a_restarted_primary_is_not_confirmed_by_one_standby_while_another_may_be_the_
     assert!(refusal.contains("west"), "{refusal}");
 }
 
+/// A new primary restarted before any standby followed it still waits for its standbys: the
+/// failover that made it primary wrote `followed` with its role, since the old primary could
+/// be made primary again once reinstated. Here the old primary is down: the new one takes no
+/// write until the old one is back and reinstated as its standby, and then takes them.
+#[test]
+fn a_new_primary_restarted_before_any_standby_followed_it_waits_for_them() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "a restarted new primary");
+    let mut cluster = Cluster::start(ClusterConfig::pair());
+    cluster.wait_shipping("east", Duration::from_secs(30));
+    cluster.kill("east");
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
+    cluster.must(&["failover", "--to", "west"]);
+    first_write(&cluster, "west", "after the failover");
+    cluster.kill("west");
+    cluster.start_member("west");
+    let mut connection = common::redis_connection(cluster.resp_addr("west"));
+    let refusal = set(&mut connection, "must-wait", "1")
+        .expect_err("the restarted new primary took a write before any standby confirmed it");
+    assert!(
+        refusal.to_ascii_uppercase().contains("TRYAGAIN") && refusal.contains("east"),
+        "{refusal}"
+    );
+
+    cluster.start_member("east");
+    refuses_writes(&cluster, "east");
+    cluster.must(&["reinstate", "east"]);
+    let _ = first_write(&cluster, "west", "confirmed by the reinstated east");
+}
+
 /// An old primary that hears from no member after its restart stays unconfirmed (here it
 /// defers its only destination and the new primary defers it: what a far sync that is down
 /// leaves between them). A reinstate naming the new primary then asks that primary itself,

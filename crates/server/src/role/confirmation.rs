@@ -22,6 +22,7 @@
 //! the role is changing is not lost, and one from an earlier incarnation never counts.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
 use transport::{DestinationState, ReplicationConfig};
@@ -32,9 +33,24 @@ use super::gate::GateState;
 #[derive(Debug, Default)]
 pub(crate) struct Confirmation {
     welcomed: Mutex<BTreeSet<(String, u32)>>,
+    /// This process has just made the database primary (a switchover's target, a failover):
+    /// the open that follows is no restart, and takes writes at once. Taken by the next open,
+    /// so that a failed one leaves a later retry to wait for its standbys.
+    promoted_here: AtomicBool,
 }
 
 impl Confirmation {
+    /// The database was made primary by this process (its control file says so, with
+    /// `followed` set): the open that follows needs no confirmation.
+    pub(crate) fn promoted_here(&self) {
+        self.promoted_here.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the database was just made primary here (see `promoted_here`); clears it.
+    pub(crate) fn take_promoted_here(&self) -> bool {
+        self.promoted_here.swap(false, Ordering::SeqCst)
+    }
+
     /// Forgets every welcome: the database is opening (before its transport starts).
     pub(crate) fn forget(&self) {
         self.welcomed.lock().clear();

@@ -272,6 +272,8 @@ impl Roles {
     }
 
     fn open_blocking(self: &Arc<Roles>) -> anyhow::Result<(Running, GateState)> {
+        // First: an open that fails still takes it, and a retry waits for the standbys.
+        let promoted_here = self.confirmation.take_promoted_here();
         let (redo_config, db_config) = self.config.resolved();
         // What the file says, with the settings changed at run time.
         let replication = self.settings.replication();
@@ -402,10 +404,11 @@ impl Roles {
                             .map(|member| member.resp.clone()),
                         primary: fence.by,
                     },
-                    // Restarted after some standby followed it: a failover may have happened
-                    // meanwhile. It takes writes once every enabled destination has welcomed
-                    // it again (`confirmation`).
-                    None if control.followed && transport.is_some() => {
+                    // Restarted after some standby followed it, or after it was made primary
+                    // (not just now, by this process): a failover may have happened meanwhile.
+                    // It takes writes once every enabled destination has welcomed it again
+                    // (`confirmation`).
+                    None if control.followed && transport.is_some() && !promoted_here => {
                         match self.confirmation.awaited(replication, &member, control.incarnation.0)
                         {
                             Some(members) => GateState::Unconfirmed { members },

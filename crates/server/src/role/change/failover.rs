@@ -135,10 +135,13 @@ impl Roles {
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
                 control.incarnation = incarnation;
-                control.followed = false;
+                // Every standby of the incarnation before could be failed over to from now
+                // on: a restart must hear from them all (`confirmation`).
+                control.followed = true;
                 control.fenced = None;
                 Ok(())
             })?;
+            roles.confirmation.promoted_here();
             Ok(())
         })
         .await?;

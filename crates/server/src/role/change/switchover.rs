@@ -318,7 +318,9 @@ impl Roles {
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
-                control.followed = false;
+                // The old primary, its standby now, and every other standby could be failed
+                // over to from now on: a restart must hear from them all (`confirmation`).
+                control.followed = true;
                 Ok(())
             })
             .map_err(|error| {
@@ -329,6 +331,7 @@ impl Roles {
                     _ => anyhow::Error::from(error),
                 }
             })?;
+            roles.confirmation.promoted_here();
             Ok(())
         })
         .await?;
