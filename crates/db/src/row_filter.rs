@@ -21,12 +21,14 @@
 //! Why it never says "absent" of a row the data files hold (the invariant):
 //! - The data files change only by a checkpoint's write transaction (`Store::write_checkpoint`),
 //!   which holds `writer` from before its first insert to after its commit, and sets the
-//!   bits of every key and element row it inserts, in every filter registered (answering or
-//!   being built), before its commit.
+//!   bits of every key and element row it adds (one the data files did not hold: a row's
+//!   bits depend on its name alone, so replacing the value of a row they hold changes nothing
+//!   a filter answers), in every filter registered (answering or being built), before its
+//!   commit.
 //! - A build registers its filter under `writer`, so every checkpoint that does not set its
 //!   bits has committed before the registration; it then reads the data files, in chunks, each
 //!   from a read transaction begun after the registration. A row the data files hold at the end
-//!   of the build was either there since the registration (then its chunk read it) or written
+//!   of the build was either there since the registration (then its chunk read it) or added
 //!   by a checkpoint after it (which set its bits).
 //! - Only then does the filter answer lookups, and checkpoints go on setting its bits.
 //!

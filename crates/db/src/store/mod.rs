@@ -474,15 +474,17 @@ impl Store {
                 while let Some(lone) = next.next_if(|lone| *lone < key) {
                     existed.push(table.get(lone.as_ref()).map_err(|error| fail(&error))?.is_some());
                 }
-                if value.is_some() {
-                    set_bits(Namespace::Keys, key.as_ref());
-                }
                 let replaced = match value {
                     Some(value) => table.insert(key.as_ref(), value.as_ref()),
                     None => table.remove(key.as_ref()),
                 }
                 .map_err(|error| fail(&error))?;
-                new_rows += u64::from(value.is_some() && replaced.is_none());
+                // Only a row the data files did not hold: one they held is in every filter
+                // already (`row_filter`, the invariant).
+                if value.is_some() && replaced.is_none() {
+                    set_bits(Namespace::Keys, key.as_ref());
+                    new_rows += 1;
+                }
                 let replaced = replaced
                     .map(|old| learnt.replaced(key.as_ref(), old.value(), value.as_deref()));
                 if let Some(new) = value {
@@ -505,15 +507,15 @@ impl Store {
                 for (key, value) in changed.rows(namespace) {
                     let new = match value {
                         Some(value) => {
-                            if filtered {
-                                set_bits(namespace, key.as_ref());
-                            }
                             table.insert(key.as_ref(), value.as_ref()).map(|old| old.is_none())
                         }
                         None => table.remove(key.as_ref()).map(|_| false),
                     }
                     .map_err(|error| fail(&error))?;
-                    new_rows += u64::from(new && filtered);
+                    if new && filtered {
+                        set_bits(namespace, key.as_ref());
+                        new_rows += 1;
+                    }
                     pace();
                 }
             }
