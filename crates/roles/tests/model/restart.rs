@@ -36,7 +36,8 @@
 //!   to it, unless `--force`. T then writes role primary, incarnation + 1, `followed`, its
 //!   history record, and opens at once (this process made it primary): its gate is open.
 //!   Today's broker fences only the primary of the newest incarnation; `Broker::EveryPrimary`
-//!   is the proposed one, which fences every primary it reaches (see `model_restart.rs`).
+//!   is the proposed one, which refuses at, or fences, every primary it reaches (see
+//!   `model_restart.rs`).
 //!   Which primaries the broker does not reach is the configuration's choice: only those
 //!   whose process is down (`Hidden::No`: the DBA's failover is never given while a primary
 //!   runs out of its sight), or also those cut off from it (`Hidden::Yes`: docs/roles.md,
@@ -55,9 +56,11 @@
 //! - **Faults**, from a budget: a member's crash, a cut link (members and broker, both ways).
 //!   A restart and a heal are free.
 //!
-//! What is not: switchover, reinstate, deferred destinations, fast-start failover, redo
-//! (positions, loss), lost answers (a hello whose answer is lost is one not sent, but for
-//! what the standby recorded).
+//! What is not: switchover, reinstate, enabling a deferred destination again or deferring
+//! any other member, fast-start failover, far syncs and cascading, redo (positions, loss),
+//! lost answers (a hello whose answer is lost is one not sent, but for what the standby
+//! recorded), and the time a primary takes to notice a session has ended (a session ends
+//! for both sides at once; only T's refusal while connected reads it).
 
 use std::collections::BTreeSet;
 
@@ -99,7 +102,8 @@ pub enum Broker {
     /// newest incarnation among those it reaches; one of an older incarnation is left as
     /// "failed over already".
     NewestOnly,
-    /// Proposed: every primary it reaches that is not fenced, whatever its incarnation.
+    /// Proposed: it refuses while it reaches any primary that is not fenced, whatever its
+    /// incarnation, and `--force` fences them all.
     EveryPrimary,
 }
 
