@@ -228,7 +228,8 @@ fn past_a_hidden_primary_only_the_documented_window_remains() {
 /// found violated with its trace.
 fn hunt(what: &str, config: Config) -> (&'static str, String) {
     let run = explore(config);
-    println!("{}", run.summary(what));
+    // (The checker stops once every property has a discovery: not every state is seen.)
+    println!("{what}: {} unique states searched in {:.1} s", run.unique, run.seconds);
     let (name, path) = SAFETY
         .into_iter()
         .find_map(|name| run.found(name).map(|path| (name, path)))
