@@ -53,10 +53,10 @@ pub struct ControlData {
     pub write_bytes_max: u64,
     /// The role the database holds: state of the database, kept across restarts.
     pub role: Role,
-    /// A primary that some standby has followed in this role, or that a switchover or a
-    /// failover made primary (a standby of the incarnation before may be failed over to at
-    /// any time): after a restart it takes no write until its standbys have confirmed that no
-    /// newer incarnation exists.
+    /// A primary that some standby has followed in this role, that served a copy for a new
+    /// standby, or that a switchover or a failover made primary (a standby may be failed over
+    /// to at any time): after a restart it takes no write until its standbys have confirmed
+    /// that no newer incarnation exists.
     pub followed: bool,
     /// A standby built from a copy of its primary's data: logs before this one were never
     /// received and are not needed (0: none).

@@ -25,6 +25,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
+use roles::confirmation::Awaited;
 use transport::{DestinationState, ReplicationConfig};
 
 use super::gate::GateState;
@@ -64,28 +65,34 @@ impl Confirmation {
     /// What the primary in `incarnation` still waits for: `None` once every enabled
     /// destination of `replication` welcomed it in that incarnation, else the members to hear
     /// from: the enabled ones not heard yet, or with none enabled, the deferred ones, each with
-    /// what would enable it.
+    /// what would enable it. The decision is `roles::confirmation::awaited`'s (model-checked);
+    /// only the words are said here.
     pub(crate) fn awaited(
         &self,
         replication: &ReplicationConfig,
         member: &str,
         incarnation: u32,
     ) -> Option<Vec<String>> {
-        let welcomed = self.welcomed.lock();
-        let heard = |name: &str| welcomed.iter().any(|(who, at)| who == name && *at == incarnation);
         let destinations = replication.destinations();
-        let enabled: Vec<&str> = destinations
+        let shipped: Vec<roles::confirmation::Destination<'_>> = destinations
             .iter()
-            .filter(|destination| destination.state == DestinationState::Enable)
-            .map(|destination| destination.name.as_str())
+            .map(|destination| roles::confirmation::Destination {
+                member: destination.name.as_str(),
+                shipping: match destination.state {
+                    DestinationState::Enable => roles::confirmation::Shipping::Enabled,
+                    DestinationState::Defer => roles::confirmation::Shipping::Deferred,
+                },
+            })
             .collect();
-        if !enabled.is_empty() && enabled.iter().all(|name| heard(name)) {
-            return None;
-        }
-        if !enabled.is_empty() {
-            return Some(
-                enabled.iter().filter(|name| !heard(name)).map(|name| name.to_string()).collect(),
-            );
+        let welcomed = self.welcomed.lock();
+        let welcomes = welcomed.iter().map(|(who, at)| (who.as_str(), *at));
+        let members = match roles::confirmation::awaited(&shipped, welcomes, incarnation) {
+            Awaited::Confirmed => return None,
+            Awaited::Members(members) => members,
+            Awaited::NoneEnabled => Vec::new(),
+        };
+        if !members.is_empty() {
+            return Some(members.into_iter().map(str::to_string).collect());
         }
         // None enabled: the deferred ones, each with what would enable it.
         let alternates = replication.alternates(member);

@@ -40,10 +40,22 @@ impl DataSnapshot for Snapshot {
 }
 
 /// Snapshots of `db`'s data files, for the redo port of a primary or of a standby.
+///
+/// A primary writes `followed` before it serves one: the new standby holds its database and
+/// may be failed over to from then on, even if this primary crashes before its first hello
+/// reaches it, so a restart must hear from every destination (`confirmation`). Found by
+/// `roles/tests/model_restart.rs`: without it, a primary that served the copies its standbys
+/// were built from and crashed before any welcomed it restarted with its gate open, beside
+/// the primary a failover had made of one of them.
 pub(super) fn snapshot_source(db: &Arc<Database>) -> SnapshotSource {
     let db = Arc::downgrade(db);
     Arc::new(move || {
         let db = db.upgrade().ok_or("the database is closing")?;
+        if db.redo().role() == Role::Primary {
+            db.redo().note_followed().map_err(|error| {
+                format!("cannot record that a standby is built from this primary: {error}")
+            })?;
+        }
         db.snapshot()
             .map(|snapshot| Box::new(Snapshot(snapshot)) as Box<dyn DataSnapshot>)
             .map_err(|error| error.to_string())

@@ -47,6 +47,14 @@ impl Roles {
                 fence.incarnation, fence.by
             ));
         }
+        // A new standby that no primary has shipped to and that took no copy holds no
+        // database: a primary made of it would hold nothing, and its old primary, which no
+        // standby followed, restarts taking writes (found by `roles/tests/model_restart.rs`).
+        if running.db.redo().identity().database_id == redo::DatabaseId(0) {
+            return refuse(
+                "this standby holds no database yet (no primary has shipped to it, and it was built from no copy): it cannot become primary",
+            );
+        }
         let Some(receiver) = running.receiver.clone() else {
             return refuse("this standby has no receiver");
         };

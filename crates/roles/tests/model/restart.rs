@@ -1,0 +1,659 @@
+//! The model of a manual failover with crashes, restarts and partitions, and of a restarted
+//! primary's confirmation: members A, B and C (A the primary of incarnation 1, B and C its
+//! standbys, each a destination of whichever member is primary, as in the configuration
+//! form) and the DBA's broker. Every interleaving of their steps and of the faults is
+//! explored, with the decisions made by `roles::confirmation::awaited` (whether a restarted
+//! primary takes writes) and `roles::follow::decide` (what a standby answers a hello).
+//!
+//! What is modelled, and how (each from the code named):
+//!
+//! - **The control file** of each member (durable): role, incarnation, `followed`, the fence,
+//!   and its incarnation history (who opened each incarnation after the first). A restart
+//!   reads only these (`role::open_blocking`): a fenced primary opens `Fenced`; a primary with
+//!   `followed` opens `Unconfirmed` (it ships to two destinations), one without it `Open`.
+//! - **Volatile**: whether the process is up, a primary's gate (open or unconfirmed), the
+//!   welcomes it recorded since its open (`Confirmation::welcomed`, with their incarnation),
+//!   and the sessions (a welcomed hello's connection; it ends with a cut link, a crash, a
+//!   fence, and the standby's failover).
+//! - **A hello** from a primary that is not fenced (open or unconfirmed) to another member,
+//!   over a live link, is one step with its answer (`transport::primary::sender::handshake`):
+//!   - to a standby, `decide` answers (`receiver::handshake`): `Follow` or `Adopt` (the new
+//!     incarnation recorded durably) is a welcome, which the primary records, writing
+//!     `followed` on the first of its incarnation (`on_event`, `Followed`), and then judges
+//!     its gate (`confirm`); `StalePrimary` is `NewerIncarnation`, which fences the primary
+//!     (durably, `change::reinstate::fence`); `Diverged` fences the standby (it refuses the
+//!     old branch from then on). Redo is not modelled: whether a standby holds redo past a
+//!     new incarnation's branch point (adopts, or has diverged) is the hello's choice, both
+//!     ways (a standby fenced as diverged holds it for good);
+//!   - to a primary's own port (`transport::primary_port`), fenced or not: an older hello is
+//!     refused with `NewerIncarnation` (the sender is fenced), a newer one fences the port's
+//!     primary, one of the same incarnation changes nothing.
+//! - **The DBA's `failover --to T`** (`broker::transitions::failover`, then
+//!   `change::failover`): T up, a standby, not fenced, reached by the broker. The broker
+//!   refuses if it reaches an open primary (the one of the newest incarnation among those it
+//!   reaches that are primaries and not fenced, if there is exactly one), unless `--force`,
+//!   which fences that one first; T refuses while a primary of its incarnation is connected
+//!   to it, unless `--force`. T then writes role primary, incarnation + 1, `followed`, its
+//!   history record, and opens at once (this process made it primary): its gate is open.
+//!   Today's broker fences only the primary of the newest incarnation; `Broker::EveryPrimary`
+//!   is the proposed one, which refuses at, or fences, every primary it reaches (see
+//!   `model_restart.rs`).
+//!   Which primaries the broker does not reach is the configuration's choice: only those
+//!   whose process is down (`Hidden::No`: the DBA's failover is never given while a primary
+//!   runs out of its sight), or also those cut off from it (`Hidden::Yes`: docs/roles.md,
+//!   "Never two primaries", point 3, the DBA's call).
+//! - **New standbys**: B and C start new, holding nothing (a standby's database begins with
+//!   its primary's first hello or a copy). A copy (`redoguard server --from M`) from any
+//!   member that holds the database and serves copies gives it M's identity, incarnation and
+//!   history; a primary serving one writes `followed` first (`role::copy`): the copy can be
+//!   failed over to from then on. A standby that holds nothing is not failed over to
+//!   (`change::failover`).
+//! - **Deferring a destination** (`edit destination M state=defer`), the DBA's word that M
+//!   is not a primary, is given only where it holds for good: M is the failed old primary (its
+//!   control file names it primary of an incarnation older than another member's). Then
+//!   no primary ships to M, nor waits for it; gates are judged again at once.
+//! - **A write** is acknowledged by a primary whose gate is open (Maximum Performance: alone).
+//! - **Faults**, from a budget: a member's crash, a cut link (members and broker, both ways).
+//!   A restart and a heal are free.
+//!
+//! What is not: switchover, reinstate, enabling a deferred destination again or deferring
+//! any other member, fast-start failover, far syncs and cascading, redo (positions, loss),
+//! lost answers (a hello whose answer is lost is one not sent, but for what the standby
+//! recorded), and the time a primary takes to notice a session has ended (a session ends
+//! for both sides at once; only T's refusal while connected reads it).
+
+use std::collections::BTreeSet;
+
+use redo::{Incarnation, LogSeq, RedoAddr, Scn};
+use roles::confirmation::{self, Awaited, Destination, Shipping};
+use roles::history::{Branch, IncarnationHistory};
+use roles::{StandbyView, Verdict, decide};
+use stateright::{Model, Property};
+
+/// The logic checked: today's, or an older one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Current,
+    /// The rule before 563ca20: the first welcome in its incarnation opens the gate.
+    FirstWelcome,
+    /// Before 405bf61: a failover's new primary does not write `followed` with its role.
+    FailoverNotFollowed,
+    /// Main before this model (1): a primary serving a copy for a new standby does not write
+    /// `followed`.
+    CopyNotFollowed,
+    /// Main before this model (2): a standby that holds no database (it received nothing
+    /// yet) may be failed over to.
+    EmptyFailover,
+}
+
+/// Which running primaries the broker may fail over past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hidden {
+    /// Only those whose process is down: the broker reaches every running member.
+    No,
+    /// Also those a cut link hides from the broker (the DBA's call).
+    Yes,
+}
+
+/// Which primaries the broker's `failover --force` fences before the target is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Broker {
+    /// Today's (`broker::transitions::failover`): the one it takes for the primary, of the
+    /// newest incarnation among those it reaches; one of an older incarnation is left as
+    /// "failed over already".
+    NewestOnly,
+    /// Proposed: it refuses while it reaches any primary that is not fenced, whatever its
+    /// incarnation, and `--force` fences them all.
+    EveryPrimary,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Crashes and cuts, in all.
+    pub faults: u8,
+    /// Failovers the DBA gives, in all.
+    pub failovers: u8,
+    /// Whether the DBA may use `--force`.
+    pub force: bool,
+    pub hidden: Hidden,
+    pub broker: Broker,
+    /// Whether the DBA may defer a destination (only a member failed over: see `defer`).
+    pub defer: bool,
+    pub variant: Variant,
+}
+
+pub const MEMBERS: usize = 3;
+/// The broker's node, for links.
+pub const BROKER: usize = 3;
+pub const NAMES: [&str; 4] = ["A", "B", "C", "broker"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    Primary,
+    Standby,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Member {
+    // The control file and the incarnation history (durable).
+    pub role: Role,
+    pub incarnation: u8,
+    pub followed: bool,
+    /// The incarnation this member is fenced by.
+    pub fenced: Option<u8>,
+    /// Who opened incarnations 2, 3, …
+    pub history: Vec<u8>,
+    /// It holds the database (its identity): created as its primary, or a standby that took
+    /// a copy or welcomed a primary. A new standby holds nothing.
+    pub holds: bool,
+    // The process (volatile).
+    pub up: bool,
+    /// A primary's gate, not fenced: open, or unconfirmed.
+    pub open: bool,
+    /// Welcomes recorded since its open: (member, incarnation).
+    pub welcomed: BTreeSet<(u8, u8)>,
+    /// Ghost: a primary running out of the broker's sight when a failover happened
+    /// (docs/roles.md, "Never two primaries", point 3's window), until its process ends.
+    pub hidden: bool,
+}
+
+impl Member {
+    fn primary(&self) -> bool {
+        self.up && self.role == Role::Primary && self.fenced.is_none()
+    }
+
+    fn takes_writes(&self) -> bool {
+        self.primary() && self.open
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct State {
+    pub members: Vec<Member>,
+    /// Cut links, both ways: (lower, higher) node.
+    pub cut: BTreeSet<(u8, u8)>,
+    /// Sessions: (primary, standby) whose hello was welcomed, not ended since.
+    pub sessions: BTreeSet<(u8, u8)>,
+    pub faults_left: u8,
+    pub failovers: u8,
+    /// Deferred destinations (the configuration every member runs with).
+    pub deferred: BTreeSet<u8>,
+    // Ghosts.
+    /// The newest incarnation that acknowledged a write, outside point 3's window.
+    pub newest_write: Option<u8>,
+    /// A write acknowledged by a primary of an older incarnation after that.
+    pub late_write: bool,
+    /// A restarted primary's gate went from unconfirmed to open, in an incarnation (by
+    /// A in 1, by B or C in a newer one).
+    pub reopened: BTreeSet<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A new standby is built from a member's copy (`redoguard server --from`).
+    Copy {
+        from: usize,
+        to: usize,
+    },
+    /// A primary's hello to a member, and its answer (`beyond`: the standby holds redo past
+    /// the new incarnation's branch point).
+    Hello {
+        from: usize,
+        to: usize,
+        beyond: bool,
+    },
+    Failover {
+        to: usize,
+        force: bool,
+    },
+    /// The DBA defers a destination (`redoguard edit destination M state=defer`).
+    Defer(usize),
+    Write(usize),
+    Crash(usize),
+    Restart(usize),
+    Cut(usize, usize),
+    Heal(usize, usize),
+}
+
+pub struct RestartSystem {
+    pub config: Config,
+}
+
+/// The record of incarnation `incarnation`, opened by `member`: each incarnation begins a
+/// log, and a standby holds redo up to the start of that log or (`beyond`) past it.
+fn record(incarnation: u8, member: u8) -> Branch {
+    Branch {
+        incarnation: Incarnation(u32::from(incarnation)),
+        first_seq: LogSeq(u64::from(incarnation)),
+        first_scn: Scn(10 * u64::from(incarnation)),
+        prev_end_offset: 0,
+        prev_closed_here: false,
+        created_us: 0,
+        member: NAMES[usize::from(member)].into(),
+    }
+}
+
+fn history_of(member: &Member) -> IncarnationHistory {
+    let mut history = IncarnationHistory::default();
+    for (index, opener) in member.history.iter().enumerate() {
+        history.push(record(index as u8 + 2, *opener)).expect("consecutive incarnations");
+    }
+    history
+}
+
+fn link(a: usize, b: usize) -> (u8, u8) {
+    (a.min(b) as u8, a.max(b) as u8)
+}
+
+impl RestartSystem {
+    fn live(&self, state: &State, a: usize, b: usize) -> bool {
+        !state.cut.contains(&link(a, b))
+    }
+
+    /// What a primary waits for: `roles::confirmation::awaited` over its two destinations
+    /// (or, `FirstWelcome`, the rule before: one welcome in its incarnation).
+    fn confirmed(&self, state: &State, node: usize) -> bool {
+        let member = &state.members[node];
+        let welcomes = member
+            .welcomed
+            .iter()
+            .map(|(who, incarnation)| (NAMES[usize::from(*who)], u32::from(*incarnation)));
+        if self.config.variant == Variant::FirstWelcome {
+            return welcomes.clone().any(|(_, at)| at == u32::from(member.incarnation));
+        }
+        let destinations: Vec<Destination<'_>> = (0..MEMBERS)
+            .filter(|other| *other != node)
+            .map(|other| Destination {
+                member: NAMES[other],
+                shipping: if state.deferred.contains(&(other as u8)) {
+                    Shipping::Deferred
+                } else {
+                    Shipping::Enabled
+                },
+            })
+            .collect();
+        confirmation::awaited(&destinations, welcomes, u32::from(member.incarnation))
+            == Awaited::Confirmed
+    }
+
+    /// The process opens its database (`role::open_blocking`, then `confirm`), from its
+    /// control file alone.
+    fn open(&self, state: &mut State, node: usize) {
+        let member = &mut state.members[node];
+        member.welcomed.clear();
+        member.open = member.role == Role::Primary && member.fenced.is_none() && !member.followed;
+    }
+
+    /// `confirm`: an unconfirmed primary's gate opens once it is confirmed.
+    fn confirm(&self, state: &mut State, node: usize) {
+        if state.members[node].primary() && !state.members[node].open && self.confirmed(state, node)
+        {
+            let member = &mut state.members[node];
+            member.open = true;
+            state.reopened.insert(member.incarnation);
+        }
+    }
+
+    /// A primary learns of incarnation `incarnation` (`on_event`, `Fenced`, then `fence`).
+    fn fence(&self, state: &mut State, node: usize, incarnation: u8) {
+        let member = &mut state.members[node];
+        if member.role != Role::Primary
+            || incarnation <= member.incarnation
+            || member.fenced.is_some_and(|known| known >= incarnation)
+        {
+            return;
+        }
+        member.fenced = Some(incarnation);
+        member.open = false;
+        state.sessions.retain(|(primary, _)| usize::from(*primary) != node);
+    }
+
+    fn end_sessions(&self, state: &mut State, node: usize) {
+        state.sessions.retain(|(a, b)| usize::from(*a) != node && usize::from(*b) != node);
+    }
+
+    fn hello(&self, state: &mut State, from: usize, to: usize, beyond: bool) {
+        let sender = state.members[from].clone();
+        let receiver = state.members[to].clone();
+        if receiver.role == Role::Primary {
+            // `primary_port`, fenced or not.
+            if sender.incarnation < receiver.incarnation {
+                self.fence(state, from, receiver.incarnation);
+            } else if sender.incarnation > receiver.incarnation {
+                self.fence(state, to, sender.incarnation);
+            }
+            return;
+        }
+        let history = history_of(&receiver);
+        let theirs: Vec<Branch> = sender
+            .history
+            .iter()
+            .enumerate()
+            .map(|(index, opener)| record(index as u8 + 2, *opener))
+            .collect();
+        // Its redo ends where its incarnation's successor begins, or past it.
+        let beyond = beyond || receiver.fenced.is_some();
+        let view = StandbyView {
+            incarnation: Incarnation(u32::from(receiver.incarnation)),
+            history: &history,
+            next: RedoAddr {
+                seq: LogSeq(u64::from(receiver.incarnation) + 1),
+                offset: u64::from(beyond),
+            },
+            fenced_by: receiver.fenced.map(|fence| Incarnation(u32::from(fence))),
+            data_through: Scn(0),
+        };
+        match decide(&view, Incarnation(u32::from(sender.incarnation)), &theirs) {
+            Verdict::Follow => {}
+            Verdict::Adopt(_) => {
+                let standby = &mut state.members[to];
+                standby.incarnation = sender.incarnation;
+                standby.history = sender.history.clone();
+                // (Its sessions with primaries of the incarnation before end.)
+                state.sessions.retain(|(_, standby)| usize::from(*standby) != to);
+            }
+            Verdict::StalePrimary { newest } => {
+                self.fence(state, from, newest.0 as u8);
+                return;
+            }
+            Verdict::Diverged(_) => {
+                let standby = &mut state.members[to];
+                if standby.fenced.is_none_or(|known| known <= sender.incarnation) {
+                    standby.fenced = Some(sender.incarnation);
+                }
+                return;
+            }
+        }
+        // The welcome: recorded, `followed` written on the first, the gate judged.
+        state.members[to].holds = true;
+        state.sessions.insert((from as u8, to as u8));
+        let primary = &mut state.members[from];
+        primary.welcomed.insert((to as u8, sender.incarnation));
+        primary.followed = true;
+        self.confirm(state, from);
+    }
+
+    /// A copy of `from`'s data for the new standby `to` (`transport::copy`, served by a
+    /// primary that is not fenced or by a standby): it takes `from`'s identity, incarnation
+    /// and history. A primary writes `followed` before it serves it (`role::copy`).
+    fn copy(&self, state: &mut State, from: usize, to: usize) -> Option<()> {
+        let source = state.members[from].clone();
+        let target = &state.members[to];
+        let serves =
+            source.up && source.holds && !(source.role == Role::Primary && source.fenced.is_some());
+        if !serves || !target.up || target.holds || !self.live(state, from, to) {
+            return None;
+        }
+        let target = &mut state.members[to];
+        target.holds = true;
+        target.incarnation = source.incarnation;
+        target.history = source.history.clone();
+        if source.role == Role::Primary && self.config.variant != Variant::CopyNotFollowed {
+            state.members[from].followed = true;
+        }
+        Some(())
+    }
+
+    /// The broker's and T's checks; `None`: refused.
+    fn failover(&self, state: &mut State, to: usize, force: bool) -> Option<()> {
+        let reached: Vec<bool> = (0..MEMBERS)
+            .map(|node| match self.config.hidden {
+                Hidden::No => true,
+                Hidden::Yes => self.live(state, node, BROKER),
+            })
+            .collect();
+        let reached = |node: usize| reached[node];
+        let target = &state.members[to];
+        if !target.up || !reached(to) || target.role != Role::Standby || target.fenced.is_some() {
+            return None;
+        }
+        // A standby that holds no database refuses (`change::failover`).
+        if !target.holds && self.config.variant != Variant::EmptyFailover {
+            return None;
+        }
+        let primaries: Vec<usize> =
+            (0..MEMBERS).filter(|node| state.members[*node].primary() && reached(*node)).collect();
+        let new_incarnation = target.incarnation + 1;
+        // (A fence that is not newer than the primary's incarnation is refused by it: the
+        // broker changes nothing.)
+        let fenceable = |node: &usize| new_incarnation > state.members[*node].incarnation;
+        let fence: Vec<usize> = match self.config.broker {
+            Broker::NewestOnly => {
+                let newest = primaries.iter().map(|node| state.members[*node].incarnation).max();
+                let in_newest: Vec<usize> = primaries
+                    .iter()
+                    .copied()
+                    .filter(|node| Some(state.members[*node].incarnation) == newest)
+                    .collect();
+                // Two in the newest incarnation: it names them, takes neither, refuses not.
+                if in_newest.len() == 1 { in_newest } else { Vec::new() }
+            }
+            Broker::EveryPrimary => primaries,
+        };
+        if !fence.is_empty() && (!force || !fence.iter().all(fenceable)) {
+            return None;
+        }
+        for node in fence {
+            self.fence(state, node, new_incarnation);
+        }
+        let target_incarnation = state.members[to].incarnation;
+        let connected = state.sessions.iter().any(|(primary, standby)| {
+            usize::from(*standby) == to
+                && state.members[usize::from(*primary)].incarnation == target_incarnation
+        });
+        if connected && !force {
+            return None;
+        }
+        // Point 3's window: a primary that runs out of the broker's sight now, its gate open
+        // or not (its welcomes may be older than this failover).
+        for node in 0..MEMBERS {
+            if state.members[node].primary() && !reached(node) {
+                state.members[node].hidden = true;
+            }
+        }
+        self.end_sessions(state, to);
+        state.failovers += 1;
+        let member = &mut state.members[to];
+        member.role = Role::Primary;
+        member.incarnation = new_incarnation;
+        member.followed = self.config.variant != Variant::FailoverNotFollowed;
+        member.fenced = None;
+        member.history.push(to as u8);
+        // Made primary by this process: open at once.
+        member.welcomed.clear();
+        member.open = true;
+        Some(())
+    }
+
+    /// The DBA's word that `node` is not a primary, given only when it is true for good: a
+    /// member whose control file names it primary of an incarnation older than another
+    /// member's (the failed old primary, gone for good; it is not failed over to, and nothing
+    /// here makes it a standby again). The gates are judged again at once.
+    fn defer(&self, state: &mut State, node: usize) -> Option<()> {
+        let member = &state.members[node];
+        let newer = state
+            .members
+            .iter()
+            .any(|other| other.role == Role::Primary && other.incarnation > member.incarnation);
+        if member.role != Role::Primary || !newer || !state.deferred.insert(node as u8) {
+            return None;
+        }
+        for primary in 0..MEMBERS {
+            self.confirm(state, primary);
+        }
+        Some(())
+    }
+
+    fn write(&self, state: &mut State, node: usize) -> Option<()> {
+        let member = &state.members[node];
+        if member.hidden {
+            return None;
+        }
+        // (Two failovers from the same incarnation, each while the other's primary was
+        // down, give two primaries of one number one after the other: the later loses what
+        // the earlier acknowledged, as any failover to a standby that did not have it.)
+        let incarnation = member.incarnation;
+        match state.newest_write {
+            Some(newest) if newest == incarnation => return None,
+            Some(newest) if newest > incarnation => state.late_write = true,
+            _ => state.newest_write = Some(incarnation),
+        }
+        Some(())
+    }
+}
+
+impl Model for RestartSystem {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        let member = |role| Member {
+            role,
+            incarnation: 1,
+            followed: false,
+            fenced: None,
+            history: Vec::new(),
+            holds: role == Role::Primary,
+            up: true,
+            open: role == Role::Primary,
+            welcomed: BTreeSet::new(),
+            hidden: false,
+        };
+        vec![State {
+            members: vec![member(Role::Primary), member(Role::Standby), member(Role::Standby)],
+            cut: BTreeSet::new(),
+            sessions: BTreeSet::new(),
+            faults_left: self.config.faults,
+            failovers: 0,
+            deferred: BTreeSet::new(),
+            newest_write: None,
+            late_write: false,
+            reopened: BTreeSet::new(),
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        for (from, sender) in state.members.iter().enumerate() {
+            if !sender.primary() {
+                continue;
+            }
+            for (to, receiver) in state.members.iter().enumerate() {
+                let deferred = state.deferred.contains(&(to as u8));
+                if to == from || deferred || !receiver.up || !self.live(state, from, to) {
+                    continue;
+                }
+                actions.push(Action::Hello { from, to, beyond: false });
+                let adopts = receiver.role == Role::Standby
+                    && receiver.holds
+                    && receiver.fenced.is_none()
+                    && sender.incarnation > receiver.incarnation;
+                if adopts {
+                    actions.push(Action::Hello { from, to, beyond: true });
+                }
+            }
+        }
+        for (to, member) in state.members.iter().enumerate() {
+            if member.up && !member.holds {
+                for from in (0..MEMBERS).filter(|from| *from != to) {
+                    actions.push(Action::Copy { from, to });
+                }
+            }
+        }
+        if state.failovers < self.config.failovers {
+            for to in 0..MEMBERS {
+                actions.push(Action::Failover { to, force: false });
+                if self.config.force {
+                    actions.push(Action::Failover { to, force: true });
+                }
+            }
+        }
+        for (node, member) in state.members.iter().enumerate() {
+            if self.config.defer && member.role == Role::Primary {
+                actions.push(Action::Defer(node));
+            }
+            if member.takes_writes() {
+                actions.push(Action::Write(node));
+            }
+            if member.up && state.faults_left > 0 {
+                actions.push(Action::Crash(node));
+            }
+            if !member.up {
+                actions.push(Action::Restart(node));
+            }
+        }
+        let nodes = match self.config.hidden {
+            Hidden::No => MEMBERS,
+            Hidden::Yes => MEMBERS + 1,
+        };
+        for a in 0..nodes {
+            for b in a + 1..nodes {
+                if !self.live(state, a, b) {
+                    actions.push(Action::Heal(a, b));
+                } else if state.faults_left > 0 {
+                    actions.push(Action::Cut(a, b));
+                }
+            }
+        }
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut state = last.clone();
+        match action {
+            Action::Hello { from, to, beyond } => self.hello(&mut state, from, to, beyond),
+            Action::Copy { from, to } => self.copy(&mut state, from, to)?,
+            Action::Failover { to, force } => self.failover(&mut state, to, force)?,
+            Action::Write(node) => self.write(&mut state, node)?,
+            Action::Defer(node) => self.defer(&mut state, node)?,
+            Action::Crash(node) => {
+                state.faults_left -= 1;
+                let member = &mut state.members[node];
+                member.up = false;
+                member.open = false;
+                member.welcomed.clear();
+                member.hidden = false;
+                self.end_sessions(&mut state, node);
+            }
+            Action::Restart(node) => {
+                state.members[node].up = true;
+                self.open(&mut state, node);
+            }
+            Action::Cut(a, b) => {
+                state.faults_left -= 1;
+                state.cut.insert(link(a, b));
+                state
+                    .sessions
+                    .retain(|session| link(session.0.into(), session.1.into()) != link(a, b));
+            }
+            Action::Heal(a, b) => {
+                state.cut.remove(&link(a, b));
+            }
+        }
+        (state != *last).then_some(state)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            Property::<Self>::always(ONE_OPEN, |_, state| {
+                state.members.iter().filter(|m| m.takes_writes() && !m.hidden).count() <= 1
+            }),
+            Property::<Self>::always(NO_LATE_WRITE, |_, state| !state.late_write),
+            Property::<Self>::sometimes(REOPENS, |_, state| {
+                state.failovers == 0 && state.reopened.contains(&1)
+            }),
+            Property::<Self>::sometimes(FAILS_OVER, |_, state| state.failovers > 0),
+            Property::<Self>::sometimes(REOPENS_AFTER_FAILOVER, |_, state| {
+                state.reopened.iter().any(|incarnation| *incarnation > 1)
+            }),
+        ]
+    }
+}
+
+/// Never two primaries taking writes at once (but an old one in point 3's window).
+pub const ONE_OPEN: &str = "never two primaries with an open gate at once";
+/// No write acknowledged by a primary after one of a newer (or another) incarnation's.
+pub const NO_LATE_WRITE: &str = "no write by an older primary after a newer one's";
+/// Not vacuous: a restarted primary opens again, no failover having happened.
+pub const REOPENS: &str = "a restarted primary takes writes again (no failover)";
+pub const FAILS_OVER: &str = "a failover happens";
+/// A failover's new primary, restarted, takes writes again.
+pub const REOPENS_AFTER_FAILOVER: &str = "a failover's new primary, restarted, opens again";
