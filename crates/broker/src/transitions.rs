@@ -32,6 +32,9 @@ pub struct Failover {
     /// The old primary, and whether it was reachable (and so fenced first).
     pub old_primary: Option<String>,
     pub old_primary_fenced: bool,
+    /// Every primary fenced first (`--force`): the old one, and any older one not told yet.
+    #[serde(default)]
+    pub fenced: Vec<String>,
     pub promoted: Promoted,
     pub elapsed_ms: u64,
 }
@@ -231,36 +234,67 @@ pub fn failover(addr: &str, to: &str, immediate: bool, force: bool) -> anyhow::R
         return Err(refused(format!("'{to}' is not a standby")));
     }
     let old_primary = configuration.primary.clone().or_else(|| target.follows.clone());
-    let mut fenced = false;
-    if let Some(primary) = configuration.primary.as_deref() {
-        if !force {
-            return Err(refused(format!(
+    // Every member that answers and says it is a primary not fenced, whatever its incarnation:
+    // the newest one, and any older one not told yet. An older one may be a primary restarted
+    // and still unconfirmed, holding a welcome from before a failover: from a member that is
+    // the primary now, or follows it. Left running, it opened on that stale welcome beside the
+    // new primary once the DBA deferred the member that would have refused it (found by
+    // `roles/tests/model_restart.rs`). So the failover is refused while any answers, and
+    // `--force` fences them all before the target is asked.
+    let primaries: Vec<&str> = configuration
+        .members
+        .iter()
+        .filter(|member| {
+            member.reachable
+                && member.role.as_deref() == Some("primary")
+                && member.fenced.is_none()
+                && member.name != to
+        })
+        .map(|member| member.name.as_str())
+        .collect();
+    let mut fenced = Vec::new();
+    if !primaries.is_empty() && !force {
+        return Err(refused(match (configuration.primary.as_deref(), primaries.as_slice()) {
+            (Some(primary), [one]) if *one == primary => format!(
                 "the primary '{primary}' is reachable and open: it is not lost. Use `redoguard switchover --to {to}`, or failover --force, which fences '{primary}' first"
-            )));
-        }
+            ),
+            _ => format!(
+                "{} reachable and not fenced ({}): a failover beside a primary that answers is refused. Use failover --force, which fences {} first",
+                if primaries.len() == 1 { "a primary is" } else { "primaries are" },
+                described(&configuration, &primaries),
+                if primaries.len() == 1 { "it" } else { "them all" },
+            ),
+        }));
+    }
+    let incarnation = target.incarnation.unwrap_or(1) + 1;
+    for primary in &primaries {
         let admin =
             configuration.member(primary).map(|member| member.admin.clone()).unwrap_or_default();
-        let incarnation = target.incarnation.unwrap_or(1) + 1;
         let outcome: Result<serde_json::Value, _> =
             step(&admin, &format!("/roles/fence?incarnation={incarnation}&primary={to}"));
-        match outcome {
-            Ok(_) => fenced = true,
-            Err(error) => {
-                return Err(refused(format!(
-                    "'{primary}' could not be fenced ({error}): nothing was changed"
-                )));
-            }
+        if let Err(error) = outcome {
+            return Err(refused(if fenced.is_empty() {
+                format!("'{primary}' could not be fenced ({error}): nothing was changed")
+            } else {
+                format!(
+                    "'{primary}' could not be fenced ({error}): {} fenced, nothing else was changed",
+                    fenced.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(", ")
+                )
+            }));
         }
+        fenced.push(primary.to_string());
     }
+    let fenced_any = !fenced.is_empty();
+    let fenced_names = fenced.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(", ");
     let promoted: Promoted = step(
         &target.admin,
         &format!("/roles/failover?immediate={immediate}&force={force}"),
     )
     .map_err(|error| match error {
         CallError::Refused(reason) => refused(format!("'{to}' refused to take over: {reason}")),
-        CallError::Failed(reason) if fenced => anyhow::anyhow!(
-            "'{}' is fenced, but the failover on '{to}' failed part way ({reason}): no member is the primary now; once the cause is fixed, run `redoguard failover --to {to}` again (`redoguard show configuration` shows where each member stands)",
-            old_primary.as_deref().unwrap_or("the old primary")
+        CallError::Failed(reason) if fenced_any => anyhow::anyhow!(
+            "{fenced_names} {} fenced, but the failover on '{to}' failed part way ({reason}): no member is the primary now; once the cause is fixed, run `redoguard failover --to {to}` again (`redoguard show configuration` shows where each member stands)",
+            if fenced.len() == 1 { "is" } else { "are" }
         ),
         CallError::Failed(reason) => anyhow::anyhow!(
             "failover on '{to}' failed part way ({reason}): run `redoguard show configuration`"
@@ -268,8 +302,9 @@ pub fn failover(addr: &str, to: &str, immediate: bool, force: bool) -> anyhow::R
     })?;
     Ok(Failover {
         to: to.to_string(),
+        old_primary_fenced: old_primary.as_ref().is_some_and(|old| fenced.contains(old)),
         old_primary,
-        old_primary_fenced: fenced,
+        fenced,
         promoted,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
@@ -300,4 +335,20 @@ pub fn reinstate(addr: &str, name: &str) -> anyhow::Result<Reinstated> {
             "reinstating '{name}' failed part way ({reason}): run `redoguard show configuration`"
         ),
     })
+}
+
+/// Primaries named with their incarnation and gate, for a refusal.
+fn described(configuration: &Configuration, names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|name| {
+            let member = configuration.member(name);
+            let incarnation = member.and_then(|member| member.incarnation).unwrap_or_default();
+            match member.and_then(|member| member.writes.as_deref()) {
+                Some(writes) => format!("'{name}' in incarnation {incarnation}, writes {writes}"),
+                None => format!("'{name}' in incarnation {incarnation}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

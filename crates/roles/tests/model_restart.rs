@@ -12,8 +12,8 @@
 //! - With the rule before (the first welcome opens the gate), a failover that does not write
 //!   `followed`, a copy served without writing it, or a failover to a standby that holds
 //!   nothing, the checker finds a counterexample.
-//! - With today's broker, which `--force`-fences only the primary of the newest incarnation,
-//!   it finds one too (not fixed here: the broker is not this model's code).
+//! - With the broker before, which `--force`-fenced only the primary of the newest
+//!   incarnation, it finds one too (the broker now fences every primary it reaches).
 
 #[path = "model/restart.rs"]
 mod restart;
@@ -268,15 +268,17 @@ fn a_failover_to_a_standby_that_holds_nothing_lets_the_old_primary_restart_open(
     assert!(trace.contains("failover"), "{trace}");
 }
 
-/// Found by this model, against today's broker: `failover --force` fences only the primary
-/// of the newest incarnation it reaches, and leaves an older one running, as failed over
+/// Found by this model, against the broker before: `failover --force` fenced only the primary
+/// of the newest incarnation it reached, and left an older one running, as failed over
 /// already. But an older primary restarted and waiting for its confirmation still holds a
 /// welcome from before the failover, from the member that is now the primary; once the
 /// member that would have refused it is deferred (the DBA's true word: it is a failed-over
-/// primary, fenced), that welcome is enough, and it opens beside the new primary.
+/// primary, fenced), that welcome is enough, and it opens beside the new primary. The broker
+/// now fences every primary it reaches (`Broker::EveryPrimary`, the checks above).
 #[test]
-fn today_s_broker_leaves_an_unconfirmed_older_primary_that_a_stale_welcome_then_opens() {
+fn a_broker_fencing_only_the_newest_primary_leaves_an_unconfirmed_older_one_that_a_stale_welcome_opens()
+ {
     let config = Config { broker: Broker::NewestOnly, ..config(Variant::Current) };
-    let (_, trace) = hunt("today's broker", config);
+    let (_, trace) = hunt("the broker before", config);
     assert!(trace.contains("--force") && trace.contains("defers"), "{trace}");
 }

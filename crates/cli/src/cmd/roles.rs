@@ -157,11 +157,17 @@ pub fn failover(args: FailoverArgs) -> anyhow::Result<()> {
     if let Some(old) = &done.old_primary {
         println!(
             "'{old}' {}: start it (if it is down) and run `redoguard reinstate {old}` to make it a standby.",
-            if done.old_primary_fenced {
+            if done.fenced.contains(old) {
                 "was fenced"
             } else {
                 "is fenced as soon as it reaches any member"
             }
+        );
+    }
+    // An older primary not told yet, fenced too (`--force`).
+    for other in done.fenced.iter().filter(|name| Some(*name) != done.old_primary.as_ref()) {
+        println!(
+            "'{other}', a primary of an older incarnation, was fenced too: run `redoguard reinstate {other}` to make it a standby."
         );
     }
     Ok(())

@@ -30,14 +30,12 @@
 //!     primary, one of the same incarnation changes nothing.
 //! - **The DBA's `failover --to T`** (`broker::transitions::failover`, then
 //!   `change::failover`): T up, a standby, not fenced, reached by the broker. The broker
-//!   refuses if it reaches an open primary (the one of the newest incarnation among those it
-//!   reaches that are primaries and not fenced, if there is exactly one), unless `--force`,
-//!   which fences that one first; T refuses while a primary of its incarnation is connected
-//!   to it, unless `--force`. T then writes role primary, incarnation + 1, `followed`, its
-//!   history record, and opens at once (this process made it primary): its gate is open.
-//!   Today's broker fences only the primary of the newest incarnation; `Broker::EveryPrimary`
-//!   is the proposed one, which refuses at, or fences, every primary it reaches (see
-//!   `model_restart.rs`).
+//!   refuses if it reaches any primary that is not fenced, whatever its incarnation, unless
+//!   `--force`, which fences them all first (`Broker::EveryPrimary`; the broker before fenced
+//!   only the newest one, `Broker::NewestOnly`); T refuses while a primary of its incarnation
+//!   is connected to it, unless `--force`. T then writes role primary, incarnation + 1,
+//!   `followed`, its history record, and opens at once (this process made it primary): its
+//!   gate is open.
 //!   Which primaries the broker does not reach is the configuration's choice: only those
 //!   whose process is down (`Hidden::No`: the DBA's failover is never given while a primary
 //!   runs out of its sight), or also those cut off from it (`Hidden::Yes`: docs/roles.md,
@@ -98,12 +96,12 @@ pub enum Hidden {
 /// Which primaries the broker's `failover --force` fences before the target is asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broker {
-    /// Today's (`broker::transitions::failover`): the one it takes for the primary, of the
-    /// newest incarnation among those it reaches; one of an older incarnation is left as
-    /// "failed over already".
+    /// The broker before this model: the one it takes for the primary, of the newest
+    /// incarnation among those it reaches; one of an older incarnation is left as "failed
+    /// over already".
     NewestOnly,
-    /// Proposed: it refuses while it reaches any primary that is not fenced, whatever its
-    /// incarnation, and `--force` fences them all.
+    /// Today's (`broker::transitions::failover`): it refuses while it reaches any primary that
+    /// is not fenced, whatever its incarnation, and `--force` fences them all.
     EveryPrimary,
 }
 
