@@ -395,6 +395,13 @@ fn bad_role_changes_are_refused_with_a_reason_and_change_nothing() {
     let roles = status.roles.expect("a member's status");
     assert_eq!((roles.role.as_str(), roles.incarnation), ("primary", 1));
     assert!(roles.fenced.is_none());
+    // A new standby that no primary has shipped to and that took no copy holds no database:
+    // a primary made of it would hold nothing, beside an old primary that no standby followed
+    // (found by the restart model, `roles/tests/model_restart.rs`).
+    cluster.kill("east");
+    std::fs::remove_dir_all(cluster.data_dir("west")).unwrap();
+    cluster.start_member("west");
+    refused(&cluster, &["failover", "--to", "west"], "holds no database");
 }
 
 /// A primary restarted while no other member can answer it does not know whether it was failed
