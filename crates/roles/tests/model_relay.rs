@@ -17,63 +17,20 @@ mod relay;
 #[path = "model/run.rs"]
 mod run;
 
-use std::time::Instant;
-
 use relay::{
     Action, Body, Config, NO_LATE_ACKNOWLEDGEMENT, NOTHING_LOST, ONE_PRIMARY, OPENS, RelaySystem,
     Variant,
 };
-use stateright::{Checker, Model};
+use stateright::Model;
 
 type Trace = stateright::Path<relay::State, Action>;
 
+type Run = run::Run<RelaySystem>;
+
 /// A checker run to the end of its space (breadth first: the shortest traces).
-struct Run {
-    unique: usize,
-    generated: usize,
-    depth: usize,
-    seconds: f64,
-    exhausted: bool,
-    discoveries: Vec<(&'static str, Trace)>,
-}
-
 fn explore(config: Config) -> Run {
-    let started = Instant::now();
-    let checker = RelaySystem { config }
-        .checker()
-        .threads(run::threads())
-        .timeout(run::budget())
-        .spawn_bfs()
-        .join();
-    let discoveries = [ONE_PRIMARY, NOTHING_LOST, NO_LATE_ACKNOWLEDGEMENT, OPENS]
-        .into_iter()
-        .filter_map(|name| checker.discovery(name).map(|path| (name, path)))
-        .collect();
-    Run {
-        unique: checker.unique_state_count(),
-        generated: checker.state_count(),
-        depth: checker.max_depth(),
-        seconds: started.elapsed().as_secs_f64(),
-        exhausted: checker.is_done() && started.elapsed() < run::budget(),
-        discoveries,
-    }
-}
-
-impl Run {
-    fn found(&self, name: &str) -> Option<&Trace> {
-        self.discoveries.iter().find(|(found, _)| *found == name).map(|(_, path)| path)
-    }
-
-    fn summary(&self, what: &str) -> String {
-        format!(
-            "{what}: {} unique states ({} generated), paths up to {} steps, {}in {:.1} s",
-            self.unique,
-            self.generated,
-            self.depth,
-            if self.exhausted { "every reachable state, " } else { "NOT exhausted, " },
-            self.seconds
-        )
-    }
+    let checker = RelaySystem { config }.checker().threads(run::threads()).timeout(run::budget());
+    run::explore(checker, &[ONE_PRIMARY, NOTHING_LOST, NO_LATE_ACKNOWLEDGEMENT, OPENS])
 }
 
 fn describe(system: &RelaySystem, action: &Action) -> String {

@@ -18,69 +18,25 @@
 #[path = "model/restart.rs"]
 mod restart;
 // (Its `render` is not used: these traces show each member's state after each step.)
-#[allow(dead_code)]
 #[path = "model/run.rs"]
 mod run;
-
-use std::time::Instant;
 
 use restart::{
     Action, Broker, Config, FAILS_OVER, Hidden, NAMES, NO_LATE_WRITE, ONE_OPEN, REOPENS,
     REOPENS_AFTER_FAILOVER, RestartSystem, Variant,
 };
-use stateright::{Checker, Model};
+use stateright::Model;
 
 type Trace = stateright::Path<restart::State, Action>;
 
 const SAFETY: [&str; 2] = [ONE_OPEN, NO_LATE_WRITE];
 
+type Run = run::Run<RestartSystem>;
+
 /// A checker run to the end of its space (breadth first: the shortest traces).
-struct Run {
-    unique: usize,
-    generated: usize,
-    depth: usize,
-    seconds: f64,
-    exhausted: bool,
-    discoveries: Vec<(&'static str, Trace)>,
-}
-
 fn explore(config: Config) -> Run {
-    let started = Instant::now();
-    let checker = RestartSystem { config }
-        .checker()
-        .threads(run::threads())
-        .timeout(run::budget())
-        .spawn_bfs()
-        .join();
-    let discoveries = [ONE_OPEN, NO_LATE_WRITE, REOPENS, FAILS_OVER, REOPENS_AFTER_FAILOVER]
-        .into_iter()
-        .filter_map(|name| checker.discovery(name).map(|path| (name, path)))
-        .collect();
-    Run {
-        unique: checker.unique_state_count(),
-        generated: checker.state_count(),
-        depth: checker.max_depth(),
-        seconds: started.elapsed().as_secs_f64(),
-        exhausted: checker.is_done() && started.elapsed() < run::budget(),
-        discoveries,
-    }
-}
-
-impl Run {
-    fn found(&self, name: &str) -> Option<&Trace> {
-        self.discoveries.iter().find(|(found, _)| *found == name).map(|(_, path)| path)
-    }
-
-    fn summary(&self, what: &str) -> String {
-        format!(
-            "{what}: {} unique states ({} generated), paths up to {} steps, {}in {:.1} s",
-            self.unique,
-            self.generated,
-            self.depth,
-            if self.exhausted { "every reachable state, " } else { "NOT exhausted, " },
-            self.seconds
-        )
-    }
+    let checker = RestartSystem { config }.checker().threads(run::threads()).timeout(run::budget());
+    run::explore(checker, &[ONE_OPEN, NO_LATE_WRITE, REOPENS, FAILS_OVER, REOPENS_AFTER_FAILOVER])
 }
 
 fn describe(action: &Action) -> String {
