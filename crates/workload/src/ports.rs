@@ -7,9 +7,18 @@
 //! already in use". [`free_port`] picks below the ephemeral range instead, where the kernel
 //! hands out no port by itself, and never gives one port twice in a process (a server stopped
 //! and started again keeps its port, and one configuration must not name one address twice).
+//!
+//! Nor twice on the host while the process that took it lives: tests run in two processes at
+//! once, and a port one of them had picked but not bound yet, or whose server it had stopped
+//! to start again, looked free to the other, which took it (CI, 2026-11-30: a cluster's primary
+//! failed to start with "Address already in use"). Each port handed out is held by an
+//! abstract Unix socket named for it (`redoguard-port-N`), kept open for the life of the
+//! process: the kernel lets it go when the process ends, however it ends, and leaves no file.
 
 use std::collections::BTreeSet;
 use std::net::TcpListener;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
 use std::sync::Mutex;
 
 use rand::Rng;
@@ -33,7 +42,10 @@ pub fn free_port() -> std::io::Result<u16> {
         let mut rng = rand::rng();
         for _ in 0..1000 {
             let port = rng.random_range(low..high);
-            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            if !given.contains(&port)
+                && TcpListener::bind(("127.0.0.1", port)).is_ok()
+                && reserve(port)
+            {
                 given.insert(port);
                 return Ok(port);
             }
@@ -42,9 +54,29 @@ pub fn free_port() -> std::io::Result<u16> {
     // No room below the range (or nothing free there): the kernel's choice.
     loop {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        if given.insert(port) {
+        if !given.contains(&port) && reserve(port) {
+            given.insert(port);
             return Ok(port);
         }
+    }
+}
+
+/// The abstract sockets that hold this process's ports against the others (never closed).
+static HELD: Mutex<Vec<UnixListener>> = Mutex::new(Vec::new());
+
+/// Holds `port` for this process: false if another living process (or this one) holds it.
+/// Where abstract sockets cannot be made, every port is taken as free (the check by binding
+/// it stands alone, as before).
+fn reserve(port: u16) -> bool {
+    let Ok(name) = SocketAddr::from_abstract_name(format!("redoguard-port-{port}")) else {
+        return true;
+    };
+    match UnixListener::bind_addr(&name) {
+        Ok(listener) => {
+            HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(listener);
+            true
+        }
+        Err(error) => error.kind() != std::io::ErrorKind::AddrInUse,
     }
 }
 
@@ -77,6 +109,24 @@ mod tests {
             }
             // Free when handed out.
             TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_port_handed_out_is_held_against_other_processes() {
+        let port = free_port().unwrap();
+        // What another process would try: the port's abstract name is taken while this lives.
+        assert!(!reserve(port), "port {port} is not held");
+        // A child process: it finds the name taken too, and leaves no hold when it ends.
+        let name = format!("@redoguard-port-{port}");
+        let probe = std::process::Command::new("python3")
+            .args(["-c", &format!(
+                "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ntry:\n s.bind('\\0'+'{}')\nexcept OSError:\n sys.exit(3)",
+                &name[1..]
+            )])
+            .status();
+        if let Ok(status) = probe {
+            assert_eq!(status.code(), Some(3), "another process could take port {port}");
         }
     }
 
