@@ -347,8 +347,18 @@ mod tests {
         };
         // Longer than 15 bytes: the kernel keeps the first 15.
         let threads = [spawn("cpu-test-busy-thread", true), spawn("cpu-test-idle", false)];
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let before = thread_cpu_seconds(pid).unwrap();
+        // Each thread names itself once it runs: on a loaded machine that took longer than the
+        // 50 ms this waited (CI, 2026-11-30: "no entry found for key").
+        let started = std::time::Instant::now();
+        let named = |cpu: &std::collections::BTreeMap<String, f64>| {
+            cpu.contains_key("cpu-test-busy-t") && cpu.contains_key("cpu-test-idle")
+        };
+        let mut before = thread_cpu_seconds(pid).unwrap();
+        while !named(&before) {
+            assert!(started.elapsed().as_secs() < 60, "the threads never named themselves");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            before = thread_cpu_seconds(pid).unwrap();
+        }
         let started = std::time::Instant::now();
         // At least 0.3 s of the busy thread's CPU: 30 ticks at 100 a second.
         let mut after = before.clone();
