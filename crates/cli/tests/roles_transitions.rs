@@ -5,7 +5,8 @@
 //! restarted primary no member has answered yet waits, then says so), and a pending
 //! switchover the broker does not complete (recorded without an id; refused by its target
 //! already) but gives back to its old primary; a restarted primary one standby welcomes
-//! still waits for the other, which may be the new primary.
+//! still waits for the other, which may be the new primary; a primary that served a copy and
+//! was lost before its first hello waits for the new standby's word after a restart.
 
 mod common;
 mod replication_support;
@@ -550,6 +551,73 @@ fn a_new_primary_restarted_before_any_standby_followed_it_waits_for_them() {
     refuses_writes(&cluster, "east");
     cluster.must(&["reinstate", "east"]);
     let _ = first_write(&cluster, "west", "confirmed by the reinstated east");
+}
+
+/// A primary no standby has followed yet serves a copy (`server --from`) and is lost before its
+/// first hello reaches the new standby, which is then failed over to. The primary recorded
+/// `followed` before it served the copy, so its restart waits for the new primary's word and
+/// takes no write beside it. Before that record (found by `roles/tests/model_restart.rs`), it
+/// restarted with no standby followed, its gate open: writes in incarnation 1 after
+/// incarnation 2 had written. The hello is held off by west's `reopen`: east's one try, made
+/// before west existed, failed, and the next is minutes away.
+#[test]
+fn a_primary_that_served_a_copy_and_was_lost_before_its_hello_waits_after_a_restart() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "a copy, then a lost primary");
+    let mut config = ClusterConfig::pair();
+    config.members = vec![
+        MemberSpec::new("east", "async", "primary"),
+        MemberSpec {
+            extra: "reopen = \"600s\"\n",
+            later: true,
+            ..MemberSpec::new("west", "async", "standby")
+        },
+    ];
+    config.protection_mode = "maximum_performance";
+    let mut cluster = Cluster::start(config);
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    set(&mut east, "before the copy", "1").unwrap();
+    let destination = |cluster: &Cluster| {
+        let status = cluster.server("east").status();
+        let roles = status.roles.expect("a member's status");
+        let west = status.replication.destinations.into_iter().find(|d| d.name == "west");
+        (roles.followed, west.expect("east ships to west"))
+    };
+    let tried =
+        common::poll_until(Duration::from_secs(20), || destination(&cluster).1.failures > 0);
+    assert!(tried, "east has not tried west yet: {:?}\n{}", destination(&cluster), cluster.logs());
+    assert!(!destination(&cluster).0, "east records a follower before any standby existed");
+
+    cluster.start_member_with("west", &["--from", "east"]);
+    let copied = std::fs::read_to_string(cluster.log_path("west")).unwrap();
+    assert!(copied.contains("copy of the data complete"), "{copied}");
+    let (followed, west) = destination(&cluster);
+    // The window this test is about: the copy is served, no hello has reached west.
+    assert!(
+        !matches!(west.phase, transport::Phase::Synchronized | transport::Phase::Streaming)
+            && west.failures == 1,
+        "east reached west already, which voids this test: {west:?}"
+    );
+    assert!(followed, "east served a copy without recording that a standby holds its database");
+    cluster.kill("east");
+    cluster.must(&["failover", "--to", "west"]);
+    first_write(&cluster, "west", "incarnation 2");
+    // West is lost too; east restarts and must not take writes: west may be (and is) the
+    // primary of a newer incarnation.
+    cluster.kill("west");
+    cluster.start_member("east");
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    // (Each write waits a few seconds at the unconfirmed gate before it is refused.)
+    for _ in 0..2 {
+        let refusal = set(&mut east, "beside incarnation 2", "1")
+            .expect_err("east took a write after west's failover: two primaries");
+        assert!(
+            refusal.to_ascii_uppercase().contains("TRYAGAIN") && refusal.contains("west"),
+            "{refusal}"
+        );
+    }
+    // West back: its answer fences east, which then refuses as a standby would.
+    cluster.start_member("west");
+    refuses_writes(&cluster, "east");
 }
 
 /// An old primary that hears from no member after its restart stays unconfirmed (here it

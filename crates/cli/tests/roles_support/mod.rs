@@ -23,6 +23,9 @@ pub struct MemberSpec {
     /// More keys of its `[[replication.members]]` entry (`delay = "5s"\n`, say; a `reopen`
     /// here replaces the cluster's).
     pub extra: &'static str,
+    /// Not started by `Cluster::start`: a member the test brings up itself later (built with
+    /// `--from`, say), so that no primary has shipped to it before.
+    pub later: bool,
 }
 
 impl MemberSpec {
@@ -31,7 +34,7 @@ impl MemberSpec {
         transport: &'static str,
         initial_role: &'static str,
     ) -> MemberSpec {
-        MemberSpec { name, transport, affirm: true, initial_role, extra: "" }
+        MemberSpec { name, transport, affirm: true, initial_role, extra: "", later: false }
     }
 }
 
@@ -233,7 +236,7 @@ impl Cluster {
             .clone()
             .into_iter()
             .partition(|member| member.initial_role == "primary");
-        for member in standbys.iter().chain(&primaries) {
+        for member in standbys.iter().chain(&primaries).filter(|member| !member.later) {
             cluster.start_member(member.name);
         }
         let primary = primaries.first().expect("a primary").name;
