@@ -59,6 +59,17 @@ fn refuses_writes(cluster: &Cluster, name: &str) -> String {
     last
 }
 
+/// A write to `name` is refused with TRYAGAIN naming `awaited` (a restarted primary whose gate
+/// waits for that member's word); `taken` is what a write taken would mean.
+fn waits_for(cluster: &Cluster, name: &str, awaited: &str, taken: &str) {
+    let mut connection = common::redis_connection(cluster.resp_addr(name));
+    let refusal = set(&mut connection, "must-wait", "1").expect_err(taken);
+    assert!(
+        refusal.to_ascii_uppercase().contains("TRYAGAIN") && refusal.contains(awaited),
+        "{refusal}"
+    );
+}
+
 /// Waits until primary `name` has recorded that a standby followed it (what makes it
 /// unconfirmed after a restart).
 fn wait_followed(cluster: &Cluster, name: &str) {
@@ -539,12 +550,11 @@ fn a_new_primary_restarted_before_any_standby_followed_it_waits_for_them() {
     first_write(&cluster, "west", "after the failover");
     cluster.kill("west");
     cluster.start_member("west");
-    let mut connection = common::redis_connection(cluster.resp_addr("west"));
-    let refusal = set(&mut connection, "must-wait", "1")
-        .expect_err("the restarted new primary took a write before any standby confirmed it");
-    assert!(
-        refusal.to_ascii_uppercase().contains("TRYAGAIN") && refusal.contains("east"),
-        "{refusal}"
+    waits_for(
+        &cluster,
+        "west",
+        "east",
+        "the restarted new primary took a write before any standby confirmed it",
     );
 
     cluster.start_member("east");
@@ -605,14 +615,13 @@ fn a_primary_that_served_a_copy_and_was_lost_before_its_hello_waits_after_a_rest
     // primary of a newer incarnation.
     cluster.kill("west");
     cluster.start_member("east");
-    let mut east = common::redis_connection(cluster.resp_addr("east"));
     // (Each write waits a few seconds at the unconfirmed gate before it is refused.)
     for _ in 0..2 {
-        let refusal = set(&mut east, "beside incarnation 2", "1")
-            .expect_err("east took a write after west's failover: two primaries");
-        assert!(
-            refusal.to_ascii_uppercase().contains("TRYAGAIN") && refusal.contains("west"),
-            "{refusal}"
+        waits_for(
+            &cluster,
+            "east",
+            "west",
+            "east took a write after west's failover: two primaries",
         );
     }
     // West back: its answer fences east, which then refuses as a standby would.
