@@ -7,12 +7,18 @@
 //!   would open it beside the new primary once the DBA defers the member that would refuse it
 //!   (found by the restart model, `crates/roles/tests/model_restart.rs`).
 //!
+//! - a standby cut off from its primary (packets dropped: no FIN, no RST) says within its
+//!   `silence_timeout` that the primary is not connected, so that a `failover` without
+//!   `--force` is not refused as if the primary were there; once the link is back it
+//!   reconnects and redo flows again. Before the limit, it called the primary connected for
+//!   as long as TCP kept retrying (keepalive, then minutes of retransmissions).
+//!
 //! linkemu needs root, `/dev/net/tun` and `ip`: without them these tests fail, saying why.
 
 mod common;
 mod roles_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::Watchdog;
 use roles_support::{Cluster, ClusterConfig, MemberSpec};
@@ -117,4 +123,102 @@ fn a_forced_failover_fences_an_older_unconfirmed_primary_too() {
         assert!(refusal.to_ascii_lowercase().contains("readonly"), "{refusal}");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The standby's default `silence_timeout`.
+const SILENCE_TIMEOUT: Duration = Duration::from_secs(5);
+/// What noticing the silence may take beyond it on a loaded machine (the receiver looks once a
+/// second). Less than TCP keepalive of the standby's listener (10 s idle, then three probes 5 s
+/// apart), so that keepalive cannot pass this test for the limit.
+const SILENCE_SLACK: Duration = Duration::from_secs(11);
+
+/// Whether `standby`'s status says its primary is connected.
+fn primary_connected(cluster: &Cluster, standby: &str) -> bool {
+    cluster
+        .server(standby)
+        .status()
+        .replication
+        .standby
+        .is_some_and(|status| status.primary_connected)
+}
+
+/// How many connections west ended for east's silence, by its log.
+fn silences_logged(cluster: &Cluster) -> usize {
+    let log = std::fs::read_to_string(cluster.log_path("west")).unwrap_or_default();
+    log.matches("nothing heard from 'east'").count()
+}
+
+/// Cuts east from west, then waits (bounded) until west says east is not connected: within
+/// its silence timeout and some slack, and its log says why.
+fn cut_and_wait_not_connected(cluster: &Cluster, round: usize) {
+    let logged = silences_logged(cluster);
+    let cut = Instant::now();
+    cluster.cut("east", &["west"]);
+    let lost =
+        common::poll_until(SILENCE_TIMEOUT + SILENCE_SLACK, || !primary_connected(cluster, "west"));
+    assert!(
+        lost,
+        "round {round}: {:?} after the cut west still says east is connected\n{}",
+        cut.elapsed(),
+        cluster.logs()
+    );
+    // (The line is written as the connection ends, just after the status changed.)
+    let said = common::poll_until(Duration::from_secs(5), || silences_logged(cluster) > logged);
+    assert!(
+        said,
+        "round {round}: west's log does not say it heard nothing from east\n{}",
+        cluster.logs()
+    );
+}
+
+/// East, the primary, and west, its SYNC standby, in sites of a linkemu mesh. The link between
+/// them is cut (every packet dropped, no FIN, no RST): west says east is not connected within
+/// its silence timeout (5 s, the default) and some slack, and its log says for how long it
+/// heard nothing. The link is restored: west is connected and shipped to again, and a write
+/// on east reaches it. The link is cut again, and east from the test's site too, as a primary
+/// lost in a partition: `failover --to west` without `--force` is accepted (before the
+/// silence timeout, west refused it, "the primary 'east' is connected to this standby", for
+/// as long as TCP kept the dead connection), and west takes a write.
+#[test]
+fn a_standby_cut_off_from_its_primary_says_so_within_its_silence_timeout() {
+    let _watchdog =
+        Watchdog::new(Duration::from_secs(240), "a standby cut off from its primary says so");
+    let cluster =
+        Cluster::start(ClusterConfig { mesh: true, insecure: true, ..ClusterConfig::pair() });
+    let connected =
+        common::poll_until(Duration::from_secs(20), || primary_connected(&cluster, "west"));
+    assert!(connected, "west does not say east is connected\n{}", cluster.logs());
+
+    cut_and_wait_not_connected(&cluster, 1);
+    cluster.restore("east", &["west"]);
+    let back = common::poll_until(Duration::from_secs(30), || primary_connected(&cluster, "west"));
+    assert!(back, "west does not reconnect to east once the link is back\n{}", cluster.logs());
+    cluster.wait_shipping("east", Duration::from_secs(60));
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    set(&mut east, "after-the-cut", "1").unwrap_or_else(|error| panic!("east: {error}"));
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    let arrived = common::poll_until(Duration::from_secs(30), || {
+        redis::cmd("GET")
+            .arg("after-the-cut")
+            .query::<Option<String>>(&mut west)
+            .is_ok_and(|value| value.as_deref() == Some("1"))
+    });
+    assert!(arrived, "east's write after the link came back is not on west\n{}", cluster.logs());
+
+    // East lost in a partition: cut from west, and from the test's site (the last of the
+    // mesh), so that the broker does not reach it either.
+    cut_and_wait_not_connected(&cluster, 2);
+    let mesh = cluster.mesh.as_ref().expect("a mesh cluster");
+    mesh.cut(cluster.sites["east"], cluster.sites.len());
+    let west_admin = cluster.addr_of("west");
+    let (ok, stdout, stderr) =
+        cluster.redoguard(&["failover", "--to", "west", "--addr", &west_admin]);
+    assert!(
+        ok,
+        "failover --to west without --force was refused:\n{stdout}{stderr}\n{}",
+        cluster.logs()
+    );
+    let open =
+        common::poll_until(Duration::from_secs(20), || write_refusal(&cluster, "west").is_none());
+    assert!(open, "west takes no write after the failover\n{}", cluster.logs());
 }

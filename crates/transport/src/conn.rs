@@ -80,6 +80,9 @@ pub struct Conn {
     /// Where the bytes of the frames sent are counted (`count_sent`), with every handle of
     /// this connection and every other connection counting there.
     sent: Option<Arc<AtomicU64>>,
+    /// Bytes read from the socket by this handle (raw: TLS records count as they come), whole
+    /// messages or not: a large frame on a slow link is the peer talking too.
+    received_bytes: u64,
     timeouts: Arc<Timeouts>,
     pub peer: SocketAddr,
     /// The protocol version the peer's handshake said it speaks (0 until known): what may be
@@ -134,6 +137,7 @@ impl Conn {
             scratch: Vec::new(),
             decompression: None,
             sent: None,
+            received_bytes: 0,
             timeouts: Timeouts::unknown(),
             peer,
             peer_version: 0,
@@ -352,6 +356,7 @@ impl Conn {
             scratch: Vec::new(),
             decompression: self.decompression.clone(),
             sent: self.sent.clone(),
+            received_bytes: 0,
             timeouts: self.timeouts.clone(),
             peer: self.peer,
             peer_version: self.peer_version,
@@ -474,6 +479,11 @@ impl Conn {
         }
     }
 
+    /// Bytes this handle has read from the socket so far, parts of messages included.
+    pub fn received_bytes(&self) -> u64 {
+        self.received_bytes
+    }
+
     /// Whether a whole message is already buffered (reading it will not block).
     pub fn has_buffered_message(&self) -> bool {
         matches!(self.decoder.frame_len(&self.buffer[self.start..self.end]), Ok(Some(total)) if total <= self.end - self.start)
@@ -558,6 +568,7 @@ impl Conn {
                 }
                 let read = socket.read(&mut self.buffer[self.end..])?;
                 self.end += read;
+                self.received_bytes += read as u64;
                 Ok(read > 0)
             }
             Stream::Tls { socket, shared } => {
@@ -567,6 +578,7 @@ impl Conn {
                 if read == 0 {
                     return Ok(false);
                 }
+                self.received_bytes += read as u64;
                 let mut pending = &records[..read];
                 let mut state = shared.state.lock();
                 self.buffer.truncate(self.end);

@@ -18,7 +18,9 @@ pub use destination::{
 pub use fast_start::{FastStartFailoverConfig, OBSERVERS_MAX, ObserverEntry};
 pub use member::{MEMBERS_MAX, MemberConfig};
 pub use routes::{Alternate, Hop, MemberKind, RouteConfig, RouteTree, route_tree, transport_name};
-pub use standby::{DELAY_MAX, StandbyConfig};
+pub use standby::{
+    DELAY_MAX, SILENCE_TIMEOUT_DEFAULT, SILENCE_TIMEOUT_MAX, SILENCE_TIMEOUT_MIN, StandbyConfig,
+};
 
 /// A database's role in the configuration.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,7 +90,7 @@ pub struct ReplicationConfig {
     /// Single-role form: a primary's standbys. Bounds: 0..=9. Default: none.
     pub destinations: Vec<DestinationConfig>,
     /// Single-role form: a standby's listener; in the configuration form only
-    /// `receive_buffer` is used.
+    /// `receive_buffer` and `silence_timeout` are used.
     pub standby: StandbyConfig,
     /// The configuration's name: the master name Redis Sentinel clients ask the observers
     /// for. Default: `redoguard`.
@@ -332,6 +334,15 @@ impl ReplicationConfig {
                 return invalid(field, format!("{delay:?} is over 7 days"));
             }
         }
+        let silence_timeout = self.standby.silence_timeout;
+        if !(SILENCE_TIMEOUT_MIN..=SILENCE_TIMEOUT_MAX).contains(&silence_timeout) {
+            return invalid(
+                "replication.standby.silence_timeout".into(),
+                format!(
+                    "{silence_timeout:?} is outside 2s..=10min (the primary sends a heartbeat every 500 ms: a few seconds notices a cut link in time and forgives a few lost ones)"
+                ),
+            );
+        }
         if self.role == RoleConfig::Standby && !self.destinations.is_empty() {
             return invalid(
                 "replication.destinations".into(),
@@ -339,6 +350,30 @@ impl ReplicationConfig {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod silence_timeout_tests {
+    use super::*;
+
+    #[test]
+    fn the_silence_timeout_defaults_to_five_seconds_and_is_refused_outside_its_bounds() {
+        let config: ReplicationConfig = toml::from_str("").unwrap();
+        assert_eq!(config.standby.silence_timeout, Duration::from_secs(5));
+        assert_eq!(config.standby_config().silence_timeout, Duration::from_secs(5));
+        config.validate().unwrap();
+        let config: ReplicationConfig =
+            toml::from_str("[standby]\nsilence_timeout = \"3s\"").unwrap();
+        assert_eq!(config.standby_config().silence_timeout, Duration::from_secs(3));
+        config.validate().unwrap();
+        for bad in ["\"0s\"", "\"1500ms\"", "\"11min\"", "\"100d\""] {
+            let config: ReplicationConfig =
+                toml::from_str(&format!("[standby]\nsilence_timeout = {bad}")).unwrap();
+            let (field, reason) = config.validate().unwrap_err();
+            assert_eq!(field, "replication.standby.silence_timeout", "{reason}");
+            assert!(reason.contains("outside 2s..=10min"), "{reason}");
+        }
     }
 }
 

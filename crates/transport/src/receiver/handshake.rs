@@ -247,7 +247,7 @@ impl Inner {
         match result {
             Ok(()) => tracing::info!(peer = %conn.peer, "standby: primary disconnected"),
             Err(reason) => {
-                tracing::warn!(peer = %conn.peer, reason, "standby: connection from the primary ended")
+                tracing::warn!(peer = %conn.peer, primary = %primary_of(&hello), sender = %hello.member, channel = ?hello.channel, reason, "standby: connection from the primary ended")
             }
         }
     }

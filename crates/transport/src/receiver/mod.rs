@@ -37,6 +37,7 @@ use crate::listener::{RedoPort, Refusals};
 mod handshake;
 mod receive;
 mod seal;
+mod silence;
 
 /// (SCN, primary time) points kept to compute the apply lag.
 const HISTORY_MAX: usize = 100_000;
@@ -140,6 +141,8 @@ struct Heard {
     /// stepped back would show no lag).
     announced: VecDeque<(Scn, roles::fast_start::Time)>,
     last_error: Option<String>,
+    /// How long each source of the connections served has been silent (`silence_timeout`).
+    sources: silence::Sources,
 }
 
 impl Heard {

@@ -12,6 +12,7 @@ use redo::types::now_unix_us;
 use redo::{LogSeq, Scn};
 
 use super::Inner;
+use super::silence::SourceKey;
 use crate::cascade::Cascade;
 use crate::conn::{Conn, ConnError};
 
@@ -98,6 +99,9 @@ impl Inner {
         // The newest SCN this connection wrote into the standby logs: durable, and a far
         // sync's "applied" (`received_through`), once a sync after it returns.
         let mut written_scn = Scn(0);
+        // Whom this connection hears, and whether it has heard them lately (`silence`).
+        let mut listening = Listening::join(self, SourceKey::of(hello, conn.peer));
+        let mut bytes_seen = conn.received_bytes();
         loop {
             if self.shutdown.load(Ordering::Acquire) {
                 conn.refuse(ErrorMessage::new(
@@ -109,6 +113,8 @@ impl Inner {
             // Sync what was streamed (or acknowledged on receipt) once the primary pauses
             // (nothing more is buffered), and tell it how far this standby is.
             if unsynced && !conn.has_buffered_message() {
+                // (Not listening while it syncs: no silence of its source counts meanwhile.)
+                listening.working();
                 let ack = pending_ack.take();
                 self.sync_then(written_scn, |durable| {
                     ack.map_or(Ok(()), |ack| ack.send(conn, durable.offset))
@@ -121,25 +127,50 @@ impl Inner {
                         .map_err(|error| error.to_string())?;
                 }
             }
-            let message =
-                match conn.recv(Some(Duration::from_millis(if unsynced { 1 } else { 1000 }))) {
-                    Ok(message) => message,
-                    Err(ConnError::TimedOut(_)) => continue,
-                    Err(ConnError::Closed) => return Ok(()),
-                    Err(ConnError::Protocol(error)) => {
-                        let message = format!("malformed redo transport frame: {error}");
-                        conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
-                        return Err(message);
+            listening.waiting();
+            let wait = Duration::from_millis(if unsynced { 1 } else { 1000 });
+            let waited_from = Instant::now();
+            let message = match conn.recv(Some(wait)) {
+                Ok(message) => message,
+                Err(ConnError::TimedOut(_)) => {
+                    let bytes = conn.received_bytes();
+                    // A wait far longer than asked: this process was stopped or starved
+                    // (SIGSTOP, a paused VM), and what the source sent meanwhile is still
+                    // unread on its other connections. Not the source's silence.
+                    let stalled = waited_from.elapsed() > wait + STALL_GRACE;
+                    let silence = listening.silence(bytes != bytes_seen || stalled);
+                    bytes_seen = bytes;
+                    let limit = self.config.silence_timeout;
+                    if silence > limit {
+                        // A cut link (no FIN, no RST) would hold the connection, and the
+                        // standby call its source connected, for as long as TCP retries.
+                        conn.shutdown();
+                        return Err(format!(
+                            "nothing heard from '{}' for {:.1} s on any of its connections (silence_timeout {limit:?}): the link or the member is down; its {channel:?} connection is ended",
+                            listening.source.sender(),
+                            silence.as_secs_f64(),
+                        ));
                     }
-                    Err(error) => return Err(error.to_string()),
-                };
+                    continue;
+                }
+                Err(ConnError::Closed) => return Ok(()),
+                Err(ConnError::Protocol(error)) => {
+                    let message = format!("malformed redo transport frame: {error}");
+                    conn.refuse(ErrorMessage::new(ErrorCode::Malformed, message.clone()));
+                    return Err(message);
+                }
+                Err(error) => return Err(error.to_string()),
+            };
             {
                 let mut heard = self.heard.lock();
-                heard.at = Some(Instant::now());
+                let now = Instant::now();
+                heard.at = Some(now);
                 if hello.relay_of.is_empty() {
                     heard.primary_at = heard.at;
                 }
+                listening.busy(&mut heard, now);
             }
+            bytes_seen = conn.received_bytes();
             // A newer incarnation has been adopted (or learned of) since this connection's
             // hello: its primary has been failed over; nothing more of it is taken.
             let _following = self.following.read();
@@ -358,6 +389,68 @@ impl Inner {
         held.clear();
     }
 }
+
+/// One connection's part in its source's silence (`silence::Sources`): busy from its hello
+/// until it waits for bytes, busy again with each message; gone when it ends.
+struct Listening<'a> {
+    inner: &'a Inner,
+    source: SourceKey,
+    busy: bool,
+}
+
+impl<'a> Listening<'a> {
+    fn join(inner: &'a Inner, source: SourceKey) -> Listening<'a> {
+        inner.heard.lock().sources.join(&source, Instant::now());
+        Listening { inner, source, busy: true }
+    }
+
+    /// The connection waits for bytes (again).
+    fn waiting(&mut self) {
+        if self.busy {
+            self.inner.heard.lock().sources.waiting(&self.source, Instant::now());
+            self.busy = false;
+        }
+    }
+
+    /// The connection is busy with what it received (not waiting for bytes).
+    fn working(&mut self) {
+        if !self.busy {
+            self.inner.heard.lock().sources.busy(&self.source, Instant::now());
+            self.busy = true;
+        }
+    }
+
+    /// A message came (the caller holds `heard`).
+    fn busy(&mut self, heard: &mut super::Heard, now: Instant) {
+        if self.busy {
+            heard.sources.heard(&self.source, now);
+        } else {
+            heard.sources.busy(&self.source, now);
+            self.busy = true;
+        }
+    }
+
+    /// How long its source has been silent, after noting that bytes of a message not whole
+    /// yet came, or that the standby itself was not listening (`heard_now`).
+    fn silence(&mut self, heard_now: bool) -> Duration {
+        let now = Instant::now();
+        let mut heard = self.inner.heard.lock();
+        if heard_now {
+            heard.sources.heard(&self.source, now);
+        }
+        heard.sources.silence(&self.source, now)
+    }
+}
+
+impl Drop for Listening<'_> {
+    fn drop(&mut self) {
+        self.inner.heard.lock().sources.leave(&self.source, self.busy);
+    }
+}
+
+/// How much longer than asked a wait for bytes may take before it counts as this standby's own
+/// stall, not its source's silence.
+const STALL_GRACE: Duration = Duration::from_secs(1);
 
 /// Most SYNC writes one acknowledgement is held back for (their sync is shared).
 const ACK_GROUP_MAX: u32 = 64;

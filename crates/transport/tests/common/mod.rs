@@ -113,6 +113,16 @@ impl Standby {
         listen: &str,
         storage: Arc<dyn redo::Storage>,
     ) -> Standby {
+        let config = StandbyConfig { listen: listen.into(), ..StandbyConfig::default() };
+        Standby::open_configured(dir, config, storage)
+    }
+
+    /// A standby with `config` (its `listen` included).
+    pub fn open_configured(
+        dir: tempfile::TempDir,
+        config: StandbyConfig,
+        storage: Arc<dyn redo::Storage>,
+    ) -> Standby {
         let db = Arc::new(
             Database::open_standby(
                 db_config(dir.path()),
@@ -127,12 +137,7 @@ impl Standby {
             Arc::new(move || db.upgrade().map_or(Scn(0), |db| db.applied_scn()))
                 as transport::AppliedScn
         };
-        let service = StandbyService::start(
-            db.redo().handle(),
-            StandbyConfig { listen: listen.into(), ..StandbyConfig::default() },
-            applied,
-        )
-        .unwrap();
+        let service = StandbyService::start(db.redo().handle(), config, applied).unwrap();
         Standby { db, service, dir }
     }
 
