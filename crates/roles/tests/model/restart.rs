@@ -405,6 +405,10 @@ impl RestartSystem {
     pub(crate) fn hello(&self, state: &mut State, from: usize, to: usize, beyond: bool) {
         let sender = state.members[from].clone();
         let receiver = state.members[to].clone();
+        // An abort writes both its files while the database is closed (`reopen`): no hello.
+        if receiver.change == Some(Change::Abort) {
+            return;
+        }
         if receiver.role == Role::Primary {
             // `primary_port`, fenced or not.
             if sender.incarnation < receiver.incarnation {
@@ -509,7 +513,8 @@ impl RestartSystem {
             return None;
         }
         let locked = |node: usize| state.members[node].change.is_some();
-        if locked(to) || (0..MEMBERS).any(|node| locked(node) && reached(node)) {
+        let fenced_first = |node: usize| reached(node) && state.members[node].primary();
+        if locked(to) || (0..MEMBERS).any(|node| locked(node) && fenced_first(node)) {
             return None;
         }
         // A standby that holds no database refuses (`change::failover`).

@@ -9,12 +9,13 @@
 //!   incarnation *now* (`pending_switchover`); otherwise it needs the configuration's primary
 //!   P (of the newest incarnation among the primaries it reaches, not fenced, gate open or
 //!   not) and T a standby, not fenced, connected to P (`validate`), and calls P's prepare.
+//!   A pending record is completed only while no member is an open primary.
 //!   T's refusal (of the complete) makes it call P's abort; a failure ends the run. A run may
 //!   end at any step without its answer (killed, or the answer lost: a fault), and up to
 //!   `brokers` runs go at once (an operator running it again while one waits).
 //! - **P's prepare** (`prepare_switchover`, under P's transition lock): P a primary, not
-//!   fenced, T one of its destinations connected to it; its gate closes (`Quiesced`, whatever
-//!   it was: open or unconfirmed). Then T acknowledges everything (abstract: T is connected to
+//!   fenced, its gate open, T one of its destinations connected to it; its gate closes
+//!   (`Quiesced`). Then T acknowledges everything (abstract: T is connected to
 //!   P: redo is not modelled) and P writes `switchover.pending` (T, a new id), durably; or a
 //!   wait runs out first and the gate is set `Open` (`undo`). Then its control file says
 //!   standby, `followed` cleared (the commit point), and it opens again as a standby: its
@@ -22,16 +23,19 @@
 //!   News of a newer incarnation meanwhile waits for the lock (`fence` takes it): applied if
 //!   the prepare is undone, "a standby now" if not.
 //! - **T's complete** (`complete_switchover`, under T's transition lock): refused if the id is
-//!   in `switchover.refused` (not recorded again); a failure (no abort) if T is the primary of
-//!   that incarnation already; refused, the id recorded first, if T is not a standby that can
-//!   take over or is in another incarnation. Then it waits for P's end: received (abstract:
-//!   T holds the database), T writes its control file, role primary with `followed`, in the
+//!   in `switchover.refused` (not recorded again); a failure (no abort) if it is in
+//!   `switchover.completed`, or T is the primary of that incarnation already; refused, the id
+//!   recorded first, if T is not a standby that can take over or is in another incarnation.
+//!   Then it waits for P's end: received (abstract: T holds the database), T records the id
+//!   in `switchover.completed`, writes its control file, role primary with `followed`, in the
 //!   incarnation the file names *then* (a hello may have made it adopt a newer one while it
 //!   waited: the receiver does not take the lock), and opens at once (`promoted_here`): gate
 //!   open, its sessions as a standby ended. Or the wait runs out: the id recorded, refused.
 //! - **P's abort** (`abort_switchover`, under P's lock): refused unless P is a standby, not
-//!   fenced, with a switchover pending; `switchover.pending` removed, then its control file
-//!   says primary (`followed` as the prepare left it), and it opens from its control file.
+//!   fenced, with *that* switchover pending (the id the broker names);
+//!   `switchover.pending` removed, then its control file says primary with `followed` (both
+//!   while its database is closed, `reopen`: no hello meanwhile), and it opens from its
+//!   control file: unconfirmed.
 //! - **A standby with a pending switchover** drops the record once it follows T
 //!   (`note_switchover_complete`, with the welcome of T's hello here); a restart keeps it.
 //! - A failover whose target, or a primary it would fence, is under its transition lock is
@@ -292,8 +296,8 @@ impl RestartSystem {
             }
             Phase::Abort { id, .. } => {
                 let member = &state.members[node];
-                let named = self.config.variant == Variant::AbortAnyId
-                    || member.pending.is_some_and(|(_, pending)| pending == id);
+                let any = self.config.variant == Variant::AbortAnyId;
+                let named = member.pending.is_some_and(|(_, pending)| any || pending == id);
                 if !named || member.role != Role::Standby || member.fenced.is_some() {
                     state.runs.remove(index);
                 } else {
