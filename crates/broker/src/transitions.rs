@@ -56,8 +56,13 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
         .member(to)
         .ok_or_else(|| refused(format!("'{to}' is not a member of this configuration")))?;
     // A switchover the broker left half done (the old primary is a standby waiting for `to`)
-    // is completed, not started again.
-    if let Some(pending) = pending_switchover(&configuration, to) {
+    // is completed, not started again; but not while there is a primary: then the record is
+    // stale (its switchover completed, and its old primary never saw it, or a failover came
+    // after it), and completing it would make a second primary (found by
+    // `roles/tests/model_restart.rs`).
+    if configuration.primary.is_none()
+        && let Some(pending) = pending_switchover(&configuration, to)
+    {
         return complete(&configuration, &pending?, to, started);
     }
     let Some(primary) = configuration.primary.clone() else {
@@ -87,7 +92,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     let promoted = match promote(&target.admin, &primary, &prepared) {
         Ok(promoted) => promoted,
         Err(CallError::Refused(reason)) => {
-            return Err(take_back(&primary_admin, &primary, to, &reason));
+            return Err(take_back(&primary_admin, &primary, to, prepared.id, &reason));
         }
         Err(CallError::Failed(reason)) => {
             return Err(anyhow::anyhow!(
@@ -104,12 +109,14 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     })
 }
 
-/// After the target refused: the old primary takes its role back. Safe because the target
-/// recorded (durably, before it answered) that it never completes this switchover: no other
-/// broker's complete of the same switchover can make it a primary too (docs/roles.md,
-/// "Switchover").
-fn take_back(primary_admin: &str, primary: &str, to: &str, reason: &str) -> anyhow::Error {
-    let back: Result<serde_json::Value, _> = step(primary_admin, "/roles/switchover/abort");
+/// After the target refused switchover `id`: the old primary takes its role back. Safe because
+/// the target recorded (durably, before it answered) that it never completes this switchover:
+/// no other broker's complete of the same switchover can make it a primary too (docs/roles.md,
+/// "Switchover"). The abort names the switchover: the old primary refuses it if a later one is
+/// pending there (this broker's answer came late).
+fn take_back(primary_admin: &str, primary: &str, to: &str, id: u64, reason: &str) -> anyhow::Error {
+    let back: Result<serde_json::Value, _> =
+        step(primary_admin, &format!("/roles/switchover/abort?id={id}"));
     refused(format!(
         "'{to}' refused to take over ({reason}); {}",
         match back {
@@ -201,7 +208,7 @@ fn complete(
         CallError::Refused(reason) => {
             let admin =
                 configuration.member(from).map(|member| member.admin.clone()).unwrap_or_default();
-            take_back(&admin, from, to, &reason)
+            take_back(&admin, from, to, prepared.id, &reason)
         }
         CallError::Failed(reason) => anyhow::anyhow!(
             "completing the switchover from '{from}' on '{to}' failed ({reason}): '{from}' stays a standby; run `redoguard show configuration`, then `redoguard switchover --to {to}` again"

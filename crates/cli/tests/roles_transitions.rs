@@ -757,3 +757,59 @@ fn a_switchover_its_target_refused_is_given_back_when_run_again() {
     cluster.must(&["switchover", "--to", "west"]);
     assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
 }
+
+/// Found by `roles/tests/model_restart.rs`: an abort names its switchover (the old primary does
+/// not give back a role a later switchover of its own moved), the role it gives back is
+/// `followed` (the old primary waits for its standbys, now and after a restart: a failover may
+/// have happened while it was a standby), and a target never completes a switchover twice (a
+/// late call of one it completed, once it is a standby again, is a failure, not a refusal on
+/// which the old primary would take its role back).
+#[test]
+fn a_stale_abort_or_complete_of_a_switchover_changes_nothing() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "stale switchover calls");
+    let cluster = Cluster::start(ClusterConfig::pair());
+    let post = |member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
+    let prepare = |from: &str, to: &str| -> admin::roles::SwitchoverPrepared {
+        let (code, reply) = post(from, &format!("/roles/switchover/prepare?to={to}"));
+        assert_eq!(code, 200, "{reply}");
+        serde_json::from_str(&reply).unwrap()
+    };
+    let complete = |prepared: &admin::roles::SwitchoverPrepared, from: &str| {
+        format!(
+            "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
+            prepared.id,
+            prepared.incarnation,
+            prepared.end.seq.0,
+            prepared.end.offset,
+            prepared.last_scn.0
+        )
+    };
+
+    let first = prepare("east", "west");
+    let other = if first.id == u64::MAX { 1 } else { first.id + 1 };
+    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={other}"));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply.contains(&format!("not switchover {other}")), "{reply}");
+    assert_eq!(role("east"), "standby");
+    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={}", first.id));
+    assert_eq!(code, 200, "{reply}");
+    let roles = cluster.server("east").status().roles.expect("roles");
+    assert!(roles.role == "primary" && roles.followed, "{roles:?}");
+    first_write(&cluster, "east", "after the abort");
+
+    let second = prepare("east", "west");
+    let (code, reply) = post("west", &complete(&second, "east"));
+    assert_eq!(code, 200, "{reply}");
+    first_write(&cluster, "west", "after the switchover");
+    cluster.wait_shipping("west", Duration::from_secs(60));
+    cluster.must(&["switchover", "--to", "east"]);
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
+    let (code, reply) = post("west", &complete(&second, "east"));
+    assert_eq!(code, 500, "{reply}");
+    assert!(reply.contains("was completed here already"), "{reply}");
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
+}

@@ -54,11 +54,18 @@
 //! - **Faults**, from a budget: a member's crash, a cut link (members and broker, both ways).
 //!   A restart and a heal are free.
 //!
-//! What is not: switchover, reinstate, enabling a deferred destination again or deferring
-//! any other member, fast-start failover, far syncs and cascading, redo (positions, loss),
-//! lost answers (a hello whose answer is lost is one not sent, but for what the standby
-//! recorded), and the time a primary takes to notice a session has ended (a session ends
-//! for both sides at once; only T's refusal while connected reads it).
+//! - **Switchover** (`redoguard switchover --to T`): `model/switchover.rs`, each durable step
+//!   of P's prepare and abort and of T's complete its own, the broker's runs (run again, two
+//!   at once, lost answers). The DBA's failover waits for a member's transition lock; it is
+//!   given while a switchover is under way only with `failover_amid_switchover` (an open
+//!   finding: docs/roles.md, "Switchover").
+//!
+//! What is not: reinstate, enabling a deferred destination again or deferring any other
+//! member, fast-start failover, far syncs and cascading, redo (positions, loss: "T holds P's
+//! end" is T connected to P, or, for a complete run again, T holding the database), lost hello
+//! answers (one whose answer is lost is one not sent, but for what the standby recorded), and
+//! the time a primary takes to notice a session has ended (a session ends for both sides at
+//! once; only T's refusal while connected reads it).
 
 use std::collections::BTreeSet;
 
@@ -67,6 +74,8 @@ use roles::confirmation::{self, Awaited, Destination, Shipping};
 use roles::history::{Branch, IncarnationHistory};
 use roles::{StandbyView, Verdict, decide};
 use stateright::{Model, Property};
+
+use crate::switchover::{Change, Run};
 
 /// The logic checked: today's, or an older one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -82,6 +91,27 @@ pub enum Variant {
     /// Main before this model (2): a standby that holds no database (it received nothing
     /// yet) may be failed over to.
     EmptyFailover,
+    /// A switchover's target that does not read `switchover.refused` before it completes.
+    CompleteIgnoresRefused,
+    /// A switchover's old primary that keeps its gate as it is while it prepares, and
+    /// answers the broker once its pending record is written, before its control file says
+    /// standby (written as its next step).
+    LateStandby,
+    /// Main before this model (3): an old primary's abort writes its role back with
+    /// `followed` as its prepare left it (cleared): it opens at once, and restarts open.
+    AbortNotFollowed,
+    /// Main before this model (4): an abort names no switchover: the old primary takes its
+    /// role back whichever switchover it has pending (a later one than the broker's).
+    AbortAnyId,
+    /// Main before this model (5): a primary whose gate is unconfirmed may prepare a
+    /// switchover, and a prepare that gives up sets the gate open.
+    PrepareUnconfirmed,
+    /// Main before this model (6): a target keeps no record of the switchovers it completed:
+    /// a stale call of one (a second broker's, late; or an old primary's record that it never
+    /// saw completed) is completed again once the target is a standby again, or refused, and
+    /// its old primary given its role back; and the broker completes a pending record even
+    /// while there is a primary.
+    CompleteTwice,
 }
 
 /// Which running primaries the broker may fail over past.
@@ -117,6 +147,13 @@ pub struct Config {
     pub broker: Broker,
     /// Whether the DBA may defer a destination (only a member failed over: see `defer`).
     pub defer: bool,
+    /// `redoguard switchover --to T` runs, in all (each a run of the broker, first or again).
+    pub switchovers: u8,
+    /// Broker runs at once (an operator running the switchover again while one still runs).
+    pub brokers: u8,
+    /// Whether the DBA may fail over while a switchover is under way: a broker run not ended,
+    /// or a member with a switchover pending.
+    pub failover_amid_switchover: bool,
     pub variant: Variant,
 }
 
@@ -153,14 +190,26 @@ pub struct Member {
     /// Ghost: a primary running out of the broker's sight when a failover happened
     /// (docs/roles.md, "Never two primaries", point 3's window), until its process ends.
     pub hidden: bool,
+    // A switchover's files (durable).
+    /// `switchover.pending`: the target and id of a switchover this member began.
+    pub pending: Option<(u8, u8)>,
+    /// `switchover.refused`: the ids it refused.
+    pub refused: BTreeSet<u8>,
+    /// `switchover.completed`: the ids it completed.
+    pub completed: BTreeSet<u8>,
+    // Under the transition lock (volatile).
+    /// The role change it runs (one at a time).
+    pub change: Option<Change>,
+    /// News of a newer incarnation that waits for the lock (`fence` takes it).
+    pub fence_waiting: Option<u8>,
 }
 
 impl Member {
-    fn primary(&self) -> bool {
+    pub fn primary(&self) -> bool {
         self.up && self.role == Role::Primary && self.fenced.is_none()
     }
 
-    fn takes_writes(&self) -> bool {
+    pub fn takes_writes(&self) -> bool {
         self.primary() && self.open
     }
 }
@@ -184,6 +233,20 @@ pub struct State {
     /// A restarted primary's gate went from unconfirmed to open, in an incarnation (by
     /// A in 1, by B or C in a newer one).
     pub reopened: BTreeSet<u8>,
+    /// The broker's switchover runs under way (`broker::transitions::switchover`).
+    pub runs: Vec<Run>,
+    /// Switchover runs started, in all.
+    pub switchovers: u8,
+    /// The next switchover id a prepare draws (distinct: drawn at random from 2^64).
+    pub next_id: u8,
+    // Ghosts.
+    /// Switchover ids whose old primary crashed while its pending record named them.
+    pub crashed_pending: BTreeSet<u8>,
+    /// A target took over; one took over a switchover whose old primary crashed mid-way; an
+    /// old primary took its role back.
+    pub took_over: bool,
+    pub took_over_after_crash: bool,
+    pub aborted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -211,6 +274,25 @@ pub enum Action {
     Restart(usize),
     Cut(usize, usize),
     Heal(usize, usize),
+    /// The DBA: `switchover --to T` (the broker's checks, then its first call arrives).
+    Switchover {
+        to: usize,
+    },
+    /// The old primary's next step in its prepare (T acknowledged: its pending record; then
+    /// its control file says standby).
+    Prepare(usize),
+    /// Its prepare gives up before its pending record (a wait ran out): the gate reopens.
+    Undo(usize),
+    /// A broker run's call arrives at the member it asks (`complete` at T, `abort` at P).
+    Call(usize),
+    /// T has received and applied the old primary's end: it becomes the primary.
+    TakeOver(usize),
+    /// T's wait ran out: it records the id as refused and refuses.
+    Refuse(usize),
+    /// The old primary's abort, its pending record removed: its control file says primary.
+    TakeBack(usize),
+    /// A broker run ends without its answer (killed, or the answer lost).
+    Lost(usize),
 }
 
 pub struct RestartSystem {
@@ -239,18 +321,18 @@ fn history_of(member: &Member) -> IncarnationHistory {
     history
 }
 
-fn link(a: usize, b: usize) -> (u8, u8) {
+pub(crate) fn link(a: usize, b: usize) -> (u8, u8) {
     (a.min(b) as u8, a.max(b) as u8)
 }
 
 impl RestartSystem {
-    fn live(&self, state: &State, a: usize, b: usize) -> bool {
+    pub(crate) fn live(&self, state: &State, a: usize, b: usize) -> bool {
         !state.cut.contains(&link(a, b))
     }
 
     /// What a primary waits for: `roles::confirmation::awaited` over its two destinations
     /// (or, `FirstWelcome`, the rule before: one welcome in its incarnation).
-    fn confirmed(&self, state: &State, node: usize) -> bool {
+    pub(crate) fn confirmed(&self, state: &State, node: usize) -> bool {
         let member = &state.members[node];
         let welcomes = member
             .welcomed
@@ -276,15 +358,20 @@ impl RestartSystem {
 
     /// The process opens its database (`role::open_blocking`, then `confirm`), from its
     /// control file alone.
-    fn open(&self, state: &mut State, node: usize) {
+    pub(crate) fn open(&self, state: &mut State, node: usize) {
         let member = &mut state.members[node];
         member.welcomed.clear();
         member.open = member.role == Role::Primary && member.fenced.is_none() && !member.followed;
     }
 
     /// `confirm`: an unconfirmed primary's gate opens once it is confirmed.
-    fn confirm(&self, state: &mut State, node: usize) {
-        if state.members[node].primary() && !state.members[node].open && self.confirmed(state, node)
+    pub(crate) fn confirm(&self, state: &mut State, node: usize) {
+        // (A gate quiesced by a switchover's prepare is not unconfirmed: left as it is.)
+        let member = &state.members[node];
+        if member.primary()
+            && !member.open
+            && member.change.is_none()
+            && self.confirmed(state, node)
         {
             let member = &mut state.members[node];
             member.open = true;
@@ -293,7 +380,7 @@ impl RestartSystem {
     }
 
     /// A primary learns of incarnation `incarnation` (`on_event`, `Fenced`, then `fence`).
-    fn fence(&self, state: &mut State, node: usize, incarnation: u8) {
+    pub(crate) fn fence(&self, state: &mut State, node: usize, incarnation: u8) {
         let member = &mut state.members[node];
         if member.role != Role::Primary
             || incarnation <= member.incarnation
@@ -301,18 +388,27 @@ impl RestartSystem {
         {
             return;
         }
+        if member.change.is_some() {
+            // `fence` waits for the transition lock: the prepare decides first.
+            member.fence_waiting = member.fence_waiting.max(Some(incarnation));
+            return;
+        }
         member.fenced = Some(incarnation);
         member.open = false;
         state.sessions.retain(|(primary, _)| usize::from(*primary) != node);
     }
 
-    fn end_sessions(&self, state: &mut State, node: usize) {
+    pub(crate) fn end_sessions(&self, state: &mut State, node: usize) {
         state.sessions.retain(|(a, b)| usize::from(*a) != node && usize::from(*b) != node);
     }
 
-    fn hello(&self, state: &mut State, from: usize, to: usize, beyond: bool) {
+    pub(crate) fn hello(&self, state: &mut State, from: usize, to: usize, beyond: bool) {
         let sender = state.members[from].clone();
         let receiver = state.members[to].clone();
+        // An abort writes both its files while the database is closed (`reopen`): no hello.
+        if receiver.change == Some(Change::Abort) {
+            return;
+        }
         if receiver.role == Role::Primary {
             // `primary_port`, fenced or not.
             if sender.incarnation < receiver.incarnation {
@@ -364,6 +460,11 @@ impl RestartSystem {
         }
         // The welcome: recorded, `followed` written on the first, the gate judged.
         state.members[to].holds = true;
+        // A switchover it began is complete once it follows its target
+        // (`note_switchover_complete`).
+        if state.members[to].pending.is_some_and(|(target, _)| usize::from(target) == from) {
+            state.members[to].pending = None;
+        }
         state.sessions.insert((from as u8, to as u8));
         let primary = &mut state.members[from];
         primary.welcomed.insert((to as u8, sender.incarnation));
@@ -393,7 +494,7 @@ impl RestartSystem {
     }
 
     /// The broker's and T's checks; `None`: refused.
-    fn failover(&self, state: &mut State, to: usize, force: bool) -> Option<()> {
+    pub(crate) fn failover(&self, state: &mut State, to: usize, force: bool) -> Option<()> {
         let reached: Vec<bool> = (0..MEMBERS)
             .map(|node| match self.config.hidden {
                 Hidden::No => true,
@@ -403,6 +504,17 @@ impl RestartSystem {
         let reached = |node: usize| reached[node];
         let target = &state.members[to];
         if !target.up || !reached(to) || target.role != Role::Standby || target.fenced.is_some() {
+            return None;
+        }
+        // A member under its transition lock answers once its change is done (the fence, or
+        // the failover, waits for it): the failover is taken after.
+        let amid = !state.runs.is_empty() || state.members.iter().any(|m| m.pending.is_some());
+        if amid && !self.config.failover_amid_switchover {
+            return None;
+        }
+        let locked = |node: usize| state.members[node].change.is_some();
+        let fenced_first = |node: usize| reached(node) && state.members[node].primary();
+        if locked(to) || (0..MEMBERS).any(|node| locked(node) && fenced_first(node)) {
             return None;
         }
         // A standby that holds no database refuses (`change::failover`).
@@ -516,6 +628,11 @@ impl Model for RestartSystem {
             open: role == Role::Primary,
             welcomed: BTreeSet::new(),
             hidden: false,
+            pending: None,
+            refused: BTreeSet::new(),
+            completed: BTreeSet::new(),
+            change: None,
+            fence_waiting: None,
         };
         vec![State {
             members: vec![member(Role::Primary), member(Role::Standby), member(Role::Standby)],
@@ -527,6 +644,13 @@ impl Model for RestartSystem {
             newest_write: None,
             late_write: false,
             reopened: BTreeSet::new(),
+            runs: Vec::new(),
+            switchovers: 0,
+            next_id: 1,
+            crashed_pending: BTreeSet::new(),
+            took_over: false,
+            took_over_after_crash: false,
+            aborted: false,
         }]
     }
 
@@ -579,6 +703,7 @@ impl Model for RestartSystem {
                 actions.push(Action::Restart(node));
             }
         }
+        self.switchover_actions(state, actions);
         let nodes = match self.config.hidden {
             Hidden::No => MEMBERS,
             Hidden::Yes => MEMBERS + 1,
@@ -604,6 +729,7 @@ impl Model for RestartSystem {
             Action::Defer(node) => self.defer(&mut state, node)?,
             Action::Crash(node) => {
                 state.faults_left -= 1;
+                self.crash_changes(&mut state, node);
                 let member = &mut state.members[node];
                 member.up = false;
                 member.open = false;
@@ -625,12 +751,23 @@ impl Model for RestartSystem {
             Action::Heal(a, b) => {
                 state.cut.remove(&link(a, b));
             }
+            Action::Switchover { to } => self.switchover(&mut state, to)?,
+            Action::Prepare(node) => self.prepare(&mut state, node)?,
+            Action::Undo(node) => self.undo(&mut state, node)?,
+            Action::Call(run) => self.call(&mut state, run)?,
+            Action::TakeOver(node) => self.take_over(&mut state, node)?,
+            Action::Refuse(node) => self.refuse(&mut state, node)?,
+            Action::TakeBack(node) => self.take_back(&mut state, node)?,
+            Action::Lost(run) => {
+                state.faults_left -= 1;
+                state.runs.remove(run);
+            }
         }
         (state != *last).then_some(state)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             Property::<Self>::always(ONE_OPEN, |_, state| {
                 state.members.iter().filter(|m| m.takes_writes() && !m.hidden).count() <= 1
             }),
@@ -642,7 +779,18 @@ impl Model for RestartSystem {
             Property::<Self>::sometimes(REOPENS_AFTER_FAILOVER, |_, state| {
                 state.reopened.iter().any(|incarnation| *incarnation > 1)
             }),
-        ]
+        ];
+        // (Only where switchovers run: a check stops once each property has its discovery.)
+        if self.config.switchovers > 0 {
+            properties.extend([
+                Property::<Self>::sometimes(SWITCHES_OVER, |_, state| state.took_over),
+                Property::<Self>::sometimes(SWITCHES_OVER_AFTER_CRASH, |_, state| {
+                    state.took_over_after_crash
+                }),
+                Property::<Self>::sometimes(TAKES_BACK, |_, state| state.aborted),
+            ]);
+        }
+        properties
     }
 }
 
@@ -655,3 +803,9 @@ pub const REOPENS: &str = "a restarted primary takes writes again (no failover)"
 pub const FAILS_OVER: &str = "a failover happens";
 /// A failover's new primary, restarted, takes writes again.
 pub const REOPENS_AFTER_FAILOVER: &str = "a failover's new primary, restarted, opens again";
+/// A switchover's target becomes the primary.
+pub const SWITCHES_OVER: &str = "a switchover completes";
+/// ... one whose old primary crashed with the switchover pending (run again, or answered).
+pub const SWITCHES_OVER_AFTER_CRASH: &str = "a switchover completes after its old primary crashed";
+/// A refused switchover's old primary takes its role back.
+pub const TAKES_BACK: &str = "an old primary takes its role back after a refusal";

@@ -8,7 +8,8 @@
 //!   on its target, with the switchover's id and the old primary's incarnation (both from the
 //!   prepare's answer; refused without them) and fast-start failover record (which it takes
 //!   over).
-//! - `POST /roles/switchover/abort`: on the old primary, if the target refused.
+//! - `POST /roles/switchover/abort[?id=ID]`: on the old primary, if the target refused
+//!   switchover ID (refused if another is pending; without `id`, whichever is).
 //! - `POST /roles/failover[?immediate=true][&force=true]`: on a standby.
 //! - `POST /roles/fence?incarnation=N&primary=NAME`: on a primary that has been failed over.
 //! - `POST /roles/reinstate?primary=NAME`: on a fenced member.
@@ -124,8 +125,16 @@ async fn complete_switchover(
     answer(state.roles.complete_switchover(handover).await)
 }
 
-async fn abort_switchover(State(state): State<Arc<ServerState>>) -> Response {
-    answer(state.roles.abort_switchover().await)
+#[derive(Deserialize)]
+struct Abort {
+    id: Option<u64>,
+}
+
+async fn abort_switchover(
+    State(state): State<Arc<ServerState>>,
+    Query(query): Query<Abort>,
+) -> Response {
+    answer(state.roles.abort_switchover(query.id).await)
 }
 
 #[derive(Deserialize)]

@@ -81,6 +81,17 @@ impl Roles {
         if control.role != Role::Primary || control.fenced.is_some() {
             return refuse(format!("'{}' is not the primary", self.member_name()));
         }
+        // Only from an open gate. A primary restarted and still unconfirmed does not know that
+        // it is the primary still (a failover may have happened while it was down), nor does
+        // an isolated one: it hands nothing over, and the `undo` below, which opens the gate,
+        // must never open one it found closed (found by `roles/tests/model_restart.rs`).
+        let gate = self.gate.state();
+        if gate != GateState::Open {
+            return refuse(format!(
+                "'{}' takes no write now ({gate:?}): a switchover starts only from a primary whose gate is open",
+                self.member_name()
+            ));
+        }
         if to == self.member_name() || self.config.replication.member_named(to).is_none() {
             return refuse(format!("'{to}' is not another member of this configuration"));
         }
@@ -221,6 +232,15 @@ impl Roles {
                 "switchover {id} from '{from}' was refused already; run `redoguard switchover --to {me}` again to start a new one"
             ));
         }
+        // Not a refusal: this member may have been a standby again since (a later
+        // switchover), and the old primary of this one must not take its role back.
+        let completed =
+            self.completed_switchovers().context("reading the completed switchovers")?;
+        if completed.contains(&id) {
+            anyhow::bail!(
+                "switchover {id} from '{from}' was completed here already (this call is stale: a second broker's, or a record '{from}' kept of it): it is not completed again, and '{from}' must not take its role back on this answer"
+            );
+        }
         match self.complete_switchover_locked(handover).await {
             Err(error) if error.is::<Refused>() => match self.record_refused_switchover(id) {
                 Ok(()) => Err(error),
@@ -314,6 +334,7 @@ impl Roles {
             let unchanged = |error: anyhow::Error| -> anyhow::Error {
                 Refused(format!("cannot take over: {error:#}")).into()
             };
+            roles.record_completed_switchover(id).map_err(unchanged)?;
             roles.write_fast_start_record(&record).map_err(unchanged)?;
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
@@ -352,15 +373,33 @@ impl Roles {
         })
     }
 
-    /// Gives the role back to an old primary whose target refused to take it.
-    pub async fn abort_switchover(self: &Arc<Roles>) -> anyhow::Result<()> {
+    /// Gives the role back to an old primary whose target refused to take it: switchover `id`
+    /// (the broker names it; `None`, by hand, whichever is pending).
+    ///
+    /// It opens unconfirmed (`followed`): while it was a standby, a failover may have made
+    /// another member the primary (none was open: the broker's failover needs no `--force`),
+    /// so it takes writes once every destination has welcomed it again, as after a restart.
+    /// Before, it opened at once, and restarted open, `followed` cleared by the prepare (found
+    /// by `roles/tests/model_restart.rs`).
+    pub async fn abort_switchover(self: &Arc<Roles>, id: Option<u64>) -> anyhow::Result<()> {
         let _transition = self.transition.lock().await;
         let running = self.running()?;
         let control = running.db.redo().control();
         let pending = self.notes.lock().switchover_to.clone();
-        let Some(PendingSwitchover { to: target, id }) = pending else {
+        let Some(PendingSwitchover { to: target, id: pending_id }) = pending else {
             return refuse("no switchover is pending on this member");
         };
+        // A broker that aborts another switchover than the pending one (its own, refused,
+        // while a later one was prepared) must not give the role back: the later one may be
+        // completed (found by `roles/tests/model_restart.rs`).
+        if let Some(id) = id
+            && id != pending_id
+        {
+            return refuse(format!(
+                "switchover {pending_id} to '{target}' is pending on this member, not switchover {id}: it is not aborted"
+            ));
+        }
+        let id = pending_id;
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse("this member is not the old primary of a pending switchover");
         }
@@ -370,6 +409,9 @@ impl Roles {
             let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
+                // Its standbys hold its database (the target, at least): a restart, and this
+                // open, hear from them all first (`confirmation`).
+                control.followed = true;
                 Ok(())
             })?;
             Ok(())

@@ -11,6 +11,12 @@
 //!   member opens, and a refusal overwrites it in place: recording one needs no new space, so
 //!   a target whose file system is full still records its refusal, and the old primary may
 //!   take its role back (one sector: written whole or not at all, as a control file is).
+//! - `switchover.completed`, on a target: the ids of the switchovers it completed (the newest
+//!   [`REFUSED_KEPT`], as the refused record), written before its control file names it the
+//!   primary. A call of one again (a second broker's, late; or an old primary's pending
+//!   record that it never saw completed) is a failure, never completed twice nor refused:
+//!   once this member has been a standby again since, either would give a role to a second
+//!   primary of the same incarnation (found by `roles/tests/model_restart.rs`).
 
 use std::path::PathBuf;
 
@@ -22,6 +28,8 @@ use super::super::super::Roles;
 const PENDING_SWITCHOVER: &str = "switchover.pending";
 /// In the data directory: the switchovers a target refused.
 const REFUSED_SWITCHOVERS: &str = "switchover.refused";
+/// In the data directory: the switchovers a target completed.
+const COMPLETED_SWITCHOVERS: &str = "switchover.completed";
 /// How many refused ids a target keeps: a broker retries only the newest switchover of an old
 /// primary, and a new prepare draws a new id.
 const REFUSED_KEPT: usize = 16;
@@ -157,6 +165,24 @@ impl Roles {
             Some((path, text)) => parse_refused(&text, &path.display().to_string()),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// The switchovers this member completed as their target (the newest last).
+    pub(crate) fn completed_switchovers(&self) -> anyhow::Result<Vec<u64>> {
+        match self.read_data_file(COMPLETED_SWITCHOVERS)? {
+            Some((path, text)) => parse_refused(&text, &path.display().to_string()),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Records (durably) that this member completes switchover `id`, before its control file
+    /// says primary: a crash in between leaves a standby that fails the switchover's complete
+    /// from then on (the old primary stays a standby: the safe side).
+    pub(crate) fn record_completed_switchover(&self, id: u64) -> anyhow::Result<()> {
+        let path = self.data_file(COMPLETED_SWITCHOVERS);
+        let text = refused_text(&with_refused(self.completed_switchovers()?, id));
+        redo::storage::replace_durably(self.storage.as_ref(), &path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))
     }
 
     /// Records (durably) that this member refused switchover `id`: it never completes it. In
