@@ -120,7 +120,9 @@ fn take_back(primary_admin: &str, primary: &str, to: &str, id: u64, reason: &str
     refused(format!(
         "'{to}' refused to take over ({reason}); {}",
         match back {
-            Ok(_) => format!("'{primary}' is the primary again"),
+            Ok(_) => format!(
+                "'{primary}' is the primary again, and takes writes once every member it ships to has welcomed it (a member gone for good: `redoguard edit destination NAME state=defer`)"
+            ),
             Err(error) => format!(
                 "and '{primary}' could not take its role back ({error}): run `redoguard switchover --to {to}` again, or failover"
             ),

@@ -2,9 +2,7 @@
 //! of a SYNC AFFIRM primary then reinstate, an ASYNC failover whose divergent tail is set
 //! aside (rewound, or rebuilt from a copy), a new standby copied from a running primary whose
 //! early logs are gone, each bad request refused with nothing changed (a reinstate sent to a
-//! restarted primary no member has answered yet waits, then says so), and a pending
-//! switchover the broker does not complete (recorded without an id; refused by its target
-//! already) but gives back to its old primary; a restarted primary one standby welcomes
+//! restarted primary no member has answered yet waits, then says so); a restarted primary one standby welcomes
 //! still waits for the other, which may be the new primary; a primary that served a copy and
 //! was lost before its first hello waits for the new standby's word after a restart.
 
@@ -18,29 +16,11 @@ use common::Watchdog;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replication_support::{ClientLog, Load, acknowledged, connections, verify_acknowledged};
-use roles_support::{Cluster, ClusterConfig, MemberSpec, all_data, archives};
+use roles_support::{
+    Cluster, ClusterConfig, MemberSpec, archives, assert_same_data, first_write, set,
+};
 
 const CLIENTS: usize = 4;
-
-fn set(connection: &mut redis::Connection, key: &str, value: &str) -> Result<(), String> {
-    redis::cmd("SET").arg(key).arg(value).query::<()>(connection).map_err(|error| error.to_string())
-}
-
-/// Writes to `name` until one is acknowledged (a new primary may refuse for a moment while
-/// it opens), within 20 s: the time it took.
-fn first_write(cluster: &Cluster, name: &str, key: &str) -> Duration {
-    let started = Instant::now();
-    let mut last = String::new();
-    while started.elapsed() < Duration::from_secs(20) {
-        let mut connection = common::redis_connection(cluster.resp_addr(name));
-        match set(&mut connection, key, "1") {
-            Ok(()) => return started.elapsed(),
-            Err(error) => last = error,
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{name} took no write within 20 s: {last}\n{}", cluster.logs());
-}
 
 /// Waits until a write to `name` is refused with READONLY (a fenced or demoted member).
 fn refuses_writes(cluster: &Cluster, name: &str) -> String {
@@ -77,14 +57,6 @@ fn wait_followed(cluster: &Cluster, name: &str) {
         cluster.server(name).status().roles.is_some_and(|roles| roles.followed)
     });
     assert!(followed, "{name} does not record that a standby followed it\n{}", cluster.logs());
-}
-
-/// Both members hold the same keys and values.
-fn assert_same_data(cluster: &Cluster, a: &str, b: &str) {
-    let ours = all_data(&mut common::redis_connection(cluster.resp_addr(a)));
-    let theirs = all_data(&mut common::redis_connection(cluster.resp_addr(b)));
-    assert_eq!(ours.len(), theirs.len(), "{a} has {} keys, {b} {}", ours.len(), theirs.len());
-    assert!(ours == theirs, "{a} and {b} hold different data");
 }
 
 /// Switches logs on `primary` and waits until both members have archived the same logs, then
@@ -667,149 +639,4 @@ fn a_reinstate_of_a_primary_that_hears_from_no_member_asks_the_primary_it_names(
     cluster.must(&["edit", "destination", "east", "state=enable"]);
     cluster.wait_applied("east", "west", Duration::from_secs(60));
     assert_same_data(&cluster, "east", "west");
-}
-
-/// A switchover half done whose old primary recorded it without an id (a
-/// `switchover.pending` written before ids existed, here put back by hand while it was
-/// stopped): `redoguard switchover` does not complete it (the target could not tell it from one
-/// it refused, whose old primary may be the primary again) and says what to do; the abort it
-/// names gives the role back, and a new switchover works.
-#[test]
-fn a_pending_switchover_without_an_id_is_not_completed() {
-    let _watchdog = Watchdog::new(Duration::from_secs(180), "pending switchover without an id");
-    let mut cluster = Cluster::start(ClusterConfig::pair());
-    let post = |cluster: &Cluster, member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
-    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
-    assert_eq!(code, 200, "{reply}");
-    let pending = cluster.data_dir("east").join("switchover.pending");
-    let written = std::fs::read_to_string(&pending).unwrap();
-    assert!(written.starts_with("west\n") && written.lines().count() == 2, "{written:?}");
-    cluster.stop("east");
-    std::fs::write(&pending, "west\n").unwrap();
-    cluster.start_member("east");
-    let remembered = common::poll_until(Duration::from_secs(20), || {
-        cluster.server("east").status().roles.is_some_and(|roles| {
-            roles.switchover_to.as_deref() == Some("west") && roles.switchover_id == Some(0)
-        })
-    });
-    assert!(remembered, "east does not show the switchover with id 0\n{}", cluster.logs());
-
-    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
-    assert!(!ok, "completed a switchover without an id:\n{stdout}");
-    assert!(
-        stderr.contains("without an id") && stderr.contains("/roles/switchover/abort"),
-        "{stderr}"
-    );
-    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
-
-    let (code, reply) = post(&cluster, "east", "/roles/switchover/abort");
-    assert_eq!(code, 200, "{reply}");
-    assert!(!pending.exists(), "the abort left {}", pending.display());
-    assert_eq!(role("east"), "primary");
-    cluster.wait_shipping("east", Duration::from_secs(60));
-    cluster.must(&["switchover", "--to", "west"]);
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
-}
-
-/// A switchover its target refused (here for an incarnation the test gave wrong) whose old
-/// primary was left a standby (the broker that drove it lost the answer, say): running
-/// `redoguard switchover` again finds it pending, the target refuses it at once (it was refused
-/// already), and the old primary takes its role back; the next run starts a new switchover.
-#[test]
-fn a_switchover_its_target_refused_is_given_back_when_run_again() {
-    let _watchdog = Watchdog::new(Duration::from_secs(180), "refused switchover run again");
-    let cluster = Cluster::start(ClusterConfig::pair());
-    let post = |member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
-    let (code, reply) = post("east", "/roles/switchover/prepare?to=west");
-    assert_eq!(code, 200, "{reply}");
-    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
-    let (code, reply) = post(
-        "west",
-        &format!(
-            "/roles/switchover/complete?from=east&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-            prepared.id,
-            prepared.incarnation + 1,
-            prepared.end.seq.0,
-            prepared.end.offset,
-            prepared.last_scn.0
-        ),
-    );
-    assert_eq!(code, 409, "{reply}");
-    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
-
-    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
-    assert!(!ok, "completed a switchover west had refused:\n{stdout}");
-    assert!(
-        stderr.contains(&format!("switchover {} from 'east' was refused already", prepared.id))
-            && stderr.contains("'east' is the primary again"),
-        "{stderr}"
-    );
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
-    cluster.wait_shipping("east", Duration::from_secs(60));
-    cluster.must(&["switchover", "--to", "west"]);
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "primary"));
-}
-
-/// Found by `roles/tests/model_restart.rs`: an abort names its switchover (the old primary does
-/// not give back a role a later switchover of its own moved), the role it gives back is
-/// `followed` (the old primary waits for its standbys, now and after a restart: a failover may
-/// have happened while it was a standby), and a target never completes a switchover twice (a
-/// late call of one it completed, once it is a standby again, is a failure, not a refusal on
-/// which the old primary would take its role back).
-#[test]
-fn a_stale_abort_or_complete_of_a_switchover_changes_nothing() {
-    let _watchdog = Watchdog::new(Duration::from_secs(240), "stale switchover calls");
-    let cluster = Cluster::start(ClusterConfig::pair());
-    let post = |member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
-    let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
-    let prepare = |from: &str, to: &str| -> admin::roles::SwitchoverPrepared {
-        let (code, reply) = post(from, &format!("/roles/switchover/prepare?to={to}"));
-        assert_eq!(code, 200, "{reply}");
-        serde_json::from_str(&reply).unwrap()
-    };
-    let complete = |prepared: &admin::roles::SwitchoverPrepared, from: &str| {
-        format!(
-            "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-            prepared.id,
-            prepared.incarnation,
-            prepared.end.seq.0,
-            prepared.end.offset,
-            prepared.last_scn.0
-        )
-    };
-
-    let first = prepare("east", "west");
-    let other = if first.id == u64::MAX { 1 } else { first.id + 1 };
-    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={other}"));
-    assert_eq!(code, 409, "{reply}");
-    assert!(reply.contains(&format!("not switchover {other}")), "{reply}");
-    assert_eq!(role("east"), "standby");
-    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={}", first.id));
-    assert_eq!(code, 200, "{reply}");
-    let roles = cluster.server("east").status().roles.expect("roles");
-    assert!(roles.role == "primary" && roles.followed, "{roles:?}");
-    first_write(&cluster, "east", "after the abort");
-
-    let second = prepare("east", "west");
-    let (code, reply) = post("west", &complete(&second, "east"));
-    assert_eq!(code, 200, "{reply}");
-    first_write(&cluster, "west", "after the switchover");
-    cluster.wait_shipping("west", Duration::from_secs(60));
-    cluster.must(&["switchover", "--to", "east"]);
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
-    let (code, reply) = post("west", &complete(&second, "east"));
-    assert_eq!(code, 500, "{reply}");
-    assert!(reply.contains("was completed here already"), "{reply}");
-    assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
 }

@@ -11,6 +11,11 @@ use std::time::{Duration, Instant};
 
 use crate::common::{self, Server};
 
+mod writes;
+// (Each test binary uses some of them.)
+#[allow(unused_imports)]
+pub use writes::{assert_same_data, first_write, set};
+
 /// One member.
 #[derive(Debug, Clone)]
 pub struct MemberSpec {
