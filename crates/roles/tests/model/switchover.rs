@@ -27,10 +27,11 @@
 //!   `switchover.completed`, or T is the primary of that incarnation already; refused, the id
 //!   recorded first, if T is not a standby that can take over or is in another incarnation.
 //!   Then it waits for P's end: received (abstract: T holds the database), T records the id
-//!   in `switchover.completed`, writes its control file, role primary with `followed`, in the
-//!   incarnation the file names *then* (a hello may have made it adopt a newer one while it
-//!   waited: the receiver does not take the lock), and opens at once (`promoted_here`): gate
-//!   open, its sessions as a standby ended. Or the wait runs out: the id recorded, refused.
+//!   in `switchover.completed`, writes its control file, role primary with `followed`, and
+//!   opens at once (`promoted_here`): gate open, its sessions as a standby ended; unless the
+//!   file names another incarnation *then* (a hello may have made it adopt a newer one while
+//!   it waited: the receiver does not take the lock), which is refused as a wait that runs out
+//!   is: the id recorded, refused.
 //! - **P's abort** (`abort_switchover`, under P's lock): refused unless P is a standby, not
 //!   fenced, with *that* switchover pending (the id the broker names);
 //!   `switchover.pending` removed, then its control file says primary with `followed` (both
@@ -48,8 +49,8 @@ use crate::restart::{Action, BROKER, MEMBERS, RestartSystem, Role, State, Varian
 pub enum Change {
     /// P's prepare for T: gate quiesced; `pending`: its record written.
     Prepare { to: u8, pending: bool },
-    /// T's complete, waiting for P's end.
-    Complete { from: u8, id: u8 },
+    /// T's complete of switchover `id`, prepared in `incarnation`, waiting for P's end.
+    Complete { from: u8, id: u8, incarnation: u8 },
     /// P's abort, its pending record removed.
     Abort,
 }
@@ -290,7 +291,7 @@ impl RestartSystem {
                     state.members[node].refused.insert(id);
                     state.runs[index].phase = Phase::Abort { from, id };
                 } else {
-                    state.members[node].change = Some(Change::Complete { from, id });
+                    state.members[node].change = Some(Change::Complete { from, id, incarnation });
                     state.runs[index].arrived = true;
                 }
             }
@@ -314,9 +315,16 @@ impl RestartSystem {
     /// T holds and has applied P's end: its control file says primary (`followed`), in the
     /// incarnation it names now, and it opens at once.
     pub(crate) fn take_over(&self, state: &mut State, node: usize) -> Option<()> {
-        let Some(Change::Complete { id, .. }) = state.members[node].change else { return None };
+        let Some(Change::Complete { id, incarnation, .. }) = state.members[node].change else {
+            return None;
+        };
         if !state.members[node].holds {
             return None;
+        }
+        if state.members[node].incarnation != incarnation {
+            // It adopted a newer incarnation while it waited: refused, as its wait running
+            // out is (`complete_switchover_locked`, read again under the closed database).
+            return self.refuse(state, node);
         }
         let member = &mut state.members[node];
         member.change = None;
@@ -340,7 +348,7 @@ impl RestartSystem {
     /// T's wait runs out: the id recorded as refused (durably), then the refusal, on which
     /// the broker calls P's abort.
     pub(crate) fn refuse(&self, state: &mut State, node: usize) -> Option<()> {
-        let Some(Change::Complete { from, id }) = state.members[node].change else {
+        let Some(Change::Complete { from, id, .. }) = state.members[node].change else {
             return None;
         };
         state.members[node].refused.insert(id);

@@ -328,15 +328,31 @@ impl Roles {
                 .filter(|target| *target != self.member_name())
                 .collect(),
         });
+        let old_primary = from.clone();
         self.reopen(&format!("switchover from '{from}'"), move |roles| {
             // Neither written (a full disk, say): the control file still names a standby, this
             // member opens as one, and the refusal lets the old primary take its role back.
             let unchanged = |error: anyhow::Error| -> anyhow::Error {
                 Refused(format!("cannot take over: {error:#}")).into()
             };
+            let (redo_config, _) = roles.config.resolved();
+            // Its receiver may have adopted a newer incarnation while it waited (it does not
+            // take the transition lock): a failover made another member the primary. A
+            // switchover of the old incarnation must not open this one as a second primary of
+            // the new one, which no hello would fence (docs/roles.md, "a failover while a
+            // switchover is half done"). The database is closed here: nothing adopts now.
+            let now = RedoLog::read_control(&redo_config, roles.storage.as_ref())
+                .context("reading the control file")?
+                .map(|control| control.incarnation.0);
+            if now != Some(incarnation) {
+                return Err(Refused(format!(
+                    "switchover {id} from '{old_primary}' was prepared in incarnation {incarnation}, and this standby has followed incarnation {} since: it stays a standby",
+                    now.map_or("(none)".to_string(), |now| now.to_string())
+                ))
+                .into());
+            }
             roles.record_completed_switchover(id).map_err(unchanged)?;
             roles.write_fast_start_record(&record).map_err(unchanged)?;
-            let (redo_config, _) = roles.config.resolved();
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
                 // The old primary, its standby now, and every other standby could be failed
