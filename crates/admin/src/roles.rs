@@ -31,6 +31,10 @@ pub struct RoleStatus {
     /// complete it).
     #[serde(default)]
     pub switchover_id: Option<u64>,
+    /// The incarnation that switchover was prepared in (0: recorded by a version before it
+    /// was kept; the broker does not complete it).
+    #[serde(default)]
+    pub switchover_incarnation: Option<u32>,
     /// Fast-start failover as this member sees it (none when it is not enabled).
     #[serde(default)]
     pub fast_start: Option<FastStartStatus>,

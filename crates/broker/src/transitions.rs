@@ -176,6 +176,23 @@ fn pending_switchover(
             }
         };
         let redo = &status.database.redo;
+        // Completed in the incarnation it was prepared in, as its record keeps it; not in the
+        // one its old primary follows now, which a failover after it may have given it (a
+        // second primary of that incarnation, found by `roles/tests/model_restart.rs`).
+        let incarnation = match roles.switchover_incarnation {
+            Some(incarnation) if incarnation != 0 => incarnation,
+            _ => {
+                return Some(Err(refused(format!(
+                    "'{name}' is a standby with switchover {id} to '{to}' pending that it recorded without its incarnation (a version before it was kept): it is not completed. Give '{name}' its role back (`POST /roles/switchover/abort?id={id}` on its admin API) and run the switchover again, or `redoguard failover --to {to}`"
+                ))));
+            }
+        };
+        if incarnation != redo.identity.incarnation.0 {
+            return Some(Err(refused(format!(
+                "'{name}' holds switchover {id} to '{to}', prepared in incarnation {incarnation}, and follows incarnation {} since: a failover came after it, and it is void. Remove it (`POST /roles/switchover/abort?id={id}` on '{name}''s admin API: it gives no role back), then run the switchover again from the primary",
+                redo.identity.incarnation.0
+            ))));
+        }
         Some(Ok((
             name.clone(),
             SwitchoverPrepared {
@@ -186,7 +203,7 @@ fn pending_switchover(
                     .as_ref()
                     .map_or(redo.durable_addr, |standby| standby.received),
                 last_scn: status.database.applied_scn,
-                incarnation: redo.identity.incarnation.0,
+                incarnation,
                 elapsed_ms: 0,
                 // Not known here: the new primary takes the conservative record (every
                 // target counted as told of an observer).

@@ -1,7 +1,8 @@
 //! Switchover's records on the real binary: a pending switchover that its old primary
 //! recorded without an id is not completed, one its target refused is given back when run
-//! again, and a stale abort or complete of a switchover changes nothing (each found by or
-//! checked against `roles/tests/model_restart.rs`'s switchover model).
+//! again, a stale abort or complete of a switchover changes nothing, and a switchover a
+//! failover came after is void (each found by or checked against
+//! `roles/tests/model_restart.rs`'s switchover model).
 
 mod common;
 mod replication_support;
@@ -10,7 +11,7 @@ mod roles_support;
 use std::time::Duration;
 
 use common::Watchdog;
-use roles_support::{Cluster, ClusterConfig, first_write};
+use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write};
 
 /// A switchover half done whose old primary recorded it without an id (a
 /// `switchover.pending` written before ids existed, here put back by hand while it was
@@ -29,7 +30,8 @@ fn a_pending_switchover_without_an_id_is_not_completed() {
     assert_eq!(code, 200, "{reply}");
     let pending = cluster.data_dir("east").join("switchover.pending");
     let written = std::fs::read_to_string(&pending).unwrap();
-    assert!(written.starts_with("west\n") && written.lines().count() == 2, "{written:?}");
+    assert!(written.starts_with("west\n") && written.ends_with("\n1\n"), "{written:?}");
+    assert_eq!(written.lines().count(), 3, "{written:?}");
     cluster.stop("east");
     std::fs::write(&pending, "west\n").unwrap();
     cluster.start_member("east");
@@ -155,4 +157,54 @@ fn a_stale_abort_or_complete_of_a_switchover_changes_nothing() {
     assert_eq!(code, 500, "{reply}");
     assert!(reply.contains("was completed here already"), "{reply}");
     assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
+}
+
+/// A failover after a switchover was prepared (the old primary a standby with it pending, so no
+/// member an open primary): the old primary adopts the failover's incarnation, and the
+/// switchover is void. Run again (the failover's primary down, so that the broker reads the
+/// pending record), the broker does not complete it; before, it completed it in the old
+/// primary's incarnation *now*, and the target opened as a second primary of the failover's
+/// incarnation, which no hello fences (found by `roles/tests/model_restart.rs`). The abort
+/// removes the void record and gives no role back.
+#[test]
+fn a_switchover_a_failover_came_after_is_void() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "a void switchover");
+    let mut config = ClusterConfig::pair();
+    config.members.push(MemberSpec::new("south", "async", "standby"));
+    let mut cluster = Cluster::start(config);
+    let post = |cluster: &Cluster, member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    let caught_up = common::poll_until(Duration::from_secs(30), || {
+        status(&cluster, "south").database.applied_scn >= prepared.last_scn
+    });
+    assert!(caught_up, "south did not apply east's end\n{}", cluster.logs());
+    cluster.must(&["failover", "--to", "south"]);
+    first_write(&cluster, "south", "incarnation 2");
+    let adopted = common::poll_until(Duration::from_secs(30), || {
+        ["east", "west"].iter().all(|member| {
+            status(&cluster, member).roles.is_some_and(|roles| roles.incarnation == 2)
+        })
+    });
+    assert!(adopted, "east and west did not follow incarnation 2\n{}", cluster.logs());
+    cluster.kill("south");
+
+    let (ok, stdout, stderr) = cluster.redoguard(&["switchover", "--to", "west"]);
+    assert!(!ok, "completed a void switchover:\n{stdout}\n{}", cluster.logs());
+    assert!(stderr.contains("prepared in incarnation 1") && stderr.contains("void"), "{stderr}");
+    let role = |member: &str| status(&cluster, member).roles.expect("roles").role;
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
+
+    let (code, reply) =
+        post(&cluster, "east", &format!("/roles/switchover/abort?id={}", prepared.id));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply.contains("void") && reply.contains("no role is given back"), "{reply}");
+    assert!(!cluster.data_dir("east").join("switchover.pending").exists());
+    assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
+    assert!(status(&cluster, "east").roles.expect("roles").switchover_to.is_none());
 }

@@ -136,16 +136,22 @@ impl RestartSystem {
             let member = &state.members[*node];
             reached[*node]
                 && member.role == Role::Standby
-                && member.pending.is_some_and(|(target, _)| usize::from(target) == to)
+                && member.pending.is_some_and(|(target, _, _)| usize::from(target) == to)
         });
         let stale_skipped = self.config.variant != Variant::CompleteTwice;
         if let Some(from) = pending.filter(|_| in_newest.len() != 1 || !stale_skipped) {
             let member = &state.members[from];
-            let (_, id) = member.pending.expect("found");
+            let (_, id, prepared_in) = member.pending.expect("found");
+            // The incarnation the switchover was prepared in, as its record keeps it.
+            let incarnation = if self.config.variant == Variant::PendingIncarnationNow {
+                member.incarnation
+            } else {
+                prepared_in
+            };
             state.switchovers += 1;
             state.runs.push(Run {
                 to: to as u8,
-                phase: Phase::Complete { from: from as u8, id, incarnation: member.incarnation },
+                phase: Phase::Complete { from: from as u8, id, incarnation },
                 arrived: false,
             });
             return Some(());
@@ -201,7 +207,7 @@ impl RestartSystem {
             let id = state.next_id;
             state.next_id += 1;
             let member = &mut state.members[node];
-            member.pending = Some((to, id));
+            member.pending = Some((to, id, member.incarnation));
             member.change = Some(Change::Prepare { to, pending: true });
             if late {
                 self.answer_prepared(state, node);
@@ -225,7 +231,7 @@ impl RestartSystem {
     /// The broker hears P's answer to its prepare: it calls T's complete next.
     fn answer_prepared(&self, state: &mut State, node: usize) {
         let member = &state.members[node];
-        let (Some((_, id)), incarnation) = (member.pending, member.incarnation) else {
+        let Some((_, id, incarnation)) = member.pending else {
             return;
         };
         if let Some(index) = self.answering(state, node) {
@@ -298,8 +304,17 @@ impl RestartSystem {
             Phase::Abort { id, .. } => {
                 let member = &state.members[node];
                 let any = self.config.variant == Variant::AbortAnyId;
-                let named = member.pending.is_some_and(|(_, pending)| any || pending == id);
+                let named = member.pending.is_some_and(|(_, pending, _)| any || pending == id);
+                let void = member
+                    .pending
+                    .is_some_and(|(_, _, prepared_in)| prepared_in != member.incarnation)
+                    && self.config.variant != Variant::PendingIncarnationNow;
                 if !named || member.role != Role::Standby || member.fenced.is_some() {
+                    state.runs.remove(index);
+                } else if void {
+                    // It follows a newer incarnation than the switchover's: a failover came
+                    // after it. The record is removed; no role is given back.
+                    state.members[node].pending = None;
                     state.runs.remove(index);
                 } else {
                     let member = &mut state.members[node];
@@ -391,7 +406,7 @@ impl RestartSystem {
         let member = &mut state.members[node];
         member.change = None;
         member.fence_waiting = None;
-        if let Some((_, id)) = member.pending {
+        if let Some((_, id, _)) = member.pending {
             state.crashed_pending.insert(id);
         }
     }

@@ -597,6 +597,7 @@ impl Roles {
             last_error: notes.last_error.clone(),
             switchover_to: notes.switchover_to.as_ref().map(|pending| pending.to.clone()),
             switchover_id: notes.switchover_to.as_ref().map(|pending| pending.id),
+            switchover_incarnation: notes.switchover_to.as_ref().map(|pending| pending.incarnation),
             fast_start: self.fast_start_status(&running),
             followed: control.followed,
         })

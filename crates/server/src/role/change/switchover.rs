@@ -177,7 +177,11 @@ impl Roles {
         // know the switchover it began (`redoguard switchover --to` completes it, or abort).
         // Its id: the target never completes a switchover it refused once (this member may
         // have taken its role back meanwhile), and a new prepare is a new switchover.
-        let pending = PendingSwitchover { to: to.to_string(), id: record::new_id() };
+        let pending = PendingSwitchover {
+            to: to.to_string(),
+            id: record::new_id(),
+            incarnation: control.incarnation.0,
+        };
         if let Err(error) = self.write_pending_switchover(Some(&pending)) {
             return undo(self, format!("recording the switchover: {error:#}"));
         }
@@ -402,7 +406,9 @@ impl Roles {
         let running = self.running()?;
         let control = running.db.redo().control();
         let pending = self.notes.lock().switchover_to.clone();
-        let Some(PendingSwitchover { to: target, id: pending_id }) = pending else {
+        let Some(PendingSwitchover { to: target, id: pending_id, incarnation: prepared_in }) =
+            pending
+        else {
             return refuse("no switchover is pending on this member");
         };
         // A broker that aborts another switchover than the pending one (its own, refused,
@@ -418,6 +424,20 @@ impl Roles {
         let id = pending_id;
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse("this member is not the old primary of a pending switchover");
+        }
+        // It follows a newer incarnation than the switchover's: a failover came after it, and
+        // the role to give back is no longer this member's. Giving it in the new incarnation
+        // would make a second primary of it (found by `roles/tests/model_restart.rs`). The
+        // record is void: removed, no role given back.
+        if prepared_in != 0 && control.incarnation.0 != prepared_in {
+            drop(running);
+            self.write_pending_switchover(None).context("removing the void switchover record")?;
+            self.notes.lock().switchover_to = None;
+            tracing::warn!(switchover = id, to = %target, prepared_in, incarnation = control.incarnation.0, "a void switchover record removed: this member follows a newer incarnation");
+            return refuse(format!(
+                "switchover {id} to '{target}' was prepared in incarnation {prepared_in}, and this member follows incarnation {} since (a failover came after it): it is void; its record is removed, and no role is given back",
+                control.incarnation.0
+            ));
         }
         drop(running);
         self.reopen(&format!("switchover to '{target}' aborted"), |roles| {

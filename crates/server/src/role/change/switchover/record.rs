@@ -40,6 +40,10 @@ pub(crate) struct PendingSwitchover {
     pub to: String,
     /// Drawn at random by the prepare (never 0); 0 for a file written before ids existed.
     pub id: u64,
+    /// The incarnation it was prepared in (0 for a file written before it was kept): what
+    /// the broker completes it in, and an abort gives the role back in. A member that follows
+    /// a newer one since (a failover came after the switchover) holds a void record.
+    pub incarnation: u32,
 }
 
 /// A new switchover id: random, never 0 (which means "unknown").
@@ -48,11 +52,12 @@ pub(crate) fn new_id() -> u64 {
 }
 
 fn pending_text(pending: &PendingSwitchover) -> String {
-    format!("{}\n{}\n", pending.to, pending.id)
+    format!("{}\n{}\n{}\n", pending.to, pending.id, pending.incarnation)
 }
 
 /// Reads `switchover.pending` (`what` names it in errors): the target's name, then the id
-/// (absent in a file written before ids existed: 0).
+/// (absent in a file written before ids existed: 0), then the incarnation it was prepared in
+/// (absent in a file written before it was kept: 0).
 fn parse_pending(text: &str, what: &str) -> anyhow::Result<PendingSwitchover> {
     let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
     let to = lines.next().with_context(|| format!("{what} is empty"))?.to_string();
@@ -62,10 +67,16 @@ fn parse_pending(text: &str, what: &str) -> anyhow::Result<PendingSwitchover> {
             .parse()
             .with_context(|| format!("{what}: '{id}' is not a switchover id (a decimal number)"))?,
     };
+    let incarnation = match lines.next() {
+        None => 0,
+        Some(incarnation) => incarnation.parse().with_context(|| {
+            format!("{what}: '{incarnation}' is not an incarnation (a decimal number)")
+        })?,
+    };
     if let Some(extra) = lines.next() {
-        anyhow::bail!("{what}: unexpected '{extra}' after the target and the id");
+        anyhow::bail!("{what}: unexpected '{extra}' after the target, the id and the incarnation");
     }
-    Ok(PendingSwitchover { to, id })
+    Ok(PendingSwitchover { to, id, incarnation })
 }
 
 /// The refused record's size: [`REFUSED_KEPT`] lines of 20 digits.
@@ -236,15 +247,25 @@ mod tests {
 
     #[test]
     fn a_pending_switchover_reads_back_as_written() {
-        let pending = PendingSwitchover { to: "west".into(), id: 18_446_744_073_709_551_615 };
-        assert_eq!(pending_text(&pending), "west\n18446744073709551615\n");
+        let pending = PendingSwitchover {
+            to: "west".into(),
+            id: 18_446_744_073_709_551_615,
+            incarnation: 4_294_967_295,
+        };
+        assert_eq!(pending_text(&pending), "west\n18446744073709551615\n4294967295\n");
         assert_eq!(parse_pending(&pending_text(&pending), "f").unwrap(), pending);
     }
 
     #[test]
     fn a_pending_file_from_before_ids_reads_as_id_0() {
         let pending = parse_pending("west\n", "f").unwrap();
-        assert_eq!(pending, PendingSwitchover { to: "west".into(), id: 0 });
+        assert_eq!(pending, PendingSwitchover { to: "west".into(), id: 0, incarnation: 0 });
+        let pending = parse_pending("west\n7\n", "f").unwrap();
+        assert_eq!(pending, PendingSwitchover { to: "west".into(), id: 7, incarnation: 0 });
+        let error = parse_pending("west\n7\n2\nmore\n", "f").unwrap_err().to_string();
+        assert!(error.contains("unexpected 'more'"), "{error}");
+        let error = format!("{:#}", parse_pending("west\n7\nx\n", "f").unwrap_err());
+        assert!(error.contains("'x' is not an incarnation"), "{error}");
     }
 
     #[test]
@@ -253,8 +274,8 @@ mod tests {
         assert!(error.contains("switchover.pending is empty"), "{error}");
         let error = format!("{:#}", parse_pending("west\nx12\n", "f").unwrap_err());
         assert!(error.contains("'x12' is not a switchover id"), "{error}");
-        let error = parse_pending("west\n12\nmore\n", "f").unwrap_err().to_string();
-        assert!(error.contains("unexpected 'more'"), "{error}");
+        let error = format!("{:#}", parse_pending("west\n12\nmore\n", "f").unwrap_err());
+        assert!(error.contains("'more' is not an incarnation"), "{error}");
     }
 
     #[test]
