@@ -107,6 +107,11 @@ pub struct Promoted {
     /// that it opened without it (`--force`).
     #[serde(default)]
     pub relay_tail: Option<String>,
+    /// A switchover's target opens unconfirmed (a failover may have come after the prepare):
+    /// the destinations it still waited for when it answered, each with what would enable it;
+    /// empty once it takes writes (`server::role::confirmation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting: Vec<String>,
     pub elapsed_ms: u64,
 }
 
@@ -189,7 +194,7 @@ impl GateState {
         match self {
             GateState::Open => "ERR the gate is open".to_string(),
             GateState::Unconfirmed { members } => format!(
-                "TRYAGAIN this primary restarted and takes writes only once every standby it ships to has confirmed that no failover happened meanwhile ({} did not answer yet; one gone for good and never made primary is taken out with `redoguard edit destination NAME state=defer`)",
+                "TRYAGAIN this primary (restarted, or just made primary by a switchover) takes writes only once every standby it ships to has confirmed that no failover happened meanwhile ({} did not answer yet; one gone for good and never made primary is taken out with `redoguard edit destination NAME state=defer`)",
                 members.join(", ")
             ),
             GateState::Quiesced { to } => format!(

@@ -140,6 +140,33 @@ pub fn validate(configuration: &Configuration, name: &str) -> Validation {
                 if groups_ok { "" } else { "; give it at least as many, one more is better" }
             ),
         );
+        // It opens unconfirmed (a failover may have come after the prepare) and takes writes
+        // once every member it ships to has welcomed it (`server::role::confirmation`): one
+        // the primary ships to that cannot be reached would hold it closed.
+        let unreachable: Vec<&str> = primary_status
+            .replication
+            .destinations
+            .iter()
+            .filter(|destination| destination.state != "defer" && destination.name != name)
+            .filter(|destination| {
+                configuration.member(&destination.name).is_some_and(|member| !member.reachable)
+            })
+            .map(|destination| destination.name.as_str())
+            .collect();
+        check(
+            unreachable.is_empty(),
+            match unreachable[..] {
+                [] => "every destination of the primary is reachable".into(),
+                _ => format!(
+                    "{} cannot be reached: '{name}' would take writes only once each has welcomed it (start it, or defer it: `redoguard edit destination NAME state=defer`)",
+                    unreachable
+                        .iter()
+                        .map(|member| format!("'{member}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            },
+        );
         let size = |redo: &redo::RedoStatus| redo.groups.first().map(|group| group.size_bytes);
         check(
             size(ours) == size(theirs),

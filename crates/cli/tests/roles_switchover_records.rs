@@ -11,7 +11,7 @@ mod roles_support;
 use std::time::Duration;
 
 use common::Watchdog;
-use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write};
+use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write, set};
 
 /// A switchover half done whose old primary recorded it without an id (a
 /// `switchover.pending` written before ids existed, here put back by hand while it was
@@ -207,4 +207,80 @@ fn a_switchover_a_failover_came_after_is_void() {
     assert!(!cluster.data_dir("east").join("switchover.pending").exists());
     assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
     assert!(status(&cluster, "east").roles.expect("roles").switchover_to.is_none());
+}
+
+/// A failover while a switchover is half done, and the switchover's complete then reaching a
+/// target that never heard of the failover (a broker still running, or run again elsewhere):
+/// east prepares for west; west is down while `failover --to south` makes south the primary of
+/// incarnation 2; east and south are then lost, and west, back in incarnation 1, is asked to
+/// complete. It takes over unconfirmed, as a restarted primary: no write is taken while it
+/// cannot hear from the members it ships to, and once south is back, its hello there fences
+/// west. Before, west opened at once and took writes beside the primary of incarnation 2 (the
+/// open finding of `roles/tests/model_restart.rs`, now
+/// `a_failover_amid_a_switchover_never_leaves_its_target_open_beside_the_new_primary`).
+#[test]
+fn a_switchover_completed_after_a_failover_it_never_heard_of_takes_no_write() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "a switchover amid a failover");
+    let mut config = ClusterConfig::pair();
+    config.members.push(MemberSpec::new("south", "async", "standby"));
+    let mut cluster = Cluster::start(config);
+    let post = |cluster: &Cluster, member: &str, path: &str| {
+        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+    };
+    let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
+    let roles = |cluster: &Cluster, member: &str| status(cluster, member).roles.expect("roles");
+    first_write(&cluster, "east", "incarnation 1");
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    let caught_up = common::poll_until(Duration::from_secs(30), || {
+        status(&cluster, "south").database.applied_scn >= prepared.last_scn
+    });
+    assert!(caught_up, "south did not apply east's end\n{}", cluster.logs());
+    cluster.kill("west");
+    cluster.must(&["failover", "--to", "south"]);
+    first_write(&cluster, "south", "incarnation 2");
+    let adopted =
+        common::poll_until(Duration::from_secs(30), || roles(&cluster, "east").incarnation == 2);
+    assert!(adopted, "east did not follow incarnation 2\n{}", cluster.logs());
+    cluster.kill("east");
+    cluster.kill("south");
+
+    cluster.start_member("west");
+    let west = roles(&cluster, "west");
+    assert_eq!((west.role.as_str(), west.incarnation), ("standby", 1), "{west:?}");
+    let complete = format!(
+        "/roles/switchover/complete?from=east&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
+        prepared.id,
+        prepared.incarnation,
+        prepared.end.seq.0,
+        prepared.end.offset,
+        prepared.last_scn.0
+    );
+    let (code, reply) = post(&cluster, "west", &complete);
+    assert_eq!(code, 200, "{reply}\n{}", cluster.logs());
+    let promoted: admin::roles::Promoted = serde_json::from_str(&reply).unwrap();
+    let awaited = promoted.awaiting.join("; ");
+    assert!(
+        awaited.contains("east") && awaited.contains("south"),
+        "west took over without waiting for east and south (a second primary beside south's incarnation 2): {reply}\n{}",
+        cluster.logs()
+    );
+    let mut connection = common::redis_connection(cluster.resp_addr("west"));
+    let refused = set(&mut connection, "beside incarnation 2", "lost")
+        .expect_err("west took a write beside the primary of incarnation 2: two primaries");
+    assert!(refused.contains("TryAgain") && refused.contains("switchover"), "{refused}");
+    let gate = roles(&cluster, "west").gate;
+    assert!(matches!(gate, admin::roles::GateState::Unconfirmed { .. }), "{gate:?}");
+
+    // South, back (unconfirmed itself: east is gone), refuses west's hello: west is fenced.
+    cluster.start_member("south");
+    let fenced = common::poll_until(Duration::from_secs(30), || {
+        roles(&cluster, "west").fenced.is_some_and(|fence| fence.incarnation.0 == 2)
+    });
+    assert!(fenced, "west was not fenced by south's incarnation 2\n{}", cluster.logs());
+    let refused = set(&mut connection, "beside incarnation 2", "lost")
+        .expect_err("west took a write once fenced");
+    assert!(refused.contains("ReadOnly") && refused.contains("failed over"), "{refused}");
 }

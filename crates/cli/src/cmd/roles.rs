@@ -122,6 +122,13 @@ pub fn switchover(args: SwitchoverArgs) -> anyhow::Result<()> {
         "Switchover complete: '{}' is the primary, '{}' its standby (redo of '{}' ended at {}, SCN {}; {} ms)",
         done.to, done.from, done.from, done.prepared.end, done.prepared.last_scn, done.elapsed_ms
     );
+    if !done.promoted.awaiting.is_empty() {
+        println!(
+            "'{}' takes writes once every member it ships to has welcomed it (a failover may have come after the prepare); it still waits for: {}",
+            done.to,
+            done.promoted.awaiting.join("; ")
+        );
+    }
     Ok(())
 }
 

@@ -116,6 +116,12 @@ pub enum Variant {
     /// it with its old primary's incarnation *now* (adopted from a failover's primary since,
     /// perhaps), and an abort gives the role back in whatever incarnation the member follows.
     PendingIncarnationNow,
+    /// Main before this model (8): a switchover's target opens at once (`promoted_here`), as
+    /// a failover's does: a failover given while the switchover was half done (its old
+    /// primary a standby, no primary open) leaves it open beside the failover's primary until
+    /// a hello between them fences it. (Every other variant here is older, and its target
+    /// opens at once too: with its confirmation, the checker finds none of their holes.)
+    TargetOpensAtOnce,
 }
 
 /// Which running primaries the broker may fail over past.
@@ -380,6 +386,7 @@ impl RestartSystem {
             let member = &mut state.members[node];
             member.open = true;
             state.reopened.insert(member.incarnation);
+            self.note_switched_open(state, node);
         }
     }
 
@@ -817,7 +824,7 @@ pub const FAILS_OVER: &str = "a failover happens";
 /// A failover's new primary, restarted, takes writes again.
 pub const REOPENS_AFTER_FAILOVER: &str = "a failover's new primary, restarted, opens again";
 /// A switchover's target becomes the primary.
-pub const SWITCHES_OVER: &str = "a switchover completes";
+pub const SWITCHES_OVER: &str = "a switchover completes: its target takes writes";
 /// ... one whose old primary crashed with the switchover pending (run again, or answered).
 pub const SWITCHES_OVER_AFTER_CRASH: &str = "a switchover completes after its old primary crashed";
 /// A refused switchover's old primary takes its role back.

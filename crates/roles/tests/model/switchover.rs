@@ -28,10 +28,12 @@
 //!   recorded first, if T is not a standby that can take over or is in another incarnation.
 //!   Then it waits for P's end: received (abstract: T holds the database), T records the id
 //!   in `switchover.completed`, writes its control file, role primary with `followed`, and
-//!   opens at once (`promoted_here`): gate open, its sessions as a standby ended; unless the
-//!   file names another incarnation *then* (a hello may have made it adopt a newer one while
-//!   it waited: the receiver does not take the lock), which is refused as a wait that runs out
-//!   is: the id recorded, refused.
+//!   opens unconfirmed, as a restarted primary (its sessions as a standby ended): its gate
+//!   opens once every destination has welcomed it in its incarnation, so that a failover
+//!   given while the switchover was half done fences it instead; unless the file names
+//!   another incarnation *then* (a hello may have made it adopt a newer one while it waited:
+//!   the receiver does not take the lock), which is refused as a wait that runs out is: the
+//!   id recorded, refused.
 //! - **P's abort** (`abort_switchover`, under P's lock): refused unless P is a standby, not
 //!   fenced, with *that* switchover pending (the id the broker names);
 //!   `switchover.pending` removed, then its control file says primary with `followed` (both
@@ -349,15 +351,33 @@ impl RestartSystem {
         member.completed.insert(id);
         member.role = Role::Primary;
         member.followed = true;
-        member.welcomed.clear();
-        member.open = true;
         state.sessions.retain(|(_, standby)| usize::from(*standby) != node);
+        // (Every older logic the variants keep had the target open at once.)
+        if self.config.variant != Variant::Current {
+            let member = &mut state.members[node];
+            member.welcomed.clear();
+            member.open = true;
+            self.note_switched_open(state, node);
+        } else {
+            // Unconfirmed, as a restarted primary: a failover may have come after the prepare
+            // (`confirmation`); its gate opens once every destination has welcomed it.
+            self.open(state, node);
+            self.confirm(state, node);
+        }
         if let Some(index) = self.answering(state, node) {
             state.runs.remove(index);
         }
-        state.took_over = true;
-        state.took_over_after_crash |= state.crashed_pending.contains(&id);
         Some(())
+    }
+
+    /// A member that completed a switchover opens its gate (at once, or confirmed).
+    pub(crate) fn note_switched_open(&self, state: &mut State, node: usize) {
+        let completed = &state.members[node].completed;
+        if !completed.is_empty() {
+            state.took_over = true;
+            state.took_over_after_crash |=
+                completed.iter().any(|id| state.crashed_pending.contains(id));
+        }
     }
 
     /// T's wait runs out: the id recorded as refused (durably), then the refusal, on which

@@ -11,6 +11,10 @@
 //! newer primary (a destination that knows a newer incarnation refuses the hello instead, and
 //! this primary fences itself).
 //!
+//! A switchover's target is confirmed the same way as it opens: its old primary was a standby
+//! with no primary open while the switchover was half done, so a failover may have come after
+//! the prepare, and the target, cut off from that failover's primary, could not tell.
+//!
 //! What it does not ask: a deferred destination (the DBA's statement that this primary does
 //! not ship to it; deferring one at run time is how a member gone for good is taken out of
 //! what a restart waits for), and a member behind another (a cascaded standby, one behind a
@@ -34,9 +38,10 @@ use super::gate::GateState;
 #[derive(Debug, Default)]
 pub(crate) struct Confirmation {
     welcomed: Mutex<BTreeSet<(String, u32)>>,
-    /// This process has just made the database primary (a switchover's target, a failover):
+    /// This process has just made the database primary by a failover (a new incarnation):
     /// the open that follows is no restart, and takes writes at once. Taken by the next open,
-    /// so that a failed one leaves a later retry to wait for its standbys.
+    /// so that a failed one leaves a later retry to wait for its standbys. (Not a switchover's
+    /// target: it opens unconfirmed, since a failover may have come after the prepare.)
     promoted_here: AtomicBool,
 }
 

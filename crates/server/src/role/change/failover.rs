@@ -177,6 +177,7 @@ impl Roles {
             unapplied_scns,
             delay_released_s,
             relay_tail: tail.note(),
+            awaiting: Vec::new(),
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }

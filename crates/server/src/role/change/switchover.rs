@@ -19,6 +19,9 @@ use super::*;
 const SWITCHOVER_SHIP_WAIT: Duration = Duration::from_secs(30);
 /// How long writers already past the gate may take to finish their commits.
 const DRAIN_WAIT: Duration = Duration::from_secs(10);
+/// How long a switchover's target, open and unconfirmed, waits for its destinations'
+/// welcomes before it answers (it goes on waiting after; the answer names whom).
+const CONFIRM_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) use record::PendingSwitchover;
 
@@ -372,13 +375,38 @@ impl Roles {
                     _ => anyhow::Error::from(error),
                 }
             })?;
-            roles.confirmation.promoted_here();
+            // Not `promoted_here`: it opens unconfirmed, as a restarted primary does. A
+            // failover may have come after the prepare (the old primary a standby, none open:
+            // the broker's failover needs no `--force`), and this member, cut off from its
+            // target, cannot tell; it takes writes once every enabled destination has welcomed
+            // it in this incarnation, and one that follows a newer one fences it instead
+            // (docs/roles.md, "A failover while a switchover is half done").
             Ok(())
         })
         .await?;
         self.notes.lock().switchover_to = None;
+        let gate = self
+            .gate
+            .wait_while(|state| matches!(state, GateState::Unconfirmed { .. }), CONFIRM_WAIT)
+            .await;
+        let awaiting = match gate {
+            GateState::Unconfirmed { members } => members,
+            GateState::Fenced { incarnation: newer, primary, .. } => anyhow::bail!(
+                "'{}' took over (switchover {id} from '{from}', incarnation {incarnation}), then learned of incarnation {newer} of '{primary}': a failover came after the prepare. It takes no writes (fenced); make it a standby of '{primary}' with `redoguard reinstate {}`",
+                self.member_name(),
+                self.member_name()
+            ),
+            _ => Vec::new(),
+        };
         let running = self.running()?;
-        self.note_change(format!("became the primary (switchover {id} from '{from}')"));
+        self.note_change(format!(
+            "became the primary (switchover {id} from '{from}'){}",
+            if awaiting.is_empty() {
+                String::new()
+            } else {
+                format!("; it takes writes once these have welcomed it: {}", awaiting.join(", "))
+            }
+        ));
         Ok(Promoted {
             member: self.member_name(),
             incarnation: control.incarnation.0,
@@ -389,6 +417,7 @@ impl Roles {
             unapplied_scns: 0,
             delay_released_s,
             relay_tail: None,
+            awaiting,
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
     }
