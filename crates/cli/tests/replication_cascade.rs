@@ -2,8 +2,8 @@
 //! receives, and a terminal standby behind it. Writes on the primary are read on the terminal;
 //! the cascading standby killed with -9 while the primary switches logs, then restarted: the
 //! terminal catches up, gap included, with archives byte-identical to the primary's; after a
-//! switchover the new primary's routes apply, and a switchover to a member the primary reaches
-//! only through a cascading standby works. The terminal's transport lag is end to end: its
+//! switchover the new primary's routes apply; a switchover to a member that would reach one of
+//! the primary's first hops only through a relay is refused, and done in two steps. The terminal's transport lag is end to end: its
 //! forwarder's own lag behind a silent primary shows on it. (A forwarder the routes do not
 //! name is refused: `transport::cascade`'s unit tests.)
 
@@ -14,7 +14,7 @@ mod roles_support;
 use std::time::Duration;
 
 use common::Watchdog;
-use roles_support::{Cluster, ClusterConfig, MemberSpec, all_data, archives};
+use roles_support::{Cluster, ClusterConfig, MemberSpec, all_data, archives, first_write, set};
 
 /// `a` primary; when `a` is the primary, `b` forwards to `c`; when `b` is, `c` forwards to `a`.
 fn cascade() -> ClusterConfig {
@@ -167,8 +167,20 @@ fn a_cascading_standby_forwards_to_the_terminal_which_catches_up_after_a_kill_an
     assert_eq!(a.primary_member.as_deref(), Some("b"));
     assert_eq!(a.source_member.as_deref(), Some("c"));
 
-    // Switchover back to a, which b reaches only through c: b hands its redo to c, and a
-    // opens once it holds it all; a's routes apply again (a ships to b, b forwards to c).
+    // Straight back to a is refused, nothing changed: b ships directly to c, which a would
+    // reach only through b, so a failover to c while the switchover was half done would go
+    // unseen by a as it opened (`roles::switchover`). b stays the primary and takes writes.
+    let (ok, out, err) = cluster.redoguard(&["switchover", "--to", "a"]);
+    let said = format!("{out}{err}");
+    assert!(!ok && said.contains("'c'") && said.contains("only through a relay"), "{said}");
+    assert_eq!(cluster.server("b").status().roles.expect("roles").role, "primary");
+    write_keys(&cluster, "b", "refused", 10);
+
+    // In two steps whose routes keep the first hops: to c (which ships to a and b directly),
+    // then to a, which c reaches directly; a's routes apply again (a ships to b, b forwards
+    // to c).
+    cluster.must(&["switchover", "--to", "c"]);
+    cluster.wait_shipping("c", limit);
     cluster.must(&["switchover", "--to", "a"]);
     cluster.wait_shipping("a", limit);
     write_keys(&cluster, "a", "back", 200);
@@ -426,4 +438,70 @@ fn an_old_primary_is_reinstated_through_a_cascade_and_a_new_standby_is_copied_fr
     assert_same_data(&cluster, "b", "a");
     let a = cluster.server("a").status().replication.standby.expect("a is a standby");
     assert_eq!(a.source_member.as_deref(), Some("c"), "the new a receives through c");
+}
+
+/// A switchover whose target a failover sealed is refused: under `a`, `b` forwards to `c`;
+/// under `b` and under `c`, `a` forwards to the other. `a` prepares a switchover to `b`
+/// (allowed: each ships first to the other) and is lost; `failover --to c` seals `b`, `c`'s
+/// relay, and `c` opens in incarnation 2, shipping to `a` only; `c` is lost too, and `a`
+/// comes back in incarnation 1, never having heard of it. The switchover's complete then
+/// reaches `b` (a broker run again, say): `b` refuses it, its control file saying it was
+/// sealed against incarnation 1. Without that check `b` took over in incarnation 1, was
+/// welcomed by `a`, its only destination, and took writes beside `c`.
+#[test]
+fn a_switchover_whose_target_a_failover_sealed_is_refused() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "sealed switchover target");
+    let mut a = MemberSpec::new("a", "async", "primary");
+    let mut b = MemberSpec::new("b", "async", "standby");
+    let c = MemberSpec::new("c", "async", "standby");
+    a.extra = "routes = [{ when = \"b\", to = \"c\" }, { when = \"c\", to = \"b\" }]\n";
+    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
+    let mut cluster = Cluster::start(ClusterConfig {
+        members: vec![a, b, c],
+        protection_mode: "maximum_performance",
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    first_write(&cluster, "a", "incarnation 1");
+    cluster.wait_applied("c", "a", limit);
+    let (code, reply) = admin::client::http_call(
+        &cluster.addr_of("a"),
+        "POST",
+        "/roles/switchover/prepare?to=b",
+        Duration::from_secs(90),
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    cluster.kill("a");
+    cluster.must(&["failover", "--to", "c"]);
+    let sealed = common::poll_until(limit, || {
+        let roles = cluster.server("b").status().roles.expect("roles");
+        roles.incarnation == 1 && roles.role == "standby"
+    });
+    assert!(sealed, "b is not a standby of incarnation 1\n{}", cluster.logs());
+    first_write(&cluster, "c", "incarnation 2");
+    cluster.kill("c");
+    cluster.start_member("a");
+    let a_roles = cluster.server("a").status().roles.expect("roles");
+    assert_eq!((a_roles.role.as_str(), a_roles.incarnation), ("standby", 1), "{a_roles:?}");
+
+    let complete = format!(
+        "/roles/switchover/complete?from=a&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
+        prepared.id,
+        prepared.incarnation,
+        prepared.end.seq.0,
+        prepared.end.offset,
+        prepared.last_scn.0
+    );
+    let (code, reply) =
+        admin::client::http_call(&cluster.addr_of("b"), "POST", &complete, Duration::from_secs(90))
+            .unwrap();
+    assert_eq!(code, 409, "b completed a switchover after a failover sealed it: {reply}");
+    assert!(reply.contains("sealed"), "{reply}");
+    assert_eq!(cluster.server("b").status().roles.expect("roles").role, "standby");
+    let mut connection = common::redis_connection(cluster.resp_addr("b"));
+    let refused = set(&mut connection, "beside incarnation 2", "lost")
+        .expect_err("b took a write beside the primary of incarnation 2");
+    assert!(refused.contains("ReadOnly"), "{refused}");
 }

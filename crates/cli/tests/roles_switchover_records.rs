@@ -13,6 +13,31 @@ use std::time::Duration;
 use common::Watchdog;
 use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write, set};
 
+/// POSTs `path` to `member`'s admin API: the status code and the body.
+fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
+    admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
+        .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
+}
+
+/// East the primary, west its standby, and south an ASYNC standby.
+fn three_members() -> Cluster {
+    let mut config = ClusterConfig::pair();
+    config.members.push(MemberSpec::new("south", "async", "standby"));
+    Cluster::start(config)
+}
+
+/// The call a broker makes to complete `prepared`, prepared by `from` in `incarnation`.
+fn complete_path(
+    prepared: &admin::roles::SwitchoverPrepared,
+    from: &str,
+    incarnation: u32,
+) -> String {
+    format!(
+        "/roles/switchover/complete?from={from}&id={}&incarnation={incarnation}&end_seq={}&end_offset={}&last_scn={}",
+        prepared.id, prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
+    )
+}
+
 /// A switchover half done whose old primary recorded it without an id (a
 /// `switchover.pending` written before ids existed, here put back by hand while it was
 /// stopped): `redoguard switchover` does not complete it (the target could not tell it from one
@@ -22,10 +47,6 @@ use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write, set};
 fn a_pending_switchover_without_an_id_is_not_completed() {
     let _watchdog = Watchdog::new(Duration::from_secs(180), "pending switchover without an id");
     let mut cluster = Cluster::start(ClusterConfig::pair());
-    let post = |cluster: &Cluster, member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
     let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
     assert_eq!(code, 200, "{reply}");
     let pending = cluster.data_dir("east").join("switchover.pending");
@@ -68,24 +89,11 @@ fn a_pending_switchover_without_an_id_is_not_completed() {
 fn a_switchover_its_target_refused_is_given_back_when_run_again() {
     let _watchdog = Watchdog::new(Duration::from_secs(180), "refused switchover run again");
     let cluster = Cluster::start(ClusterConfig::pair());
-    let post = |member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
-    let (code, reply) = post("east", "/roles/switchover/prepare?to=west");
+    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
     assert_eq!(code, 200, "{reply}");
     let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
-    let (code, reply) = post(
-        "west",
-        &format!(
-            "/roles/switchover/complete?from=east&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-            prepared.id,
-            prepared.incarnation + 1,
-            prepared.end.seq.0,
-            prepared.end.offset,
-            prepared.last_scn.0
-        ),
-    );
+    let complete = complete_path(&prepared, "east", prepared.incarnation + 1);
+    let (code, reply) = post(&cluster, "west", &complete);
     assert_eq!(code, 409, "{reply}");
     let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
     assert_eq!((role("east").as_str(), role("west").as_str()), ("standby", "standby"));
@@ -113,47 +121,36 @@ fn a_switchover_its_target_refused_is_given_back_when_run_again() {
 fn a_stale_abort_or_complete_of_a_switchover_changes_nothing() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "stale switchover calls");
     let cluster = Cluster::start(ClusterConfig::pair());
-    let post = |member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
     let role = |member: &str| cluster.server(member).status().roles.expect("roles").role;
     let prepare = |from: &str, to: &str| -> admin::roles::SwitchoverPrepared {
-        let (code, reply) = post(from, &format!("/roles/switchover/prepare?to={to}"));
+        let (code, reply) = post(&cluster, from, &format!("/roles/switchover/prepare?to={to}"));
         assert_eq!(code, 200, "{reply}");
         serde_json::from_str(&reply).unwrap()
     };
     let complete = |prepared: &admin::roles::SwitchoverPrepared, from: &str| {
-        format!(
-            "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-            prepared.id,
-            prepared.incarnation,
-            prepared.end.seq.0,
-            prepared.end.offset,
-            prepared.last_scn.0
-        )
+        complete_path(prepared, from, prepared.incarnation)
     };
 
     let first = prepare("east", "west");
     let other = if first.id == u64::MAX { 1 } else { first.id + 1 };
-    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={other}"));
+    let (code, reply) = post(&cluster, "east", &format!("/roles/switchover/abort?id={other}"));
     assert_eq!(code, 409, "{reply}");
     assert!(reply.contains(&format!("not switchover {other}")), "{reply}");
     assert_eq!(role("east"), "standby");
-    let (code, reply) = post("east", &format!("/roles/switchover/abort?id={}", first.id));
+    let (code, reply) = post(&cluster, "east", &format!("/roles/switchover/abort?id={}", first.id));
     assert_eq!(code, 200, "{reply}");
     let roles = cluster.server("east").status().roles.expect("roles");
     assert!(roles.role == "primary" && roles.followed, "{roles:?}");
     first_write(&cluster, "east", "after the abort");
 
     let second = prepare("east", "west");
-    let (code, reply) = post("west", &complete(&second, "east"));
+    let (code, reply) = post(&cluster, "west", &complete(&second, "east"));
     assert_eq!(code, 200, "{reply}");
     first_write(&cluster, "west", "after the switchover");
     cluster.wait_shipping("west", Duration::from_secs(60));
     cluster.must(&["switchover", "--to", "east"]);
     assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
-    let (code, reply) = post("west", &complete(&second, "east"));
+    let (code, reply) = post(&cluster, "west", &complete(&second, "east"));
     assert_eq!(code, 500, "{reply}");
     assert!(reply.contains("was completed here already"), "{reply}");
     assert_eq!((role("east").as_str(), role("west").as_str()), ("primary", "standby"));
@@ -169,14 +166,10 @@ fn a_stale_abort_or_complete_of_a_switchover_changes_nothing() {
 #[test]
 fn a_switchover_a_failover_came_after_is_void() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "a void switchover");
-    let mut config = ClusterConfig::pair();
-    config.members.push(MemberSpec::new("south", "async", "standby"));
-    let mut cluster = Cluster::start(config);
-    let post = |cluster: &Cluster, member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
+    let mut cluster = three_members();
     let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
+    // South caught up first: once east is a standby it ships nothing more, and south is ASYNC.
+    cluster.wait_applied("south", "east", Duration::from_secs(30));
     let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
     assert_eq!(code, 200, "{reply}");
     let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
@@ -221,16 +214,12 @@ fn a_switchover_a_failover_came_after_is_void() {
 #[test]
 fn a_switchover_completed_after_a_failover_it_never_heard_of_takes_no_write() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "a switchover amid a failover");
-    let mut config = ClusterConfig::pair();
-    config.members.push(MemberSpec::new("south", "async", "standby"));
-    let mut cluster = Cluster::start(config);
-    let post = |cluster: &Cluster, member: &str, path: &str| {
-        admin::client::http_call(&cluster.addr_of(member), "POST", path, Duration::from_secs(90))
-            .unwrap_or_else(|error| panic!("POST {path} to {member}: {error:#}"))
-    };
+    let mut cluster = three_members();
     let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
     let roles = |cluster: &Cluster, member: &str| status(cluster, member).roles.expect("roles");
     first_write(&cluster, "east", "incarnation 1");
+    // South caught up first: once east is a standby it ships nothing more, and south is ASYNC.
+    cluster.wait_applied("south", "east", Duration::from_secs(30));
     let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
     assert_eq!(code, 200, "{reply}");
     let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();

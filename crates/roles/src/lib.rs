@@ -11,7 +11,9 @@
 //!   grants, the active observer, whether a write may be acknowledged) and a target's (whether
 //!   it takes a failover), and what the observer and the primary keep on disk;
 //! - `relay`: a failover through a far sync: which relay the target may seal, what a sealed
-//!   relay still takes, and when the target holds the relay's whole tail.
+//!   relay still takes, and when the target holds the relay's whole tail;
+//! - `switchover`: whether a switchover's target, by its routes, sees every failover that may
+//!   come while the switchover is half done.
 //!
 //! See `docs/roles.md` and `docs/fast-start-failover.md` for the protocols and the argument
 //! for why they are safe; `tests/model.rs` model-checks fast-start failover with stateright,
@@ -27,6 +29,7 @@ pub mod fast_start;
 pub mod follow;
 pub mod history;
 pub mod relay;
+pub mod switchover;
 
 pub use follow::{StandbyView, Verdict, decide};
 pub use history::{Branch, HistoryError, IncarnationHistory};

@@ -253,6 +253,12 @@ impl ReplicationConfig {
         self.members.iter().any(|member| !member.routes.is_empty())
     }
 
+    /// The members `primary` ships to directly (its hops in the route tree, and its alternates),
+    /// by name, whatever their state: what `roles::switchover::unseen_hops` compares.
+    pub fn hops_of(&self, primary: &str) -> Vec<String> {
+        self.routed_destinations(primary).into_iter().map(|destination| destination.name).collect()
+    }
+
     /// Where this member ships when it is the primary: its hops in the route tree (every other
     /// member, without routes), with the route's transport.
     pub(super) fn routed_destinations(&self, primary: &str) -> Vec<DestinationConfig> {

@@ -103,6 +103,7 @@ impl Roles {
                 "'{to}' is a far sync: it holds no database and never becomes the primary"
             ));
         }
+        self.refuse_unseen_hops(&self.member_name(), to)?;
         let Some(transport) = &running.transport else {
             return refuse("this primary ships redo to no standby");
         };
@@ -231,7 +232,8 @@ impl Roles {
                 "switchover id 0 names no switchover (an old primary's prepare draws one)",
             );
         }
-        let _transition = self.transition.lock().await;
+        let started = Instant::now();
+        let transition = self.transition.lock().await;
         let refused = self.refused_switchovers().context("reading the refused switchovers")?;
         if refused.contains(&id) {
             let me = self.member_name();
@@ -248,15 +250,20 @@ impl Roles {
                 "switchover {id} from '{from}' was completed here already (this call is stale: a second broker's, or a record '{from}' kept of it): it is not completed again, and '{from}' must not take its role back on this answer"
             );
         }
-        match self.complete_switchover_locked(handover).await {
-            Err(error) if error.is::<Refused>() => match self.record_refused_switchover(id) {
-                Ok(()) => Err(error),
-                Err(record) => Err(anyhow::anyhow!(
-                    "{error}; and recording switchover {id} as refused failed ({record:#}): '{from}' must not take its role back on this answer (run `redoguard show configuration`)"
-                )),
-            },
-            outcome => outcome,
-        }
+        let promoted = match self.complete_switchover_locked(handover).await {
+            Ok(promoted) => promoted,
+            Err(error) if error.is::<Refused>() => {
+                return match self.record_refused_switchover(id) {
+                    Ok(()) => Err(error),
+                    Err(record) => Err(anyhow::anyhow!(
+                        "{error}; and recording switchover {id} as refused failed ({record:#}): '{from}' must not take its role back on this answer (run `redoguard show configuration`)"
+                    )),
+                };
+            }
+            Err(error) => return Err(error),
+        };
+        drop(transition);
+        self.await_confirmation(promoted, &from, id, started).await
     }
 
     /// `complete_switchover`, under the transition lock, the id not refused before.
@@ -297,6 +304,7 @@ impl Roles {
                 control.incarnation.0
             ));
         }
+        self.refuse_unseen_hops(&from, &self.member_name())?;
         // A delayed standby applies everything before it takes over (and stays undelayed
         // until it restarts, should the switchover not complete).
         let delay = self.config.replication.standby_config().delay;
@@ -349,12 +357,24 @@ impl Roles {
             // the new one, which no hello would fence (docs/roles.md, "a failover while a
             // switchover is half done"). The database is closed here: nothing adopts now.
             let now = RedoLog::read_control(&redo_config, roles.storage.as_ref())
-                .context("reading the control file")?
-                .map(|control| control.incarnation.0);
-            if now != Some(incarnation) {
+                .context("reading the control file")?;
+            let now_in = now.as_ref().map(|control| control.incarnation.0);
+            if now_in != Some(incarnation) {
                 return Err(Refused(format!(
                     "switchover {id} from '{old_primary}' was prepared in incarnation {incarnation}, and this standby has followed incarnation {} since: it stays a standby",
-                    now.map_or("(none)".to_string(), |now| now.to_string())
+                    now_in.map_or("(none)".to_string(), |now| now.to_string())
+                ))
+                .into());
+            }
+            // A relay (it forwards redo to a cascaded standby) that a failover target sealed:
+            // a failover from this incarnation has begun, and its target may be the primary of
+            // the next one already (it need not be a member this one ships to directly, so no
+            // welcome would be missing).
+            if let Some(sealed) = now.as_ref().map(|control| control.sealed_below.0)
+                && sealed > incarnation
+            {
+                return Err(Refused(format!(
+                    "switchover {id} from '{old_primary}' was prepared in incarnation {incarnation}, and a failover sealed this member against it since (it takes nothing below incarnation {sealed}): it stays a standby"
                 ))
                 .into());
             }
@@ -385,27 +405,9 @@ impl Roles {
         })
         .await?;
         self.notes.lock().switchover_to = None;
-        let gate = self
-            .gate
-            .wait_while(|state| matches!(state, GateState::Unconfirmed { .. }), CONFIRM_WAIT)
-            .await;
-        let awaiting = match gate {
-            GateState::Unconfirmed { members } => members,
-            GateState::Fenced { incarnation: newer, primary, .. } => anyhow::bail!(
-                "'{}' took over (switchover {id} from '{from}', incarnation {incarnation}), then learned of incarnation {newer} of '{primary}': a failover came after the prepare. It takes no writes (fenced); make it a standby of '{primary}' with `redoguard reinstate {}`",
-                self.member_name(),
-                self.member_name()
-            ),
-            _ => Vec::new(),
-        };
         let running = self.running()?;
         self.note_change(format!(
-            "became the primary (switchover {id} from '{from}'){}",
-            if awaiting.is_empty() {
-                String::new()
-            } else {
-                format!("; it takes writes once these have welcomed it: {}", awaiting.join(", "))
-            }
+            "became the primary (switchover {id} from '{from}'); it takes writes once every member it ships to has welcomed it"
         ));
         Ok(Promoted {
             member: self.member_name(),
@@ -417,9 +419,53 @@ impl Roles {
             unapplied_scns: 0,
             delay_released_s,
             relay_tail: None,
-            awaiting,
+            awaiting: Vec::new(),
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// A switchover's target, open and unconfirmed (its transition lock released: a hello's
+    /// refusal naming a newer incarnation takes it to fence this member): waits, briefly, for
+    /// its destinations' welcomes, and says whom it still waits for.
+    async fn await_confirmation(
+        &self,
+        mut promoted: Promoted,
+        from: &str,
+        id: u64,
+        started: Instant,
+    ) -> anyhow::Result<Promoted> {
+        let gate = self
+            .gate
+            .wait_while(|state| matches!(state, GateState::Unconfirmed { .. }), CONFIRM_WAIT)
+            .await;
+        match gate {
+            GateState::Unconfirmed { members } => promoted.awaiting = members,
+            GateState::Fenced { incarnation: newer, primary, .. } => anyhow::bail!(
+                "'{}' took over (switchover {id} from '{from}', incarnation {}), then learned of incarnation {newer} of '{primary}': a failover came after the prepare. It takes no writes (fenced): make it a standby of '{primary}' with `redoguard reinstate {}`; '{from}' must not take its role back",
+                self.member_name(),
+                promoted.incarnation,
+                self.member_name()
+            ),
+            _ => {}
+        }
+        promoted.elapsed_ms = started.elapsed().as_millis() as u64;
+        Ok(promoted)
+    }
+
+    /// Refuses a switchover from `from` to `to` whose target, by the routes, would not see a
+    /// failover that came while it was half done (`roles::switchover`): a member `from` ships
+    /// to directly that `to` reaches only through a relay.
+    fn refuse_unseen_hops(&self, from: &str, to: &str) -> anyhow::Result<()> {
+        let replication = self.settings.replication();
+        let (primary_hops, target_hops) = (replication.hops_of(from), replication.hops_of(to));
+        let unseen = roles::switchover::unseen_hops(&primary_hops, to, &target_hops);
+        if unseen.is_empty() {
+            return Ok(());
+        }
+        refuse(format!(
+            "'{from}' ships directly to {}, which '{to}' would reach only through a relay (the routes differ with the primary): a failover to it while the switchover is half done would go unseen by '{to}' as it opens. Switch over in steps whose routes keep the first hops, or give '{to}' a route to each directly (docs/roles.md, \"Switchover and routes\")",
+            unseen.iter().map(|member| format!("'{member}'")).collect::<Vec<_>>().join(", ")
+        ))
     }
 
     /// Gives the role back to an old primary whose target refused to take it: switchover `id`
