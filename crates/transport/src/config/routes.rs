@@ -253,10 +253,22 @@ impl ReplicationConfig {
         self.members.iter().any(|member| !member.routes.is_empty())
     }
 
-    /// The members `primary` ships to directly (its hops in the route tree, and its alternates),
-    /// by name, whatever their state: what `roles::switchover::unseen_hops` compares.
+    /// The members `primary` may ship to directly (its hops in the route tree, and its
+    /// alternates), by name, whatever their state: the first hops a switchover's old primary
+    /// had (`roles::switchover::unseen_hops`).
     pub fn hops_of(&self, primary: &str) -> Vec<String> {
         self.routed_destinations(primary).into_iter().map(|destination| destination.name).collect()
+    }
+
+    /// The members `primary` ships to directly and would wait for as it opens unconfirmed:
+    /// its enabled hops (not a deferred destination, nor an alternate while its far sync is
+    /// there), as `destinations` gives them to the confirmation.
+    pub fn enabled_hops_of(&self, primary: &str) -> Vec<String> {
+        self.routed_destinations(primary)
+            .into_iter()
+            .filter(|destination| destination.state == DestinationState::Enable)
+            .map(|destination| destination.name)
+            .collect()
     }
 
     /// Where this member ships when it is the primary: its hops in the route tree (every other

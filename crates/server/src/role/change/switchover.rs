@@ -457,13 +457,16 @@ impl Roles {
     /// to directly that `to` reaches only through a relay.
     fn refuse_unseen_hops(&self, from: &str, to: &str) -> anyhow::Result<()> {
         let replication = self.settings.replication();
-        let (primary_hops, target_hops) = (replication.hops_of(from), replication.hops_of(to));
+        // P's every possible first hop (an alternate it may have shipped to since its far sync
+        // was lost, a destination deferred after it shipped to it), against those T waits for.
+        let (primary_hops, target_hops) =
+            (replication.hops_of(from), replication.enabled_hops_of(to));
         let unseen = roles::switchover::unseen_hops(&primary_hops, to, &target_hops);
         if unseen.is_empty() {
             return Ok(());
         }
         refuse(format!(
-            "'{from}' ships directly to {}, which '{to}' would reach only through a relay (the routes differ with the primary): a failover to it while the switchover is half done would go unseen by '{to}' as it opens. Switch over in steps whose routes keep the first hops, or give '{to}' a route to each directly (docs/roles.md, \"Switchover and routes\")",
+            "'{from}' ships directly to {}, which '{to}' would not ship to directly (it would reach it only through a relay, or it is deferred or an alternate there): a failover to it while the switchover is half done would go unseen by '{to}' as it opens. Switch over in steps whose routes keep the first hops, or give '{to}' a route to each directly (docs/roles.md, \"Switchover and routes\")",
             unseen.iter().map(|member| format!("'{member}'")).collect::<Vec<_>>().join(", ")
         ))
     }

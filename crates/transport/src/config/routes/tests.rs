@@ -359,6 +359,10 @@ fn an_alternate_route_stands_in_for_the_far_sync_and_is_refused_by_name_otherwis
         }]
     );
     assert!(good.alternates("c").is_empty());
+    // What a switchover compares: every member a may ship to directly, and those it waits
+    // for as it opens (its enabled first hops: not the alternate).
+    assert_eq!(good.hops_of("a"), ["b", "d", "c"]);
+    assert_eq!(good.enabled_hops_of("a"), ["b", "d"]);
 
     // Standing in for a member that is not the primary's destination.
     let (field, reason) =
