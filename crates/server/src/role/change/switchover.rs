@@ -453,8 +453,9 @@ impl Roles {
     }
 
     /// Refuses a switchover from `from` to `to` whose target, by the routes, would not see a
-    /// failover that came while it was half done (`roles::switchover`): a member `from` ships
-    /// to directly that `to` reaches only through a relay.
+    /// failover that came while it was half done (`roles::switchover`): a member `from` may
+    /// ship to directly that `to` would not wait for as it opens (behind a relay of its routes,
+    /// deferred, or only an alternate).
     fn refuse_unseen_hops(&self, from: &str, to: &str) -> anyhow::Result<()> {
         let replication = self.settings.replication();
         // P's every possible first hop (an alternate it may have shipped to since its far sync
