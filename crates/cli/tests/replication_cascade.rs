@@ -14,7 +14,9 @@ mod roles_support;
 use std::time::Duration;
 
 use common::Watchdog;
-use roles_support::{Cluster, ClusterConfig, MemberSpec, all_data, archives, first_write, set};
+use roles_support::{
+    Cluster, ClusterConfig, MemberSpec, all_data, archives, complete_path, first_write, set,
+};
 
 /// `a` primary; when `a` is the primary, `b` forwards to `c`; when `b` is, `c` forwards to `a`.
 fn cascade() -> ClusterConfig {
@@ -486,14 +488,7 @@ fn a_switchover_whose_target_a_failover_sealed_is_refused() {
     let a_roles = cluster.server("a").status().roles.expect("roles");
     assert_eq!((a_roles.role.as_str(), a_roles.incarnation), ("standby", 1), "{a_roles:?}");
 
-    let complete = format!(
-        "/roles/switchover/complete?from=a&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-        prepared.id,
-        prepared.incarnation,
-        prepared.end.seq.0,
-        prepared.end.offset,
-        prepared.last_scn.0
-    );
+    let complete = complete_path(&prepared, "a", prepared.incarnation);
     let (code, reply) =
         admin::client::http_call(&cluster.addr_of("b"), "POST", &complete, Duration::from_secs(90))
             .unwrap();

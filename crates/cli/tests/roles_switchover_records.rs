@@ -11,7 +11,7 @@ mod roles_support;
 use std::time::Duration;
 
 use common::Watchdog;
-use roles_support::{Cluster, ClusterConfig, MemberSpec, first_write, set};
+use roles_support::{Cluster, ClusterConfig, MemberSpec, complete_path, first_write, set};
 
 /// POSTs `path` to `member`'s admin API: the status code and the body.
 fn post(cluster: &Cluster, member: &str, path: &str) -> (u16, String) {
@@ -26,16 +26,18 @@ fn three_members() -> Cluster {
     Cluster::start(config)
 }
 
-/// The call a broker makes to complete `prepared`, prepared by `from` in `incarnation`.
-fn complete_path(
-    prepared: &admin::roles::SwitchoverPrepared,
-    from: &str,
-    incarnation: u32,
-) -> String {
-    format!(
-        "/roles/switchover/complete?from={from}&id={}&incarnation={incarnation}&end_seq={}&end_offset={}&last_scn={}",
-        prepared.id, prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
-    )
+/// East prepares a switchover to west, south (ASYNC) holding east's end: once east is a
+/// standby it ships nothing more, so south catches up first, and then applies the end.
+fn prepare_with_south_caught_up(cluster: &Cluster) -> admin::roles::SwitchoverPrepared {
+    cluster.wait_applied("south", "east", Duration::from_secs(30));
+    let (code, reply) = post(cluster, "east", "/roles/switchover/prepare?to=west");
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    let caught_up = common::poll_until(Duration::from_secs(30), || {
+        cluster.server("south").status().database.applied_scn >= prepared.last_scn
+    });
+    assert!(caught_up, "south did not apply east's end\n{}", cluster.logs());
+    prepared
 }
 
 /// A switchover half done whose old primary recorded it without an id (a
@@ -168,15 +170,7 @@ fn a_switchover_a_failover_came_after_is_void() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "a void switchover");
     let mut cluster = three_members();
     let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
-    // South caught up first: once east is a standby it ships nothing more, and south is ASYNC.
-    cluster.wait_applied("south", "east", Duration::from_secs(30));
-    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
-    assert_eq!(code, 200, "{reply}");
-    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
-    let caught_up = common::poll_until(Duration::from_secs(30), || {
-        status(&cluster, "south").database.applied_scn >= prepared.last_scn
-    });
-    assert!(caught_up, "south did not apply east's end\n{}", cluster.logs());
+    let prepared = prepare_with_south_caught_up(&cluster);
     cluster.must(&["failover", "--to", "south"]);
     first_write(&cluster, "south", "incarnation 2");
     let adopted = common::poll_until(Duration::from_secs(30), || {
@@ -218,15 +212,7 @@ fn a_switchover_completed_after_a_failover_it_never_heard_of_takes_no_write() {
     let status = |cluster: &Cluster, member: &str| cluster.server(member).status();
     let roles = |cluster: &Cluster, member: &str| status(cluster, member).roles.expect("roles");
     first_write(&cluster, "east", "incarnation 1");
-    // South caught up first: once east is a standby it ships nothing more, and south is ASYNC.
-    cluster.wait_applied("south", "east", Duration::from_secs(30));
-    let (code, reply) = post(&cluster, "east", "/roles/switchover/prepare?to=west");
-    assert_eq!(code, 200, "{reply}");
-    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
-    let caught_up = common::poll_until(Duration::from_secs(30), || {
-        status(&cluster, "south").database.applied_scn >= prepared.last_scn
-    });
-    assert!(caught_up, "south did not apply east's end\n{}", cluster.logs());
+    let prepared = prepare_with_south_caught_up(&cluster);
     cluster.kill("west");
     cluster.must(&["failover", "--to", "south"]);
     first_write(&cluster, "south", "incarnation 2");
@@ -239,14 +225,7 @@ fn a_switchover_completed_after_a_failover_it_never_heard_of_takes_no_write() {
     cluster.start_member("west");
     let west = roles(&cluster, "west");
     assert_eq!((west.role.as_str(), west.incarnation), ("standby", 1), "{west:?}");
-    let complete = format!(
-        "/roles/switchover/complete?from=east&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}",
-        prepared.id,
-        prepared.incarnation,
-        prepared.end.seq.0,
-        prepared.end.offset,
-        prepared.last_scn.0
-    );
+    let complete = complete_path(&prepared, "east", prepared.incarnation);
     let (code, reply) = post(&cluster, "west", &complete);
     assert_eq!(code, 200, "{reply}\n{}", cluster.logs());
     let promoted: admin::roles::Promoted = serde_json::from_str(&reply).unwrap();

@@ -797,3 +797,15 @@ pub fn archives(dir: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
         })
         .unwrap_or_default()
 }
+
+/// The call a broker makes to complete `prepared`, prepared by `from` in `incarnation`.
+pub fn complete_path(
+    prepared: &admin::roles::SwitchoverPrepared,
+    from: &str,
+    incarnation: u32,
+) -> String {
+    format!(
+        "/roles/switchover/complete?from={from}&id={}&incarnation={incarnation}&end_seq={}&end_offset={}&last_scn={}",
+        prepared.id, prepared.end.seq.0, prepared.end.offset, prepared.last_scn.0
+    )
+}
