@@ -500,3 +500,57 @@ fn a_switchover_whose_target_a_failover_sealed_is_refused() {
         .expect_err("b took a write beside the primary of incarnation 2");
     assert!(refused.contains("ReadOnly"), "{refused}");
 }
+
+/// An old primary a failover sealed does not take its role back: under `a`, `b` forwards to
+/// `c`; under `b` and under `c`, `a` forwards to the other. `a` prepares a switchover to `b`.
+/// A failover to `c` that last heard `b` as its primary (a stale word: the checker's trace in
+/// `roles/tests/model_restart.rs`, `an_abort_that_ignores_its_seal_…`) seals `a`, its relay
+/// under `b`; the test plays that failover's seal (`transport::relay_seal`, as `c`). `b`'s
+/// wait then runs out and the broker calls `a`'s abort: `a` refuses it as void, removes its
+/// record and stays a standby. Before, it took its role back in incarnation 1, `b` welcomed it,
+/// and it took writes beside the failover's primary.
+#[test]
+fn an_old_primary_a_failover_sealed_does_not_take_its_role_back() {
+    let _watchdog = Watchdog::new(Duration::from_secs(240), "sealed old primary's abort");
+    let mut a = MemberSpec::new("a", "async", "primary");
+    let mut b = MemberSpec::new("b", "async", "standby");
+    let c = MemberSpec::new("c", "async", "standby");
+    a.extra = "routes = [{ when = \"b\", to = \"c\" }, { when = \"c\", to = \"b\" }]\n";
+    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
+    let cluster = Cluster::start(ClusterConfig {
+        members: vec![a, b, c],
+        protection_mode: "maximum_performance",
+        ..ClusterConfig::pair()
+    });
+    let limit = Duration::from_secs(60);
+    first_write(&cluster, "a", "incarnation 1");
+    cluster.wait_applied("c", "a", limit);
+    let (code, reply) = admin::client::http_call(
+        &cluster.addr_of("a"),
+        "POST",
+        "/roles/switchover/prepare?to=b",
+        Duration::from_secs(90),
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{reply}");
+    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+
+    // `c`'s failover from `b`, in incarnation 1: its relay under `b` is `a`.
+    let redo = format!("127.0.0.1:{}", cluster.ports["a"].redo);
+    let sealed = transport::relay_seal(&redo, "a", "c", "b", 1, None, Duration::from_secs(10))
+        .unwrap_or_else(|error| panic!("sealing a: {error}\n{}", cluster.logs()));
+    assert_eq!(sealed.incarnation, 1, "{sealed:?}");
+
+    let abort = format!("/roles/switchover/abort?id={}", prepared.id);
+    let (code, reply) =
+        admin::client::http_call(&cluster.addr_of("a"), "POST", &abort, Duration::from_secs(90))
+            .unwrap();
+    assert_eq!(code, 409, "a took its role back after a failover sealed it: {reply}");
+    assert!(reply.contains("sealed") && reply.contains("void"), "{reply}");
+    assert!(!cluster.data_dir("a").join("switchover.pending").exists(), "the void record stays");
+    assert_eq!(cluster.server("a").status().roles.expect("roles").role, "standby");
+    let mut connection = common::redis_connection(cluster.resp_addr("a"));
+    let refused = set(&mut connection, "beside the failover's primary", "lost")
+        .expect_err("a took a write after a failover sealed it");
+    assert!(refused.contains("ReadOnly"), "{refused}");
+}

@@ -29,6 +29,11 @@
 //! an alternate of T's (deferred while its far sync is there: found by a second reading).
 //! Such a switchover is refused; it can be done in steps that each pass, or with routes that
 //! give T the same first hops.
+//!
+//! Model-checked with routes (`tests/model/routes.rs`, `tests/model_restart.rs`): with this
+//! rule, a target that a failover sealed refusing, and an old primary that a failover sealed
+//! not taking its role back (its abort voids the record), never two primaries; without any
+//! one of them, a counterexample.
 
 /// The members P may ship to directly (`primary_hops`) that T would not wait for (its enabled
 /// first hops, `target_hops`; T itself excepted): empty when T's confirmation sees every

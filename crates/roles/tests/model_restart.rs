@@ -22,9 +22,16 @@
 //!   gate; a switchover completed twice; a pending record without its incarnation; a target
 //!   that opens at once, beside the primary of a failover given while the switchover was half
 //!   done) are each a counterexample.
+//! - Redo routes (`model/routes.rs`), in two configurations, switchovers and failovers among
+//!   crashes and cuts: the same properties. Without the switchover's routes rule, with a
+//!   sealed target that takes over, and (found by this model) with an old primary's abort that
+//!   ignores the seal a failover put on it, or checks it only before its database closes, a
+//!   counterexample each.
 
 #[path = "model/restart.rs"]
 mod restart;
+#[path = "model/routes.rs"]
+mod routes;
 // (Its `render` is not used: these traces show each member's state after each step.)
 #[path = "model/run.rs"]
 mod run;
@@ -36,6 +43,7 @@ use restart::{
     ONE_OPEN_PER_INCARNATION, REOPENS, REOPENS_AFTER_FAILOVER, RestartSystem, SWITCHES_OVER,
     SWITCHES_OVER_AFTER_CRASH, TAKES_BACK, Variant,
 };
+use routes::Routes;
 use stateright::Model;
 
 type Trace = stateright::Path<restart::State, Action>;
@@ -78,6 +86,13 @@ fn describe(action: &Action) -> String {
         Action::Hello { from, to, beyond } => format!(
             "{} says hello to {}{}",
             name(from),
+            name(to),
+            if *beyond { " (which holds redo past the branch point)" } else { "" }
+        ),
+        Action::Forward { primary, relay, to, beyond } => format!(
+            "{} forwards {}'s hello to {}{}",
+            name(relay),
+            name(primary),
             name(to),
             if *beyond { " (which holds redo past the branch point)" } else { "" }
         ),
@@ -157,9 +172,14 @@ fn render(path: &Trace, property: Option<&str>) -> String {
                         None => "",
                     };
                     format!(
-                        "{} {role}{change} inc {}{}{}",
+                        "{} {role}{change} inc {}{}{}{}",
                         NAMES[node],
                         member.incarnation,
+                        if member.sealed_below > 0 {
+                            format!(" sealed below {}", member.sealed_below)
+                        } else {
+                            String::new()
+                        },
                         if member.followed && member.role == restart::Role::Primary {
                             " followed"
                         } else {
@@ -192,6 +212,7 @@ fn config(variant: Variant) -> Config {
         switchovers: 0,
         brokers: 1,
         failover_amid_switchover: false,
+        routes: routes::Routes::DIRECT,
         variant,
     }
 }
@@ -312,8 +333,8 @@ fn switchover_config(variant: Variant) -> Config {
 /// open gate, never a write of an older incarnation after a newer one's.
 #[test]
 fn a_switchover_never_leaves_two_primaries() {
-    // CI: about 625 000 states, 5 s on two CPUs; deep: a fault and a switchover run more
-    // (15 million states, about 250 s).
+    // CI: about 460 000 states, 2 s on two CPUs; deep: a fault and a switchover run more
+    // (8.1 million states, about 90 s).
     let config = if run::deep() {
         Config { faults: 3, switchovers: 3, ..switchover_config(Variant::Current) }
     } else {
@@ -459,4 +480,95 @@ fn a_stale_switchover_completed_again_makes_a_second_primary_of_one_incarnation(
     };
     let (name, trace) = hunt("a stale switchover completed again", config);
     assert!(name == ONE_OPEN && trace.contains("takes over"), "{trace}");
+}
+
+/// Switchovers and failovers under redo routes (`model/routes.rs`), a failover allowed while
+/// a switchover is half done (CI: two faults; deep: three, and a third switchover run).
+/// Without `--force`: with it a
+/// failover may open without sealing its relay, and the routes argument does not hold
+/// (docs/roles.md, "Switchover and routes": the DBA's call, as failing over past a primary a
+/// partition hides is).
+fn routes_config(routes: Routes, variant: Variant) -> Config {
+    Config {
+        force: false,
+        failover_amid_switchover: true,
+        faults: if run::deep() { 3 } else { 2 },
+        switchovers: if run::deep() { 3 } else { 2 },
+        routes,
+        ..switchover_config(variant)
+    }
+}
+
+/// Under routes that differ with the primary, the switchover's checks of routes
+/// (`roles::switchover::unseen_hops` at P's prepare and T's complete, and a target a
+/// failover sealed refusing) keep the target from opening beside a failover's primary it
+/// never hears of: never two primaries, in the whole space of each configuration; a
+/// switchover still completes, and a failover through a sealed relay happens.
+#[test]
+fn under_routes_a_failover_amid_a_switchover_never_leaves_two_primaries() {
+    for routes in [Routes::RELAYED_UNDER_TARGET, Routes::CASCADE] {
+        let run = assert_safe(&format!("{routes:?}"), routes_config(routes, Variant::Current));
+        assert!(run.exhausted, "{}", run.summary("not every state was checked"));
+        for name in [SWITCHES_OVER, FAILS_OVER] {
+            let path = run.found(name).unwrap_or_else(|| panic!("{routes:?}: never: {name}"));
+            println!("{name}:\n{}\n", render(path, Some(name)));
+        }
+    }
+}
+
+/// Main before e05ad50, found by a review and now by this model: a switchover from A to B,
+/// where B reaches C only through A while A ships to C directly, prepared; a failover to C
+/// seals nothing (C heard A directly); B takes over and A, still in the old incarnation,
+/// welcomes it: B opens beside C.
+#[test]
+fn without_the_routes_rule_a_target_opens_beside_a_failover_s_primary_it_never_hears_of() {
+    let config = routes_config(Routes::RELAYED_UNDER_TARGET, Variant::NoRouteRule);
+    let (name, trace) = hunt("no routes rule", config);
+    assert!(name == ONE_OPEN && trace.contains("failover") && trace.contains("takes over"));
+}
+
+/// Main before e05ad50: under the cascade, A prepares a switchover to B; a failover to C,
+/// which receives from B under A, seals B; B takes over all the same, and A welcomes it.
+#[test]
+fn a_target_a_failover_sealed_that_takes_over_opens_beside_its_primary() {
+    let config = routes_config(Routes::CASCADE, Variant::SealedTargetCompletes);
+    let (_, trace) = hunt("a sealed target completes", config);
+    assert!(trace.contains("sealed below") && trace.contains("takes over"), "{trace}");
+}
+
+/// Found by this model once it had routes (fixed in `abort_switchover`): under the cascade, B
+/// the primary prepares a switchover to A; C, which heard A last (B's hellos are forwarded to
+/// it by A, and none had come), fails over from A and seals B, its relay under A; A's wait runs
+/// out and B, aborting, takes its role back in incarnation 1, which A welcomes: B opens beside
+/// C. The abort now reads the seal, with its database closed.
+#[test]
+fn an_abort_that_ignores_its_seal_takes_the_role_back_beside_a_failover_s_primary() {
+    let config = routes_config(Routes::CASCADE, Variant::AbortBeforeSeals);
+    let (name, trace) = hunt("an abort that ignores its seal", config);
+    assert!(name == ONE_OPEN && trace.contains("takes its role back"), "{trace}");
+}
+
+/// The abort's checks made only before its database closes: a seal, or a failover's newer
+/// incarnation adopted, between the check and the close goes unseen.
+#[test]
+fn an_abort_that_checks_only_before_its_database_closes_takes_the_role_back_beside_a_failover_s_primary()
+ {
+    let config = routes_config(Routes::CASCADE, Variant::AbortChecksEarly);
+    let (name, trace) = hunt("an abort that checks early", config);
+    assert!(name == ONE_OPEN && trace.contains("takes its role back"), "{trace}");
+}
+
+/// Failovers, restarts and cuts under redo routes, no switchover: a failover target behind a
+/// relay seals it, and neither the old primary restarted nor a relay sealed makes a second
+/// primary (CI: three failovers and six faults; deep: four and eight). Without `--force`, as
+/// above.
+#[test]
+fn under_routes_failovers_and_restarts_never_leave_two_primaries() {
+    for routes in [Routes::RELAYED_UNDER_TARGET, Routes::CASCADE] {
+        let (faults, failovers) = if run::deep() { (8, 4) } else { (6, 3) };
+        let config = Config { faults, failovers, force: false, routes, ..config(Variant::Current) };
+        let run = assert_safe(&format!("{routes:?}, no switchover"), config);
+        assert!(run.exhausted || run::deep(), "{}", run.summary("not every state was checked"));
+        assert!(run.found(FAILS_OVER).is_some() && run.found(REOPENS_AFTER_FAILOVER).is_some());
+    }
 }

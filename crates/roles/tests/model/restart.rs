@@ -60,8 +60,11 @@
 //!   given while a switchover is under way only with `failover_amid_switchover` (an open
 //!   finding: docs/roles.md, "Switchover").
 //!
+//! - **Redo routes** (`model/routes.rs`): a primary's hellos go to its first hops, relays
+//!   forward them, and a failover target behind a relay seals it first.
+//!
 //! What is not: reinstate, enabling a deferred destination again or deferring any other
-//! member, fast-start failover, far syncs and cascading, redo (positions, loss: "T holds P's
+//! member, fast-start failover, a far sync's alternates, redo (positions, loss: "T holds P's
 //! end" is T connected to P, or, for a complete run again, T holding the database), lost hello
 //! answers (one whose answer is lost is one not sent, but for what the standby recorded), and
 //! the time a primary takes to notice a session has ended (a session ends for both sides at
@@ -75,6 +78,7 @@ use roles::history::{Branch, IncarnationHistory};
 use roles::{StandbyView, Verdict, decide};
 use stateright::{Model, Property};
 
+use crate::routes::Routes;
 use crate::switchover::{Change, Run};
 
 /// The logic checked: today's, or an older one.
@@ -122,6 +126,35 @@ pub enum Variant {
     /// a hello between them fences it. (Every other variant here is older, and its target
     /// opens at once too: with its confirmation, the checker finds none of their holes.)
     TargetOpensAtOnce,
+    /// Main before the routes rule (e05ad50): a switchover is prepared and completed whatever
+    /// the routes, though its target would reach a first hop of its old primary only through
+    /// a relay (and not wait for it).
+    NoRouteRule,
+    /// Main before e05ad50 too: a switchover's target that a failover sealed (its relay) takes
+    /// over all the same.
+    SealedTargetCompletes,
+    /// Main before this model's routes (9): an old primary's abort does not read the seal a
+    /// failover put on it (as its target's relay), and checks its incarnation only before its
+    /// database closes (a hello may make it adopt a newer one before the close).
+    AbortBeforeSeals,
+    /// The seal and the incarnation checked, but only before the database closes, not again
+    /// in the step that writes the role.
+    AbortChecksEarly,
+}
+
+impl Variant {
+    /// The older logics, whose switchover target opened at once (`promoted_here`); the later
+    /// ones keep its confirmation and lack a check of their own.
+    pub fn target_opens_at_once(self) -> bool {
+        !matches!(
+            self,
+            Variant::Current
+                | Variant::NoRouteRule
+                | Variant::SealedTargetCompletes
+                | Variant::AbortBeforeSeals
+                | Variant::AbortChecksEarly
+        )
+    }
 }
 
 /// Which running primaries the broker may fail over past.
@@ -164,6 +197,8 @@ pub struct Config {
     /// Whether the DBA may fail over while a switchover is under way: a broker run not ended,
     /// or a member with a switchover pending.
     pub failover_amid_switchover: bool,
+    /// The redo routes every member runs with (`model/routes.rs`).
+    pub routes: Routes,
     pub variant: Variant,
 }
 
@@ -191,12 +226,18 @@ pub struct Member {
     /// It holds the database (its identity): created as its primary, or a standby that took
     /// a copy or welcomed a primary. A new standby holds nothing.
     pub holds: bool,
+    /// A failover target sealed it (as its relay): it takes no redo of an older incarnation
+    /// (0: never sealed).
+    pub sealed_below: u8,
     // The process (volatile).
     pub up: bool,
     /// A primary's gate, not fenced: open, or unconfirmed.
     pub open: bool,
     /// Welcomes recorded since its open: (member, incarnation).
     pub welcomed: BTreeSet<(u8, u8)>,
+    /// A standby: the primary of the last hello it welcomed (direct or forwarded) since its
+    /// receiver started.
+    pub heard: Option<u8>,
     /// Ghost: a primary running out of the broker's sight when a failover happened
     /// (docs/roles.md, "Never two primaries", point 3's window), until its process ends.
     pub hidden: bool,
@@ -270,6 +311,13 @@ pub enum Action {
     /// the new incarnation's branch point).
     Hello {
         from: usize,
+        to: usize,
+        beyond: bool,
+    },
+    /// A relay forwards its primary's hello (`model/routes.rs`).
+    Forward {
+        primary: usize,
+        relay: usize,
         to: usize,
         beyond: bool,
     },
@@ -351,8 +399,9 @@ impl RestartSystem {
         if self.config.variant == Variant::FirstWelcome {
             return welcomes.clone().any(|(_, at)| at == u32::from(member.incarnation));
         }
-        let destinations: Vec<Destination<'_>> = (0..MEMBERS)
-            .filter(|other| *other != node)
+        let destinations: Vec<Destination<'_>> = self
+            .first_hops(node)
+            .into_iter()
             .map(|other| Destination {
                 member: NAMES[other],
                 shipping: if state.deferred.contains(&(other as u8)) {
@@ -414,19 +463,47 @@ impl RestartSystem {
     }
 
     pub(crate) fn hello(&self, state: &mut State, from: usize, to: usize, beyond: bool) {
-        let sender = state.members[from].clone();
+        self.greet(state, from, from, to, beyond);
+    }
+
+    /// Whether a hello of `incarnation` may make `receiver` adopt it (the `beyond` choice).
+    pub(crate) fn adopts(&self, incarnation: u8, receiver: &Member) -> bool {
+        receiver.role == Role::Standby
+            && receiver.holds
+            && receiver.fenced.is_none()
+            && incarnation > receiver.incarnation
+    }
+
+    /// `primary`'s hello reaches `to`, sent by `via`: the primary itself, or a relay that
+    /// forwards it (in the primary's incarnation; its answers are only logged there).
+    pub(crate) fn greet(
+        &self,
+        state: &mut State,
+        primary: usize,
+        via: usize,
+        to: usize,
+        beyond: bool,
+    ) {
+        let from = primary;
+        let forwarded = via != primary;
+        let sender = state.members[via].clone();
         let receiver = state.members[to].clone();
-        // An abort writes both its files while the database is closed (`reopen`): no hello.
-        if receiver.change == Some(Change::Abort) {
-            return;
-        }
+        // (An abort's files are written while its database is closed, in one step: until
+        // then it is a standby that takes hellos.)
         if receiver.role == Role::Primary {
             // `primary_port`, fenced or not.
             if sender.incarnation < receiver.incarnation {
-                self.fence(state, from, receiver.incarnation);
+                if !forwarded {
+                    self.fence(state, from, receiver.incarnation);
+                }
             } else if sender.incarnation > receiver.incarnation {
                 self.fence(state, to, sender.incarnation);
             }
+            return;
+        }
+        // A sealed relay takes nothing of the incarnations it was sealed against
+        // (`ShuttingDown`: the sender changes nothing).
+        if Self::sealed_against(receiver.sealed_below, sender.incarnation) {
             return;
         }
         let history = history_of(&receiver);
@@ -458,7 +535,9 @@ impl RestartSystem {
                 state.sessions.retain(|(_, standby)| usize::from(*standby) != to);
             }
             Verdict::StalePrimary { newest } => {
-                self.fence(state, from, newest.0 as u8);
+                if !forwarded {
+                    self.fence(state, from, newest.0 as u8);
+                }
                 return;
             }
             Verdict::Diverged(_) => {
@@ -471,10 +550,18 @@ impl RestartSystem {
         }
         // The welcome: recorded, `followed` written on the first, the gate judged.
         state.members[to].holds = true;
+        // (Tracked only where routes make it matter, `seal_relay`: without them it would
+        // only multiply the states.)
+        if self.config.routes != Routes::DIRECT {
+            state.members[to].heard = Some(from as u8);
+        }
         // A switchover it began is complete once it follows its target
         // (`note_switchover_complete`).
         if state.members[to].pending.is_some_and(|(target, _, _)| usize::from(target) == from) {
             state.members[to].pending = None;
+        }
+        if forwarded {
+            return;
         }
         state.sessions.insert((from as u8, to as u8));
         let primary = &mut state.members[from];
@@ -565,6 +652,10 @@ impl RestartSystem {
         if connected && !force {
             return None;
         }
+        // Behind a relay: its seal first (`relay_tail`), or `--force` opens without it.
+        if self.seal_relay(state, to).is_err() && !force {
+            return None;
+        }
         // Point 3's window: a primary that runs out of the broker's sight now, its gate open
         // or not (its welcomes may be older than this failover).
         for node in 0..MEMBERS {
@@ -580,6 +671,7 @@ impl RestartSystem {
         member.followed = self.config.variant != Variant::FailoverNotFollowed;
         member.fenced = None;
         member.history.push(to as u8);
+        member.heard = None;
         // Made primary by this process: open at once.
         member.welcomed.clear();
         member.open = true;
@@ -635,9 +727,11 @@ impl Model for RestartSystem {
             fenced: None,
             history: Vec::new(),
             holds: role == Role::Primary,
+            sealed_below: 0,
             up: true,
             open: role == Role::Primary,
             welcomed: BTreeSet::new(),
+            heard: None,
             hidden: false,
             pending: None,
             refused: BTreeSet::new(),
@@ -670,21 +764,19 @@ impl Model for RestartSystem {
             if !sender.primary() {
                 continue;
             }
-            for (to, receiver) in state.members.iter().enumerate() {
+            for to in self.first_hops(from) {
+                let receiver = &state.members[to];
                 let deferred = state.deferred.contains(&(to as u8));
-                if to == from || deferred || !receiver.up || !self.live(state, from, to) {
+                if deferred || !receiver.up || !self.live(state, from, to) {
                     continue;
                 }
                 actions.push(Action::Hello { from, to, beyond: false });
-                let adopts = receiver.role == Role::Standby
-                    && receiver.holds
-                    && receiver.fenced.is_none()
-                    && sender.incarnation > receiver.incarnation;
-                if adopts {
+                if self.adopts(sender.incarnation, receiver) {
                     actions.push(Action::Hello { from, to, beyond: true });
                 }
             }
         }
+        self.forward_actions(state, actions);
         for (to, member) in state.members.iter().enumerate() {
             if member.up && !member.holds {
                 for from in (0..MEMBERS).filter(|from| *from != to) {
@@ -734,6 +826,9 @@ impl Model for RestartSystem {
         let mut state = last.clone();
         match action {
             Action::Hello { from, to, beyond } => self.hello(&mut state, from, to, beyond),
+            Action::Forward { primary, relay, to, beyond } => {
+                self.forward(&mut state, primary, relay, to, beyond)?
+            }
             Action::Copy { from, to } => self.copy(&mut state, from, to)?,
             Action::Failover { to, force } => self.failover(&mut state, to, force)?,
             Action::Write(node) => self.write(&mut state, node)?,
@@ -745,6 +840,7 @@ impl Model for RestartSystem {
                 member.up = false;
                 member.open = false;
                 member.welcomed.clear();
+                member.heard = None;
                 member.hidden = false;
                 self.end_sessions(&mut state, node);
             }

@@ -35,10 +35,13 @@
 //!   the receiver does not take the lock), which is refused as a wait that runs out is: the
 //!   id recorded, refused.
 //! - **P's abort** (`abort_switchover`, under P's lock): refused unless P is a standby, not
-//!   fenced, with *that* switchover pending (the id the broker names);
-//!   `switchover.pending` removed, then its control file says primary with `followed` (both
-//!   while its database is closed, `reopen`: no hello meanwhile), and it opens from its
-//!   control file: unconfirmed.
+//!   fenced, with *that* switchover pending (the id the broker names); a record that is void
+//!   (P follows a newer incarnation than it was prepared in, or a failover from that one
+//!   sealed P, its relay) is removed and no role given back. Its database still open, hellos
+//!   and seals still come; then, in one step with its database closed (`reopen`), it reads
+//!   its files again (the record gone: the switchover completed; void now: removed, refused),
+//!   removes `switchover.pending`, its control file says primary with `followed`, and it
+//!   opens from its control file: unconfirmed.
 //! - **A standby with a pending switchover** drops the record once it follows T
 //!   (`note_switchover_complete`, with the welcome of T's hello here); a restart keeps it.
 //! - A failover whose target, or a primary it would fence, is under its transition lock is
@@ -175,6 +178,11 @@ impl RestartSystem {
         if !state.members[from].open && self.config.variant != Variant::PrepareUnconfirmed {
             return None;
         }
+        // Routes under which T would not wait for a member P ships to directly
+        // (`refuse_unseen_hops`).
+        if self.unseen_hops(state, from, to) && self.config.variant != Variant::NoRouteRule {
+            return None;
+        }
         state.switchovers += 1;
         let primary = &mut state.members[from];
         primary.change = Some(Change::Prepare { to: to as u8, pending: false });
@@ -221,6 +229,8 @@ impl RestartSystem {
         member.role = Role::Standby;
         member.followed = false;
         member.change = None;
+        // Its receiver starts anew: it has heard from no primary.
+        member.heard = None;
         member.fence_waiting = None;
         state.sessions.retain(|(primary, _)| usize::from(*primary) != node);
         self.open(state, node);
@@ -295,6 +305,8 @@ impl RestartSystem {
                 } else if target.role != Role::Standby
                     || target.fenced.is_some()
                     || target.incarnation != incarnation
+                    || (self.unseen_hops(state, usize::from(from), node)
+                        && self.config.variant != Variant::NoRouteRule)
                 {
                     state.members[node].refused.insert(id);
                     state.runs[index].phase = Phase::Abort { from, id };
@@ -307,21 +319,17 @@ impl RestartSystem {
                 let member = &state.members[node];
                 let any = self.config.variant == Variant::AbortAnyId;
                 let named = member.pending.is_some_and(|(_, pending, _)| any || pending == id);
-                let void = member
-                    .pending
-                    .is_some_and(|(_, _, prepared_in)| prepared_in != member.incarnation)
-                    && self.config.variant != Variant::PendingIncarnationNow;
                 if !named || member.role != Role::Standby || member.fenced.is_some() {
                     state.runs.remove(index);
-                } else if void {
-                    // It follows a newer incarnation than the switchover's: a failover came
-                    // after it. The record is removed; no role is given back.
+                } else if self.void(member) {
+                    // It follows a newer incarnation than the switchover's, or a failover from
+                    // its incarnation sealed it: a failover came after it. The record is
+                    // removed; no role is given back.
                     state.members[node].pending = None;
                     state.runs.remove(index);
                 } else {
-                    let member = &mut state.members[node];
-                    member.pending = None;
-                    member.change = Some(Change::Abort);
+                    // (Its database still open: hellos and seals still come, until `TakeBack`.)
+                    state.members[node].change = Some(Change::Abort);
                     state.runs[index].arrived = true;
                 }
             }
@@ -343,6 +351,13 @@ impl RestartSystem {
             // out is (`complete_switchover_locked`, read again under the closed database).
             return self.refuse(state, node);
         }
+        // A failover's target sealed it (its relay): that failover's primary may be open
+        // already, and need not be a member it ships to directly. Refused too.
+        if Self::sealed_against(state.members[node].sealed_below, incarnation)
+            && self.config.variant != Variant::SealedTargetCompletes
+        {
+            return self.refuse(state, node);
+        }
         let member = &mut state.members[node];
         member.change = None;
         // (Recorded first, durably: a crash before the control file's write leaves T a
@@ -353,7 +368,7 @@ impl RestartSystem {
         member.followed = true;
         state.sessions.retain(|(_, standby)| usize::from(*standby) != node);
         // (Every older logic the variants keep had the target open at once.)
-        if self.config.variant != Variant::Current {
+        if self.config.variant.target_opens_at_once() {
             let member = &mut state.members[node];
             member.welcomed.clear();
             member.open = true;
@@ -402,7 +417,23 @@ impl RestartSystem {
         if state.members[node].change != Some(Change::Abort) {
             return None;
         }
+        // Its files read again, its database closed (`abort_switchover`'s `reopen`): the
+        // switchover completed meanwhile (it followed T), or a failover came (a newer
+        // incarnation adopted, or a seal), is refused; the record, void, removed.
+        let member = &state.members[node];
+        let recheck =
+            !matches!(self.config.variant, Variant::AbortBeforeSeals | Variant::AbortChecksEarly);
+        if recheck && (member.pending.is_none() || self.void(member)) {
+            let member = &mut state.members[node];
+            member.pending = None;
+            member.change = None;
+            if let Some(index) = self.answering(state, node) {
+                state.runs.remove(index);
+            }
+            return Some(());
+        }
         let member = &mut state.members[node];
+        member.pending = None;
         member.change = None;
         member.role = Role::Primary;
         if self.config.variant != Variant::AbortNotFollowed {
@@ -416,6 +447,17 @@ impl RestartSystem {
         }
         state.aborted = true;
         Some(())
+    }
+
+    /// Whether a pending record is void: a failover came after it (its member follows a newer
+    /// incarnation than the one it was prepared in, or a failover from that one sealed it).
+    fn void(&self, member: &crate::restart::Member) -> bool {
+        let variant = self.config.variant;
+        member.pending.is_some_and(|(_, _, prepared_in)| {
+            (prepared_in != member.incarnation && variant != Variant::PendingIncarnationNow)
+                || (Self::sealed_against(member.sealed_below, prepared_in)
+                    && variant != Variant::AbortBeforeSeals)
+        })
     }
 
     /// A crash ends the change under way (and fails the call it answers).

@@ -7,7 +7,7 @@ mod record;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
+use anyhow::{Context as _, anyhow};
 use redo::{RedoAddr, RedoLog, Role, Scn};
 
 use super::super::Roles;
@@ -67,6 +67,37 @@ fn first_hop(
             "'{to}' is not a destination of this primary, neither directly nor through a relay"
         )),
     }
+}
+
+/// Why a switchover prepared in incarnation `prepared_in` (0: a record from before it was
+/// kept) is void by its old primary's control file, if it is: a failover came after it. The
+/// member follows a newer incarnation (giving the role back in it would make a second primary
+/// of that one), or a failover target sealed it, as its relay, against its incarnation (that
+/// failover's primary may be open already, and need not be a member this one ships to
+/// directly: its confirmation would not hear of it). Both found by
+/// `roles/tests/model_restart.rs`.
+fn void_switchover(control: &redo::ControlData, prepared_in: u32) -> Option<String> {
+    let incarnation = control.incarnation.0;
+    if prepared_in != 0 && incarnation != prepared_in {
+        return Some(format!(
+            "it was prepared in incarnation {prepared_in}, and this member follows incarnation {incarnation} since (a failover came after it)"
+        ));
+    }
+    let sealed = control.sealed_below.0;
+    if sealed > incarnation {
+        return Some(format!(
+            "a failover from incarnation {incarnation} sealed this member since (it takes nothing below incarnation {sealed}), and its primary may be open"
+        ));
+    }
+    None
+}
+
+/// Logs that the void record of switchover `id` to `target` was removed, and says so.
+fn void_removed(id: u64, target: &str, prepared_in: u32, reason: &str) -> String {
+    tracing::warn!(switchover = id, to = %target, prepared_in, %reason, "a void switchover record removed");
+    format!(
+        "switchover {id} to '{target}': {reason}: it is void; its record is removed, and no role is given back"
+    )
 }
 
 impl Roles {
@@ -504,24 +535,38 @@ impl Roles {
         if control.role != Role::Standby || control.fenced.is_some() {
             return refuse("this member is not the old primary of a pending switchover");
         }
-        // It follows a newer incarnation than the switchover's: a failover came after it, and
-        // the role to give back is no longer this member's. Giving it in the new incarnation
-        // would make a second primary of it (found by `roles/tests/model_restart.rs`). The
-        // record is void: removed, no role given back.
-        if prepared_in != 0 && control.incarnation.0 != prepared_in {
+        // A failover came after it (see `void_switchover`): the role to give back is no longer
+        // this member's. The record is void: removed, no role given back.
+        if let Some(reason) = void_switchover(&control, prepared_in) {
             drop(running);
             self.write_pending_switchover(None).context("removing the void switchover record")?;
             self.notes.lock().switchover_to = None;
-            tracing::warn!(switchover = id, to = %target, prepared_in, incarnation = control.incarnation.0, "a void switchover record removed: this member follows a newer incarnation");
-            return refuse(format!(
-                "switchover {id} to '{target}' was prepared in incarnation {prepared_in}, and this member follows incarnation {} since (a failover came after it): it is void; its record is removed, and no role is given back",
-                control.incarnation.0
-            ));
+            return refuse(void_removed(id, &target, prepared_in, &reason));
         }
         drop(running);
-        self.reopen(&format!("switchover to '{target}' aborted"), |roles| {
-            roles.write_pending_switchover(None)?;
+        let void_target = target.clone();
+        self.reopen(&format!("switchover to '{target}' aborted"), move |roles| {
             let (redo_config, _) = roles.config.resolved();
+            // Read again with the database closed: until it closed, its receiver (which does
+            // not take the transition lock) took hellos and seals. A failover's new incarnation
+            // adopted, or a seal, since the check above makes the record void here too (found
+            // by `roles/tests/model_restart.rs` with routes); a switchover completed meanwhile
+            // (this member followed its target) leaves nothing to abort.
+            if roles.notes.lock().switchover_to.as_ref().is_none_or(|pending| pending.id != id) {
+                return Err(Refused(format!(
+                    "switchover {id} to '{void_target}' completed meanwhile: this member follows its target; no role is given back"
+                ))
+                .into());
+            }
+            let now = RedoLog::read_control(&redo_config, roles.storage.as_ref())
+                .context("reading the control file")?
+                .ok_or_else(|| anyhow!("the control file is gone"))?;
+            if let Some(reason) = void_switchover(&now, prepared_in) {
+                roles.write_pending_switchover(None)?;
+                roles.notes.lock().switchover_to = None;
+                return Err(Refused(void_removed(id, &void_target, prepared_in, &reason)).into());
+            }
+            roles.write_pending_switchover(None)?;
             RedoLog::rewrite_control(&redo_config, roles.storage.as_ref(), |control| {
                 control.role = Role::Primary;
                 // Its standbys hold its database (the target, at least): a restart, and this
