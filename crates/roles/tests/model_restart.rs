@@ -572,3 +572,24 @@ fn under_routes_failovers_and_restarts_never_leave_two_primaries() {
         assert!(run.found(FAILS_OVER).is_some() && run.found(REOPENS_AFTER_FAILOVER).is_some());
     }
 }
+
+/// Under routes, failing over past a running primary a cut hides from the broker (the DBA's
+/// call) too: only the documented window remains, with and without switchovers (CI: four
+/// faults without; two with, and a failover amid a switchover).
+#[test]
+fn under_routes_past_a_hidden_primary_only_the_documented_window_remains() {
+    for routes in [Routes::RELAYED_UNDER_TARGET, Routes::CASCADE] {
+        let config = Config {
+            faults: 4,
+            force: false,
+            hidden: Hidden::Yes,
+            routes,
+            ..config(Variant::Current)
+        };
+        let run = assert_safe(&format!("{routes:?}, hidden primaries"), config);
+        assert!(run.exhausted || run::deep(), "{}", run.summary("not every state was checked"));
+        let config = Config { hidden: Hidden::Yes, ..routes_config(routes, Variant::Current) };
+        let run = assert_safe(&format!("{routes:?}, hidden primaries, switchovers"), config);
+        assert!(run.exhausted || run::deep(), "{}", run.summary("not every state was checked"));
+    }
+}
