@@ -442,6 +442,33 @@ fn an_old_primary_is_reinstated_through_a_cascade_and_a_new_standby_is_copied_fr
     assert_eq!(a.source_member.as_deref(), Some("c"), "the new a receives through c");
 }
 
+/// Under `a`, `b` forwards to `c`; under `b` and under `c`, `a` forwards to the other. `a`
+/// the primary, a write applied on `c`, and `a`'s switchover to `b` prepared.
+fn sealing_cascade_prepared() -> (Cluster, admin::roles::SwitchoverPrepared) {
+    let mut a = MemberSpec::new("a", "async", "primary");
+    let mut b = MemberSpec::new("b", "async", "standby");
+    let c = MemberSpec::new("c", "async", "standby");
+    a.extra = "routes = [{ when = \"b\", to = \"c\" }, { when = \"c\", to = \"b\" }]\n";
+    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
+    let cluster = Cluster::start(ClusterConfig {
+        members: vec![a, b, c],
+        protection_mode: "maximum_performance",
+        ..ClusterConfig::pair()
+    });
+    first_write(&cluster, "a", "incarnation 1");
+    cluster.wait_applied("c", "a", Duration::from_secs(60));
+    let (code, reply) = admin::client::http_call(
+        &cluster.addr_of("a"),
+        "POST",
+        "/roles/switchover/prepare?to=b",
+        Duration::from_secs(90),
+    )
+    .unwrap();
+    assert_eq!(code, 200, "{reply}");
+    let prepared = serde_json::from_str(&reply).unwrap();
+    (cluster, prepared)
+}
+
 /// A switchover whose target a failover sealed is refused: under `a`, `b` forwards to `c`;
 /// under `b` and under `c`, `a` forwards to the other. `a` prepares a switchover to `b`
 /// (allowed: each ships first to the other) and is lost; `failover --to c` seals `b`, `c`'s
@@ -453,28 +480,8 @@ fn an_old_primary_is_reinstated_through_a_cascade_and_a_new_standby_is_copied_fr
 #[test]
 fn a_switchover_whose_target_a_failover_sealed_is_refused() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "sealed switchover target");
-    let mut a = MemberSpec::new("a", "async", "primary");
-    let mut b = MemberSpec::new("b", "async", "standby");
-    let c = MemberSpec::new("c", "async", "standby");
-    a.extra = "routes = [{ when = \"b\", to = \"c\" }, { when = \"c\", to = \"b\" }]\n";
-    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
-    let mut cluster = Cluster::start(ClusterConfig {
-        members: vec![a, b, c],
-        protection_mode: "maximum_performance",
-        ..ClusterConfig::pair()
-    });
+    let (mut cluster, prepared) = sealing_cascade_prepared();
     let limit = Duration::from_secs(60);
-    first_write(&cluster, "a", "incarnation 1");
-    cluster.wait_applied("c", "a", limit);
-    let (code, reply) = admin::client::http_call(
-        &cluster.addr_of("a"),
-        "POST",
-        "/roles/switchover/prepare?to=b",
-        Duration::from_secs(90),
-    )
-    .unwrap();
-    assert_eq!(code, 200, "{reply}");
-    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
     cluster.kill("a");
     cluster.must(&["failover", "--to", "c"]);
     let sealed = common::poll_until(limit, || {
@@ -512,28 +519,7 @@ fn a_switchover_whose_target_a_failover_sealed_is_refused() {
 #[test]
 fn an_old_primary_a_failover_sealed_does_not_take_its_role_back() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "sealed old primary's abort");
-    let mut a = MemberSpec::new("a", "async", "primary");
-    let mut b = MemberSpec::new("b", "async", "standby");
-    let c = MemberSpec::new("c", "async", "standby");
-    a.extra = "routes = [{ when = \"b\", to = \"c\" }, { when = \"c\", to = \"b\" }]\n";
-    b.extra = "routes = [{ when = \"a\", to = \"c\" }]\n";
-    let cluster = Cluster::start(ClusterConfig {
-        members: vec![a, b, c],
-        protection_mode: "maximum_performance",
-        ..ClusterConfig::pair()
-    });
-    let limit = Duration::from_secs(60);
-    first_write(&cluster, "a", "incarnation 1");
-    cluster.wait_applied("c", "a", limit);
-    let (code, reply) = admin::client::http_call(
-        &cluster.addr_of("a"),
-        "POST",
-        "/roles/switchover/prepare?to=b",
-        Duration::from_secs(90),
-    )
-    .unwrap();
-    assert_eq!(code, 200, "{reply}");
-    let prepared: admin::roles::SwitchoverPrepared = serde_json::from_str(&reply).unwrap();
+    let (cluster, prepared) = sealing_cascade_prepared();
 
     // `c`'s failover from `b`, in incarnation 1: its relay under `b` is `a`.
     let redo = format!("127.0.0.1:{}", cluster.ports["a"].redo);
