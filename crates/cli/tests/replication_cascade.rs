@@ -515,7 +515,8 @@ fn a_switchover_whose_target_a_failover_sealed_is_refused() {
 /// under `b`; the test plays that failover's seal (`transport::relay_seal`, as `c`). `b`'s
 /// wait then runs out and the broker calls `a`'s abort: `a` refuses it as void, removes its
 /// record and stays a standby. Before, it took its role back in incarnation 1, `b` welcomed it,
-/// and it took writes beside the failover's primary.
+/// and it took writes beside the failover's primary. A failover to `a` is refused too, unless
+/// `--force`.
 #[test]
 fn an_old_primary_a_failover_sealed_does_not_take_its_role_back() {
     let _watchdog = Watchdog::new(Duration::from_secs(240), "sealed old primary's abort");
@@ -539,4 +540,12 @@ fn an_old_primary_a_failover_sealed_does_not_take_its_role_back() {
     let refused = set(&mut connection, "beside the failover's primary", "lost")
         .expect_err("a took a write after a failover sealed it");
     assert!(refused.contains("ReadOnly"), "{refused}");
+
+    // Nor is it failed over to: that would be a second failover from incarnation 1, a second
+    // primary of incarnation 2. `--force` is the DBA's word.
+    let (ok, _, stderr) = cluster.redoguard(&["failover", "--to", "a"]);
+    assert!(!ok && stderr.contains("sealed"), "a sealed member was failed over to: {stderr}");
+    assert_eq!(cluster.server("a").status().roles.expect("roles").role, "standby");
+    cluster.must(&["failover", "--to", "a", "--force"]);
+    assert_eq!(cluster.server("a").status().roles.expect("roles").role, "primary");
 }

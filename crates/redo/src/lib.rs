@@ -176,11 +176,19 @@ pub(crate) struct Shared {
 impl Shared {
     /// Changes the control file durably: `change` edits a copy, which is written (replacing
     /// the file) and then becomes the engine's. Nothing changes if `change` or the write fails.
+    ///
+    /// Refused once the engine is shut down (`shutdown` sets its flag, then takes this lock):
+    /// a role change rewrites the file while the database is closed (`rewrite_control`), and
+    /// a late writer of this engine (a hello or a relay seal its receiver was still serving)
+    /// would put its cached copy, the role and incarnation before the change, back over it.
     pub(crate) fn update_control(
         &self,
         change: impl FnOnce(&mut ControlData) -> Result<()>,
     ) -> Result<ControlData> {
         let mut control = self.control.lock();
+        if self.is_shut_down() {
+            return Err(RedoError::Shutdown);
+        }
         let mut updated = control.clone();
         change(&mut updated)?;
         if updated != *control {
@@ -511,6 +519,9 @@ impl RedoLog {
         #[cfg(test)]
         self.shared.failpoint("shutdown: flushed");
         self.shared.shutdown.store(true, Ordering::Release);
+        // A control-file write in progress ends before this returns; none starts after
+        // (`update_control`).
+        drop(self.shared.control.lock());
         self.shared.buffer.close();
         self.shared.log_writer.background.notify();
         self.shared.log_writer.pipeline.wake_all();

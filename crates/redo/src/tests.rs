@@ -366,3 +366,26 @@ fn a_panicking_leader_fails_the_writer_instead_of_hanging_its_waiters() {
     assert!(primary.status().writer_failure.is_some_and(|failure| failure.contains("panicked")));
     primary.shutdown().unwrap();
 }
+
+/// A late control-file writer of a shut-down engine (a hello or a relay seal its receiver was
+/// still serving) changes nothing: a role change rewrites the file while the database is
+/// closed, and the engine's cached copy, from before the change, must not go back over it.
+#[test]
+fn a_shut_down_engine_never_writes_its_control_file_again() {
+    let disk = CrashDisk::new();
+    let config = small_config(Path::new("/db"));
+    let log = open_on(&disk, &config).unwrap();
+    let late = log.handle();
+    log.shutdown().unwrap();
+    RedoLog::rewrite_control(&config, &disk, |control| {
+        control.incarnation = Incarnation(7);
+        Ok(())
+    })
+    .unwrap();
+    assert!(matches!(late.seal_below(Incarnation(5)), Err(RedoError::Shutdown)));
+    let fence = Fence { incarnation: Incarnation(9), by: "elsewhere".into() };
+    assert!(matches!(late.fence(fence), Err(RedoError::Shutdown)));
+    let on_disk = RedoLog::read_control(&config, &disk).unwrap().expect("a control file");
+    assert_eq!(on_disk.incarnation, Incarnation(7), "the role change's write was undone");
+    assert_eq!((on_disk.sealed_below, on_disk.fenced), (Incarnation(0), None));
+}

@@ -238,6 +238,9 @@ pub struct Member {
     /// A standby: the primary of the last hello it welcomed (direct or forwarded) since its
     /// receiver started.
     pub heard: Option<u8>,
+    /// A standby: the primary whose redo it forwards (the relay's `Cascade::follow`: from a
+    /// hello of that primary, or a seal, until its receiver stops), in its own incarnation.
+    pub forwarding: Option<u8>,
     /// Ghost: a primary running out of the broker's sight when a failover happened
     /// (docs/roles.md, "Never two primaries", point 3's window), until its process ends.
     pub hidden: bool,
@@ -553,7 +556,9 @@ impl RestartSystem {
         // (Tracked only where routes make it matter, `seal_relay`: without them it would
         // only multiply the states.)
         if self.config.routes != Routes::DIRECT {
+            // (Any welcome, forwarded or not: `cascade.follow` at each hello it takes.)
             state.members[to].heard = Some(from as u8);
+            state.members[to].forwarding = Some(from as u8);
         }
         // A switchover it began is complete once it follows its target
         // (`note_switchover_complete`).
@@ -619,6 +624,10 @@ impl RestartSystem {
         if !target.holds && self.config.variant != Variant::EmptyFailover {
             return None;
         }
+        // So does one a failover target sealed against its incarnation, unless `--force`.
+        if Self::sealed_against(target.sealed_below, target.incarnation) && !force {
+            return None;
+        }
         let primaries: Vec<usize> =
             (0..MEMBERS).filter(|node| state.members[*node].primary() && reached(*node)).collect();
         let new_incarnation = target.incarnation + 1;
@@ -671,7 +680,7 @@ impl RestartSystem {
         member.followed = self.config.variant != Variant::FailoverNotFollowed;
         member.fenced = None;
         member.history.push(to as u8);
-        member.heard = None;
+        Self::receiver_stops(member);
         // Made primary by this process: open at once.
         member.welcomed.clear();
         member.open = true;
@@ -732,6 +741,7 @@ impl Model for RestartSystem {
             open: role == Role::Primary,
             welcomed: BTreeSet::new(),
             heard: None,
+            forwarding: None,
             hidden: false,
             pending: None,
             refused: BTreeSet::new(),
@@ -840,7 +850,7 @@ impl Model for RestartSystem {
                 member.up = false;
                 member.open = false;
                 member.welcomed.clear();
-                member.heard = None;
+                Self::receiver_stops(member);
                 member.hidden = false;
                 self.end_sessions(&mut state, node);
             }

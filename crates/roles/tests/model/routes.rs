@@ -33,7 +33,7 @@
 //! - **What each member heard** (`heard`, volatile): the primary of its last welcome, direct
 //!   or forwarded, since its process (or its receiver) started.
 
-use crate::restart::{Action, MEMBERS, NAMES, RestartSystem, Role, State};
+use crate::restart::{Action, MEMBERS, Member, NAMES, RestartSystem, Role, State};
 
 /// Under each member as primary (the first index), the member each member receives from (the
 /// second index; a member's own entry is itself).
@@ -85,33 +85,43 @@ impl RestartSystem {
         !roles::switchover::unseen_hops(&primary_hops, NAMES[to], &target_hops).is_empty()
     }
 
-    /// A relay's forwarded hellos: from a standby in session with its primary, to each member
-    /// the routes under that primary give their redo from it.
+    /// Its receiver stops (a crash, a reopen, a role of its own): it has heard from no
+    /// primary, and forwards for none, until a hello or a seal.
+    pub(crate) fn receiver_stops(member: &mut Member) {
+        member.heard = None;
+        member.forwarding = None;
+    }
+
+    /// Whether `relay` forwards `primary`'s hellos to `to` now.
+    fn forwards(&self, state: &State, primary: usize, relay: usize, to: usize) -> bool {
+        let member = &state.members[relay];
+        member.up
+            && member.role == Role::Standby
+            && member.forwarding == Some(primary as u8)
+            && to != relay
+            && self.source(primary, to) == relay
+            && !state.deferred.contains(&(to as u8))
+            && state.members[to].up
+            && self.live(state, relay, to)
+    }
+
+    /// A relay's forwarded hellos: from a standby that forwards a primary's redo (whether or
+    /// not that primary is still up, in session, or the primary: its forwarder reconnects with
+    /// what it holds), in the relay's incarnation, to each member the routes under that
+    /// primary give their redo from it.
     pub(crate) fn forward_actions(&self, state: &State, actions: &mut Vec<Action>) {
-        for &(primary, relay) in &state.sessions {
-            let (primary, relay) = (usize::from(primary), usize::from(relay));
-            let sender = &state.members[primary];
-            if !sender.primary() || !state.members[relay].up {
-                continue;
-            }
-            for to in (0..MEMBERS).filter(|to| *to != primary && *to != relay) {
-                let receiver = &state.members[to];
-                if self.source(primary, to) != relay
-                    || state.deferred.contains(&(to as u8))
-                    || !receiver.up
-                    || !self.live(state, relay, to)
-                {
-                    continue;
-                }
+        for (relay, member) in state.members.iter().enumerate() {
+            let Some(primary) = member.forwarding.map(usize::from) else { continue };
+            for to in (0..MEMBERS).filter(|to| self.forwards(state, primary, relay, *to)) {
                 actions.push(Action::Forward { primary, relay, to, beyond: false });
-                if self.adopts(sender.incarnation, receiver) {
+                if self.adopts(member.incarnation, &state.members[to]) {
                     actions.push(Action::Forward { primary, relay, to, beyond: true });
                 }
             }
         }
     }
 
-    /// A relay forwards its primary's hello (`None`: no such session any more).
+    /// A relay forwards its primary's hello (`None`: it does not, now).
     pub(crate) fn forward(
         &self,
         state: &mut State,
@@ -120,14 +130,7 @@ impl RestartSystem {
         to: usize,
         beyond: bool,
     ) -> Option<()> {
-        let sender = &state.members[primary];
-        let forwarding = sender.primary()
-            && state.sessions.contains(&(primary as u8, relay as u8))
-            && state.members[relay].incarnation == sender.incarnation
-            && self.source(primary, to) == relay
-            && self.live(state, relay, to)
-            && state.members[to].up;
-        if !forwarding {
+        if !self.forwards(state, primary, relay, to) {
             return None;
         }
         self.greet(state, primary, relay, to, beyond);
@@ -199,6 +202,8 @@ impl RestartSystem {
         );
         let sealed_below = sealed_below.0 as u8;
         state.members[relay].sealed_below = sealed_below;
+        // It forwards the tail (`cascade.follow`).
+        state.members[relay].forwarding = Some(primary as u8);
         // Its sessions of the sealed incarnations end (each connection at its next message).
         let incarnations: Vec<u8> = state.members.iter().map(|m| m.incarnation).collect();
         state.sessions.retain(|(primary, standby)| {

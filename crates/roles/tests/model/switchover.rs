@@ -230,7 +230,7 @@ impl RestartSystem {
         member.followed = false;
         member.change = None;
         // Its receiver starts anew: it has heard from no primary.
-        member.heard = None;
+        Self::receiver_stops(member);
         member.fence_waiting = None;
         state.sessions.retain(|(primary, _)| usize::from(*primary) != node);
         self.open(state, node);
@@ -348,7 +348,9 @@ impl RestartSystem {
         }
         if state.members[node].incarnation != incarnation {
             // It adopted a newer incarnation while it waited: refused, as its wait running
-            // out is (`complete_switchover_locked`, read again under the closed database).
+            // out is (`complete_switchover_locked`, read again under the closed database,
+            // which then opens again: a new receiver).
+            Self::receiver_stops(&mut state.members[node]);
             return self.refuse(state, node);
         }
         // A failover's target sealed it (its relay): that failover's primary may be open
@@ -356,6 +358,7 @@ impl RestartSystem {
         if Self::sealed_against(state.members[node].sealed_below, incarnation)
             && self.config.variant != Variant::SealedTargetCompletes
         {
+            Self::receiver_stops(&mut state.members[node]);
             return self.refuse(state, node);
         }
         let member = &mut state.members[node];
@@ -427,6 +430,8 @@ impl RestartSystem {
             let member = &mut state.members[node];
             member.pending = None;
             member.change = None;
+            // (Its database opens again as a standby: a new receiver.)
+            Self::receiver_stops(member);
             if let Some(index) = self.answering(state, node) {
                 state.runs.remove(index);
             }

@@ -45,6 +45,25 @@ fn refuse<T>(reason: impl Into<String>) -> anyhow::Result<T> {
     Err(Refused(reason.into()).into())
 }
 
+/// Why a seal refuses this member a role of its own, if it does: a failover target sealed it,
+/// as its relay, against its incarnation (`ControlData::sealed_below`). A failover from that
+/// incarnation has begun elsewhere, and its primary may be open already.
+fn sealed_against_own(control: &redo::ControlData) -> Option<String> {
+    let (incarnation, sealed) = (control.incarnation.0, control.sealed_below.0);
+    (sealed > incarnation).then(|| format!(
+        "a failover from incarnation {incarnation} sealed this member (it takes nothing below incarnation {sealed}), and its primary may be open"
+    ))
+}
+
+/// The control file as it is now, read in `reopen`'s change (the database closed): what the
+/// receiver, which does not take the transition lock, may have written since the change's own
+/// checks (an adopted incarnation, a fence, a seal). Nothing writes it now.
+fn control_now(roles: &Roles) -> anyhow::Result<redo::ControlData> {
+    let (redo_config, _) = roles.config.resolved();
+    redo::RedoLog::read_control(&redo_config, roles.storage.as_ref())?
+        .ok_or_else(|| anyhow!("the control file is gone"))
+}
+
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<T> {

@@ -449,6 +449,16 @@ impl StandbyReceiver {
     }
 }
 
+impl StandbyReceiver {
+    /// Runs `work` (a hello's connection, a seal) counted among those `stop` waits for.
+    fn serving(&self, work: impl FnOnce()) {
+        *self.inner.serving.lock() += 1;
+        work();
+        *self.inner.serving.lock() -= 1;
+        self.inner.served.notify_all();
+    }
+}
+
 impl Drop for StandbyReceiver {
     fn drop(&mut self) {
         self.stop(Duration::from_secs(5));
@@ -457,12 +467,7 @@ impl Drop for StandbyReceiver {
 
 impl RedoPort for StandbyReceiver {
     fn hello(&self, conn: Conn, hello: Hello) {
-        {
-            *self.inner.serving.lock() += 1;
-        }
-        self.inner.serve(conn, hello);
-        *self.inner.serving.lock() -= 1;
-        self.inner.served.notify_all();
+        self.serving(|| self.inner.serve(conn, hello));
     }
 
     fn role_info(&self) -> RoleInfo {
@@ -498,7 +503,9 @@ impl RedoPort for StandbyReceiver {
     }
 
     fn relay_seal(&self, conn: Conn, seal: proto::RelaySeal) {
-        self.inner.serve_seal(conn, seal);
+        // Counted as a hello is: `stop` waits for a seal in progress too (and the engine,
+        // shut down, refuses its control-file write if it comes later still).
+        self.serving(|| self.inner.serve_seal(conn, seal));
     }
 }
 

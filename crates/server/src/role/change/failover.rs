@@ -47,6 +47,15 @@ impl Roles {
                 fence.incarnation, fence.by
             ));
         }
+        // Sealed as a failover target's relay: a second failover from the same incarnation
+        // would make a second primary of the next one. The DBA's `--force` opens it anyway.
+        if let Some(reason) = sealed_against_own(&control)
+            && !without_tail
+        {
+            return refuse(format!(
+                "{reason}: fail over to that target, or use failover --force to open this member beside it"
+            ));
+        }
         // A new standby that no primary has shipped to and that took no copy holds no
         // database: a primary made of it would hold nothing, and its old primary, which no
         // standby followed, restarts taking writes (found by `roles/tests/model_restart.rs`).
@@ -131,8 +140,35 @@ impl Roles {
         let history = self.history.clone();
         // Closed without a checkpoint: the new primary's open replays what it received, which
         // is quicker than writing it to the data files first while no one can write.
+        let started_in = control.incarnation;
         self.reopen_with("failover", false, move |roles| {
             let (redo_config, _) = roles.config.resolved();
+            // Read again with the database closed: its receiver, running until the tail was
+            // taken, may have been fenced (a hello found it diverged), followed a newer
+            // incarnation, or been sealed since the checks above.
+            let now = control_now(roles).context("reading the control file")?;
+            if let Some(fence) = &now.fenced {
+                return Err(Refused(format!(
+                    "this standby was fenced meanwhile: it holds redo past the point where incarnation {} of '{}' began; reinstate it",
+                    fence.incarnation, fence.by
+                ))
+                .into());
+            }
+            if now.incarnation != started_in {
+                return Err(Refused(format!(
+                    "this standby followed incarnation {} meanwhile (it was in {started_in}): another member is the primary of it",
+                    now.incarnation
+                ))
+                .into());
+            }
+            if let Some(reason) = sealed_against_own(&now)
+                && !without_tail
+            {
+                return Err(Refused(format!(
+                    "{reason} (meanwhile): fail over to that target, or use failover --force"
+                ))
+                .into());
+            }
             // A new incarnation, a new reign: it has named no observer to anyone yet.
             roles.write_fast_start_record(&roles::fast_start::PrimaryRecord::default())?;
             let mut updated = history.lock().clone();

@@ -7,7 +7,7 @@ mod record;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use redo::{RedoAddr, RedoLog, Role, Scn};
 
 use super::super::Roles;
@@ -83,13 +83,7 @@ fn void_switchover(control: &redo::ControlData, prepared_in: u32) -> Option<Stri
             "it was prepared in incarnation {prepared_in}, and this member follows incarnation {incarnation} since (a failover came after it)"
         ));
     }
-    let sealed = control.sealed_below.0;
-    if sealed > incarnation {
-        return Some(format!(
-            "a failover from incarnation {incarnation} sealed this member since (it takes nothing below incarnation {sealed}), and its primary may be open"
-        ));
-    }
-    None
+    sealed_against_own(control)
 }
 
 /// Logs that the void record of switchover `id` to `target` was removed, and says so.
@@ -387,25 +381,27 @@ impl Roles {
             // switchover of the old incarnation must not open this one as a second primary of
             // the new one, which no hello would fence (docs/roles.md, "a failover while a
             // switchover is half done"). The database is closed here: nothing adopts now.
-            let now = RedoLog::read_control(&redo_config, roles.storage.as_ref())
-                .context("reading the control file")?;
-            let now_in = now.as_ref().map(|control| control.incarnation.0);
-            if now_in != Some(incarnation) {
+            let now = control_now(roles).context("reading the control file")?;
+            if now.incarnation.0 != incarnation {
                 return Err(Refused(format!(
                     "switchover {id} from '{old_primary}' was prepared in incarnation {incarnation}, and this standby has followed incarnation {} since: it stays a standby",
-                    now_in.map_or("(none)".to_string(), |now| now.to_string())
+                    now.incarnation
                 ))
                 .into());
             }
             // A relay (it forwards redo to a cascaded standby) that a failover target sealed:
             // a failover from this incarnation has begun, and its target may be the primary of
             // the next one already (it need not be a member this one ships to directly, so no
-            // welcome would be missing).
-            if let Some(sealed) = now.as_ref().map(|control| control.sealed_below.0)
-                && sealed > incarnation
-            {
+            // welcome would be missing). Or fenced meanwhile (a hello found it diverged).
+            if let Some(reason) = sealed_against_own(&now) {
                 return Err(Refused(format!(
-                    "switchover {id} from '{old_primary}' was prepared in incarnation {incarnation}, and a failover sealed this member against it since (it takes nothing below incarnation {sealed}): it stays a standby"
+                    "switchover {id} from '{old_primary}': {reason}: it stays a standby"
+                ))
+                .into());
+            }
+            if now.role != Role::Standby || now.fenced.is_some() {
+                return Err(Refused(format!(
+                    "switchover {id} from '{old_primary}': this member is no longer a standby that can take over (fenced meanwhile?): it stays as it is"
                 ))
                 .into());
             }
@@ -558,9 +554,13 @@ impl Roles {
                 ))
                 .into());
             }
-            let now = RedoLog::read_control(&redo_config, roles.storage.as_ref())
-                .context("reading the control file")?
-                .ok_or_else(|| anyhow!("the control file is gone"))?;
+            let now = control_now(roles).context("reading the control file")?;
+            if now.role != Role::Standby || now.fenced.is_some() {
+                return Err(Refused(format!(
+                    "switchover {id} to '{void_target}': this member is no longer a standby that can take its role back (fenced meanwhile?); no role is given back"
+                ))
+                .into());
+            }
             if let Some(reason) = void_switchover(&now, prepared_in) {
                 roles.write_pending_switchover(None)?;
                 roles.notes.lock().switchover_to = None;
