@@ -57,7 +57,9 @@ fn sealed_against_own(control: &redo::ControlData) -> Option<String> {
 
 /// The control file as it is now, read in `reopen`'s change (the database closed): what the
 /// receiver, which does not take the transition lock, may have written since the change's own
-/// checks (an adopted incarnation, a fence, a seal). Nothing writes it now.
+/// checks (an adopted incarnation, a fence, a seal). Nothing writes it now: the engine, shut
+/// down, refuses a late writer (`redo::Shared::update_control`), whose write is then lost, not
+/// made (a hello still being served past the receiver's stop, rare: its connection ends).
 fn control_now(roles: &Roles) -> anyhow::Result<redo::ControlData> {
     let (redo_config, _) = roles.config.resolved();
     redo::RedoLog::read_control(&redo_config, roles.storage.as_ref())?

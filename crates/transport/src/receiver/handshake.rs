@@ -175,7 +175,13 @@ impl Inner {
             return;
         }
         if let Err(error) = self.redo.adopt_identity(DatabaseId(hello.database_id)) {
-            self.refuse(&mut conn, ErrorMessage::new(ErrorCode::WrongDatabase, error.to_string()));
+            // A database closing (a role change, a stop) writes nothing more: not a wrong one.
+            let code = if matches!(error, redo::RedoError::Shutdown) {
+                ErrorCode::ShuttingDown
+            } else {
+                ErrorCode::WrongDatabase
+            };
+            self.refuse(&mut conn, ErrorMessage::new(code, error.to_string()));
             return;
         }
         if hello.channel == proto::Channel::Control && self.redo.config().groups < hello.groups {

@@ -450,12 +450,19 @@ impl StandbyReceiver {
 }
 
 impl StandbyReceiver {
-    /// Runs `work` (a hello's connection, a seal) counted among those `stop` waits for.
+    /// Runs `work` (a hello's connection, a seal) counted among those `stop` waits for, and
+    /// uncounted however it ends (a panic too: `stop` would otherwise wait out its timeout).
     fn serving(&self, work: impl FnOnce()) {
+        struct Served<'a>(&'a Inner);
+        impl Drop for Served<'_> {
+            fn drop(&mut self) {
+                *self.0.serving.lock() -= 1;
+                self.0.served.notify_all();
+            }
+        }
         *self.inner.serving.lock() += 1;
+        let _served = Served(&self.inner);
         work();
-        *self.inner.serving.lock() -= 1;
-        self.inner.served.notify_all();
     }
 }
 
