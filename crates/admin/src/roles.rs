@@ -43,6 +43,12 @@ pub struct RoleStatus {
     /// failed over meanwhile (its gate `Unconfirmed`).
     #[serde(default)]
     pub followed: bool,
+    /// A failover target sealed this member, as its relay, below this incarnation (durable, in
+    /// its control file; 0: never): it takes no redo of an older one. Above its own
+    /// incarnation, a failover from that one has begun elsewhere: its pending switchover is
+    /// void, and it is failed over to only with `--force`.
+    #[serde(default)]
+    pub sealed_below: u32,
 }
 
 /// Fast-start failover, as a member sees it.

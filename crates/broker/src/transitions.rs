@@ -187,10 +187,20 @@ fn pending_switchover(
                 ))));
             }
         };
-        if incarnation != redo.identity.incarnation.0 {
+        let now = redo.identity.incarnation.0;
+        let void = if incarnation != now {
+            Some(format!("follows incarnation {now} since"))
+        } else if roles.sealed_below > incarnation {
+            Some(format!(
+                "a failover target sealed it since (it takes nothing below incarnation {})",
+                roles.sealed_below
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = void {
             return Some(Err(refused(format!(
-                "'{name}' holds switchover {id} to '{to}', prepared in incarnation {incarnation}, and follows incarnation {} since: a failover came after it, and it is void. Remove it (`POST /roles/switchover/abort?id={id}` on '{name}''s admin API: it gives no role back), then run the switchover again from the primary",
-                redo.identity.incarnation.0
+                "'{name}' holds switchover {id} to '{to}', prepared in incarnation {incarnation}, and {why}: a failover came after it, and it is void. Remove it (`POST /roles/switchover/abort?id={id}` on '{name}''s admin API: it gives no role back), then run the switchover again from the primary"
             ))));
         }
         Some(Ok((

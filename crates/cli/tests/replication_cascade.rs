@@ -528,6 +528,11 @@ fn an_old_primary_a_failover_sealed_does_not_take_its_role_back() {
         .unwrap_or_else(|error| panic!("sealing a: {error}\n{}", cluster.logs()));
     assert_eq!(sealed.incarnation, 1, "{sealed:?}");
 
+    // The broker, run again, does not complete the record: void.
+    let (ok, _, stderr) = cluster.redoguard(&["switchover", "--to", "b"]);
+    assert!(!ok && stderr.contains("void") && stderr.contains("sealed"), "{stderr}");
+    assert_eq!(cluster.server("b").status().roles.expect("roles").role, "standby");
+
     let abort = format!("/roles/switchover/abort?id={}", prepared.id);
     let (code, reply) =
         admin::client::http_call(&cluster.addr_of("a"), "POST", &abort, Duration::from_secs(90))

@@ -600,6 +600,7 @@ impl Roles {
             switchover_incarnation: notes.switchover_to.as_ref().map(|pending| pending.incarnation),
             fast_start: self.fast_start_status(&running),
             followed: control.followed,
+            sealed_below: control.sealed_below.0,
         })
     }
 
