@@ -447,9 +447,7 @@ impl StandbyReceiver {
             let _ = thread.join();
         }
     }
-}
 
-impl StandbyReceiver {
     /// Runs `work` (a hello's connection, a seal) counted among those `stop` waits for, and
     /// uncounted however it ends (a panic too: `stop` would otherwise wait out its timeout).
     fn serving(&self, work: impl FnOnce()) {

@@ -392,13 +392,14 @@ impl Roles {
             // A relay (it forwards redo to a cascaded standby) that a failover target sealed:
             // a failover from this incarnation has begun, and its target may be the primary of
             // the next one already (it need not be a member this one ships to directly, so no
-            // welcome would be missing). Or fenced meanwhile (a hello found it diverged).
+            // welcome would be missing).
             if let Some(reason) = sealed_against_own(&now) {
                 return Err(Refused(format!(
                     "switchover {id} from '{old_primary}': {reason}: it stays a standby"
                 ))
                 .into());
             }
+            // Or fenced meanwhile (a hello found it diverged).
             if now.role != Role::Standby || now.fenced.is_some() {
                 return Err(Refused(format!(
                     "switchover {id} from '{old_primary}': this member is no longer a standby that can take over (fenced meanwhile?): it stays as it is"
