@@ -28,6 +28,8 @@
 //!   ignores the seal a failover put on it, or checks it only before its database closes, a
 //!   counterexample each.
 
+#[path = "model/failover.rs"]
+mod failover;
 #[path = "model/restart.rs"]
 mod restart;
 #[path = "model/routes.rs"]
