@@ -3,6 +3,10 @@
 //! shows the delay and an apply lag. Then a key is written, `east` is killed (kill -9) while
 //! that key is still held back, and `redoguard failover --to west` applies it before opening
 //! and says so: the key is readable on the new primary at once.
+//!
+//! And a failover refused after it stopped the standby's receiver (its apply could not reach
+//! what it received within `replication.failover_apply_wait`) leaves a standby that receives
+//! again, not one that stays deaf to its restarted primary.
 
 mod common;
 mod roles_support;
@@ -87,4 +91,52 @@ fn a_delayed_standby_serves_a_write_only_once_it_is_old_and_a_failover_applies_t
     assert_eq!(get(&mut west, "held").as_deref(), Some("v2"), "the held-back key after failover");
     assert_eq!(get(&mut west, "delayed").as_deref(), Some("v1"));
     println!("failover {took:.2?} after the write applied it before opening");
+}
+
+#[test]
+fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() {
+    let _watchdog = Watchdog::new(Duration::from_secs(150), "the refused failover test");
+    let mut config = ClusterConfig::pair();
+    config.members = vec![
+        MemberSpec::new("east", "async", "primary"),
+        MemberSpec { extra: "delay = \"1h\"\n", ..MemberSpec::new("west", "async", "standby") },
+    ];
+    config.protection_mode = "maximum_performance";
+    // No wait at all: the failover refuses while apply is behind what was received.
+    config.replication_extra = "failover_apply_wait = \"0s\"\n".into();
+    let mut cluster = Cluster::start(config);
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    // Redo held back by the delay: tens of thousands of records, which the failover's apply
+    // takes a while to reach once it lifts the delay.
+    for batch in 0..20 {
+        let mut pipe = redis::pipe();
+        for i in 0..2_000 {
+            pipe.cmd("SET").arg(format!("k{batch}:{i}")).arg("v").ignore();
+        }
+        pipe.query::<()>(&mut east).unwrap();
+    }
+    let durable = cluster.server("east").status().database.redo.durable_scn.0;
+    wait_received(&cluster, "west", durable);
+    cluster.kill("east");
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
+    let (ok, stdout, stderr) = cluster.redoguard(&["failover", "--to", "west"]);
+    assert!(!ok, "the failover took over with apply behind:\n{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("failover_apply_wait"),
+        "the refusal names the setting:\n{stdout}{stderr}"
+    );
+    assert_eq!(cluster.server("west").status().replication.role, "standby");
+
+    // The old primary comes back: west hears it and receives what it writes next.
+    cluster.start_member("east");
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    // It takes writes once west, its one standby, has confirmed that it did not take over
+    // (a deaf west never answers, and east answers TRYAGAIN).
+    let taken = common::poll_until(Duration::from_secs(20), || {
+        redis::cmd("SET").arg("after").arg("v").query::<()>(&mut east).is_ok()
+    });
+    assert!(taken, "the restarted east never took a write\n{}", cluster.logs());
+    let durable = cluster.server("east").status().database.redo.durable_scn.0;
+    wait_received(&cluster, "west", durable);
+    println!("west received SCN {durable} from the restarted east after the refused failover");
 }

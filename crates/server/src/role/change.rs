@@ -30,9 +30,6 @@ use anyhow::anyhow;
 use super::gate::GateState;
 use super::{Roles, Running};
 
-/// How long a failover target waits for its apply to reach what it received (a switchover
-/// target's wait is `replication.switchover_wait`).
-const CATCH_UP_WAIT: Duration = Duration::from_secs(60);
 /// How often a member whose database a role change left closed tries to open it again.
 const REOPEN_RETRY: Duration = Duration::from_secs(1);
 

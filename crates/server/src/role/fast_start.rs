@@ -157,6 +157,7 @@ impl ObserverHooks for Hooks {
             open_standby: running.role() == Role::Standby
                 && control.fenced.is_none()
                 && running.receiver.is_some(),
+            sealed_below: control.sealed_below.0,
             incarnation: control.incarnation.0,
             primary: status.as_ref().and_then(|status| status.primary_member.clone()),
             observer: status.as_ref().and_then(|status| status.active_observer.clone()),

@@ -80,6 +80,11 @@ pub struct ReplicationConfig {
     /// Default: 60s.
     #[serde(with = "units::serde_human::duration")]
     pub switchover_wait: Duration,
+    /// How long a failover (not `--immediate`) waits for the target's apply to reach what it
+    /// received before it refuses; the target then receives again, a standby as before.
+    /// `0s`: refuse unless apply is there already. Bounds: 0..=1h. Default: 60s.
+    #[serde(with = "units::serde_human::duration")]
+    pub failover_apply_wait: Duration,
     /// Which of `members` this file runs. Required with `members`.
     pub member: Option<String>,
     /// Every database of the configuration, this one included. Bounds: 0, or 2..=10.
@@ -111,6 +116,7 @@ impl Default for ReplicationConfig {
             sync_quorum: crate::quorum::SyncQuorum::All,
             sync_latency: Duration::ZERO,
             switchover_wait: Duration::from_secs(60),
+            failover_apply_wait: Duration::from_secs(60),
             member: None,
             members: Vec::new(),
             redo_listen: None,
@@ -218,6 +224,12 @@ impl ReplicationConfig {
             return Err((
                 "replication.switchover_wait".into(),
                 format!("{:?} is outside 1s..=1h", self.switchover_wait),
+            ));
+        }
+        if self.failover_apply_wait > Duration::from_secs(3600) {
+            return Err((
+                "replication.failover_apply_wait".into(),
+                format!("{:?} is outside 0s..=1h", self.failover_apply_wait),
             ));
         }
         if self.sync_latency > Duration::from_secs(3600) {
@@ -396,5 +408,18 @@ mod switchover_wait_tests {
             assert_eq!(field, "replication.switchover_wait", "{reason}");
             assert!(reason.contains("outside 1s..=1h"), "{reason}");
         }
+    }
+
+    #[test]
+    fn the_failover_apply_wait_defaults_to_a_minute_and_is_refused_past_an_hour() {
+        let config: ReplicationConfig = toml::from_str("").unwrap();
+        assert_eq!(config.failover_apply_wait, Duration::from_secs(60));
+        let config: ReplicationConfig = toml::from_str("failover_apply_wait = \"0s\"").unwrap();
+        assert_eq!(config.failover_apply_wait, Duration::ZERO);
+        config.validate().unwrap();
+        let config: ReplicationConfig = toml::from_str("failover_apply_wait = \"2h\"").unwrap();
+        let (field, reason) = config.validate().unwrap_err();
+        assert_eq!(field, "replication.failover_apply_wait", "{reason}");
+        assert!(reason.contains("outside 0s..=1h"), "{reason}");
     }
 }

@@ -8,8 +8,8 @@ use anyhow::{Context as _, anyhow};
 use redo::{Incarnation, LogSeq, RedoLog, Role, Scn};
 use roles::Branch;
 
-use super::super::Roles;
 use super::super::api::Promoted;
+use super::super::{Roles, Running};
 use super::*;
 
 impl Roles {
@@ -106,7 +106,10 @@ impl Roles {
             let _ = durable;
             branch_point(db.redo())
         });
-        let (first_seq, first_scn, prev_end_offset, prev_closed_here) = branch_of.await?;
+        let (first_seq, first_scn, prev_end_offset, prev_closed_here) = match branch_of.await {
+            Ok(branch) => branch,
+            Err(error) => return self.receive_again(running, error).await,
+        };
         let received_scn = first_scn.prev();
         let unapplied_scns = received_scn.0.saturating_sub(applied_before.0);
         let held_back = held_back && unapplied_scns > 0;
@@ -115,13 +118,15 @@ impl Roles {
             delay.as_secs_f64()
         });
         if !immediate {
-            let deadline = Instant::now() + CATCH_UP_WAIT;
+            let wait = self.settings.replication().failover_apply_wait;
+            let deadline = Instant::now() + wait;
             while running.db.applied_scn() < received_scn {
                 if Instant::now() >= deadline {
-                    return refuse(format!(
-                        "apply reached SCN {} of {received_scn} within {CATCH_UP_WAIT:?}; use failover --immediate to open without waiting for it (the redo is replayed as the database opens)",
+                    let refusal = Refused(format!(
+                        "apply reached SCN {} of {received_scn} within {wait:?} (replication.failover_apply_wait); use failover --immediate to open without waiting for it (the redo is replayed as the database opens)",
                         running.db.applied_scn()
                     ));
+                    return self.receive_again(running, refusal.into()).await;
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
@@ -216,6 +221,24 @@ impl Roles {
             awaiting: Vec::new(),
             elapsed_ms: started.elapsed().as_millis() as u64,
         })
+    }
+
+    /// A failover refused after it stopped the receiver: the standby opens again as it was
+    /// (its receiver running, its apply delay back), and `refusal` is the answer. Without it a
+    /// refused failover left an open standby that received nothing until a restart.
+    async fn receive_again<T>(
+        self: &Arc<Roles>,
+        running: Arc<Running>,
+        refusal: anyhow::Error,
+    ) -> anyhow::Result<T> {
+        drop(running);
+        tracing::warn!(refusal = format!("{refusal:#}"), "failover refused: receiving again");
+        // Nothing to change: closed and opened in the role its control file names.
+        if let Err(error) = self.reopen_with("failover refused", false, |_| Ok(())).await {
+            return Err(refusal
+                .context(format!("and the standby did not open again to receive: {error:#}")));
+        }
+        Err(refusal)
     }
 
     /// Replaces this member's fast-start failover record (it is read when the database opens
