@@ -6,7 +6,8 @@
 //!
 //! And a failover refused after it stopped the standby's receiver (its apply could not reach
 //! what it received within `replication.failover_apply_wait`) leaves a standby that receives
-//! again, not one that stays deaf to its restarted primary.
+//! again, not one that stays deaf to its restarted primary. And a failover whose caller goes
+//! away part way (the DBA's Ctrl-C) runs to its end all the same.
 
 mod common;
 mod roles_support;
@@ -139,4 +140,59 @@ fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() 
     let durable = cluster.server("east").status().database.redo.durable_scn.0;
     wait_received(&cluster, "west", durable);
     println!("west received SCN {durable} from the restarted east after the refused failover");
+}
+
+#[test]
+fn a_failover_whose_caller_goes_away_part_way_runs_to_its_end() {
+    let _watchdog = Watchdog::new(Duration::from_secs(200), "the abandoned failover test");
+    let mut config = ClusterConfig::pair();
+    config.members = vec![
+        MemberSpec::new("east", "async", "primary"),
+        MemberSpec { extra: "delay = \"1h\"\n", ..MemberSpec::new("west", "async", "standby") },
+    ];
+    config.protection_mode = "maximum_performance";
+    let mut cluster = Cluster::start(config);
+    let mut east = common::redis_connection(cluster.resp_addr("east"));
+    // Enough redo held back by the delay that the failover's apply takes seconds.
+    for batch in 0..150 {
+        let mut pipe = redis::pipe();
+        for i in 0..2_000 {
+            pipe.cmd("SET").arg(format!("k{batch}:{i}")).arg("v").ignore();
+        }
+        pipe.query::<()>(&mut east).unwrap();
+    }
+    let durable = cluster.server("east").status().database.redo.durable_scn.0;
+    wait_received(&cluster, "west", durable);
+    cluster.kill("east");
+    cluster.wait_primary_lost("west", Duration::from_secs(10));
+
+    // The DBA's `redoguard failover`, killed once west is applying what its delay held back.
+    let mut failover = std::process::Command::new(common::binary())
+        .args(["failover", "--to", "west", "--addr", &cluster.any_addr()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let west_log = cluster.log_path("west");
+    let applying = common::poll_until(Duration::from_secs(30), || {
+        std::fs::read_to_string(&west_log)
+            .is_ok_and(|log| log.contains("applying the redo the apply delay held back"))
+    });
+    failover.kill().unwrap();
+    failover.wait().unwrap();
+    assert!(applying, "west never began its failover\n{}", cluster.logs());
+    let applied_then = cluster.server("west").status().database.applied_scn.0;
+    assert!(applied_then < durable, "west had applied everything before the caller went away");
+
+    // With its caller gone, west still opens as the primary, with every key.
+    let primary = common::poll_until(Duration::from_secs(90), || {
+        cluster.server("west").status().replication.role == "primary"
+    });
+    assert!(primary, "west never became the primary\n{}", cluster.logs());
+    let mut west = common::redis_connection(cluster.resp_addr("west"));
+    assert_eq!(get(&mut west, "k149:1999").as_deref(), Some("v"));
+    redis::cmd("SET").arg("after").arg("v").query::<()>(&mut west).unwrap();
+    println!(
+        "west opened as the primary after its caller went away at SCN {applied_then} of {durable}"
+    );
 }

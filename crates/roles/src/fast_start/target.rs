@@ -6,8 +6,6 @@
 //!   and it is one of the targets;
 //! - if it is an open standby of the incarnation the request fails over from, following the
 //!   primary the request names (an observer's stale view of who the primary is asks no one);
-//! - if no other failover from that incarnation sealed it as its relay (that failover's
-//!   primary may be open already: a second one from the same incarnation would make two);
 //! - from the observer its primary named in a heartbeat *of its current session* (a standby
 //!   forgets the name at every new hello: a primary restarted, or one that took over by a
 //!   switchover, names its own);
@@ -41,9 +39,6 @@ pub struct TargetView {
     pub enabled: bool,
     /// An open standby, not fenced.
     pub open_standby: bool,
-    /// The incarnation below which a failover target sealed this member as its relay
-    /// (`ControlData::sealed_below`; 0: never sealed).
-    pub sealed_below: u32,
     pub incarnation: u32,
     /// The primary it follows (named in the hello of its current or last session).
     pub primary: Option<String>,
@@ -83,12 +78,6 @@ pub fn accept_failover(
             view.member,
             view.primary.as_deref().map_or("no primary".to_string(), |name| format!("'{name}'")),
             view.incarnation
-        ));
-    }
-    if view.sealed_below > request.incarnation {
-        return Err(format!(
-            "a failover from incarnation {} sealed '{}' as its relay (it takes nothing below incarnation {}): that failover's primary may be open",
-            request.incarnation, view.member, view.sealed_below
         ));
     }
     if view.observer.as_deref() != Some(request.observer.as_str()) {
@@ -138,7 +127,6 @@ mod tests {
             member: "west".into(),
             enabled: true,
             open_standby: true,
-            sealed_below: 0,
             incarnation: 1,
             primary: Some("east".into()),
             observer: Some("o1".into()),
@@ -156,12 +144,11 @@ mod tests {
     fn a_target_takes_a_failover_only_when_every_condition_holds() {
         assert_eq!(accept_failover(&settings(), &view(), &request()), Ok(()));
         type Spoil = fn(&mut TargetView, &mut FailoverRequest);
-        let spoils: [(&str, Spoil); 9] = [
+        let spoils: [(&str, Spoil); 8] = [
             ("disabled", |view, _| view.enabled = false),
             ("not a target", |view, _| view.member = "south".into()),
             ("fenced", |view, _| view.open_standby = false),
             ("another incarnation", |_, request| request.incarnation = 2),
-            ("sealed by another failover", |view, _| view.sealed_below = 2),
             ("another primary", |_, request| request.from = "south".into()),
             ("another observer", |_, request| request.observer = "o2".into()),
             ("heard recently", |view, _| view.silence = Duration::from_millis(500)),

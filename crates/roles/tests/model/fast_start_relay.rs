@@ -708,8 +708,6 @@ impl Model for FastStartRelay {
                     member: "T".into(),
                     enabled: true,
                     open_standby: true,
-                    // T is nobody's relay here.
-                    sealed_below: 0,
                     incarnation: OLD,
                     primary: Some("P".into()),
                     observer: word.observer.map(|observer| name(observer).to_string()),

@@ -157,7 +157,6 @@ impl ObserverHooks for Hooks {
             open_standby: running.role() == Role::Standby
                 && control.fenced.is_none()
                 && running.receiver.is_some(),
-            sealed_below: control.sealed_below.0,
             incarnation: control.incarnation.0,
             primary: status.as_ref().and_then(|status| status.primary_member.clone()),
             observer: status.as_ref().and_then(|status| status.active_observer.clone()),
@@ -190,7 +189,11 @@ impl ObserverHooks for Hooks {
             .map(|promoted| {
                 tracing::warn!(incarnation = promoted.incarnation, first_scn = %promoted.first_scn, "fast-start failover: this member is the primary");
             })
-            // Its receiver may have stopped: not a refusal the observer may take as final.
+            // Not final, whatever the reason: the observer would lease the old primary again.
+            // A member sealed against its incarnation refuses here: another failover from it
+            // has begun, and its primary may open at any time (a final refusal was tried and
+            // reverted: docs/fast-start-failover.md). One whose apply wait ran out receives
+            // again (`receive_again`), and is asked again.
             .map_err(|error| FailoverRefusal::NotNow(format!("the failover did not complete: {error:#}")))
     }
 

@@ -40,6 +40,20 @@ pub fn routes() -> Router<Arc<ServerState>> {
         .route("/roles/reinstate", post(reinstate))
 }
 
+/// Runs a role change to its end whatever becomes of the request that asked for it. hyper
+/// drops a handler's future when its client goes away (a DBA's Ctrl-C, the broker's step
+/// timeout), and a change dropped part way left the database closed with every request
+/// waiting (its reopen's open done, never installed), or a standby with its receiver stopped.
+/// The change is a task of its own; the handler only waits for its answer.
+async fn to_the_end<T: Send + 'static>(
+    change: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    match tokio::spawn(change).await {
+        Ok(outcome) => outcome,
+        Err(error) => Err(anyhow::anyhow!("the role change's task ended: {error}")),
+    }
+}
+
 fn answer<T: Serialize>(outcome: anyhow::Result<T>) -> Response {
     match outcome {
         Ok(value) => (StatusCode::OK, axum::Json(value)).into_response(),
@@ -68,7 +82,8 @@ async fn prepare_switchover(
     State(state): State<Arc<ServerState>>,
     Query(query): Query<To>,
 ) -> Response {
-    answer(state.roles.prepare_switchover(&query.to).await)
+    let roles = state.roles.clone();
+    answer(to_the_end(async move { roles.prepare_switchover(&query.to).await }).await)
 }
 
 #[derive(Deserialize)]
@@ -122,7 +137,8 @@ async fn complete_switchover(
         last_scn: Scn(query.last_scn),
         fast_start: handed,
     };
-    answer(state.roles.complete_switchover(handover).await)
+    let roles = state.roles.clone();
+    answer(to_the_end(async move { roles.complete_switchover(handover).await }).await)
 }
 
 #[derive(Deserialize)]
@@ -134,7 +150,8 @@ async fn abort_switchover(
     State(state): State<Arc<ServerState>>,
     Query(query): Query<Abort>,
 ) -> Response {
-    answer(state.roles.abort_switchover(query.id).await)
+    let roles = state.roles.clone();
+    answer(to_the_end(async move { roles.abort_switchover(query.id).await }).await)
 }
 
 #[derive(Deserialize)]
@@ -149,7 +166,8 @@ async fn failover(
     State(state): State<Arc<ServerState>>,
     Query(query): Query<Failover>,
 ) -> Response {
-    answer(state.roles.failover(query.immediate, query.force).await)
+    let roles = state.roles.clone();
+    answer(to_the_end(async move { roles.failover(query.immediate, query.force).await }).await)
 }
 
 #[derive(Deserialize)]
@@ -159,7 +177,13 @@ struct Fence {
 }
 
 async fn fence(State(state): State<Arc<ServerState>>, Query(query): Query<Fence>) -> Response {
-    answer(state.roles.fence(query.incarnation, &query.primary, "told by the broker").await)
+    let roles = state.roles.clone();
+    answer(
+        to_the_end(async move {
+            roles.fence(query.incarnation, &query.primary, "told by the broker").await
+        })
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
@@ -171,5 +195,6 @@ async fn reinstate(
     State(state): State<Arc<ServerState>>,
     Query(query): Query<Reinstate>,
 ) -> Response {
-    answer(state.roles.reinstate(&query.primary).await)
+    let roles = state.roles.clone();
+    answer(to_the_end(async move { roles.reinstate(&query.primary).await }).await)
 }

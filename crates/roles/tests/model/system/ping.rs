@@ -53,8 +53,6 @@ impl System {
                 member: MEMBERS[m].into(),
                 enabled: true,
                 open_standby: member.up && !member.primary_role && !member.fenced,
-                // No routes in this model: nobody is a relay to seal.
-                sealed_below: 0,
                 incarnation: member.incarnation,
                 primary: primary.map(|index| MEMBERS[index].to_string()),
                 observer: member.heard_observer.clone(),

@@ -584,7 +584,13 @@ impl Roles {
     }
 
     /// A standby that began a switchover to `to` follows `to` now: the switchover is complete.
+    ///
+    /// Under the role-change lock, skipped while a change runs (asked again 100 ms later):
+    /// every other writer of the pending record holds it, and an abort decides on that record
+    /// in its closed step. Without it, a completion noted between the abort's check and its
+    /// write gave the old primary its role back beside its target.
     pub(crate) fn note_switchover_complete(&self) {
+        let Ok(_transition) = self.transition.try_lock() else { return };
         let Some(to) = self.notes.lock().switchover_to.clone().map(|pending| pending.to) else {
             return;
         };
