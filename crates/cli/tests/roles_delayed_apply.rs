@@ -94,22 +94,21 @@ fn a_delayed_standby_serves_a_write_only_once_it_is_old_and_a_failover_applies_t
     println!("failover {took:.2?} after the write applied it before opening");
 }
 
-#[test]
-fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() {
-    let _watchdog = Watchdog::new(Duration::from_secs(150), "the refused failover test");
+/// A primary `east` and a standby `west` that holds `batches` × 2 000 SETs back by an apply
+/// delay of an hour (`replication_extra` for both), `east` killed once `west` has received them
+/// and `west` sure it is gone: a failover to `west` must first apply them all. Returns the
+/// cluster and the SCN `west` received up to.
+fn held_back_and_primary_lost(replication_extra: &str, batches: usize) -> (Cluster, u64) {
     let mut config = ClusterConfig::pair();
     config.members = vec![
         MemberSpec::new("east", "async", "primary"),
         MemberSpec { extra: "delay = \"1h\"\n", ..MemberSpec::new("west", "async", "standby") },
     ];
     config.protection_mode = "maximum_performance";
-    // No wait at all: the failover refuses while apply is behind what was received.
-    config.replication_extra = "failover_apply_wait = \"0s\"\n".into();
+    config.replication_extra = replication_extra.into();
     let mut cluster = Cluster::start(config);
     let mut east = common::redis_connection(cluster.resp_addr("east"));
-    // Redo held back by the delay: tens of thousands of records, which the failover's apply
-    // takes a while to reach once it lifts the delay.
-    for batch in 0..20 {
+    for batch in 0..batches {
         let mut pipe = redis::pipe();
         for i in 0..2_000 {
             pipe.cmd("SET").arg(format!("k{batch}:{i}")).arg("v").ignore();
@@ -120,6 +119,15 @@ fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() 
     wait_received(&cluster, "west", durable);
     cluster.kill("east");
     cluster.wait_primary_lost("west", Duration::from_secs(10));
+    (cluster, durable)
+}
+
+#[test]
+fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() {
+    let _watchdog = Watchdog::new(Duration::from_secs(150), "the refused failover test");
+    // No wait at all: the failover refuses while apply is behind what was received (40 000
+    // records held back, which its apply takes a while to reach once it lifts the delay).
+    let (mut cluster, _) = held_back_and_primary_lost("failover_apply_wait = \"0s\"\n", 20);
     let (ok, stdout, stderr) = cluster.redoguard(&["failover", "--to", "west"]);
     assert!(!ok, "the failover took over with apply behind:\n{stdout}{stderr}");
     assert!(
@@ -145,26 +153,8 @@ fn a_failover_refused_for_its_apply_wait_leaves_a_standby_that_receives_again() 
 #[test]
 fn a_failover_whose_caller_goes_away_part_way_runs_to_its_end() {
     let _watchdog = Watchdog::new(Duration::from_secs(200), "the abandoned failover test");
-    let mut config = ClusterConfig::pair();
-    config.members = vec![
-        MemberSpec::new("east", "async", "primary"),
-        MemberSpec { extra: "delay = \"1h\"\n", ..MemberSpec::new("west", "async", "standby") },
-    ];
-    config.protection_mode = "maximum_performance";
-    let mut cluster = Cluster::start(config);
-    let mut east = common::redis_connection(cluster.resp_addr("east"));
-    // Enough redo held back by the delay that the failover's apply takes seconds.
-    for batch in 0..150 {
-        let mut pipe = redis::pipe();
-        for i in 0..2_000 {
-            pipe.cmd("SET").arg(format!("k{batch}:{i}")).arg("v").ignore();
-        }
-        pipe.query::<()>(&mut east).unwrap();
-    }
-    let durable = cluster.server("east").status().database.redo.durable_scn.0;
-    wait_received(&cluster, "west", durable);
-    cluster.kill("east");
-    cluster.wait_primary_lost("west", Duration::from_secs(10));
+    // Enough redo held back that the failover's apply takes seconds.
+    let (cluster, durable) = held_back_and_primary_lost("", 150);
 
     // The DBA's `redoguard failover`, killed once west is applying what its delay held back.
     let mut failover = std::process::Command::new(common::binary())
