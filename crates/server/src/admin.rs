@@ -26,6 +26,21 @@ use crate::{ServerState, stopped};
 /// for apply; a reinstate may copy a database).
 const REQUEST_TIME_MAX: Duration = Duration::from_secs(30 * 60);
 
+/// Runs a change asked for by an admin request (a role change, a settings edit) to its end,
+/// whatever becomes of the request. hyper drops a handler's future when its client goes away
+/// (a DBA's Ctrl-C, the broker's step timeout, `REQUEST_TIME_MAX`), and a role change dropped
+/// part way left the database closed with every request waiting (its reopen's open done, never
+/// installed), or a standby with its receiver stopped. The change is a task of its own; the
+/// handler only waits for its answer.
+pub(crate) async fn to_the_end<T: Send + 'static>(
+    change: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
+) -> anyhow::Result<T> {
+    match tokio::spawn(change).await {
+        Ok(outcome) => outcome,
+        Err(error) => Err(anyhow::anyhow!("the change's task ended: {error}")),
+    }
+}
+
 pub(crate) async fn serve_admin(
     state: Arc<ServerState>,
     listener: TcpListener,

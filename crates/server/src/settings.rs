@@ -194,11 +194,11 @@ fn all_destinations(config: &ReplicationConfig) -> Vec<DestinationConfig> {
 }
 
 /// Checks a change, keeps it, and (on a primary) applies it to the redo transport. No role
-/// change runs meanwhile. It runs as a task of its own: a caller that goes away (a client
-/// that gives up) never leaves a change kept and not applied.
+/// change runs meanwhile. It runs as a task of its own (`admin::to_the_end`): a caller that
+/// goes away (a client that gives up) never leaves a change kept and not applied.
 pub async fn edit(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited> {
     let roles = roles.clone();
-    tokio::spawn(async move { edit_task(&roles, request).await }).await?
+    crate::admin::to_the_end(async move { edit_task(&roles, request).await }).await
 }
 
 async fn edit_task(roles: &Arc<Roles>, request: Request) -> anyhow::Result<Edited> {

@@ -191,9 +191,8 @@ impl ObserverHooks for Hooks {
             })
             // Not final, whatever the reason: the observer would lease the old primary again.
             // A member sealed against its incarnation refuses here: another failover from it
-            // has begun, and its primary may open at any time (a final refusal was tried and
-            // reverted: docs/fast-start-failover.md). One whose apply wait ran out receives
-            // again (`receive_again`), and is asked again.
+            // has begun, and its primary may open at any time (docs/fast-start-failover.md).
+            // One whose apply wait ran out receives again (`receive_again`), and is asked again.
             .map_err(|error| FailoverRefusal::NotNow(format!("the failover did not complete: {error:#}")))
     }
 

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{Handover, Refused};
 use crate::ServerState;
+use crate::admin::to_the_end;
 
 pub use admin::roles::ConfigurationView;
 
@@ -38,20 +39,6 @@ pub fn routes() -> Router<Arc<ServerState>> {
         .route("/roles/failover", post(failover))
         .route("/roles/fence", post(fence))
         .route("/roles/reinstate", post(reinstate))
-}
-
-/// Runs a role change to its end whatever becomes of the request that asked for it. hyper
-/// drops a handler's future when its client goes away (a DBA's Ctrl-C, the broker's step
-/// timeout), and a change dropped part way left the database closed with every request
-/// waiting (its reopen's open done, never installed), or a standby with its receiver stopped.
-/// The change is a task of its own; the handler only waits for its answer.
-async fn to_the_end<T: Send + 'static>(
-    change: impl std::future::Future<Output = anyhow::Result<T>> + Send + 'static,
-) -> anyhow::Result<T> {
-    match tokio::spawn(change).await {
-        Ok(outcome) => outcome,
-        Err(error) => Err(anyhow::anyhow!("the role change's task ended: {error}")),
-    }
 }
 
 fn answer<T: Serialize>(outcome: anyhow::Result<T>) -> Response {

@@ -82,8 +82,9 @@ pub struct ReplicationConfig {
     pub switchover_wait: Duration,
     /// How long a failover (not `--immediate`) waits for the target's apply to reach what it
     /// received before it refuses; the target then receives again, a standby as before.
-    /// `0s`: refuse unless apply is there already. Bounds: 0..=60s (with a relay's tail, a
-    /// failover then answers within the broker's 120 s per step). Default: 60s.
+    /// `0s`: refuse unless apply has reached it when the branch is read. Bounds: 0..=60s
+    /// (with a relay's tail, a failover then answers within the broker's 120 s per step).
+    /// Default: 60s.
     #[serde(with = "units::serde_human::duration")]
     pub failover_apply_wait: Duration,
     /// Which of `members` this file runs. Required with `members`.
