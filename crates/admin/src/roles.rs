@@ -49,6 +49,11 @@ pub struct RoleStatus {
     /// void, and it is failed over to only with `--force`.
     #[serde(default)]
     pub sealed_below: u32,
+    /// How long this member, as a switchover's target, waits for the old primary's redo
+    /// before it refuses (`replication.switchover_wait`): the broker waits that long and a
+    /// margin for its answer (none: a version that did not report it).
+    #[serde(default)]
+    pub switchover_wait_s: Option<f64>,
 }
 
 /// Fast-start failover, as a member sees it.

@@ -7,12 +7,44 @@ use admin::roles::{Promoted, Reinstated, SwitchoverPrepared};
 use serde::{Deserialize, Serialize};
 
 use crate::client::{Admin, CallError};
-use crate::report::{Configuration, gather};
+use crate::report::{Configuration, MemberReport, gather};
 use crate::validate::validate;
 
 /// How long a role change may take on one member (it waits for redo to be shipped and
 /// applied, bounded on the member's side).
 const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long the broker waits for a reinstate: one that cannot rewind rebuilds the member from a
+/// copy of the primary's database, as long as that takes (the member's admin server answers
+/// within 75 minutes).
+const REINSTATE_TIMEOUT: Duration = Duration::from_secs(75 * 60);
+
+/// Beyond a switchover target's own wait for the redo: its confirmation by the old primary and
+/// its opening as the primary.
+const COMPLETE_MARGIN: Duration = Duration::from_secs(60);
+
+/// How long the broker waits for a switchover's target to answer its complete: the target waits
+/// up to its `replication.switchover_wait` (up to an hour) for the old primary's redo before it
+/// refuses, and an answer the broker stopped waiting for would be reported as a failure of a
+/// switchover that then completes.
+fn complete_timeout(target: &MemberReport) -> Duration {
+    complete_timeout_for(
+        target
+            .status
+            .as_ref()
+            .and_then(|status| status.roles.as_ref())
+            .and_then(|roles| roles.switchover_wait_s),
+    )
+}
+
+/// `complete_timeout` for the wait a target reported (none: a version that did not report it,
+/// whose wait was at most a minute by default). A day at most, whatever it says.
+fn complete_timeout_for(switchover_wait_s: Option<f64>) -> Duration {
+    let wait = switchover_wait_s
+        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
+        .map_or(Duration::ZERO, |seconds| Duration::from_secs_f64(seconds.min(86_400.0)));
+    STEP_TIMEOUT.max(wait + COMPLETE_MARGIN)
+}
 
 /// What a switchover did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,7 +72,15 @@ pub struct Failover {
 }
 
 fn step<T: serde::de::DeserializeOwned>(admin: &str, path: &str) -> Result<T, CallError> {
-    Admin::with_timeout(admin, STEP_TIMEOUT).post(path)
+    step_within(admin, path, STEP_TIMEOUT)
+}
+
+fn step_within<T: serde::de::DeserializeOwned>(
+    admin: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<T, CallError> {
+    Admin::with_timeout(admin, timeout).post(path)
 }
 
 fn refused(reason: impl Into<String>) -> anyhow::Error {
@@ -89,7 +129,7 @@ pub fn switchover(addr: &str, to: &str) -> anyhow::Result<Switchover> {
     let prepared: SwitchoverPrepared =
         step(&primary_admin, &format!("/roles/switchover/prepare?to={to}"))
             .map_err(|error| refused(format!("'{primary}' could not hand over: {error}")))?;
-    let promoted = match promote(&target.admin, &primary, &prepared) {
+    let promoted = match promote(target, &primary, &prepared) {
         Ok(promoted) => promoted,
         Err(CallError::Refused(reason)) => {
             return Err(take_back(&primary_admin, &primary, to, prepared.id, &reason));
@@ -130,7 +170,11 @@ fn take_back(primary_admin: &str, primary: &str, to: &str, id: u64, reason: &str
     ))
 }
 
-fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Promoted, CallError> {
+fn promote(
+    target: &MemberReport,
+    from: &str,
+    prepared: &SwitchoverPrepared,
+) -> Result<Promoted, CallError> {
     // The old primary's fast-start failover record goes to the new primary (names are
     // configuration names: no character needs escaping in a query).
     let fast_start = prepared.fast_start.as_ref().map_or(String::new(), |record| {
@@ -140,8 +184,8 @@ fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Pro
             record.announced_to.iter().cloned().collect::<Vec<_>>().join(",")
         )
     });
-    step(
-        admin,
+    step_within(
+        &target.admin,
         &format!(
             "/roles/switchover/complete?from={from}&id={}&incarnation={}&end_seq={}&end_offset={}&last_scn={}{fast_start}",
             prepared.id,
@@ -150,6 +194,7 @@ fn promote(admin: &str, from: &str, prepared: &SwitchoverPrepared) -> Result<Pro
             prepared.end.offset,
             prepared.last_scn.0
         ),
+        complete_timeout(target),
     )
 }
 
@@ -231,7 +276,7 @@ fn complete(
 ) -> anyhow::Result<Switchover> {
     let (from, prepared) = pending;
     let target = configuration.member(to).expect("checked");
-    let promoted = promote(&target.admin, from, prepared).map_err(|error| match error {
+    let promoted = promote(target, from, prepared).map_err(|error| match error {
         // Refused (this switchover now or before, an earlier broker's answer lost, say): the
         // target never completes it, and the old primary takes its role back.
         CallError::Refused(reason) => {
@@ -364,13 +409,13 @@ pub fn reinstate(addr: &str, name: &str) -> anyhow::Result<Reinstated> {
     if primary == name {
         return Err(refused(format!("'{name}' is the primary")));
     }
-    step(&member.admin, &format!("/roles/reinstate?primary={primary}")).map_err(|error| match error
-    {
-        CallError::Refused(reason) => refused(format!("'{name}' refused: {reason}")),
-        CallError::Failed(reason) => anyhow::anyhow!(
-            "reinstating '{name}' failed part way ({reason}): run `redoguard show configuration`"
-        ),
-    })
+    step_within(&member.admin, &format!("/roles/reinstate?primary={primary}"), REINSTATE_TIMEOUT)
+        .map_err(|error| match error {
+            CallError::Refused(reason) => refused(format!("'{name}' refused: {reason}")),
+            CallError::Failed(reason) => anyhow::anyhow!(
+                "reinstating '{name}' failed part way ({reason}): run `redoguard show configuration`"
+            ),
+        })
 }
 
 /// Primaries named with their incarnation and gate, for a refusal.
@@ -387,4 +432,24 @@ fn described(configuration: &Configuration, names: &[&str]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_broker_waits_for_a_switchover_target_as_long_as_the_target_waits_and_a_margin() {
+        // The default minute, or nothing reported: the usual two minutes.
+        assert_eq!(complete_timeout_for(None), STEP_TIMEOUT);
+        assert_eq!(complete_timeout_for(Some(60.0)), STEP_TIMEOUT);
+        // A longer wait: the broker does not give up before the target answers.
+        assert_eq!(complete_timeout_for(Some(600.0)), Duration::from_secs(660));
+        assert_eq!(complete_timeout_for(Some(3600.0)), Duration::from_secs(3660));
+        // Nonsense from a member is bounded, never a panic.
+        for nonsense in [f64::NAN, f64::INFINITY, -5.0] {
+            assert_eq!(complete_timeout_for(Some(nonsense)), STEP_TIMEOUT, "{nonsense}");
+        }
+        assert_eq!(complete_timeout_for(Some(1e12)), Duration::from_secs(86_400 + 60));
+    }
 }

@@ -338,7 +338,10 @@ fn a_switchover_the_target_refused_is_never_completed_after_the_old_primary_took
         "{reply}"
     );
 
-    // The first broker's complete: t cannot catch up and refuses after its wait.
+    // The first broker's complete: t cannot catch up and refuses after its wait, which its
+    // status reports (a broker waits that long and a margin for its answer).
+    let t_roles = cluster.server("t").status().roles.expect("t has roles");
+    assert_eq!(t_roles.switchover_wait_s, Some(5.0), "t's status reports its switchover_wait");
     let asked = std::time::Instant::now();
     let (code, reply) = post(&cluster, "t", &complete(Some(prepared.id), prepared.incarnation));
     let waited = asked.elapsed();

@@ -22,9 +22,11 @@ use tokio::net::TcpListener;
 
 use crate::{ServerState, stopped};
 
-/// The longest an admin request may take, headers to answer (a failover waits up to a minute
-/// for apply; a reinstate may copy a database).
-const REQUEST_TIME_MAX: Duration = Duration::from_secs(30 * 60);
+/// The longest an admin request may take, headers to answer: longer than any role change
+/// waits (a switchover's target up to its `replication.switchover_wait`, at most an hour, then
+/// its confirmation and opening; a reinstate may copy a database), so that no answer a broker
+/// still waits for is cut off.
+const REQUEST_TIME_MAX: Duration = Duration::from_secs(75 * 60);
 
 /// Runs a change asked for by an admin request (a role change, a settings edit) to its end,
 /// whatever becomes of the request. hyper drops a handler's future when its client goes away

@@ -601,6 +601,7 @@ impl Roles {
             fast_start: self.fast_start_status(&running),
             followed: control.followed,
             sealed_below: control.sealed_below.0,
+            switchover_wait_s: Some(self.settings.replication().switchover_wait.as_secs_f64()),
         })
     }
 
