@@ -101,6 +101,18 @@ impl ObserverConfig {
         if self.observer.data_dir.as_os_str().is_empty() {
             anyhow::bail!("observer.data_dir: is empty");
         }
+        // An empty password is one anybody gives (`AUTH ""`), and it would let protected mode
+        // pass a front beyond loopback: refused, as the server's `auth.requirepass` is.
+        if self.observer.requirepass.as_deref().is_some_and(str::is_empty) {
+            anyhow::bail!(
+                "observer.requirepass: is empty (anybody could give it; leave the field out for no password)"
+            );
+        }
+        if self.observer.token.as_deref().is_some_and(|token| token.trim().is_empty()) {
+            anyhow::bail!(
+                "observer.token: is empty (leave the field out when the members require none)"
+            );
+        }
         let interval = self.observer.interval;
         if !interval.is_zero()
             && !(Duration::from_millis(10)..=Duration::from_secs(1)).contains(&interval)
@@ -178,6 +190,21 @@ impl ObserverConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_password_or_token_is_refused_naming_its_field() {
+        let text = include_str!("../../../examples/fast-start/observer.toml");
+        let mut config: ObserverConfig = toml::from_str(text).unwrap();
+        config.validate().expect("the example is valid");
+        config.observer.requirepass = Some(String::new());
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("observer.requirepass: is empty"), "{error}");
+        config.observer.requirepass = None;
+        config.validate().expect("no password is valid (protected mode judges it)");
+        config.observer.token = Some(" ".into());
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.starts_with("observer.token: is empty"), "{error}");
+    }
 
     #[test]
     fn protected_mode_names_what_an_exposed_observer_lacks() {
