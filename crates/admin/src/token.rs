@@ -4,7 +4,9 @@
 //! reads it from there (as a local socket or a cookie file would let it), so nobody types it
 //! and no web page can know it.
 //!
-//! Format: the token on the first line, then a comment line saying what it is for.
+//! Format: the token and a line break, nothing else, so that `$(cat DATA_DIR/admin-token)` is
+//! the token (files made by versions before 2026-12-01 have a comment line after it; only the
+//! first line is read).
 
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
@@ -36,12 +38,7 @@ pub fn load_or_make(data_dir: &Path) -> anyhow::Result<(String, PathBuf)> {
                 .map_err(|error| {
                     anyhow::anyhow!("cannot make the admin token {}: {error}", path.display())
                 })?;
-            file.write_all(
-                format!(
-                    "{token}\n# the admin API token of the redoguard server whose data directory this is (auth.admin_token overrides it)\n"
-                )
-                .as_bytes(),
-            )?;
+            file.write_all(format!("{token}\n").as_bytes())?;
             file.sync_all()?;
             Ok((token, path))
         }
@@ -90,6 +87,26 @@ pub fn read_checked(path: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// What is wrong with a token given to a `redoguard` command (`--token`, `REDOGUARD_TOKEN`), if
+/// anything: it goes into an HTTP header, which takes one line of visible characters.
+pub fn given_token_problem(token: &str) -> Option<String> {
+    if token.is_empty() {
+        return Some("is empty".into());
+    }
+    if token.contains(['\n', '\r']) {
+        return Some(format!(
+            "holds {} lines: give the token alone (the first line of a server's DATA_DIR/{FILE_NAME})",
+            token.lines().count()
+        ));
+    }
+    token.chars().position(|char| !char.is_ascii_graphic()).map(|at| {
+        format!(
+            "holds a character an HTTP header cannot carry at position {} (a space, a control character or a non-ASCII one)",
+            at + 1
+        )
+    })
+}
+
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -128,6 +145,11 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(load_or_make(dir.path()).unwrap().0, token, "kept across starts");
         assert_eq!(read_checked(&path).unwrap(), token);
+        // The file is the token alone, as `$(cat admin-token)` gives it to a header.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{token}\n"));
+        // An older file's comment line after it is not read.
+        std::fs::write(&path, format!("{token}\n# the admin API token of ...\n")).unwrap();
+        assert_eq!(read_checked(&path).unwrap(), token);
         // Readable by others: refused, naming the file and the fix.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let error = load_or_make(dir.path()).unwrap_err().to_string();
@@ -140,5 +162,15 @@ mod tests {
         // Too short.
         std::fs::write(&path, "short\n").unwrap();
         assert!(read_checked(&path).is_err());
+    }
+
+    #[test]
+    fn a_token_given_to_a_command_is_one_line_of_visible_characters() {
+        assert_eq!(given_token_problem("0123456789abcdef0123"), None);
+        assert!(given_token_problem("").unwrap().contains("empty"));
+        let two = given_token_problem("0123456789abcdef\n# the admin API token of ...").unwrap();
+        assert!(two.contains("2 lines") && two.contains(FILE_NAME), "{two}");
+        let space = given_token_problem("0123 456789abcdef").unwrap();
+        assert!(space.contains("position 5"), "{space}");
     }
 }

@@ -19,6 +19,9 @@ pub fn run() -> anyhow::Result<()> {
 
 /// The admin API token and CA this process's calls use.
 pub fn set_admin_client(token: Option<String>, ca: Option<PathBuf>) -> anyhow::Result<()> {
+    if let Some(problem) = token.as_deref().and_then(admin::token::given_token_problem) {
+        anyhow::bail!("the admin token given (--token or REDOGUARD_TOKEN) {problem}");
+    }
     let tls = match ca {
         Some(path) => Some(tls::redo::client_only(std::sync::Arc::new(roots(&path)?))),
         None => None,
