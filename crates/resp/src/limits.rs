@@ -17,6 +17,7 @@ pub struct Limits {
     /// Longest bulk string (one argument of a request, or one bulk in a reply we decode), in
     /// bytes. Redis calls it `proto-max-bulk-len`.
     /// Default: 512 MiB. Bounds: at least 1 KiB, less than `request_bytes_max`.
+    #[serde(with = "units::serde_human::size_usize")]
     pub bulk_bytes_max: usize,
     /// Most arguments in one request (the multibulk length, command name included), and most
     /// elements in one aggregate frame (array, set, push; a map counts its pairs).
@@ -24,11 +25,13 @@ pub struct Limits {
     pub arguments_max: usize,
     /// Longest inline command (a line like `PING` typed into telnet), in bytes, line end excluded.
     /// Default: 64 KiB (Redis's `PROTO_INLINE_MAX_SIZE`). Bounds: 16 ..= 16 MiB.
+    #[serde(with = "units::serde_human::size_usize")]
     pub inline_bytes_max: usize,
     /// Largest single request on the wire, in bytes, framing included. The read buffer of a
     /// connection never holds more than one incomplete request of this size plus one read.
     /// Default: 1 GiB (Redis's `client-query-buffer-limit`). Bounds: greater than
     /// `bulk_bytes_max`.
+    #[serde(with = "units::serde_human::size_usize")]
     pub request_bytes_max: usize,
     /// Deepest nesting of aggregate frames the generic frame decoder accepts (requests are
     /// always one level deep).
@@ -158,6 +161,17 @@ mod tests {
     fn deserialises_with_defaults_and_refuses_unknown_fields() {
         let limits: Limits = toml::from_str("bulk_bytes_max = 4096").unwrap();
         assert_eq!(limits, Limits { bulk_bytes_max: 4096, ..Limits::default() });
+        // Sizes take a unit, as every size in the configuration does (docs/config.md).
+        let limits: Limits = toml::from_str(
+            "bulk_bytes_max = \"64MiB\"\ninline_bytes_max = \"16KiB\"\nrequest_bytes_max = \"1GiB\"",
+        )
+        .unwrap();
+        assert_eq!(
+            (limits.bulk_bytes_max, limits.inline_bytes_max, limits.request_bytes_max),
+            (64 * MIB, 16 * KIB, GIB)
+        );
+        let error = toml::from_str::<Limits>("bulk_bytes_max = \"lots\"").unwrap_err();
+        assert!(error.to_string().contains("lots"), "{error}");
         let error = toml::from_str::<Limits>("bulk_max = 1").unwrap_err();
         assert!(error.to_string().contains("unknown field `bulk_max`"), "{error}");
     }

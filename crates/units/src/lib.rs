@@ -276,6 +276,23 @@ pub mod serde_human {
         }
     }
 
+    /// `#[serde(with = "units::serde_human::size_usize")]` on a `usize` byte count (a size
+    /// beyond `usize` is refused, naming it).
+    pub mod size_usize {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(bytes: &usize, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_u64(*bytes as u64)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+            let bytes = super::size::deserialize(deserializer)?;
+            usize::try_from(bytes).map_err(|_| {
+                de::Error::custom(format!("{bytes} bytes is more than this machine can address"))
+            })
+        }
+    }
+
     /// `#[serde(with = "units::serde_human::duration")]` on a `Duration`.
     pub mod duration {
         use super::*;
