@@ -73,6 +73,14 @@ pub struct FastStartStatus {
     pub isolated: Option<bool>,
     #[serde(default)]
     pub synchronized_targets: Option<Vec<String>>,
+    /// `enabled`, or `observe-only` (the observer watches and decides nothing: `redoguard edit
+    /// fast-start observe-only`).
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// An observer whose pings this member refused in the last 10 s, and why (its settings are
+    /// not this member's): fast-start failover is not armed with it.
+    #[serde(default)]
+    pub observer_refused: Option<String>,
 }
 
 /// The old primary's answer to `POST /roles/switchover/prepare`: it is now a standby, and

@@ -162,6 +162,7 @@ pub fn gather(addr: &str) -> anyhow::Result<Configuration> {
             None
         }
     };
+    warnings.extend(fast_start_warnings(&members, primary.as_deref()));
     // A standby, as its primary sees it.
     if let Some(primary) = primary
         .as_deref()
@@ -329,6 +330,43 @@ fn gate_summary(gate: &admin::GateState) -> String {
     }
 }
 
+/// What keeps fast-start failover from being armed: a member that refuses the observer's pings
+/// (its settings are not the member's), and a primary that hears from no observer (as Data
+/// Guard's broker says when its observer stops observing).
+fn fast_start_warnings(members: &[MemberReport], primary: Option<&str>) -> Vec<String> {
+    let fast_start_of = |member: &MemberReport| {
+        member.status.as_ref().and_then(|status| status.roles.as_ref()?.fast_start.clone())
+    };
+    let mut warnings: Vec<String> = members
+        .iter()
+        .filter_map(|member| {
+            let refused = fast_start_of(member)?.observer_refused?;
+            Some(format!(
+                "fast-start failover is not armed: '{}' refuses the pings of observer {refused}",
+                member.name
+            ))
+        })
+        .collect();
+    if let Some(fast_start) = primary
+        .and_then(|name| members.iter().find(|member| member.name == name))
+        .and_then(fast_start_of)
+    {
+        let silent = fast_start
+            .observer_last_contact_s
+            .is_none_or(|seconds| seconds > fast_start.threshold_s);
+        if silent {
+            warnings.push(format!(
+                "fast-start failover is not armed: the primary has heard from no observer{} (threshold {:.1} s)",
+                fast_start
+                    .observer_last_contact_s
+                    .map_or(String::new(), |seconds| format!(" for {seconds:.1} s")),
+                fast_start.threshold_s
+            ));
+        }
+    }
+    warnings
+}
+
 /// `source`: the member it receives redo from under the primary's routes.
 fn warnings_of(member: &MemberReport, primary: Option<&str>, source: Option<&str>) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -411,7 +449,12 @@ pub fn render(configuration: &Configuration) -> String {
         Some(fast_start) => {
             let _ = writeln!(
                 out,
-                "  Fast-start failover: ENABLED  threshold {:.1} s  targets {}  observer {}{}{}",
+                "  Fast-start failover: ENABLED{}  threshold {:.1} s  targets {}  observer {}{}{}",
+                if fast_start.mode.as_deref() == Some("observe-only") {
+                    " (OBSERVE ONLY: the observer decides nothing)"
+                } else {
+                    ""
+                },
                 fast_start.threshold_s,
                 fast_start.targets.join(", "),
                 fast_start.observer.as_deref().unwrap_or("(none heard)"),

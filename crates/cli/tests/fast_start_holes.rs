@@ -323,6 +323,9 @@ fn observe_only_lets_the_primary_restart_without_a_failover() {
     let quiet =
         common::poll_until(Duration::from_secs(10), || cluster.failover_ready("obs1").is_empty());
     assert!(quiet, "the observer still reports a target in observe-only\n{}", cluster.logs());
+    // `show configuration` says so (it said ENABLED as before).
+    let shown = cluster.must(&["show", "configuration"]);
+    assert!(shown.contains("Fast-start failover: ENABLED (OBSERVE ONLY"), "{shown}");
     cluster.kill("east");
     std::thread::sleep(Duration::from_secs(6));
     let west = cluster.server("west").status();
@@ -397,6 +400,24 @@ fn an_observer_with_other_settings_is_refused_by_name() {
     });
     assert!(refused, "east did not refuse the observer by name\n{}", cluster.logs());
     assert_eq!(named_primary(&cluster, Duration::from_secs(2)), None, "{}", cluster.logs());
+    // The DBA sees it without reading logs: the member's status names the refused observer,
+    // and `show configuration` says fast-start failover is not armed (it said SUCCESS).
+    let refused = cluster.server("east").status().roles.and_then(|roles| roles.fast_start);
+    let refused = refused.and_then(|fast_start| fast_start.observer_refused).unwrap_or_default();
+    assert!(refused.starts_with("obs1: ") && refused.contains("threshold"), "{refused:?}");
+    let shown = cluster.must(&["show", "configuration"]);
+    assert!(
+        shown.contains(
+            "fast-start failover is not armed: 'east' refuses the pings of observer obs1"
+        ) && shown.contains("Configuration status: WARNING"),
+        "{shown}"
+    );
+    // The observer connects again some fifty times a second; the member says so once (a minute).
+    let said = std::fs::read_to_string(cluster.log_path("east"))
+        .unwrap()
+        .matches("threshold: the observer has 3000 ms")
+        .count();
+    assert_eq!(said, 1, "east logged the refusal {said} times\n{}", cluster.logs());
 }
 
 /// Hole 6: with its observer gone (its lease run out), the primary refuses a COMMITMODE NOWAIT

@@ -56,6 +56,9 @@ fn watch(
     shared: &Shared,
 ) {
     let mut conn: Option<Conn> = None;
+    // The member's last refusal and when it was logged: said when it starts or changes and
+    // once a minute while it lasts (the watcher tries again every 20 ms).
+    let mut refusal_logged: Option<(String, Instant)> = None;
     let answer_wait = (threshold / 2).max(Duration::from_millis(100));
     while !shared.stopped() {
         let tick = Instant::now();
@@ -92,6 +95,14 @@ fn watch(
                     Outcome::Answered { pong: Box::new(pong), to_failover: ping_failover },
                 ),
                 Err(error) => {
+                    if error.starts_with("refused: ")
+                        && refusal_logged.as_ref().is_none_or(|(said, when)| {
+                            *said != error || when.elapsed() >= Duration::from_secs(60)
+                        })
+                    {
+                        tracing::error!(member = name, %error, "the member refuses this observer's pings: fast-start failover is not armed with it (logged once a minute while it lasts)");
+                        refusal_logged = Some((error.clone(), Instant::now()));
+                    }
                     shared.note(name, Outcome::Unreachable { refused: false, error });
                     conn = None;
                 }

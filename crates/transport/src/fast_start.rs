@@ -311,7 +311,8 @@ pub enum FailoverRefusal {
 /// What a member's server does for an observer.
 pub trait ObserverHooks: Send + Sync {
     /// Whether the observer's settings (threshold, protection mode, lag limit) are this
-    /// member's: `Err` names what differs, and the ping is refused.
+    /// member's: `Err` names what differs, and the ping is refused (the hooks say so in the
+    /// log and the status).
     fn check_settings(&self, ping: &ObserverPing) -> Result<(), String>;
     /// The answer to a ping (a primary also records it: its lease, a grant). `lease_from`:
     /// when this member sent its previous answer on the same connection.
@@ -337,8 +338,8 @@ pub fn serve_observer(
             conn.refuse(ErrorMessage::new(ErrorCode::ShuttingDown, "this member is stopping"));
             return;
         }
+        // (The hooks log it: a refused observer connects again at once.)
         if let Err(reason) = hooks.check_settings(&ping) {
-            tracing::error!(observer = %ping.observer, reason, "fast-start failover: an observer's settings disagree with this member's; its pings are refused");
             conn.refuse(ErrorMessage::new(ErrorCode::Malformed, reason));
             return;
         }

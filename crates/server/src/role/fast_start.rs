@@ -16,7 +16,7 @@
 //! closed while it is.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use proto::{FastStartMode, ObserverPing, ObserverPong};
 use redo::Role;
@@ -38,6 +38,65 @@ pub struct Hooks {
     /// writes the primary acknowledged (found by the relay model with the primary's restart;
     /// docs/fast-start-failover.md, "A target keeps its word while it takes over").
     pub taking_over: parking_lot::Mutex<Option<(String, bool)>>,
+}
+
+/// The last observer whose pings this member refused because its settings are not this
+/// member's. The observer connects again at once (some fifty times a second), so the refusal is
+/// logged when it starts or changes and once a minute while it lasts, and the status shows it
+/// while it is recent.
+#[derive(Debug)]
+pub(crate) struct RefusedObserver {
+    observer: String,
+    reason: String,
+    last: Instant,
+    logged: Instant,
+}
+
+/// How long after its last refused ping the status still shows an observer as refused.
+const REFUSED_SHOWN: Duration = Duration::from_secs(10);
+
+/// How often a refusal that goes on is logged again.
+const REFUSED_LOGGED_EVERY: Duration = Duration::from_secs(60);
+
+impl Roles {
+    fn note_refused_observer(&self, observer: &str, reason: &str) {
+        let now = Instant::now();
+        let log = {
+            let mut refused = self.refused_observer.lock();
+            let log = refused.as_ref().is_none_or(|last| {
+                last.observer != observer
+                    || last.reason != reason
+                    || now.duration_since(last.logged) >= REFUSED_LOGGED_EVERY
+            });
+            let logged = match refused.as_ref() {
+                Some(last) if !log => last.logged,
+                _ => now,
+            };
+            *refused = Some(RefusedObserver {
+                observer: observer.to_string(),
+                reason: reason.to_string(),
+                last: now,
+                logged,
+            });
+            log
+        };
+        if log {
+            tracing::error!(
+                observer,
+                reason,
+                "fast-start failover: an observer's settings disagree with this member's; its pings are refused (logged once a minute while it lasts)"
+            );
+        }
+    }
+
+    /// The observer refused lately, and why, for the status.
+    pub(crate) fn refused_observer(&self) -> Option<String> {
+        let refused = self.refused_observer.lock();
+        refused
+            .as_ref()
+            .filter(|refused| refused.last.elapsed() < REFUSED_SHOWN)
+            .map(|refused| format!("{}: {}", refused.observer, refused.reason))
+    }
 }
 
 fn not_now(reason: impl Into<String>) -> Result<(), FailoverRefusal> {
@@ -66,11 +125,15 @@ impl ObserverHooks for Hooks {
     fn check_settings(&self, ping: &ObserverPing) -> Result<(), String> {
         let Some(roles) = self.roles() else { return Ok(()) };
         let replication = roles.settings.replication();
-        replication.fast_start_settings().check_agreement(&Agreement {
+        let agreed = replication.fast_start_settings().check_agreement(&Agreement {
             threshold_ms: ping.threshold_ms,
             lag_limit_ms: ping.lag_limit_ms,
             protection: ping.protection,
-        })
+        });
+        if let Err(reason) = &agreed {
+            roles.note_refused_observer(&ping.observer, reason);
+        }
+        agreed
     }
 
     fn pong(&self, ping: &ObserverPing, lease_from: Option<Time>) -> ObserverPong {

@@ -128,6 +128,8 @@ pub struct Roles {
     pub redo_tls: Option<Arc<tls::RedoTls>>,
     /// The welcomes of a restarted primary's standbys (`confirmation`).
     confirmation: confirmation::Confirmation,
+    /// The last observer whose pings this member refused (`fast_start`).
+    refused_observer: Mutex<Option<fast_start::RefusedObserver>>,
 }
 
 impl Roles {
@@ -194,6 +196,7 @@ impl Roles {
                 copy_holds: Arc::default(),
                 redo_tls,
                 confirmation: Default::default(),
+                refused_observer: Mutex::default(),
             },
             receiver,
         ))
@@ -620,6 +623,14 @@ impl Roles {
             wants_unsync: None,
             isolated: None,
             synchronized_targets: None,
+            mode: Some(
+                match fast_start::mode(self) {
+                    proto::FastStartMode::ObserveOnly => "observe-only",
+                    _ => "enabled",
+                }
+                .to_string(),
+            ),
+            observer_refused: self.refused_observer(),
         };
         if let Some(fast_start) = &running.fast_start {
             let (observer, last) = fast_start.observer_contact();
