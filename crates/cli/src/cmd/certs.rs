@@ -1,7 +1,7 @@
 //! `redoguard certs`: a test CA and a certificate for every member and observer of a
 //! configuration, so that the examples and the demo run with TLS on (docs/security.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
@@ -63,8 +63,54 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for file in &written {
         println!("{}: {} (key {})", file.name, file.cert_file.display(), file.key_file.display());
     }
+    let dir = files_dir(&args.out, args.config.first().map(PathBuf::as_path));
+    let at = |file: &str| dir.join(file).display().to_string();
     println!(
-        "\nIn each member's file (paths relative to that file):\n[tls]\nca_file = \"ca.pem\"\ncert_file = \"NAME.pem\"\nkey_file = \"NAME-key.pem\""
+        "\nIn each member's file (paths are relative to that file's directory):\n[tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}",
+        at("ca.pem"),
+        at("NAME.pem"),
+        at("NAME-key.pem")
     );
     Ok(())
+}
+
+/// The directory of the files as a member's configuration names it: relative to the
+/// configuration file's directory when within it, else absolute (without `--config`, as given).
+fn files_dir(out: &Path, config: Option<&Path>) -> PathBuf {
+    let Some(config) = config else { return out.to_path_buf() };
+    let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let base = absolute(config).parent().map(Path::to_path_buf).unwrap_or_default();
+    let out = absolute(out);
+    match out.strip_prefix(&base) {
+        Ok(relative) if relative.as_os_str().is_empty() => PathBuf::from("."),
+        Ok(relative) => relative.to_path_buf(),
+        Err(_) => out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hint_names_the_files_as_the_configuration_finds_them() {
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(files_dir(Path::new("certs"), None), PathBuf::from("certs"));
+        assert_eq!(
+            files_dir(Path::new("certs"), Some(Path::new("primary.toml"))),
+            PathBuf::from("certs")
+        );
+        assert_eq!(
+            files_dir(Path::new("certs"), Some(Path::new("conf/primary.toml"))),
+            cwd.join("certs")
+        );
+        assert_eq!(
+            files_dir(Path::new("conf/certs"), Some(Path::new("conf/a.toml"))),
+            PathBuf::from("certs")
+        );
+        assert_eq!(
+            files_dir(Path::new("conf"), Some(Path::new("conf/a.toml"))),
+            PathBuf::from(".")
+        );
+    }
 }

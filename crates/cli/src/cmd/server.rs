@@ -87,8 +87,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             Some(address) => format!(", redo on {address}"),
             None => String::new(),
         };
+        let resp_tls = match server.state().resp_tls_addr {
+            Some(address) => format!(" (TLS on {address})"),
+            None => String::new(),
+        };
+        let scheme = if server.state().config.tls.as_ref().is_some_and(|tls| tls.admin) {
+            "https"
+        } else {
+            "http"
+        };
         println!(
-            "redoguard server ready: RESP on {}, admin on http://{}/status{redo}, data in {}",
+            "redoguard server ready: RESP on {}{resp_tls}, admin on {scheme}://{}/status{redo}, data in {}",
             server.resp_addr(),
             server.admin_addr(),
             server.state().config.server.data_dir.display()

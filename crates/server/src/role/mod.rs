@@ -172,7 +172,12 @@ impl Roles {
                         opening,
                         security,
                     )
-                    .with_context(|| format!("cannot listen for redo on {address}"))?,
+                    .with_context(|| {
+                        format!(
+                            "{}: cannot listen for redo on {address}",
+                            replication.redo_listen_field()
+                        )
+                    })?,
                 )
             }
             None => None,

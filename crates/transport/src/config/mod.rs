@@ -200,6 +200,18 @@ impl ReplicationConfig {
         }
     }
 
+    /// The configuration field `redo_listen` comes from, for an error that names it.
+    pub fn redo_listen_field(&self) -> String {
+        if !self.has_members() {
+            "replication.standby.listen".into()
+        } else if self.redo_listen.is_some() {
+            "replication.redo_listen".into()
+        } else {
+            let name = self.this_member().map_or("?", |member| member.name.as_str());
+            format!("replication.members['{name}'].redo")
+        }
+    }
+
     /// The members fast-start failover may fail over to, in order of preference (never a far
     /// sync).
     pub fn failover_targets(&self) -> Vec<String> {
