@@ -343,7 +343,7 @@ impl ServerConfig {
                         return invalid(
                             &format!("replication.members[{index}].name"),
                             format!(
-                                "'{}' cannot be a certificate's name, which TLS needs (a DNS name: no '_')",
+                                "'{}' cannot be a certificate's name, which TLS needs: it is not a DNS name (labels of letters, digits, '-' and '_', separated by '.')",
                                 member.name
                             ),
                         );

@@ -61,7 +61,7 @@ impl Material {
     pub fn load(config: &TlsConfig, name: &str) -> Result<Material, TlsError> {
         if ServerName::try_from(name.to_string()).is_err() {
             return Err(TlsError::Invalid(format!(
-                "'{name}' cannot be a certificate's name (a DNS name: letters, digits, '-' and '.'; no '_')"
+                "'{name}' cannot be a certificate's name: it is not a DNS name (labels of letters, digits, '-' and '_', separated by '.')"
             )));
         }
         let mut roots = RootCertStore::empty();
