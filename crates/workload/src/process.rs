@@ -87,7 +87,12 @@ impl ServerProcess {
             if line.contains(", redo on ") { Some(address(", redo on ")?) } else { None };
         Ok(ServerProcess {
             resp_addr: address("RESP on ")?,
-            admin_addr: address("http://")?,
+            // `http://` or, with `tls.admin`, `https://`.
+            admin_addr: address(if line.contains("admin on https://") {
+                "admin on https://"
+            } else {
+                "admin on http://"
+            })?,
             redo_addr,
             child: Some(child),
             log: log.to_path_buf(),
