@@ -229,6 +229,65 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
     assert_eq!(value, 1);
 }
 
+/// Connections to the TLS port that never begin their handshake: each newcomer beyond
+/// `unauthenticated_max` ends the oldest handshake, as it ends an unauthenticated plain
+/// connection, and clients still get in at once on both ports. Before, a handshake held its
+/// slot for `auth_timeout` and was never ended to make room: 200 silent connections kept every
+/// client out of both ports for ten seconds, renewable (found by a hostile-input audit).
+#[test]
+fn silent_tls_handshakes_do_not_keep_clients_out() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "silent TLS handshakes");
+    let dir = tempfile::tempdir().unwrap();
+    tls::certs::write_set(dir.path(), &[("server".into(), vec!["127.0.0.1".into()])]).unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nmax_connections = 200\nunauthenticated_max = 20\nauth_timeout = \"10s\"\n\
+             [auth]\nrequirepass = \"{ROOT_PASSWORD}\"\nadmin_token = \"{TOKEN}\"\n\
+             [tls]\nca_file = \"{0}/ca.pem\"\ncert_file = \"{0}/server.pem\"\nkey_file = \"{0}/server-key.pem\"\nname = \"server\"\nredo = false\nresp_port = 0\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let tls_addr: SocketAddr = server.status().server.resp_tls_addr.unwrap().parse().unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject as _;
+    for certificate in
+        rustls::pki_types::CertificateDer::pem_file_iter(dir.path().join("ca.pem")).unwrap()
+    {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let client = tls::redo::client_only(Arc::new(roots));
+    let tls_ping = || {
+        let connection =
+            rustls::ClientConnection::new(client.clone(), "127.0.0.1".try_into().unwrap()).unwrap();
+        let mut stream = rustls::StreamOwned::new(connection, common::raw(tls_addr));
+        stream.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes())?;
+        let mut reply = [0u8; 12];
+        stream.read_exact(&mut reply)?;
+        Ok::<_, std::io::Error>(reply)
+    };
+    assert_eq!(&tls_ping().unwrap(), b"+OK\r\n+PONG\r\n");
+    let silent: Vec<TcpStream> =
+        (0..300).filter_map(|_| TcpStream::connect(tls_addr).ok()).collect();
+    assert_eq!(silent.len(), 300);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let reply = tls_ping();
+    assert!(matches!(&reply, Ok(reply) if reply == b"+OK\r\n+PONG\r\n"), "the TLS port: {reply:?}");
+    let mut plain = common::raw(server.resp_addr());
+    let reply = common::ask(&mut plain, &format!("AUTH {ROOT_PASSWORD}\r\n"));
+    assert_eq!(reply, "+OK\r\n", "the plain port");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a client waited {:.1?}",
+        started.elapsed()
+    );
+    drop(silent);
+}
+
 /// `tls.admin`: the admin API speaks only HTTPS. A plain HTTP client gets nothing; the
 /// `redoguard` commands work with the configuration's CA and fail, naming the certificate,
 /// without it or with another CA; a POST still needs the token.

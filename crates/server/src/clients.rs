@@ -61,22 +61,35 @@ pub(crate) async fn accept_clients(
                 let (state, tls) = (state.clone(), tls.clone());
                 tokio::spawn(async move {
                     state.connected.fetch_add(1, Ordering::Relaxed);
+                    // Its place among the connections that have not authenticated is taken
+                    // now, before a TLS handshake: a stranger's silent handshakes otherwise
+                    // held every slot for `auth_timeout`, none of them ever ended to make room.
+                    let arrival = Arrival::new(&state);
                     match tls {
-                        None => serve_client(&state, stream, peer).await,
+                        None => serve_client(&state, stream, peer, arrival).await,
                         Some(acceptor) => {
-                            let handshake = tokio::time::timeout(
-                                state.config.server.auth_timeout,
-                                acceptor.accept(stream),
-                            )
-                            .await;
+                            let evicted = arrival.evicted.clone();
+                            let handshake = tokio::select! {
+                                handshake = tokio::time::timeout(
+                                    state.config.server.auth_timeout,
+                                    acceptor.accept(stream),
+                                ) => Some(handshake),
+                                () = evicted.notified() => None,
+                            };
                             match handshake {
-                                Ok(Ok(stream)) => serve_client(&state, stream, peer).await,
-                                Ok(Err(error)) => {
+                                Some(Ok(Ok(stream))) => {
+                                    serve_client(&state, stream, peer, arrival).await
+                                }
+                                Some(Ok(Err(error))) => {
                                     tracing::info!(%peer, %error, "RESP over TLS: handshake failed")
                                 }
-                                Err(_) => {
+                                Some(Err(_)) => {
                                     tracing::info!(%peer, "RESP over TLS: handshake timed out")
                                 }
+                                None => tracing::info!(
+                                    %peer,
+                                    "RESP over TLS: ended in its handshake to make room for a newer connection (unauthenticated_max)"
+                                ),
                             }
                         }
                     }
@@ -84,6 +97,8 @@ pub(crate) async fn accept_clients(
                     drop(permit);
                 });
             }
+            // On the TLS port a plain-text error would only read as a TLS failure: closed.
+            Err(_) if tls.is_some() => state.rejected.incr(),
             Err(_) => {
                 state.rejected.incr();
                 tokio::spawn(async move {
@@ -134,6 +149,28 @@ impl Drop for Unauthenticated<'_> {
     }
 }
 
+/// A connection as it is accepted: its id, when it came, and (with a password required) its
+/// place among those that have not authenticated, with the signal that ends it.
+struct Arrival<'a> {
+    id: u64,
+    connected: tokio::time::Instant,
+    place: Unauthenticated<'a>,
+    evicted: Arc<Notify>,
+}
+
+impl<'a> Arrival<'a> {
+    fn new(state: &'a ServerState) -> Arrival<'a> {
+        let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
+        let evicted = Arc::new(Notify::new());
+        let place = if state.users.required() {
+            Unauthenticated::enter(state, id, evicted.clone())
+        } else {
+            Unauthenticated(None)
+        };
+        Arrival { id, connected: tokio::time::Instant::now(), place, evicted }
+    }
+}
+
 /// Forgets a connection's watched keys when it ends.
 struct Unwatch<'a> {
     state: &'a ServerState,
@@ -152,8 +189,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     state: &ServerState,
     stream: S,
     peer: SocketAddr,
+    arrival: Arrival<'_>,
 ) {
-    let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
+    let Arrival { id, connected, place: mut unauthenticated, evicted } = arrival;
     let limits = &state.config.limits;
     let required = state.users.required();
     let mut connection = Connection::new(
@@ -173,13 +211,6 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     };
     // However the connection ends, its watched keys are forgotten.
     let _unwatch = Unwatch { state, id };
-    let evicted = Arc::new(Notify::new());
-    let mut unauthenticated = if required {
-        Unauthenticated::enter(state, id, evicted.clone())
-    } else {
-        Unauthenticated(None)
-    };
-    let connected = tokio::time::Instant::now();
     let idle = state.config.server.idle_timeout;
     let mut shutdown = state.shutdown.subscribe();
     // The timer, the eviction and the shutdown signal are set up once per connection, not per
