@@ -320,6 +320,30 @@ fn redis_py_and_ioredis_writers_carry_on_against_the_new_primary() {
     }
 }
 
+/// Connections to the Sentinel front that never authenticate: each newcomer beyond 64 ends the
+/// oldest, and a client that gives the password still finds the primary at once. Before, 256
+/// idle strangers held every slot for 10 s (renewable) and a client's connection was reset
+/// without a word (found by a hostile-input audit).
+#[test]
+fn idle_strangers_do_not_keep_sentinel_clients_out() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "idle Sentinel strangers");
+    let cluster = Cluster::start(ClusterConfig {
+        sentinel_password: Some(SENTINEL_PASSWORD),
+        ..ClusterConfig::pair_with_observer()
+    });
+    assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
+    let addr = cluster.sentinel_addr("obs1");
+    let idle: Vec<std::net::TcpStream> =
+        (0..300).filter_map(|_| std::net::TcpStream::connect(addr).ok()).collect();
+    assert_eq!(idle.len(), 300);
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let master = cluster.sentinel_master("obs1").and_then(|addr| cluster.member_at(addr));
+    assert_eq!(master, Some("east"), "a client with the password did not find the primary");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:.1?}", started.elapsed());
+    drop(idle);
+}
+
 /// The observer the primary takes decisions from, as its status says.
 fn active_observer(cluster: &Cluster, primary: &str) -> Option<String> {
     cluster

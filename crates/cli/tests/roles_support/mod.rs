@@ -362,10 +362,14 @@ impl Cluster {
         }
     }
 
+    /// Where an observer's Sentinel front listens.
+    pub fn sentinel_addr(&self, observer: &str) -> SocketAddr {
+        format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap()
+    }
+
     /// The primary's client address as an observer's Sentinel front says it.
     pub fn sentinel_master(&self, observer: &str) -> Option<SocketAddr> {
-        let addr: SocketAddr =
-            format!("{}:{}", self.host(observer), self.sentinel_ports[observer]).parse().unwrap();
+        let addr = self.sentinel_addr(observer);
         let mut connection = self.sentinel_connection(addr);
         let answer: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("get-master-addr-by-name")

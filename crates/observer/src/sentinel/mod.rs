@@ -10,8 +10,11 @@
 //! client authenticates first (`AUTH password` or `HELLO 3 AUTH default password`), as with a
 //! Redis Sentinel's `requirepass`.
 //!
-//! What a client can hold: one of 256 connections; before it has authenticated, 10 s and
-//! requests of 4 KiB; after, 10 minutes idle and requests of 64 KiB; 64 subscriptions.
+//! What a client can hold: one of 256 connections; before it has authenticated, 10 s from
+//! when it connected, requests of 4 KiB, and one of 64 places (a newcomer ends the oldest
+//! connection that has not authenticated rather than being refused, so idle strangers cannot
+//! keep clients out); after, 10 minutes idle and requests of 64 KiB; 64 subscriptions. One
+//! more than 256 is told `-ERR max number of clients reached`.
 
 mod replies;
 mod session;
@@ -21,8 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use resp::{Connection, Limits};
+use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::config::ObserverConfig;
 use crate::decide::Shared;
@@ -31,23 +35,61 @@ use session::{Session, Step};
 const CONNECTIONS_MAX: usize = 256;
 /// An authenticated connection idle this long is closed.
 const IDLE: Duration = Duration::from_secs(600);
-/// A connection that has not authenticated this long after its last request is closed.
+/// A connection that has not authenticated this long after it connected is closed.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections that have not authenticated at once (with `requirepass`).
+const UNAUTHENTICATED_MAX: usize = 64;
+
+/// The connections that have not authenticated yet, oldest first, each with the signal that
+/// ends it to make room for a newer one.
+#[derive(Default)]
+struct Waiting(parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<Notify>)>>);
+
+impl Waiting {
+    /// Takes a place for connection `id`, ending the oldest waiting one if all are taken.
+    fn enter(&self, id: u64) -> Arc<Notify> {
+        let evicted = Arc::new(Notify::new());
+        let mut waiting = self.0.lock();
+        if waiting.len() >= UNAUTHENTICATED_MAX
+            && let Some((_, oldest)) = waiting.pop_front()
+        {
+            oldest.notify_one();
+        }
+        waiting.push_back((id, evicted.clone()));
+        evicted
+    }
+
+    fn leave(&self, id: u64) {
+        self.0.lock().retain(|(waiting, _)| *waiting != id);
+    }
+}
 
 pub async fn serve(listener: TcpListener, config: ObserverConfig, shared: Arc<Shared>) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     let config = Arc::new(config);
     let ids = Arc::new(AtomicU64::new(1));
+    let waiting = Arc::new(Waiting::default());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
         };
-        let Ok(permit) = slots.clone().try_acquire_owned() else { continue };
-        let (config, shared) = (config.clone(), shared.clone());
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let _ = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    stream.write_all(b"-ERR max number of clients reached\r\n"),
+                )
+                .await;
+            });
+            continue;
+        };
+        let (config, shared, waiting) = (config.clone(), shared.clone(), waiting.clone());
         let id = ids.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
-            connection(stream, id, &config, &shared).await;
+            connection(stream, id, &config, &shared, &waiting).await;
+            waiting.leave(id);
             drop(permit);
         });
     }
@@ -67,10 +109,29 @@ fn limits(authenticated: bool) -> Limits {
     }
 }
 
-async fn connection(stream: TcpStream, id: u64, config: &ObserverConfig, shared: &Shared) {
+async fn connection(
+    stream: TcpStream,
+    id: u64,
+    config: &ObserverConfig,
+    shared: &Shared,
+    waiting: &Waiting,
+) {
     let _ = stream.set_nodelay(true);
     let mut session = Session::new(id, config.observer.requirepass.as_deref());
-    serve_session(stream, &mut session, config, shared).await;
+    let evicted = (!session.authenticated()).then(|| waiting.enter(id));
+    let serve = serve_session(stream, &mut session, config, shared, waiting, id);
+    match evicted {
+        Some(evicted) => {
+            tokio::select! {
+                () = serve => {}
+                () = evicted.notified() => {
+                    tracing::debug!(client = id, "Sentinel client ended before it authenticated, to make room for a newer one");
+                    return;
+                }
+            }
+        }
+        None => serve.await,
+    }
     let (library, version) = session.library();
     tracing::debug!(client = id, ?library, ?version, "Sentinel client disconnected");
 }
@@ -80,14 +141,21 @@ async fn serve_session(
     session: &mut Session,
     config: &ObserverConfig,
     shared: &Shared,
+    waiting: &Waiting,
+    id: u64,
 ) {
     let mut conn = Connection::new(stream, limits(session.authenticated()));
     let mut switches = shared.switches.subscribe();
     let knowledge = replies::Observed { config, shared };
+    let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
     loop {
-        let timeout = if session.authenticated() { IDLE } else { AUTH_TIMEOUT };
+        let deadline = if session.authenticated() {
+            tokio::time::Instant::now() + IDLE
+        } else {
+            auth_deadline
+        };
         let request = tokio::select! {
-            request = tokio::time::timeout(timeout, conn.read_request()) => request,
+            request = tokio::time::timeout_at(deadline, conn.read_request()) => request,
             switch = switches.recv(), if session.subscribed() => {
                 let Ok(switch) = switch else { continue };
                 let Some(message) = session.switch_message(&switch) else { continue };
@@ -123,6 +191,7 @@ async fn serve_session(
         }
         if session.authenticated() != was_authenticated {
             conn.set_limits(limits(session.authenticated()));
+            waiting.leave(id);
         }
     }
 }
