@@ -18,7 +18,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
+use transport::log_limit::LogLimit;
+
 use crate::{ServerState, execute, stopped};
+
+/// Lines a stranger can cause at will, limited (`transport::log_limit`).
+static HANDSHAKES_LOGGED: LogLimit = LogLimit::new();
+static PROTOCOL_ERRORS_LOGGED: LogLimit = LogLimit::new();
+static UNAUTHENTICATED_LOGGED: LogLimit = LogLimit::new();
 
 /// The limits of a connection that has not authenticated yet: enough for AUTH and HELLO.
 fn unauthenticated_limits(limits: &Limits) -> Limits {
@@ -81,10 +88,14 @@ pub(crate) async fn accept_clients(
                                     serve_client(&state, stream, peer, arrival).await
                                 }
                                 Some(Ok(Err(error))) => {
-                                    tracing::info!(%peer, %error, "RESP over TLS: handshake failed")
+                                    if let Some(left_out) = HANDSHAKES_LOGGED.admit() {
+                                        tracing::info!(%peer, %error, left_out, "RESP over TLS: handshake failed")
+                                    }
                                 }
                                 Some(Err(_)) => {
-                                    tracing::info!(%peer, "RESP over TLS: handshake timed out")
+                                    if let Some(left_out) = HANDSHAKES_LOGGED.admit() {
+                                        tracing::info!(%peer, left_out, "RESP over TLS: handshake timed out")
+                                    }
                                 }
                                 None => tracing::info!(
                                     %peer,
@@ -253,7 +264,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 }
             }
             () = &mut evicted => {
-                tracing::info!(client = id, %peer, "closing a connection that has not authenticated, to make room for a newer one");
+                if let Some(left_out) = UNAUTHENTICATED_LOGGED.admit() {
+                    tracing::info!(client = id, %peer, left_out, "closing a connection that has not authenticated, to make room for a newer one");
+                }
                 let _ = connection.write_reply(&Frame::error("ERR too many connections that have not authenticated; this one was the oldest"), session.protocol()).await;
                 let _ = connection.shutdown().await;
                 return;
@@ -267,7 +280,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         let parsed = match read {
             Err(()) => {
                 if session.user().is_none() {
-                    tracing::info!(client = id, %peer, "closing a connection that did not authenticate in time");
+                    if let Some(left_out) = UNAUTHENTICATED_LOGGED.admit() {
+                        tracing::info!(client = id, %peer, left_out, "closing a connection that did not authenticate in time");
+                    }
                 } else {
                     tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
                 }
@@ -277,7 +292,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             Ok(Ok(None)) => return,
             Ok(Ok(Some(parsed))) => parsed,
             Ok(Err(ConnectionError::Protocol(error))) => {
-                tracing::info!(client = id, %peer, %error, "protocol error; closing the connection");
+                if let Some(left_out) = PROTOCOL_ERRORS_LOGGED.admit() {
+                    tracing::info!(client = id, %peer, %error, left_out, "protocol error; closing the connection");
+                }
                 let _ = connection.write_reply(&error.to_frame(), session.protocol()).await;
                 let _ = connection.shutdown().await;
                 return;

@@ -19,6 +19,7 @@ pub mod copy;
 pub mod delay;
 pub mod fast_start;
 pub mod listener;
+pub mod log_limit;
 pub mod primary;
 pub mod primary_port;
 pub mod quorum;

@@ -314,8 +314,11 @@ impl Inner {
                 Ok(conn) => conn,
                 Err(error) => {
                     // A stranger, a peer without TLS, or a certificate refused: logged (not
-                    // counted as a refusal: nothing was said to it).
-                    tracing::warn!(%peer, %error, "redo listener: TLS handshake failed");
+                    // counted as a refusal: nothing was said to it), 20 every 10 s at most.
+                    static LOGGED: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+                    if let Some(left_out) = LOGGED.admit() {
+                        tracing::warn!(%peer, %error, left_out, "redo listener: TLS handshake failed");
+                    }
                     self.refusals.note(peer, &format!("TLS handshake failed: {error}"));
                     return;
                 }
