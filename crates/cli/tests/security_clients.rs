@@ -37,6 +37,24 @@ fn connect(addr: SocketAddr, user: &str, password: &str) -> redis::Connection {
     connection
 }
 
+/// `AUTH` and `PING` over the TLS port at `addr`, trusting the CA in `dir`: the two replies.
+fn tls_ping(dir: &std::path::Path, addr: SocketAddr) -> std::io::Result<[u8; 12]> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in rustls::pki_types::CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap()
+    {
+        roots.add(certificate.unwrap()).unwrap();
+    }
+    let client = tls::redo::client_only(Arc::new(roots));
+    let connection =
+        rustls::ClientConnection::new(client, "127.0.0.1".try_into().unwrap()).unwrap();
+    let mut stream = rustls::StreamOwned::new(connection, common::raw(addr));
+    stream.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes())?;
+    let mut reply = [0u8; 12];
+    stream.read_exact(&mut reply)?;
+    Ok(reply)
+}
+
 /// Sends `bytes` and reads what comes back until the server closes the connection.
 fn exchange(addr: SocketAddr, bytes: &[u8]) -> String {
     let mut stream = common::raw(addr);
@@ -173,21 +191,7 @@ fn the_redis_protocol_and_the_admin_api_refuse_what_they_should() {
 
     // The TLS port: a rustls client that trusts the test CA.
     let tls_addr: SocketAddr = server.status().server.resp_tls_addr.unwrap().parse().unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    use rustls::pki_types::pem::PemObject as _;
-    for certificate in
-        rustls::pki_types::CertificateDer::pem_file_iter(dir.path().join("ca.pem")).unwrap()
-    {
-        roots.add(certificate.unwrap()).unwrap();
-    }
-    let client = tls::redo::client_only(Arc::new(roots));
-    let connection =
-        rustls::ClientConnection::new(client, "127.0.0.1".try_into().unwrap()).unwrap();
-    let mut stream = rustls::StreamOwned::new(connection, common::raw(tls_addr));
-    stream.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes()).unwrap();
-    let mut reply = [0u8; 12];
-    stream.read_exact(&mut reply).unwrap();
-    assert_eq!(&reply, b"+OK\r\n+PONG\r\n");
+    assert_eq!(&tls_ping(dir.path(), tls_addr).unwrap(), b"+OK\r\n+PONG\r\n");
 
     // The admin API: GETs open, POSTs need the token.
     let admin = server.admin_addr();
@@ -257,23 +261,7 @@ fn silent_tls_handshakes_do_not_keep_clients_out() {
     .unwrap();
     let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
     let tls_addr: SocketAddr = server.status().server.resp_tls_addr.unwrap().parse().unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    use rustls::pki_types::pem::PemObject as _;
-    for certificate in
-        rustls::pki_types::CertificateDer::pem_file_iter(dir.path().join("ca.pem")).unwrap()
-    {
-        roots.add(certificate.unwrap()).unwrap();
-    }
-    let client = tls::redo::client_only(Arc::new(roots));
-    let tls_ping = || {
-        let connection =
-            rustls::ClientConnection::new(client.clone(), "127.0.0.1".try_into().unwrap()).unwrap();
-        let mut stream = rustls::StreamOwned::new(connection, common::raw(tls_addr));
-        stream.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes())?;
-        let mut reply = [0u8; 12];
-        stream.read_exact(&mut reply)?;
-        Ok::<_, std::io::Error>(reply)
-    };
+    let tls_ping = || tls_ping(dir.path(), tls_addr);
     assert_eq!(&tls_ping().unwrap(), b"+OK\r\n+PONG\r\n");
     let silent: Vec<TcpStream> =
         (0..300).filter_map(|_| TcpStream::connect(tls_addr).ok()).collect();

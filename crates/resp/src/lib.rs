@@ -24,6 +24,7 @@ mod limits;
 mod parse;
 mod request;
 mod session;
+pub mod waiting;
 
 pub use auth::{Permission, User};
 pub use budget::Budget;

@@ -126,30 +126,24 @@ pub(crate) async fn accept_clients(
     }
 }
 
-/// The connections that have not authenticated yet, oldest first, each with the signal that
-/// ends it to make room for a newer one.
-pub(crate) type Waiting = parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<Notify>)>>;
-
 /// A connection's place among those that have not authenticated, until it does or ends.
 struct Unauthenticated<'a>(Option<(&'a ServerState, u64)>);
 
 impl<'a> Unauthenticated<'a> {
-    /// Takes a place for connection `id`, ending the oldest waiting one if all are taken.
-    fn enter(state: &'a ServerState, id: u64, evicted: Arc<Notify>) -> Unauthenticated<'a> {
-        let mut waiting = state.unauthenticated.lock();
-        if waiting.len() >= state.config.server.unauthenticated_max as usize
-            && let Some((_, oldest)) = waiting.pop_front()
-        {
+    /// Takes a place for connection `id`, ending the oldest waiting one if all are taken;
+    /// returns the signal that ends this one.
+    fn enter(state: &'a ServerState, id: u64) -> (Unauthenticated<'a>, Arc<Notify>) {
+        let (evicted, ended) =
+            state.unauthenticated.enter(id, state.config.server.unauthenticated_max as usize);
+        if ended {
             state.rejected.incr();
-            oldest.notify_one();
         }
-        waiting.push_back((id, evicted));
-        Unauthenticated(Some((state, id)))
+        (Unauthenticated(Some((state, id))), evicted)
     }
 
     fn authenticated(&mut self) {
         if let Some((state, id)) = self.0.take() {
-            state.unauthenticated.lock().retain(|(waiting, _)| *waiting != id);
+            state.unauthenticated.leave(id);
         }
     }
 }
@@ -172,11 +166,10 @@ struct Arrival<'a> {
 impl<'a> Arrival<'a> {
     fn new(state: &'a ServerState) -> Arrival<'a> {
         let id = state.next_client_id.fetch_add(1, Ordering::Relaxed);
-        let evicted = Arc::new(Notify::new());
-        let place = if state.users.required() {
-            Unauthenticated::enter(state, id, evicted.clone())
+        let (place, evicted) = if state.users.required() {
+            Unauthenticated::enter(state, id)
         } else {
-            Unauthenticated(None)
+            (Unauthenticated(None), Arc::new(Notify::new()))
         };
         Arrival { id, connected: tokio::time::Instant::now(), place, evicted }
     }

@@ -72,7 +72,7 @@ pub struct ServerState {
     /// Bytes of incomplete requests all clients may make the server buffer.
     pub request_budget: Arc<resp::Budget>,
     /// Client connections that have not authenticated yet.
-    pub(crate) unauthenticated: clients::Waiting,
+    pub(crate) unauthenticated: resp::waiting::Waiting,
     /// Client connections served at once, on the plain and the TLS port together.
     pub client_slots: Arc<tokio::sync::Semaphore>,
     /// The TLS port of the Redis protocol, if there is one.
@@ -341,7 +341,7 @@ impl Server {
             request_budget: Arc::new(resp::Budget::new(
                 config.server.request_buffer_total as usize,
             )),
-            unauthenticated: clients::Waiting::default(),
+            unauthenticated: resp::waiting::Waiting::default(),
             client_slots: Arc::new(tokio::sync::Semaphore::new(
                 config.server.max_connections as usize,
             )),

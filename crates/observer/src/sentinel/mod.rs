@@ -23,10 +23,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use resp::waiting::Waiting;
 use resp::{Connection, Limits};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::config::ObserverConfig;
 use crate::decide::Shared;
@@ -39,30 +40,6 @@ const IDLE: Duration = Duration::from_secs(600);
 const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections that have not authenticated at once (with `requirepass`).
 const UNAUTHENTICATED_MAX: usize = 64;
-
-/// The connections that have not authenticated yet, oldest first, each with the signal that
-/// ends it to make room for a newer one.
-#[derive(Default)]
-struct Waiting(parking_lot::Mutex<std::collections::VecDeque<(u64, Arc<Notify>)>>);
-
-impl Waiting {
-    /// Takes a place for connection `id`, ending the oldest waiting one if all are taken.
-    fn enter(&self, id: u64) -> Arc<Notify> {
-        let evicted = Arc::new(Notify::new());
-        let mut waiting = self.0.lock();
-        if waiting.len() >= UNAUTHENTICATED_MAX
-            && let Some((_, oldest)) = waiting.pop_front()
-        {
-            oldest.notify_one();
-        }
-        waiting.push_back((id, evicted.clone()));
-        evicted
-    }
-
-    fn leave(&self, id: u64) {
-        self.0.lock().retain(|(waiting, _)| *waiting != id);
-    }
-}
 
 pub async fn serve(listener: TcpListener, config: ObserverConfig, shared: Arc<Shared>) {
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
@@ -118,7 +95,7 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let mut session = Session::new(id, config.observer.requirepass.as_deref());
-    let evicted = (!session.authenticated()).then(|| waiting.enter(id));
+    let evicted = (!session.authenticated()).then(|| waiting.enter(id, UNAUTHENTICATED_MAX).0);
     let serve = serve_session(stream, &mut session, config, shared, waiting, id);
     match evicted {
         Some(evicted) => {
