@@ -77,8 +77,8 @@ pub struct FastStartStatus {
     /// fast-start observe-only`).
     #[serde(default)]
     pub mode: Option<String>,
-    /// An observer whose pings this member refused in the last 10 s, and why (its settings are
-    /// not this member's): fast-start failover is not armed with it.
+    /// The observers of the configuration whose pings this member refused in the last 10 s,
+    /// and why (their settings are not this member's): `NAME: reason`, joined by `; `.
     #[serde(default)]
     pub observer_refused: Option<String>,
 }

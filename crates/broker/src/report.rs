@@ -330,9 +330,9 @@ fn gate_summary(gate: &admin::GateState) -> String {
     }
 }
 
-/// What keeps fast-start failover from being armed: a member that refuses the observer's pings
-/// (its settings are not the member's), and a primary that hears from no observer (as Data
-/// Guard's broker says when its observer stops observing).
+/// What keeps fast-start failover from working as configured: a member that refuses an
+/// observer's pings (its settings are not the member's), and a primary that hears from no
+/// observer (not armed: as Data Guard's broker says when its observer stops observing).
 fn fast_start_warnings(members: &[MemberReport], primary: Option<&str>) -> Vec<String> {
     let fast_start_of = |member: &MemberReport| {
         member.status.as_ref().and_then(|status| status.roles.as_ref()?.fast_start.clone())
@@ -342,7 +342,7 @@ fn fast_start_warnings(members: &[MemberReport], primary: Option<&str>) -> Vec<S
         .filter_map(|member| {
             let refused = fast_start_of(member)?.observer_refused?;
             Some(format!(
-                "fast-start failover is not armed: '{}' refuses the pings of observer {refused}",
+                "'{}' refuses the pings of observer {refused} (it takes no decision with that observer)",
                 member.name
             ))
         })

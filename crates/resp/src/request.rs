@@ -324,6 +324,8 @@ pub(crate) fn split_inline(line: &[u8], arguments_max: usize) -> Result<Vec<Byte
                             current.push(hex_value(high) << 4 | hex_value(low));
                             position += 3;
                         }
+                        // A backslash before the line's end (a NUL ends it): unbalanced.
+                        (Some(0), _, _) => return Err(ProtocolError::UnbalancedQuotes),
                         (Some(&escaped), _, _) => {
                             current.push(match escaped {
                                 b'n' => b'\n',
@@ -338,7 +340,8 @@ pub(crate) fn split_inline(line: &[u8], arguments_max: usize) -> Result<Vec<Byte
                         (None, _, _) => current.push(b'\\'),
                     },
                     Some(b'"') => {
-                        if line.get(position + 1).is_some_and(|&next| !is_blank(next)) {
+                        if line.get(position + 1).is_some_and(|&next| !is_blank(next) && next != 0)
+                        {
                             return Err(ProtocolError::UnbalancedQuotes);
                         }
                         position += 1;
@@ -354,7 +357,8 @@ pub(crate) fn split_inline(line: &[u8], arguments_max: usize) -> Result<Vec<Byte
                         position += 1;
                     }
                     Some(b'\'') => {
-                        if line.get(position + 1).is_some_and(|&next| !is_blank(next)) {
+                        if line.get(position + 1).is_some_and(|&next| !is_blank(next) && next != 0)
+                        {
                             return Err(ProtocolError::UnbalancedQuotes);
                         }
                         position += 1;
@@ -458,6 +462,11 @@ mod tests {
         assert_eq!(split_inline(b"\"a\0b\"", 8), Err(ProtocolError::UnbalancedQuotes));
         assert_eq!(split_inline(b"'a\0b'", 8), Err(ProtocolError::UnbalancedQuotes));
         assert_eq!(split_inline(b"\"a\\x00b\"", 8), Ok(vec![Bytes::from_static(b"a\0b")]));
+        // A backslash before a NUL is one before the end; a NUL after a closing quote ends the
+        // line there (Redis's C string).
+        assert_eq!(split_inline(b"\"a\\\0b\"", 8), Err(ProtocolError::UnbalancedQuotes));
+        assert_eq!(split_inline(b"\"a\"\0x", 8), Ok(vec![Bytes::from_static(b"a")]));
+        assert_eq!(split_inline(b"'a'\0x", 8), Ok(vec![Bytes::from_static(b"a")]));
         let (requests, end) = decode_all(b"\0\r\nPING\r\n");
         assert_eq!(end, Ok(()));
         assert_eq!(requests, vec![args(&["PING"])]);

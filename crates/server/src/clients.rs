@@ -97,10 +97,15 @@ pub(crate) async fn accept_clients(
                                         tracing::info!(%peer, left_out, "RESP over TLS: handshake timed out")
                                     }
                                 }
-                                None => tracing::info!(
-                                    %peer,
-                                    "RESP over TLS: ended in its handshake to make room for a newer connection (unauthenticated_max)"
-                                ),
+                                None => {
+                                    if let Some(left_out) = UNAUTHENTICATED_LOGGED.admit() {
+                                        tracing::info!(
+                                            %peer,
+                                            left_out,
+                                            "RESP over TLS: ended in its handshake to make room for a newer connection (unauthenticated_max)"
+                                        )
+                                    }
+                                }
                             }
                         }
                     }
@@ -256,7 +261,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
             }
-            () = &mut evicted => {
+            // Only until it authenticates: a place taken from it while its password was being
+            // checked freed the place; the client it has become stays.
+            () = &mut evicted, if session.user().is_none() => {
                 if let Some(left_out) = UNAUTHENTICATED_LOGGED.admit() {
                     tracing::info!(client = id, %peer, left_out, "closing a connection that has not authenticated, to make room for a newer one");
                 }
@@ -318,7 +325,9 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 return;
             }
             resp::Action::Close => {
-                tracing::warn!(client = id, %peer, "possible SECURITY ATTACK: an HTTP request on the Redis port (a web page posting to it?); connection closed");
+                if let Some(left_out) = PROTOCOL_ERRORS_LOGGED.admit() {
+                    tracing::warn!(client = id, %peer, left_out, "possible SECURITY ATTACK: an HTTP request on the Redis port (a web page posting to it?); connection closed");
+                }
                 let _ = connection.shutdown().await;
                 return;
             }

@@ -76,7 +76,11 @@ pub struct Refusals {
 impl Refusals {
     /// Logs the refusal, counts it, and tells the peer before closing.
     pub fn refuse(&self, conn: &mut Conn, error: ErrorMessage) {
-        tracing::error!(peer = %conn.peer, code = %error.code, message = %error.message, "redo listener: refused a peer");
+        // (A stranger can be refused at will: 20 lines every 10 s at most.)
+        static LOGGED: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+        if let Some(left_out) = LOGGED.admit() {
+            tracing::error!(peer = %conn.peer, code = %error.code, message = %error.message, left_out, "redo listener: refused a peer");
+        }
         {
             let mut state = self.state.lock();
             state.0 += 1;

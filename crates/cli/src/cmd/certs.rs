@@ -63,7 +63,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for file in &written {
         println!("{}: {} (key {})", file.name, file.cert_file.display(), file.key_file.display());
     }
-    let dir = files_dir(&args.out, args.config.first().map(PathBuf::as_path));
+    let dir = files_dir(&args.out, &args.config);
     let at = |file: &str| dir.join(file).display().to_string();
     println!(
         "\nIn each member's file (paths are relative to that file's directory):\n[tls]\nca_file = {:?}\ncert_file = {:?}\nkey_file = {:?}",
@@ -75,11 +75,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// The directory of the files as a member's configuration names it: relative to the
-/// configuration file's directory when within it, else absolute (without `--config`, as given).
-fn files_dir(out: &Path, config: Option<&Path>) -> PathBuf {
-    let Some(config) = config else { return out.to_path_buf() };
+/// configuration files' directory when they share one and it holds them, else absolute
+/// (without `--config`, as given).
+fn files_dir(out: &Path, configs: &[PathBuf]) -> PathBuf {
     let absolute = |path: &Path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let base = absolute(config).parent().map(Path::to_path_buf).unwrap_or_default();
+    let parent = |config: &PathBuf| absolute(config).parent().map(Path::to_path_buf);
+    let Some(base) = configs.first().map(parent) else { return out.to_path_buf() };
+    if configs.iter().any(|config| parent(config) != base) {
+        return absolute(out);
+    }
+    let base = base.unwrap_or_default();
     let out = absolute(out);
     match out.strip_prefix(&base) {
         Ok(relative) if relative.as_os_str().is_empty() => PathBuf::from("."),
@@ -95,22 +100,25 @@ mod tests {
     #[test]
     fn the_hint_names_the_files_as_the_configuration_finds_them() {
         let cwd = std::env::current_dir().unwrap();
-        assert_eq!(files_dir(Path::new("certs"), None), PathBuf::from("certs"));
+        let paths = |paths: &[&str]| paths.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(files_dir(Path::new("certs"), &[]), PathBuf::from("certs"));
         assert_eq!(
-            files_dir(Path::new("certs"), Some(Path::new("primary.toml"))),
+            files_dir(Path::new("certs"), &paths(&["primary.toml"])),
             PathBuf::from("certs")
         );
         assert_eq!(
-            files_dir(Path::new("certs"), Some(Path::new("conf/primary.toml"))),
+            files_dir(Path::new("certs"), &paths(&["conf/primary.toml"])),
             cwd.join("certs")
         );
         assert_eq!(
-            files_dir(Path::new("conf/certs"), Some(Path::new("conf/a.toml"))),
+            files_dir(Path::new("conf/certs"), &paths(&["conf/a.toml"])),
             PathBuf::from("certs")
         );
+        assert_eq!(files_dir(Path::new("conf"), &paths(&["conf/a.toml"])), PathBuf::from("."));
+        // Files in two directories: one path serves both only if absolute.
         assert_eq!(
-            files_dir(Path::new("conf"), Some(Path::new("conf/a.toml"))),
-            PathBuf::from(".")
+            files_dir(Path::new("certs"), &paths(&["a.toml", "other/b.toml"])),
+            cwd.join("certs")
         );
     }
 }

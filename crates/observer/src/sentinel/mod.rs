@@ -27,7 +27,7 @@ use resp::waiting::Waiting;
 use resp::{Connection, Limits};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::config::ObserverConfig;
 use crate::decide::Shared;
@@ -96,19 +96,7 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let mut session = Session::new(id, config.observer.requirepass.as_deref());
     let evicted = (!session.authenticated()).then(|| waiting.enter(id, UNAUTHENTICATED_MAX).0);
-    let serve = serve_session(stream, &mut session, config, shared, waiting, id);
-    match evicted {
-        Some(evicted) => {
-            tokio::select! {
-                () = serve => {}
-                () = evicted.notified() => {
-                    tracing::debug!(client = id, "Sentinel client ended before it authenticated, to make room for a newer one");
-                    return;
-                }
-            }
-        }
-        None => serve.await,
-    }
+    serve_session(stream, &mut session, config, shared, waiting, id, evicted).await;
     let (library, version) = session.library();
     tracing::debug!(client = id, ?library, ?version, "Sentinel client disconnected");
 }
@@ -120,8 +108,11 @@ async fn serve_session(
     shared: &Shared,
     waiting: &Waiting,
     id: u64,
+    evicted: Option<Arc<Notify>>,
 ) {
     let mut conn = Connection::new(stream, limits(session.authenticated()));
+    let evicted = evicted.unwrap_or_default();
+    let mut evicted = std::pin::pin!(evicted.notified());
     let mut switches = shared.switches.subscribe();
     let knowledge = replies::Observed { config, shared };
     let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
@@ -133,6 +124,12 @@ async fn serve_session(
         };
         let request = tokio::select! {
             request = tokio::time::timeout_at(deadline, conn.read_request()) => request,
+            // Only until it authenticates: a place taken from it meanwhile freed the place;
+            // the client it has become stays.
+            () = &mut evicted, if !session.authenticated() => {
+                tracing::debug!(client = id, "Sentinel client ended before it authenticated, to make room for a newer one");
+                return;
+            }
             switch = switches.recv(), if session.subscribed() => {
                 let Ok(switch) = switch else { continue };
                 let Some(message) = session.switch_message(&switch) else { continue };

@@ -40,10 +40,12 @@ pub struct Hooks {
     pub taking_over: parking_lot::Mutex<Option<(String, bool)>>,
 }
 
-/// The last observer whose pings this member refused because its settings are not this
-/// member's. The observer connects again at once (some fifty times a second), so the refusal is
-/// logged when it starts or changes and once a minute while it lasts, and the status shows it
-/// while it is recent.
+/// An observer of the configuration whose pings this member refused because its settings are
+/// not this member's. The observer connects again at once (some fifty times a second), so a
+/// refusal is logged when it starts or changes and once a minute while it lasts, per observer,
+/// and the status shows it while it is recent. A name the configuration does not list (anyone
+/// can claim one on a redo port without TLS) is logged within `transport::log_limit`'s bounds
+/// and never shown.
 #[derive(Debug)]
 pub(crate) struct RefusedObserver {
     observer: String,
@@ -58,27 +60,49 @@ const REFUSED_SHOWN: Duration = Duration::from_secs(10);
 /// How often a refusal that goes on is logged again.
 const REFUSED_LOGGED_EVERY: Duration = Duration::from_secs(60);
 
+/// Refusals of observers the configuration does not name.
+static UNKNOWN_REFUSED_LOGGED: transport::log_limit::LogLimit =
+    transport::log_limit::LogLimit::new();
+
 impl Roles {
     fn note_refused_observer(&self, observer: &str, reason: &str) {
+        let known =
+            self.config.replication.observers.iter().any(|configured| configured.name == observer);
+        if !known {
+            if let Some(left_out) = UNKNOWN_REFUSED_LOGGED.admit() {
+                tracing::error!(
+                    observer,
+                    reason,
+                    left_out,
+                    "fast-start failover: pings from an observer the configuration does not name are refused (its settings disagree with this member's)"
+                );
+            }
+            return;
+        }
         let now = Instant::now();
         let log = {
             let mut refused = self.refused_observer.lock();
-            let log = refused.as_ref().is_none_or(|last| {
-                last.observer != observer
-                    || last.reason != reason
-                    || now.duration_since(last.logged) >= REFUSED_LOGGED_EVERY
-            });
-            let logged = match refused.as_ref() {
-                Some(last) if !log => last.logged,
-                _ => now,
-            };
-            *refused = Some(RefusedObserver {
-                observer: observer.to_string(),
-                reason: reason.to_string(),
-                last: now,
-                logged,
-            });
-            log
+            match refused.iter_mut().find(|refused| refused.observer == observer) {
+                Some(last) => {
+                    let log = last.reason != reason
+                        || now.duration_since(last.logged) >= REFUSED_LOGGED_EVERY;
+                    last.reason = reason.to_string();
+                    last.last = now;
+                    if log {
+                        last.logged = now;
+                    }
+                    log
+                }
+                None => {
+                    refused.push(RefusedObserver {
+                        observer: observer.to_string(),
+                        reason: reason.to_string(),
+                        last: now,
+                        logged: now,
+                    });
+                    true
+                }
+            }
         };
         if log {
             tracing::error!(
@@ -89,13 +113,15 @@ impl Roles {
         }
     }
 
-    /// The observer refused lately, and why, for the status.
+    /// The observers refused lately, and why, for the status.
     pub(crate) fn refused_observer(&self) -> Option<String> {
         let refused = self.refused_observer.lock();
-        refused
-            .as_ref()
+        let recent: Vec<String> = refused
+            .iter()
             .filter(|refused| refused.last.elapsed() < REFUSED_SHOWN)
             .map(|refused| format!("{}: {}", refused.observer, refused.reason))
+            .collect();
+        (!recent.is_empty()).then(|| recent.join("; "))
     }
 }
 

@@ -128,8 +128,8 @@ pub struct Roles {
     pub redo_tls: Option<Arc<tls::RedoTls>>,
     /// The welcomes of a restarted primary's standbys (`confirmation`).
     confirmation: confirmation::Confirmation,
-    /// The last observer whose pings this member refused (`fast_start`).
-    refused_observer: Mutex<Option<fast_start::RefusedObserver>>,
+    /// The observers of the configuration whose pings this member refused (`fast_start`).
+    refused_observer: Mutex<Vec<fast_start::RefusedObserver>>,
 }
 
 impl Roles {
