@@ -344,6 +344,36 @@ fn idle_strangers_do_not_keep_sentinel_clients_out() {
     drop(idle);
 }
 
+/// A stranger that pipelines requests to the Sentinel front and never reads the replies is
+/// closed 10 s after it connected, as a silent one is. Before, its connection waited in the
+/// write with no deadline, holding one of the front's 256 slots for good: 256 of them kept
+/// every Sentinel client out (found by reading what a stranger can hold).
+#[test]
+fn a_sentinel_stranger_that_never_reads_is_closed_at_its_deadline() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "a Sentinel stranger that never reads");
+    let cluster = Cluster::start(ClusterConfig {
+        sentinel_password: Some(SENTINEL_PASSWORD),
+        ..ClusterConfig::pair_with_observer()
+    });
+    assert_eq!(sentinel_primary(&cluster, Duration::from_secs(30)), "east");
+    let addr = cluster.sentinel_addr("obs1");
+    let connected = Instant::now();
+    let mut stranger = common::raw(addr);
+    let port = stranger.local_addr().unwrap().port();
+    let sent = common::send_until_stalled(&mut stranger, b"PING\r\n");
+    assert!(common::tcp_established(addr.port(), port), "closed before its deadline");
+    let closed =
+        common::poll_until(Duration::from_secs(25), || !common::tcp_established(addr.port(), port));
+    assert!(
+        closed,
+        "the Sentinel front still holds a stranger that sent {sent} bytes and never read, {:.1?} after it connected",
+        connected.elapsed()
+    );
+    println!("closed {:.1?} after it connected ({sent} bytes sent)", connected.elapsed());
+    assert!(connected.elapsed() < Duration::from_secs(16), "{:.1?}", connected.elapsed());
+    drop(stranger);
+}
+
 /// The observer the primary takes decisions from, as its status says.
 fn active_observer(cluster: &Cluster, primary: &str) -> Option<String> {
     cluster

@@ -281,6 +281,85 @@ fn silent_tls_handshakes_do_not_keep_clients_out() {
     drop(silent);
 }
 
+/// Clients that send requests and never read the replies, strangers and authenticated ones:
+/// each is closed at its deadline (`auth_timeout`, `idle_timeout`) as a silent one is, and its
+/// slot is free again. Before, a connection whose replies filled its socket waited in the
+/// write with no deadline, no eviction and no shutdown signal: 20 of them kept every client
+/// out for good (found by reading what a stranger can hold).
+#[test]
+fn clients_that_never_read_do_not_keep_clients_out() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "clients that never read");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nmax_connections = 20\nunauthenticated_max = 20\nauth_timeout = \"6s\"\nidle_timeout = \"6s\"\n\
+             [auth]\nrequirepass = \"{ROOT_PASSWORD}\"\nadmin_token = \"{TOKEN}\"\n"
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let addr = server.resp_addr();
+    let mut setup = common::raw(addr);
+    assert_eq!(common::ask(&mut setup, &format!("AUTH {ROOT_PASSWORD}\r\n")), "+OK\r\n");
+    let value = "v".repeat(100_000);
+    assert_eq!(
+        common::ask(&mut setup, &format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n$100000\r\n{value}\r\n")),
+        "+OK\r\n"
+    );
+    drop(setup);
+    // (Its slot is free again before the flood takes them all.)
+    common::wait_until(Duration::from_secs(10), "the setup client's end", || {
+        server.status().server.connected_clients == 0
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    // Ten strangers pipelining PINGs (each answered NOAUTH), ten clients pipelining GETs of
+    // 100 KB; each writes until the server stops reading it for half a second.
+    let flooders: Vec<_> = (0..20)
+        .map(|index| {
+            std::thread::spawn(move || {
+                let mut stream = common::raw(addr);
+                let request: &[u8] = if index % 2 == 0 {
+                    b"PING\r\n"
+                } else {
+                    assert_eq!(
+                        common::ask(&mut stream, &format!("AUTH {ROOT_PASSWORD}\r\n")),
+                        "+OK\r\n"
+                    );
+                    b"GET big\r\n"
+                };
+                let sent = common::send_until_stalled(&mut stream, request);
+                (stream, sent)
+            })
+        })
+        .collect();
+    let flooders: Vec<(TcpStream, usize)> =
+        flooders.into_iter().map(|flooder| flooder.join().unwrap()).collect();
+    let flooded = Instant::now();
+    // Every slot is taken by a client that does not read.
+    let mut refused = common::raw(addr);
+    let answer = String::from_utf8_lossy(&common::read_to_close(&mut refused)).into_owned();
+    assert_eq!(answer, "-ERR max number of clients reached\r\n", "the slots were not all taken");
+    // Their deadlines end them all; a client gets in.
+    let got_in = common::poll_until(Duration::from_secs(25), || {
+        let Ok(mut client) = TcpStream::connect(addr) else { return false };
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = client.write_all(format!("AUTH {ROOT_PASSWORD}\r\nPING\r\n").as_bytes());
+        let mut reply = [0u8; 12];
+        client.read_exact(&mut reply).is_ok() && &reply == b"+OK\r\n+PONG\r\n"
+    });
+    assert!(
+        got_in,
+        "clients that never read kept the slots for 25 s (flooders sent {:?} bytes)\n{}",
+        flooders.iter().map(|(_, sent)| sent).collect::<Vec<_>>(),
+        server.log_tail()
+    );
+    println!("a client got in {:.1?} after the flood", flooded.elapsed());
+    assert!(flooded.elapsed() < Duration::from_secs(15), "{:.1?}", flooded.elapsed());
+    drop(flooders);
+}
+
 /// `tls.admin`: the admin API speaks only HTTPS. A plain HTTP client gets nothing; the
 /// `redoguard` commands work with the configuration's CA and fail, naming the certificate,
 /// without it or with another CA; a POST still needs the token.

@@ -2,6 +2,7 @@
 //! bounded read buffer and a write buffer flushed in batches for pipelined clients.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -18,9 +19,14 @@ use crate::request::{Request, RequestDecoder};
 /// few reads, small enough that 10 000 idle connections cost little.
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 
-/// Buffered reply bytes above which [`Connection::write_reply`] writes them out at once, so a
-/// pipeline of large replies cannot pile up in memory.
+/// Buffered reply bytes above which [`Connection::read_request`] (and
+/// [`Connection::write_reply`]) writes them out before it goes on, so a pipeline of large
+/// replies cannot pile up in memory.
 const WRITE_BUFFER_FLUSH_BYTES: usize = 64 * 1024;
+
+/// How long [`Connection::close`] waits for its last reply to reach a peer: one that does not
+/// read is not waited for longer.
+const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Why a connection cannot go on. After any of these the server closes it; after a
 /// [`ConnectionError::Protocol`] it first sends [`ProtocolError::to_frame`].
@@ -48,6 +54,13 @@ pub enum ConnectionError {
 /// `request_bytes_max` (or `inline_bytes_max`), plus one read of 16 KiB; its capacity can be up
 /// to twice that while it grows. The write buffer is written out once it passes 64 KiB.
 ///
+/// Time: a peer that sends requests and never reads their replies holds the connection only
+/// where the server bounds it in time. Replies are buffered ([`Connection::buffer_reply`]) and
+/// written out by [`Connection::read_request`], which a server runs under its idle timeout
+/// (cancel-safe: nothing is lost), and [`Connection::close`] waits at most 2 s for its last
+/// reply. [`Connection::write_reply`] and [`Connection::flush`] wait for the peer as long as it
+/// takes.
+///
 /// A typical server loop, which batches the replies of pipelined requests into one write:
 ///
 /// ```no_run
@@ -61,26 +74,26 @@ pub enum ConnectionError {
 ///         Ok(Some(parsed)) => parsed,
 ///         Ok(None) => break, // clean end of stream
 ///         Err(resp::ConnectionError::Protocol(error)) => {
-///             connection.write_reply(&error.to_frame(), session.protocol()).await?;
-///             break;
+///             connection.close(Some(&error.to_frame()), session.protocol()).await;
+///             return Ok(());
 ///         }
 ///         Err(error) => return Err(error),
 ///     };
 ///     match session.handle(parsed, &facts) {
 ///         Action::Reply(reply) | Action::UnwatchAndReply(reply) => {
-///             connection.write_reply(&reply, session.protocol()).await?
+///             connection.buffer_reply(&reply, session.protocol())
 ///         }
 ///         Action::ReplyAndClose(reply) => {
-///             connection.write_reply(&reply, session.protocol()).await?;
-///             break;
+///             connection.close(Some(&reply), session.protocol()).await;
+///             return Ok(());
 ///         }
 ///         Action::Close => break, // an HTTP request: no reply
 ///         Action::Authenticate { .. } => { /* check the password, then session.authenticated */ }
-///         Action::Execute(_command) => { /* run it, then write_reply its result */ }
+///         Action::Execute(_command) => { /* run it, then buffer_reply its result */ }
 ///         Action::ExecuteTransaction(_commands) => { /* run them atomically, reply an array */ }
 ///     }
 /// }
-/// connection.shutdown().await?;
+/// connection.close(None, session.protocol()).await;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -143,13 +156,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Reads the next request. `Ok(None)` at a clean end of stream (nothing buffered).
     ///
     /// Before it waits for the peer it writes out any buffered replies, so pipelined requests
-    /// get their replies in one write and nothing waits on a reply still in our buffer.
+    /// get their replies in one write and nothing waits on a reply still in our buffer; and
+    /// before it takes the next request it writes them out once they pass 64 KiB, so the
+    /// replies of a pipeline are bounded in memory and a peer that does not read them is
+    /// waited for here, where the caller's timeout runs.
     ///
     /// Cancel-safe: dropping the future (for example when `tokio::time::timeout` for the idle
     /// timeout fires) loses nothing; bytes read so far stay buffered, the decoder keeps its
     /// progress, and a partly written reply resumes at the next call or [`Connection::flush`].
     pub async fn read_request(&mut self) -> Result<Option<Request>, ConnectionError> {
         loop {
+            if self.write_buffer.len() - self.written >= WRITE_BUFFER_FLUSH_BYTES {
+                self.flush().await?;
+            }
             if let Some(request) = self.decoder.decode(&mut self.read_buffer)? {
                 self.account()?;
                 return Ok(Some(request));
@@ -186,8 +205,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         reply.encode(version, &mut self.write_buffer);
     }
 
-    /// Appends a reply to the write buffer and writes the buffer out once it passes 64 KiB.
-    /// Small replies stay buffered until [`Connection::flush`] or the next
+    /// Appends a reply to the write buffer and writes the buffer out once it passes 64 KiB,
+    /// waiting for the peer as long as that takes (a server loop uses
+    /// [`Connection::buffer_reply`], and lets [`Connection::read_request`] write). Small
+    /// replies stay buffered until [`Connection::flush`] or the next
     /// [`Connection::read_request`] that has to wait for the peer.
     pub async fn write_reply(
         &mut self,
@@ -222,6 +243,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         }
         self.stream.flush().await?;
         Ok(())
+    }
+
+    /// Ends the connection: writes `last` (a reply or an error saying why) and what is still
+    /// buffered, and shuts the write side down, waiting at most 2 s for a peer that does not
+    /// read; dropping the connection then closes it whatever is left unsent.
+    pub async fn close(&mut self, last: Option<&Frame>, version: ProtocolVersion) {
+        if let Some(last) = last {
+            self.buffer_reply(last, version);
+        }
+        let _ = tokio::time::timeout(CLOSE_WITHIN, self.shutdown()).await;
     }
 
     /// Flushes, then shuts the write side down so the peer sees the end of the stream.

@@ -6,7 +6,10 @@
 //! oldest rather than being refused, so idle strangers cannot keep clients out), each for at
 //! most `auth_timeout`, each request at most 64 KiB; and every connection's partly received
 //! request counts against the shared `request_buffer_total`. A request that looks like HTTP
-//! closes the connection at once.
+//! closes the connection at once. Every deadline holds while the server writes as well:
+//! replies are buffered and written out by the read that runs under the deadline
+//! (`resp::Connection::read_request`), so a client that never reads them is waited for only
+//! until `auth_timeout` or `idle_timeout`, and a close waits 2 s at most.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -267,13 +270,11 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 if let Some(left_out) = UNAUTHENTICATED_LOGGED.admit() {
                     tracing::info!(client = id, %peer, left_out, "closing a connection that has not authenticated, to make room for a newer one");
                 }
-                let _ = connection.write_reply(&Frame::error("ERR too many connections that have not authenticated; this one was the oldest"), session.protocol()).await;
-                let _ = connection.shutdown().await;
+                connection.close(Some(&Frame::error("ERR too many connections that have not authenticated; this one was the oldest")), session.protocol()).await;
                 return;
             }
             () = &mut stop => {
-                let _ = connection.write_reply(&Frame::error("ERR the server is shutting down"), session.protocol()).await;
-                let _ = connection.shutdown().await;
+                connection.close(Some(&Frame::error("ERR the server is shutting down")), session.protocol()).await;
                 return;
             }
         };
@@ -286,7 +287,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 } else {
                     tracing::debug!(client = id, %peer, "closing a connection idle for {idle:?}");
                 }
-                let _ = connection.shutdown().await;
+                connection.close(None, session.protocol()).await;
                 return;
             }
             Ok(Ok(None)) => return,
@@ -295,16 +296,12 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 if let Some(left_out) = PROTOCOL_ERRORS_LOGGED.admit() {
                     tracing::info!(client = id, %peer, %error, left_out, "protocol error; closing the connection");
                 }
-                let _ = connection.write_reply(&error.to_frame(), session.protocol()).await;
-                let _ = connection.shutdown().await;
+                connection.close(Some(&error.to_frame()), session.protocol()).await;
                 return;
             }
             Ok(Err(error @ ConnectionError::BudgetExhausted { .. })) => {
                 tracing::warn!(client = id, %peer, %error, "request buffers full; closing the connection");
-                let _ = connection
-                    .write_reply(&Frame::error(error.to_string()), session.protocol())
-                    .await;
-                let _ = connection.shutdown().await;
+                connection.close(Some(&Frame::error(error.to_string())), session.protocol()).await;
                 return;
             }
             Ok(Err(error)) => {
@@ -320,15 +317,14 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         let outcome = match session.handle(parsed, facts) {
             resp::Action::Reply(frame) => execute::Outcome::Reply(frame),
             resp::Action::ReplyAndClose(frame) => {
-                let _ = connection.write_reply(&frame, session.protocol()).await;
-                let _ = connection.shutdown().await;
+                connection.close(Some(&frame), session.protocol()).await;
                 return;
             }
             resp::Action::Close => {
                 if let Some(left_out) = PROTOCOL_ERRORS_LOGGED.admit() {
                     tracing::warn!(client = id, %peer, left_out, "possible SECURITY ATTACK: an HTTP request on the Redis port (a web page posting to it?); connection closed");
                 }
-                let _ = connection.shutdown().await;
+                connection.close(None, session.protocol()).await;
                 return;
             }
             resp::Action::Authenticate { username, password, hello } => {
@@ -375,14 +371,12 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             }
         };
         match outcome {
-            execute::Outcome::Reply(frame) => {
-                if connection.write_reply(&frame, session.protocol()).await.is_err() {
-                    return;
-                }
-            }
+            // Written out by the next read, under the idle timeout (`Connection::read_request`):
+            // a client that sends and never reads is not waited for beyond it.
+            execute::Outcome::Reply(frame) => connection.buffer_reply(&frame, session.protocol()),
             execute::Outcome::Shutdown => {
                 tracing::info!(client = id, %peer, "SHUTDOWN");
-                let _ = connection.shutdown().await;
+                connection.close(None, session.protocol()).await;
                 state.request_shutdown();
                 return;
             }

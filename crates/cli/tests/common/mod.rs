@@ -510,6 +510,46 @@ pub fn ask(stream: &mut TcpStream, request: &str) -> String {
     String::from_utf8(reply).unwrap()
 }
 
+/// Sends `request` again and again without reading a reply, until the peer has taken nothing
+/// for half a second (its buffers and ours are full: it waits for us to read). Returns the
+/// bytes sent; panics if the peer closes the connection meanwhile.
+pub fn send_until_stalled(stream: &mut TcpStream, request: &[u8]) -> usize {
+    let chunk = request.repeat(65_536 / request.len());
+    stream.set_nonblocking(true).unwrap();
+    let mut stalled_since: Option<Instant> = None;
+    let mut sent = 0usize;
+    while stalled_since.is_none_or(|since| since.elapsed() < Duration::from_millis(500)) {
+        match stream.write(&chunk) {
+            Ok(written) => {
+                sent += written;
+                stalled_since = None;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                stalled_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => panic!("the peer closed after {sent} bytes: {error}"),
+        }
+    }
+    stream.set_nonblocking(false).unwrap();
+    sent
+}
+
+/// Whether the kernel holds an established TCP connection from local port `port` to remote
+/// port `peer` (IPv4, from `/proc/net/tcp`): the server's side of a client's connection.
+pub fn tcp_established(port: u16, peer: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port_of =
+        |field: &str| field.rsplit(':').next().and_then(|hex| u16::from_str_radix(hex, 16).ok());
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        fields.len() > 3
+            && port_of(fields[1]) == Some(port)
+            && port_of(fields[2]) == Some(peer)
+            && fields[3] == "01"
+    })
+}
+
 /// Every file under a member's redo directory and archive, with its bytes; but the control
 /// file, which the member's own checkpoints rewrite (compare its identity and position
 /// through its status instead).

@@ -14,7 +14,9 @@
 //! when it connected, requests of 4 KiB, and one of 64 places (a newcomer ends the oldest
 //! connection that has not authenticated rather than being refused, so idle strangers cannot
 //! keep clients out); after, 10 minutes idle and requests of 64 KiB; 64 subscriptions. One
-//! more than 256 is told `-ERR max number of clients reached`.
+//! more than 256 is told `-ERR max number of clients reached`. The deadlines hold while a
+//! client does not read its replies too: they are written out by the read that runs under
+//! the deadline (`resp::Connection::read_request`).
 
 mod replies;
 mod session;
@@ -116,12 +118,10 @@ async fn serve_session(
     let mut switches = shared.switches.subscribe();
     let knowledge = replies::Observed { config, shared };
     let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
+    // The idle time runs from the last request, not from a message pushed to a subscriber.
+    let mut last_request = tokio::time::Instant::now();
     loop {
-        let deadline = if session.authenticated() {
-            tokio::time::Instant::now() + IDLE
-        } else {
-            auth_deadline
-        };
+        let deadline = if session.authenticated() { last_request + IDLE } else { auth_deadline };
         let request = tokio::select! {
             request = tokio::time::timeout_at(deadline, conn.read_request()) => request,
             // Only until it authenticates: a place taken from it meanwhile freed the place;
@@ -133,32 +133,31 @@ async fn serve_session(
             switch = switches.recv(), if session.subscribed() => {
                 let Ok(switch) = switch else { continue };
                 let Some(message) = session.switch_message(&switch) else { continue };
-                if conn.write_reply(&message, session.protocol()).await.is_err() {
-                    return;
-                }
+                // Written out by the next read, under its deadline.
+                conn.buffer_reply(&message, session.protocol());
                 continue;
             }
         };
         let request = match request {
             Ok(Ok(Some(request))) => request,
             Ok(Err(resp::ConnectionError::Protocol(error))) => {
-                let _ = conn.write_reply(&error.to_frame(), session.protocol()).await;
+                conn.close(Some(&error.to_frame()), session.protocol()).await;
                 return;
             }
             _ => return,
         };
+        last_request = tokio::time::Instant::now();
         let was_authenticated = session.authenticated();
         match session.handle(request.args(), &knowledge) {
+            // Written out by the next read, under its deadline (`Connection::read_request`): a
+            // client that sends and never reads is not waited for beyond it.
             Step::Reply(frames) => {
                 for frame in &frames {
                     conn.buffer_reply(frame, session.protocol());
                 }
-                if conn.flush().await.is_err() {
-                    return;
-                }
             }
             Step::ReplyAndClose(frame) => {
-                let _ = conn.write_reply(&frame, session.protocol()).await;
+                conn.close(Some(&frame), session.protocol()).await;
                 return;
             }
             Step::Close => return,

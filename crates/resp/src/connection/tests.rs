@@ -137,6 +137,48 @@ async fn a_large_reply_is_written_while_it_is_produced() {
     assert!(received.ends_with(b"\r\n+OK\r\n"));
 }
 
+/// A peer that pipelines requests and never reads: a server loop of `read_request` under a
+/// deadline and `buffer_reply` is held only by the read, so its deadline ends it; the replies
+/// buffered stay under 64 KiB plus one; and `close` gives up on it after 2 s.
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_never_reads_is_held_only_within_the_deadline() {
+    let (server, mut client) = duplex(4096);
+    let mut connection = Connection::new(server, Limits::default());
+    let sender = tokio::spawn(async move {
+        // Far more requests than the pipe and the write buffer hold; the peer reads nothing.
+        for _ in 0..100_000 {
+            if client.write_all(b"*2\r\n$4\r\nECHO\r\n$100\r\n").await.is_err()
+                || client.write_all(&[b'e'; 100]).await.is_err()
+                || client.write_all(b"\r\n").await.is_err()
+            {
+                break;
+            }
+        }
+        client
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut replies = 0;
+    let ended = loop {
+        match tokio::time::timeout_at(deadline, connection.read_request()).await {
+            Ok(request) => {
+                let request = request.unwrap().unwrap();
+                connection
+                    .buffer_reply(&Frame::bulk(request.args()[1].clone()), ProtocolVersion::Resp2);
+                replies += 1;
+                assert!(connection.write_buffer.len() - connection.written < 64 * 1024 + 200);
+            }
+            Err(_) => break tokio::time::Instant::now(),
+        }
+    };
+    assert_eq!(ended, deadline, "only the deadline ended it");
+    assert!(replies > 0 && replies < 100_000, "{replies} replies");
+    let closing = tokio::time::Instant::now();
+    connection.close(Some(&Frame::error("ERR bye")), ProtocolVersion::Resp2).await;
+    assert_eq!(closing.elapsed(), Duration::from_secs(2));
+    drop(connection);
+    drop(sender.await.unwrap());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_flush_resumes_where_it_stopped() {
     let (server, mut client) = duplex(64);
