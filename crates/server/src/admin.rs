@@ -5,7 +5,9 @@
 //! Every request is checked by `admin_access` first (its Host, its Origin, and for a `POST`
 //! the admin token, always); `GET`s need no token (docs/security.md says what they disclose). At most `admin_max_connections` are served
 //! at once (one more is answered 503 and closed), a client has `admin_header_timeout` to send
-//! its request's headers, and each connection serves one request. Over HTTPS if `tls.admin`.
+//! its request's headers and, at every step, to take some of what is written to it (the TLS
+//! handshake, the answer: `write_deadline`), and each connection serves one request. Over
+//! HTTPS if `tls.admin`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +22,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 
+use crate::write_deadline::WriteDeadline;
 use crate::{ServerState, stopped};
 
 /// The longest an admin request may take, headers to answer: longer than any role change
@@ -90,6 +93,9 @@ pub(crate) async fn serve_admin(
             continue;
         };
         let (app, tls) = (app.clone(), tls.clone());
+        // A client that takes nothing of what is written to it for `admin_header_timeout` is let
+        // go: hyper would wait for it up to REQUEST_TIME_MAX, holding the slot.
+        let stream = WriteDeadline::new(stream, header_timeout);
         tokio::spawn(async move {
             let served = async {
                 match tls {
@@ -108,7 +114,7 @@ pub(crate) async fn serve_admin(
     }
 }
 
-async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+pub(crate) async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     stream: S,
     app: Router,
     header_timeout: Duration,

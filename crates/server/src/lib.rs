@@ -23,6 +23,7 @@ pub mod role;
 pub mod settings;
 pub mod status;
 pub mod web;
+mod write_deadline;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
