@@ -360,6 +360,58 @@ fn clients_that_never_read_do_not_keep_clients_out() {
     drop(flooders);
 }
 
+/// A client that reads a long reply slowly is active, not idle: `idle_timeout` runs from when
+/// it last took some of its replies, as in Redis, so a reply larger than the sockets' buffers
+/// is not cut off while the client goes on reading it (found by a review of the change above,
+/// which put the writing of replies under the idle timeout).
+#[test]
+fn a_client_reading_a_long_reply_slowly_is_not_cut_off() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "a slow reader");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nidle_timeout = \"1s\"\nauth_timeout = \"1s\"\n[auth]\nrequirepass = \"{ROOT_PASSWORD}\"\nadmin_token = \"{TOKEN}\"\n"
+        ),
+    )
+    .unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let mut client = connect(server.resp_addr(), "default", ROOT_PASSWORD);
+    // 32 elements of 1 MiB (a transaction's redo is at most a log buffer strand).
+    const ELEMENT: usize = 1 << 20;
+    const ELEMENTS: usize = 32;
+    for _ in 0..ELEMENTS {
+        redis::cmd("RPUSH").arg("large").arg(vec![b'l'; ELEMENT]).query::<()>(&mut client).unwrap();
+    }
+    drop(client);
+    let mut stream = common::raw(server.resp_addr());
+    assert_eq!(common::ask(&mut stream, &format!("AUTH {ROOT_PASSWORD}\r\n")), "+OK\r\n");
+    stream.write_all(b"LRANGE large 0 -1\r\n").unwrap();
+    // A read every 20 ms: several seconds for the whole reply, never a second without reading.
+    let expected = format!("*{ELEMENTS}\r\n").len()
+        + ELEMENTS * (format!("${ELEMENT}\r\n").len() + ELEMENT + 2);
+    let started = Instant::now();
+    let mut received = 0usize;
+    let mut chunk = vec![0u8; 128 << 10];
+    while received < expected {
+        match stream.read(&mut chunk[..(128 << 10).min(expected - received)]) {
+            Ok(0) => break,
+            Ok(read) => received += read,
+            Err(error) => panic!("after {received} bytes: {error}"),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        received,
+        expected,
+        "the reply was cut off after {received} bytes, {:.1?} after the request",
+        started.elapsed()
+    );
+    println!("{expected} bytes read in {:.1?} with idle_timeout 1s", started.elapsed());
+    assert!(started.elapsed() > Duration::from_secs(2), "the reply was read too fast to tell");
+}
+
 /// `tls.admin`: the admin API speaks only HTTPS. A plain HTTP client gets nothing; the
 /// `redoguard` commands work with the configuration's CA and fail, naming the certificate,
 /// without it or with another CA; a POST still needs the token.

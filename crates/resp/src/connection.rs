@@ -105,6 +105,13 @@ pub struct Connection<S> {
     /// How much of `write_buffer` is already on the stream; kept here, not in a future, so that
     /// a cancelled flush resumes where it stopped.
     written: usize,
+    /// Bytes were handed to the stream and its own flush has not completed since: a TLS
+    /// stream takes a reply into its records at once and writes them out in its flush, so a
+    /// cancelled flush must be finished even with nothing left in `write_buffer`.
+    unflushed: bool,
+    /// When the peer last took some of what was written to it: a client reading a long reply
+    /// slowly is active, not idle (`Connection::last_written`).
+    last_written: Option<tokio::time::Instant>,
     /// The server's shared budget of buffered request bytes, and what this connection holds of
     /// it.
     held: Held,
@@ -118,6 +125,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             decoder: RequestDecoder::new(limits),
             write_buffer: Vec::new(),
             written: 0,
+            unflushed: false,
+            last_written: None,
             held: Held::default(),
         }
     }
@@ -225,7 +234,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
     /// Writes out every buffered reply. Cancel-safe: what was written stays written, and the
     /// next call goes on from there.
     pub async fn flush(&mut self) -> Result<(), ConnectionError> {
-        if self.written == self.write_buffer.len() {
+        if self.written == self.write_buffer.len() && !self.unflushed {
             return Ok(());
         }
         while self.written < self.write_buffer.len() {
@@ -234,6 +243,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
                 return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
             }
             self.written += count;
+            self.unflushed = true;
+            self.last_written = Some(tokio::time::Instant::now());
         }
         self.write_buffer.clear();
         self.written = 0;
@@ -242,7 +253,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.write_buffer = Vec::new();
         }
         self.stream.flush().await?;
+        self.unflushed = false;
         Ok(())
+    }
+
+    /// When the peer last took some of the replies written to it (`None`: nothing written
+    /// yet). A server's idle timeout runs from the later of this and the last request, as
+    /// Redis's does, so that a client reading a long reply over a slow link is not cut off.
+    pub fn last_written(&self) -> Option<tokio::time::Instant> {
+        self.last_written
     }
 
     /// Ends the connection: writes `last` (a reply or an error saying why) and what is still

@@ -13,7 +13,8 @@
 //! What a client can hold: one of 256 connections; before it has authenticated, 10 s from
 //! when it connected, requests of 4 KiB, and one of 64 places (a newcomer ends the oldest
 //! connection that has not authenticated rather than being refused, so idle strangers cannot
-//! keep clients out); after, 10 minutes idle and requests of 64 KiB; 64 subscriptions. One
+//! keep clients out); after, 10 minutes idle (a subscriber is never idle, as in Redis) and
+//! requests of 64 KiB; 64 subscriptions. One
 //! more than 256 is told `-ERR max number of clients reached`. The deadlines hold while a
 //! client does not read its replies too: they are written out by the read that runs under
 //! the deadline (`resp::Connection::read_request`).
@@ -118,10 +119,18 @@ async fn serve_session(
     let mut switches = shared.switches.subscribe();
     let knowledge = replies::Observed { config, shared };
     let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
-    // The idle time runs from the last request, not from a message pushed to a subscriber.
+    // The idle time runs from the last request, or from when the client last took some of
+    // its replies; a subscriber, which listens and sends nothing, is never idle (as in Redis).
     let mut last_request = tokio::time::Instant::now();
+    let far = last_request + Duration::from_secs(86_400 * 365);
     loop {
-        let deadline = if session.authenticated() { last_request + IDLE } else { auth_deadline };
+        let deadline = if !session.authenticated() {
+            auth_deadline
+        } else if session.subscribed() {
+            far
+        } else {
+            conn.last_written().map_or(last_request, |written| written.max(last_request)) + IDLE
+        };
         let request = tokio::select! {
             request = tokio::time::timeout_at(deadline, conn.read_request()) => request,
             // Only until it authenticates: a place taken from it meanwhile freed the place;

@@ -179,6 +179,84 @@ async fn a_peer_that_never_reads_is_held_only_within_the_deadline() {
     drop(sender.await.unwrap());
 }
 
+/// A stream that takes every write at once and sends it on only in its flush, as a TLS
+/// stream does with its records.
+struct Records {
+    inner: DuplexStream,
+    pending: Vec<u8>,
+}
+
+impl tokio::io::AsyncRead for Records {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Records {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.pending.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        while !this.pending.is_empty() {
+            match std::pin::Pin::new(&mut this.inner).poll_write(cx, &this.pending) {
+                std::task::Poll::Ready(Ok(written)) => {
+                    this.pending.drain(..written);
+                }
+                other => return other.map(|result| result.map(|_| ())),
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+/// Over such a stream (TLS), a flush cancelled after the stream took the reply but before
+/// its own flush sent it on is finished by the next read: the reply reaches the client. It
+/// stayed in the stream until the client sent something else (found by a review: the server's
+/// idle timer cancels the read, and with it the flush, at `auth_timeout`).
+#[tokio::test(start_paused = true)]
+async fn a_reply_taken_by_the_stream_is_sent_on_after_a_cancelled_flush() {
+    let (server, mut client) = duplex(1024);
+    let mut connection =
+        Connection::new(Records { inner: server, pending: Vec::new() }, Limits::default());
+    connection.buffer_reply(&Frame::bulk(vec![b'r'; 10_000]), ProtocolVersion::Resp2);
+    let cancelled = tokio::time::timeout(Duration::from_secs(1), connection.read_request()).await;
+    assert!(cancelled.is_err(), "the client reads nothing yet");
+    let reader = tokio::spawn(async move {
+        let mut received = vec![0u8; 10_010];
+        client.read_exact(&mut received).await.unwrap();
+        (client, received)
+    });
+    let idle = tokio::time::timeout(Duration::from_secs(5), connection.read_request()).await;
+    assert!(idle.is_err(), "no request was sent");
+    let (_client, received) = tokio::time::timeout(Duration::from_secs(1), reader)
+        .await
+        .expect("the reply never came")
+        .unwrap();
+    assert!(received.ends_with(b"rr\r\n"));
+    assert!(connection.last_written().is_some());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_flush_resumes_where_it_stopped() {
     let (server, mut client) = duplex(64);
