@@ -224,6 +224,31 @@ fn an_idle_connection_is_closed_after_the_idle_timeout() {
     assert_eq!(pong, "PONG");
 }
 
+/// The replies before a blocking pop go out while it waits, as in Redis, also when the client
+/// pipelined a request behind the pop: `SET`'s `+OK` came only when the pop ended.
+#[test]
+fn replies_before_a_blocking_pop_go_out_while_it_waits() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "replies before a blocking pop");
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), None, &dir.path().join("log"));
+    let mut client = common::raw(server.resp_addr());
+    let sent = Instant::now();
+    client.write_all(b"SET k v\r\nBLPOP empty 3\r\nGET k\r\n").unwrap();
+    let mut ok = [0u8; 5];
+    std::io::Read::read_exact(&mut client, &mut ok).unwrap();
+    assert_eq!(&ok, b"+OK\r\n");
+    let waited = sent.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "+OK came {waited:?} after the request, with the pop's end"
+    );
+    // Then the pop's timeout (a null array) and the GET.
+    let mut rest = [0u8; 5 + 7];
+    std::io::Read::read_exact(&mut client, &mut rest).unwrap();
+    assert_eq!(&rest, b"*-1\r\n$1\r\nv\r\n");
+    assert!(sent.elapsed() >= Duration::from_millis(2900), "{:?}", sent.elapsed());
+}
+
 #[test]
 fn the_demo_crashes_its_server_and_verifies_every_commit() {
     let _watchdog = Watchdog::new(Duration::from_secs(180), "the demo test");

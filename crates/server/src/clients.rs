@@ -351,8 +351,19 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                     outcome = &mut pop => outcome,
                     read = connection.read_command() => match read {
                         Ok(Some(parsed)) => {
+                            // The replies before the pop go out while it waits, as in Redis (a
+                            // request pipelined behind the pop left them buffered).
                             stashed = Some(parsed);
-                            pop.await
+                            tokio::select! {
+                                outcome = &mut pop => outcome,
+                                flushed = connection.flush() => match flushed {
+                                    Ok(()) => pop.await,
+                                    Err(_) => {
+                                        tracing::debug!(client = id, %peer, "a blocked client went away");
+                                        return;
+                                    }
+                                },
+                            }
                         }
                         _ => {
                             tracing::debug!(client = id, %peer, "a blocked client went away");
