@@ -253,6 +253,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.write_buffer = Vec::new();
         }
         self.stream.flush().await?;
+        if self.unflushed {
+            // (A TLS stream writes its records out here: the peer took them.)
+            self.last_written = Some(tokio::time::Instant::now());
+        }
         self.unflushed = false;
         Ok(())
     }

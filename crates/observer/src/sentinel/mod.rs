@@ -13,8 +13,8 @@
 //! What a client can hold: one of 256 connections; before it has authenticated, 10 s from
 //! when it connected, requests of 4 KiB, and one of 64 places (a newcomer ends the oldest
 //! connection that has not authenticated rather than being refused, so idle strangers cannot
-//! keep clients out); after, 10 minutes idle (a subscriber is never idle, as in Redis) and
-//! requests of 64 KiB; 64 subscriptions. One
+//! keep clients out); after, 10 minutes idle (from its last request or the last bytes it
+//! took) and requests of 64 KiB; 64 subscriptions. One
 //! more than 256 is told `-ERR max number of clients reached`. The deadlines hold while a
 //! client does not read its replies too: they are written out by the read that runs under
 //! the deadline (`resp::Connection::read_request`).
@@ -120,16 +120,18 @@ async fn serve_session(
     let knowledge = replies::Observed { config, shared };
     let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
     // The idle time runs from the last request, or from when the client last took some of
-    // its replies; a subscriber, which listens and sends nothing, is never idle (as in Redis).
+    // its replies (a subscriber that is sent a switch message is not idle; one that hears
+    // nothing for 10 minutes is closed, as before: the front has no TCP keepalive, and a
+    // subscriber whose host vanished would otherwise hold its slot for good).
     let mut last_request = tokio::time::Instant::now();
-    let far = last_request + Duration::from_secs(86_400 * 365);
+    let idle_deadline = |conn: &Connection<TcpStream>, last_request: tokio::time::Instant| {
+        conn.last_written().map_or(last_request, |written| written.max(last_request)) + IDLE
+    };
     loop {
-        let deadline = if !session.authenticated() {
-            auth_deadline
-        } else if session.subscribed() {
-            far
+        let deadline = if session.authenticated() {
+            idle_deadline(&conn, last_request)
         } else {
-            conn.last_written().map_or(last_request, |written| written.max(last_request)) + IDLE
+            auth_deadline
         };
         let request = tokio::select! {
             request = tokio::time::timeout_at(deadline, conn.read_request()) => request,
@@ -152,6 +154,13 @@ async fn serve_session(
             Ok(Err(resp::ConnectionError::Protocol(error))) => {
                 conn.close(Some(&error.to_frame()), session.protocol()).await;
                 return;
+            }
+            // The client took some of its replies meanwhile: it is reading, not idle.
+            Err(_elapsed)
+                if session.authenticated()
+                    && idle_deadline(&conn, last_request) > tokio::time::Instant::now() =>
+            {
+                continue;
             }
             _ => return,
         };
