@@ -249,6 +249,28 @@ fn replies_before_a_blocking_pop_go_out_while_it_waits() {
     assert!(sent.elapsed() >= Duration::from_millis(2900), "{:?}", sent.elapsed());
 }
 
+/// A client that goes away while its blocking pop waits, with a request pipelined behind the
+/// pop, is noticed at once, and nothing is popped for it: the element pushed later stays in
+/// the list. Before, the request stashed behind the pop stopped the server reading the client,
+/// and the next push was popped for the dead connection and lost.
+#[test]
+fn nothing_is_popped_for_a_client_that_went_away_while_it_waited() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "a blocked client that went away");
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), None, &dir.path().join("log"));
+    let mut blocked = common::raw(server.resp_addr());
+    blocked.write_all(b"BLPOP queue 0\r\nPING\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(blocked);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = server.redis();
+    let length: i64 = redis::cmd("LPUSH").arg("queue").arg("job").query(&mut client).unwrap();
+    assert_eq!(length, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let left: i64 = redis::cmd("LLEN").arg("queue").query(&mut client).unwrap();
+    assert_eq!(left, 1, "the element was popped for a client that had gone away");
+}
+
 #[test]
 fn the_demo_crashes_its_server_and_verifies_every_commit() {
     let _watchdog = Watchdog::new(Duration::from_secs(180), "the demo test");

@@ -215,9 +215,13 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         Session::requiring_auth(id, limits)
     } else {
         // Without a password a client reads and writes, and nothing more: SHUTDOWN, CONFIG and
-        // FLUSHALL need the admin permission, which only a password gives.
+        // FLUSHALL need the admin permission, which only a password gives (unless
+        // `auth.open_permission` says otherwise).
         let mut session = Session::new(id, limits);
-        let open = resp::User { permission: resp::Permission::Write, ..resp::User::default_open() };
+        let open = resp::User {
+            permission: state.config.auth.open_permission(),
+            ..resp::User::default_open()
+        };
         session.authenticated(Some(open), None, &state.facts);
         session
     };
@@ -242,8 +246,8 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     let mut timer = std::pin::pin!(timer);
     let mut evicted = std::pin::pin!(evicted.notified());
     let mut stop = std::pin::pin!(stopped(&mut shutdown));
-    // A request read while a blocking pop waited, to run once it is done.
-    let mut stashed = None;
+    // Requests read while a blocking pop waited, to run once it is done.
+    let mut stashed = std::collections::VecDeque::new();
     loop {
         let read = tokio::select! {
             // The read first: when a request is there, the other three are not polled (a
@@ -252,8 +256,8 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
             // its task's budget (tokio's cooperative scheduling makes the read return
             // `Pending`), and then the others are polled.
             biased;
-            read = async { match stashed.take() {
-                Some(parsed) => Ok(Some(parsed)),
+            read = async { match stashed.pop_front() {
+                Some(request) => Ok(Some(resp::Command::parse(request))),
                 None => connection.read_command().await,
             } } => Ok(read),
             () = &mut timer => {
@@ -343,33 +347,29 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 execute::Outcome::Reply(reply)
             }
             resp::Action::Execute(command @ resp::Command::Block { .. }) => {
-                // While it waits, a client that goes away ends the wait (and a request it sends
-                // meanwhile waits for the reply, as in Redis).
+                // While it waits, the client is read on, as in Redis: one that goes away ends
+                // the wait (nothing is popped for a connection that is gone), the replies
+                // before the pop go out (the read writes them before it waits), and the
+                // requests it sends meanwhile wait for the pop's reply. What they hold is
+                // bounded: reading stops at STASH_REQUESTS_MAX requests or STASH_BYTES_MAX.
                 let pop = execute::run(state, &mut session, vec![command], false);
                 let mut pop = std::pin::pin!(pop);
-                tokio::select! {
-                    outcome = &mut pop => outcome,
-                    read = connection.read_command() => match read {
-                        Ok(Some(parsed)) => {
-                            // The replies before the pop go out while it waits, as in Redis (a
-                            // request pipelined behind the pop left them buffered).
-                            stashed = Some(parsed);
-                            tokio::select! {
-                                outcome = &mut pop => outcome,
-                                flushed = connection.flush() => match flushed {
-                                    Ok(()) => pop.await,
-                                    Err(_) => {
-                                        tracing::debug!(client = id, %peer, "a blocked client went away");
-                                        return;
-                                    }
-                                },
+                let mut stash_bytes = stashed.iter().map(request_bytes).sum::<usize>();
+                loop {
+                    let room = stashed.len() < STASH_REQUESTS_MAX && stash_bytes < STASH_BYTES_MAX;
+                    tokio::select! {
+                        outcome = &mut pop => break outcome,
+                        read = connection.read_request(), if room => match read {
+                            Ok(Some(request)) => {
+                                stash_bytes += request_bytes(&request);
+                                stashed.push_back(request);
                             }
-                        }
-                        _ => {
-                            tracing::debug!(client = id, %peer, "a blocked client went away");
-                            return;
-                        }
-                    },
+                            _ => {
+                                tracing::debug!(client = id, %peer, "a blocked client went away");
+                                return;
+                            }
+                        },
+                    }
                 }
             }
             resp::Action::Execute(command) => execute::run_one(state, &mut session, command).await,
@@ -396,6 +396,16 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
         }
         last_request = tokio::time::Instant::now();
     }
+}
+
+/// Requests a client may send while its blocking pop waits before the server stops reading
+/// it (and stops noticing that it went away) until the pop ends.
+const STASH_REQUESTS_MAX: usize = 1024;
+/// The same in bytes of their arguments: one request may pass it, then reading stops.
+const STASH_BYTES_MAX: usize = 1 << 20;
+
+fn request_bytes(request: &resp::Request) -> usize {
+    request.args().iter().map(|arg| arg.len()).sum()
 }
 
 /// The RESP listener's TLS, if `tls.resp_port` asks for it.
