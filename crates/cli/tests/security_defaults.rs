@@ -221,6 +221,26 @@ fn a_new_standby_adopts_no_identity_from_a_strangers_hello_and_follows_its_prima
     west.stop();
 }
 
+/// `auth.open_permission = "admin"`: Redis without `requirepass`, as the Redis test suite's
+/// server needs (its client cannot authenticate, and starts with FLUSHALL); the default
+/// refuses it.
+#[test]
+fn open_permission_admin_lets_a_passwordless_client_flushall() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "open_permission");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "[auth]\nopen_permission = \"admin\"\n").unwrap();
+    let server = Server::start(&dir.path().join("data"), Some(&config), &dir.path().join("log"));
+    let mut raw = common::raw(server.resp_addr());
+    assert_eq!(common::ask(&mut raw, "SET k v\r\n"), "+OK\r\n");
+    assert_eq!(common::ask(&mut raw, "FLUSHALL\r\n"), "+OK\r\n");
+    assert_eq!(common::ask(&mut raw, "EXISTS k\r\n"), ":0\r\n");
+    drop(raw);
+    let default = Server::start(&dir.path().join("data2"), None, &dir.path().join("log2"));
+    let mut raw = common::raw(default.resp_addr());
+    assert!(common::ask(&mut raw, "FLUSHALL\r\n").starts_with("-NOPERM"));
+}
+
 #[test]
 fn protected_mode_refuses_a_bind_beyond_loopback_without_tls_and_a_password() {
     let _watchdog = Watchdog::new(Duration::from_secs(60), "protected mode");

@@ -51,9 +51,21 @@ pub struct AuthSection {
     /// (`Authorization: Bearer TOKEN`); at least 16 characters. Default: none (they are open,
     /// which is safe only while the admin API binds loopback).
     pub admin_token: Option<String>,
+    /// The permission of every client when no password is configured (neither `requirepass`
+    /// nor any user): `read`, `write` or `admin`. Default: `write` (SHUTDOWN, CONFIG and
+    /// FLUSHALL need a password). `admin` is Redis without `requirepass`, for a throw-away
+    /// server on loopback such as the one `scripts/redis-suite` runs Redis's test suite against
+    /// (whose client cannot authenticate); protected mode still keeps such a server on
+    /// loopback unless `--insecure`.
+    pub open_permission: Option<Permission>,
 }
 
 impl AuthSection {
+    /// The permission of a client that has not authenticated, when no password is configured.
+    pub fn open_permission(&self) -> Permission {
+        self.open_permission.unwrap_or(Permission::Write)
+    }
+
     /// Checks the section; the error is (field, reason).
     pub fn validate(&self) -> Result<(), (String, String)> {
         if self.requirepass.as_deref().is_some_and(str::is_empty) {
@@ -82,6 +94,13 @@ impl AuthSection {
                     format!("not a password hash ({error}); make one with `redoguard passwd`"),
                 ));
             }
+        }
+        if self.open_permission.is_some() && (self.requirepass.is_some() || !self.users.is_empty())
+        {
+            return Err((
+                "auth.open_permission".into(),
+                "applies only without a password (requirepass or users), where every client has it; remove it, or the passwords".into(),
+            ));
         }
         if let Some(token) = &self.admin_token
             && token.len() < 16
@@ -201,6 +220,7 @@ mod tests {
                 permission: Permission::Read,
             }],
             admin_token: None,
+            open_permission: None,
         };
         section.validate().unwrap();
         let users = Arc::new(Users::new(&section).unwrap());
@@ -256,6 +276,17 @@ mod tests {
         assert_eq!(bad_hash.validate().unwrap_err().0, "auth.users[0].password_hash");
         let short = AuthSection { admin_token: Some("short".into()), ..AuthSection::default() };
         assert_eq!(short.validate().unwrap_err().0, "auth.admin_token");
+        let open_with_password = AuthSection {
+            requirepass: Some("a password".into()),
+            open_permission: Some(Permission::Admin),
+            ..AuthSection::default()
+        };
+        assert_eq!(open_with_password.validate().unwrap_err().0, "auth.open_permission");
+        let open =
+            AuthSection { open_permission: Some(Permission::Admin), ..AuthSection::default() };
+        assert_eq!(open.validate(), Ok(()));
+        assert_eq!(open.open_permission(), Permission::Admin);
+        assert_eq!(AuthSection::default().open_permission(), Permission::Write);
         assert!(token_matches("a long enough token", "a long enough token"));
         assert!(!token_matches("a long enough token", "a long enough tokem"));
     }
