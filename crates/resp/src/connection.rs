@@ -109,9 +109,9 @@ pub struct Connection<S> {
     /// stream takes a reply into its records at once and writes them out in its flush, so a
     /// cancelled flush must be finished even with nothing left in `write_buffer`.
     unflushed: bool,
-    /// When the peer last took some of what was written to it: a client reading a long reply
-    /// slowly is active, not idle (`Connection::last_written`).
-    last_written: Option<tokio::time::Instant>,
+    /// When the peer last took part of a batch of replies that did not go out in one write: a
+    /// client reading a long reply slowly is active, not idle (`Connection::last_taken`).
+    last_taken: Option<tokio::time::Instant>,
     /// The server's shared budget of buffered request bytes, and what this connection holds of
     /// it.
     held: Held,
@@ -126,7 +126,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             write_buffer: Vec::new(),
             written: 0,
             unflushed: false,
-            last_written: None,
+            last_taken: None,
             held: Held::default(),
         }
     }
@@ -237,6 +237,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         if self.written == self.write_buffer.len() && !self.unflushed {
             return Ok(());
         }
+        let mut first = true;
         while self.written < self.write_buffer.len() {
             let count = self.stream.write(&self.write_buffer[self.written..]).await?;
             if count == 0 {
@@ -244,7 +245,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             }
             self.written += count;
             self.unflushed = true;
-            self.last_written = Some(tokio::time::Instant::now());
+            if !first || self.written < self.write_buffer.len() {
+                // The peer takes the replies bit by bit. (A batch that goes out in one write,
+                // nearly every one, reads no clock.)
+                self.last_taken = Some(tokio::time::Instant::now());
+            }
+            first = false;
         }
         self.write_buffer.clear();
         self.written = 0;
@@ -253,19 +259,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             self.write_buffer = Vec::new();
         }
         self.stream.flush().await?;
-        if self.unflushed {
-            // (A TLS stream writes its records out here: the peer took them.)
-            self.last_written = Some(tokio::time::Instant::now());
-        }
         self.unflushed = false;
         Ok(())
     }
 
-    /// When the peer last took some of the replies written to it (`None`: nothing written
-    /// yet). A server's idle timeout runs from the later of this and the last request, as
-    /// Redis's does, so that a client reading a long reply over a slow link is not cut off.
-    pub fn last_written(&self) -> Option<tokio::time::Instant> {
-        self.last_written
+    /// When the peer last took part of a batch of replies that needed more than one write
+    /// (`None`: none did). A server's idle timeout runs from the later of this and the last
+    /// request, as Redis's `timeout` does, so that a client reading a long reply over a slow
+    /// link is not cut off, while one that stopped reading is.
+    pub fn last_taken(&self) -> Option<tokio::time::Instant> {
+        self.last_taken
     }
 
     /// Ends the connection: writes `last` (a reply or an error saying why) and what is still
@@ -293,6 +296,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let Connection { stream, .. } = self;
         stream
     }
+}
+
+/// Turns away a connection beyond the server's limit of connections, as Redis does: tells it
+/// `-ERR max number of clients reached` (waiting at most 1 s for a peer that does not read),
+/// then closes it; on a task of its own, so that the accepting loop goes on at once.
+pub fn turn_away<S: AsyncWrite + Unpin + Send + 'static>(mut stream: S) {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            stream.write_all(b"-ERR max number of clients reached\r\n"),
+        )
+        .await;
+    });
 }
 
 /// What a connection holds of the shared budget, given back when it is dropped.

@@ -32,7 +32,7 @@ pub use cmd::{
     BlockedReply, ClientAttribute, Command, CommandError, CommandQuery, CommitMode, CommitWait,
     CommitWrite, HelloAuth, SetCondition, ShutdownSave,
 };
-pub use connection::{Connection, ConnectionError};
+pub use connection::{Connection, ConnectionError, turn_away};
 pub use error::ProtocolError;
 pub use frame::{Frame, ProtocolVersion};
 pub use keyspace::{Op, OpResult};

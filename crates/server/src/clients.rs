@@ -120,15 +120,7 @@ pub(crate) async fn accept_clients(
             Err(_) if tls.is_some() => state.rejected.incr(),
             Err(_) => {
                 state.rejected.incr();
-                tokio::spawn(async move {
-                    use tokio::io::AsyncWriteExt;
-                    let mut stream = stream;
-                    let _ = tokio::time::timeout(
-                        Duration::from_secs(1),
-                        stream.write_all(b"-ERR max number of clients reached\r\n"),
-                    )
-                    .await;
-                });
+                resp::turn_away(stream);
             }
         }
     }
@@ -232,14 +224,14 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
     // The timer, the eviction and the shutdown signal are set up once per connection, not per
     // request: re-arming a timer and registering two waiters for every command was a few
     // percent of a durable SET's CPU at 50 clients. Each command only notes when it was done
-    // (the idle time runs from there, or from when the client last took some of its replies,
+    // (the idle time runs from there, or from when the client last took part of a long reply,
     // as in Redis); the timer is moved on when it fires early.
     let mut last_request = connected;
-    let deadline = |session: &Session, active: tokio::time::Instant| match session.user() {
+    let deadline = |session: &Session, last_request: tokio::time::Instant| match session.user() {
         // Until it authenticates, a client has `auth_timeout` from when it connected.
         None => Some(connected + state.config.server.auth_timeout),
         Some(_) if idle.is_zero() => None,
-        Some(_) => Some(active + idle),
+        Some(_) => Some(last_request + idle),
     };
     let far = connected + Duration::from_secs(86_400 * 365);
     let timer = tokio::time::sleep_until(deadline(&session, last_request).unwrap_or(far));
@@ -261,7 +253,7 @@ async fn serve_client<S: AsyncRead + AsyncWrite + Unpin>(
                 None => connection.read_command().await,
             } } => Ok(read),
             () = &mut timer => {
-                let active = connection.last_written().map_or(last_request, |written| written.max(last_request));
+                let active = connection.last_taken().map_or(last_request, |taken| taken.max(last_request));
                 match deadline(&session, active) {
                     Some(due) if due <= tokio::time::Instant::now() => Err(()),
                     due => {

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use resp::waiting::Waiting;
 use resp::{Connection, Limits};
-use tokio::io::AsyncWriteExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore};
 
@@ -55,14 +54,7 @@ pub async fn serve(listener: TcpListener, config: ObserverConfig, shared: Arc<Sh
             continue;
         };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tokio::spawn(async move {
-                let mut stream = stream;
-                let _ = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    stream.write_all(b"-ERR max number of clients reached\r\n"),
-                )
-                .await;
-            });
+            resp::turn_away(stream);
             continue;
         };
         let (config, shared, waiting) = (config.clone(), shared.clone(), waiting.clone());
@@ -119,17 +111,17 @@ async fn serve_session(
     let mut switches = shared.switches.subscribe();
     let knowledge = replies::Observed { config, shared };
     let auth_deadline = tokio::time::Instant::now() + AUTH_TIMEOUT;
-    // The idle time runs from the last request, or from when the client last took some of
-    // its replies (a subscriber that is sent a switch message is not idle; one that hears
+    // The idle time runs from the last request, or from when the client last took part of a
+    // long reply (a subscriber that is sent a switch message is not idle; one that hears
     // nothing for 10 minutes is closed, as before: the front has no TCP keepalive, and a
     // subscriber whose host vanished would otherwise hold its slot for good).
     let mut last_request = tokio::time::Instant::now();
-    let idle_deadline = |conn: &Connection<TcpStream>, last_request: tokio::time::Instant| {
-        conn.last_written().map_or(last_request, |written| written.max(last_request)) + IDLE
+    let active = |conn: &Connection<TcpStream>, last_request: tokio::time::Instant| {
+        conn.last_taken().map_or(last_request, |taken| taken.max(last_request))
     };
     loop {
         let deadline = if session.authenticated() {
-            idle_deadline(&conn, last_request)
+            active(&conn, last_request) + IDLE
         } else {
             auth_deadline
         };
@@ -144,8 +136,10 @@ async fn serve_session(
             switch = switches.recv(), if session.subscribed() => {
                 let Ok(switch) = switch else { continue };
                 let Some(message) = session.switch_message(&switch) else { continue };
-                // Written out by the next read, under its deadline.
+                // Written out by the next read, under its deadline; a subscriber sent one is
+                // not idle.
                 conn.buffer_reply(&message, session.protocol());
+                last_request = tokio::time::Instant::now();
                 continue;
             }
         };
@@ -158,7 +152,7 @@ async fn serve_session(
             // The client took some of its replies meanwhile: it is reading, not idle.
             Err(_elapsed)
                 if session.authenticated()
-                    && idle_deadline(&conn, last_request) > tokio::time::Instant::now() =>
+                    && active(&conn, last_request) + IDLE > tokio::time::Instant::now() =>
             {
                 continue;
             }
