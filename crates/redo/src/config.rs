@@ -111,6 +111,13 @@ pub struct RedoConfig {
     /// CPU-bound checkpoint). Only matters when every CPU is busy. Default: `normal`.
     pub thread_scheduling: Scheduling,
 
+    /// The longest an archiver spreads the copy of a log over: half the time the log took to
+    /// fill, at most this, so that its megabytes reach the disk a piece at a time instead of
+    /// in a burst every commit's sync waits behind. A log switch that waits for the copy
+    /// hurries it. Bounds: 0 (copy at once)..=1 min. Default: 2 s.
+    #[serde(with = "units::serde_human::duration")]
+    pub archive_spread_max: Duration,
+
     /// How long an archiver waits before retrying a failed copy (a full disk, say). Bounds:
     /// 10 ms..=10 min. Default: 1 s.
     #[serde(with = "units::serde_human::duration")]
@@ -154,6 +161,7 @@ impl Default for RedoConfig {
             archiver_workers: 2,
             thread_scheduling: Scheduling::Normal,
             archive_retry_interval: Duration::from_secs(1),
+            archive_spread_max: Duration::from_secs(2),
             archive_deletion_policy: DeletionPolicy::None,
             archive_keep_min: Duration::from_secs(3600),
             archive_max_bytes: 0,
@@ -299,6 +307,12 @@ impl RedoConfig {
             return Err(invalid(
                 "archive_keep_min",
                 format!("{:?} is over 365 days", self.archive_keep_min),
+            ));
+        }
+        if self.archive_spread_max > Duration::from_secs(60) {
+            return Err(invalid(
+                "archive_spread_max",
+                format!("{:?} is over 1 min", self.archive_spread_max),
             ));
         }
         if !(Duration::from_millis(10)..=Duration::from_secs(600))

@@ -179,6 +179,7 @@ impl RedoLog {
             archive_ready: Condvar::new(),
             shutdown: AtomicBool::new(false),
             archive_failing: AtomicBool::new(false),
+            archive_hurry: std::sync::atomic::AtomicU64::new(0),
             checkpoint_handler: Mutex::new(None),
             checkpoint_failure: Mutex::new(None),
             shipper: parking_lot::RwLock::new(None),

@@ -125,6 +125,10 @@ fn a_committer_held_up_by_archiving_is_counted_under_archiving_needed() {
     // The commit that needs group 1 again waits for log 1's archiving.
     let committer = commit_until_log(&log, LogSeq(3));
     let held_from = held_in(&log, SwitchPhase::Archiving);
+    // The switch hurries log 1's copy, should it be spread (`archive_spread_max`).
+    wait_until("the switch hurries log 1's copy", || {
+        log.shared.archive_hurry.load(std::sync::atomic::Ordering::Acquire) >= 1
+    });
     thread::sleep(Duration::from_millis(20));
     let held = held_from.elapsed();
     archiver.open();

@@ -203,10 +203,12 @@ impl Shared {
             }));
             match reuse {
                 Reuse::Ready => break,
-                Reuse::NeedsArchiving(_) => {
+                Reuse::NeedsArchiving(seq) => {
                     if self.is_shut_down() {
                         return Err(RedoError::Shutdown);
                     }
+                    // Its copy, if spread, goes on at once.
+                    self.archive_hurry.fetch_max(seq.0, Ordering::AcqRel);
                 }
                 Reuse::NeedsCheckpoint(scn) => {
                     if self.is_shut_down() {

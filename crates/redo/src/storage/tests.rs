@@ -298,3 +298,43 @@ fn a_started_writeback_succeeds_and_changes_nothing_a_sync_and_a_read_see() {
     log.write_at(&chunk[..4096], 0).unwrap();
     log.start_writeback(0, 4096).unwrap();
 }
+
+/// An archived copy (`create_streamed`) bypasses the page cache where it can, and lands whole
+/// from any memory and at any length: a piece the kernel refuses direct (misaligned) goes
+/// through the plain descriptor, and one sync makes everything durable. Elsewhere (`fdatasync`
+/// mode, or a file system without O_DIRECT) it is an ordinary file.
+#[test]
+fn a_streamed_copy_is_direct_where_it_can_be_and_lands_whole_from_any_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    for io_mode in [IoMode::Auto, IoMode::Direct, IoMode::Fdatasync] {
+        let storage = OsStorage::new(io_mode);
+        let path = dir.path().join(format!("copy-{io_mode}"));
+        std::fs::write(&path, vec![0xeeu8; 3 << 20]).unwrap(); // truncated by the create
+        let file = storage.create_streamed_file(&path).unwrap();
+        if io_mode == IoMode::Fdatasync {
+            assert!(!file.direct, "the page cache when the log's I/O mode says so");
+        }
+        let supports_direct =
+            OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&path).is_ok();
+        if io_mode != IoMode::Fdatasync {
+            assert_eq!(file.direct, supports_direct, "{io_mode}");
+        }
+        let mut aligned = AlignedBuf::new();
+        aligned.resize_zeroed(1 << 20);
+        aligned.fill(1);
+        file.write_at(&aligned, 0).unwrap();
+        // Unaligned memory, then a length no device block divides.
+        let mut backing = AlignedBuf::new();
+        backing.resize_zeroed(4097);
+        backing[1..].fill(2);
+        file.write_at(&backing[1..], 1 << 20).unwrap();
+        file.write_at(&[3u8; 100], (1 << 20) + 4096).unwrap();
+        file.sync_data().unwrap();
+        drop(file);
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), (1 << 20) + 4096 + 100, "{io_mode}");
+        assert!(back[..1 << 20].iter().all(|&byte| byte == 1), "{io_mode}");
+        assert!(back[1 << 20..(1 << 20) + 4096].iter().all(|&byte| byte == 2), "{io_mode}");
+        assert!(back[(1 << 20) + 4096..].iter().all(|&byte| byte == 3), "{io_mode}");
+    }
+}
