@@ -114,7 +114,7 @@ pub struct RedoConfig {
     /// The longest an archiver spreads the copy of a log over: half the time the log took to
     /// fill, at most this, so that its megabytes reach the disk a piece at a time instead of
     /// in a burst every commit's sync waits behind. A log switch that waits for the copy
-    /// hurries it. Bounds: 0 (copy at once)..=1 min. Default: 2 s.
+    /// hurries it, as does a standby whose standby log groups all wait for the archiver. Bounds: 0 (copy at once)..=1 min. Default: 2 s.
     #[serde(with = "units::serde_human::duration")]
     pub archive_spread_max: Duration,
 

@@ -156,8 +156,9 @@ pub(crate) struct Shared {
     shutdown: AtomicBool,
     /// Set while archiving of some log fails: new redo is refused then (see `append`).
     pub archive_failing: AtomicBool,
-    /// The highest log sequence a log switch has waited to see archived: the archivers copy
-    /// it and every earlier log at once, without spreading the copy (`archive_spread_max`).
+    /// The highest log sequence a log switch (or a standby's receiving, for a free standby
+    /// log group) has waited to see archived: the archivers copy it and every earlier log at
+    /// once, without spreading the copy (`archive_spread_max`).
     pub archive_hurry: std::sync::atomic::AtomicU64,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
     /// Why checkpoints fail, while they do (told by the database): a log switch waiting for

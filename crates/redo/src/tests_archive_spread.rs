@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use crate::archiver::copy_spread;
 use crate::crashdisk::{CrashDisk, Watchdog};
 use crate::tests::{IMMEDIATE_WAIT, payload_for, small_config, wait_until};
+use crate::tests_standby::Forward;
+use crate::tests_switch_waits::Gate;
 use crate::*;
 
 /// Logs of 4 MiB (four pieces of a copy), `groups` of them, copies spread up to a minute.
@@ -108,4 +110,49 @@ fn a_log_switch_waiting_for_a_spread_copy_hurries_it() {
     let copied_us = entry.completed_us - entry.next_time_us;
     assert!(copied_us < 3_000_000, "copied in {copied_us} µs, not hurried: {entry:?}");
     log.shutdown().unwrap();
+}
+
+/// A standby whose every standby log group waits for the archiver (held at its failpoint)
+/// before it can receive the next log hurries the copies of the logs it holds.
+#[test]
+fn a_standby_waiting_for_a_free_group_hurries_the_copies() {
+    let _watchdog = Watchdog::new(Duration::from_secs(60), "a standby hurries the copies");
+    let primary_disk = CrashDisk::new();
+    let standby_disk = CrashDisk::new();
+    let primary = crate::tests::open_on(&primary_disk, &small_config(Path::new("/db"))).unwrap();
+    let standby = Arc::new(
+        RedoLog::open_standby(
+            RedoConfig { groups: 2, ..crate::tests::standby_config() },
+            Arc::new(standby_disk.clone()),
+            Metrics::new(),
+        )
+        .unwrap(),
+    );
+    standby.adopt_identity(primary.identity().database_id).unwrap();
+    let archiver = Arc::new(Gate::default());
+    *standby.shared.failpoint.lock() = Some({
+        let archiver = archiver.clone();
+        Arc::new(move |point| {
+            if point == "archiver: before archiving" {
+                archiver.pass();
+            }
+        })
+    });
+    primary.set_shipper(Some(Arc::new(Forward { standby: standby.clone() })));
+    // Logs 1 and 2 fill both standby groups; log 3 needs one of them.
+    let committer = {
+        let primary = primary.clone();
+        thread::spawn(move || {
+            let mut seed = 0;
+            commit_until_log(&primary, LogSeq(3), &mut seed);
+        })
+    };
+    wait_until("the standby hurries the copies of the logs it holds", || {
+        standby.shared.archive_hurry.load(Ordering::Acquire) >= 2
+    });
+    archiver.open();
+    committer.join().unwrap();
+    *standby.shared.failpoint.lock() = None;
+    primary.shutdown().unwrap();
+    standby.shutdown().unwrap();
 }

@@ -15,8 +15,8 @@ use crate::*;
 
 /// A shipper that hands every write straight to an in-process standby (no network), as a
 /// SYNC AFFIRM destination would.
-struct Forward {
-    standby: Arc<RedoLog>,
+pub(crate) struct Forward {
+    pub(crate) standby: Arc<RedoLog>,
 }
 
 impl ship::Shipper for Forward {

@@ -22,13 +22,13 @@ use crate::*;
 
 /// Where a test holds a thread (an archiver at its failpoint, a ship wait) until it opens.
 #[derive(Default)]
-struct Gate {
+pub(crate) struct Gate {
     open: Mutex<bool>,
     changed: Condvar,
 }
 
 impl Gate {
-    fn pass(&self) {
+    pub(crate) fn pass(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut open = self.open.lock();
         while !*open {
@@ -37,7 +37,7 @@ impl Gate {
         }
     }
 
-    fn open(&self) {
+    pub(crate) fn open(&self) {
         *self.open.lock() = true;
         self.changed.notify_all();
     }

@@ -483,6 +483,16 @@ impl RedoLog {
                 return Ok(index);
             }
             let since = *waited.get_or_insert_with(Instant::now);
+            // Every copy of these logs, if spread (`archive_spread_max`), goes on at once.
+            let newest = table
+                .groups
+                .iter()
+                .filter_map(|group| group.log.as_ref())
+                .map(|log| log.header.seq.0)
+                .max();
+            self.shared
+                .archive_hurry
+                .fetch_max(newest.unwrap_or(0), std::sync::atomic::Ordering::AcqRel);
             if self.shared.is_shut_down() || since.elapsed() >= STANDBY_GROUP_WAIT {
                 return Err(RedoError::Refused(format!(
                     "no standby log group is free ({count} groups, all waiting to be archived for {:?}); add a group (redo.groups) or give the archiver room",
