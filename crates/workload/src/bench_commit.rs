@@ -115,6 +115,8 @@ impl Engine {
             groups: 2,
             log_buffer_size: 64 << 20,
             writer,
+            // `fresh_log` waits for each copy between cases: no case runs beside one.
+            archive_spread_max: Duration::ZERO,
             ..RedoConfig::default()
         }
         .resolve(&dir);
