@@ -30,7 +30,7 @@ use crate::types::{LogSeq, RedoThread, now_unix_us};
 /// Logs waiting to be archived, and the last failure of each.
 #[derive(Debug, Default)]
 pub(crate) struct ArchiveQueue {
-    pending: VecDeque<LogSeq>,
+    pub(crate) pending: VecDeque<LogSeq>,
     busy: BTreeSet<LogSeq>,
     errors: BTreeMap<LogSeq, String>,
 }
@@ -143,6 +143,10 @@ impl Shared {
                 .collect();
             (log.header, end, members)
         };
+        // One spread for the log, shared by the destinations still to copy it.
+        let todo =
+            self.config.archive_dests.iter().filter(|dest| !self.catalog.has(seq, dest)).count();
+        let spread = self.copy_spread(&header, &end) / (todo.max(1) as u32);
         for dest in &self.config.archive_dests {
             if self.catalog.has(seq, dest) {
                 continue;
@@ -151,7 +155,8 @@ impl Shared {
             let mut last_error = None;
             let mut copied = false;
             for (source_path, source) in &members {
-                let copy = self.copy_log(source.as_ref(), source_path, &header, &end, &path);
+                let copy =
+                    self.copy_log(source.as_ref(), source_path, &header, &end, &path, spread);
                 if copy.is_err() {
                     // Never leave a partial copy behind: on a full disk it holds the space
                     // the retry needs.
@@ -199,6 +204,7 @@ impl Shared {
         header: &LogHeader,
         end: &LogEnd,
         path: &Path,
+        spread: Duration,
     ) -> Result<()> {
         let block = header.block_size as usize;
         let chunk_len = ((1usize << 20) / block).max(2) * block;
@@ -211,10 +217,6 @@ impl Shared {
             .create_streamed(&temporary)
             .map_err(|error| RedoError::io("create", &temporary, error))?;
         let started = Instant::now();
-        let spread = copy_spread(
-            end.next_time_us.saturating_sub(header.first_time_us),
-            self.config.archive_spread_max,
-        );
         let mut scanner = RedoScanner::new(header);
         let mut records = Vec::new();
         // Aligned, so that a direct copy writes it as it is.
@@ -301,13 +303,33 @@ impl Shared {
         Ok(())
     }
 
+    /// How long the copy of `header`'s log to every destination is spread over
+    /// (`copy_spread`).
+    fn copy_spread(&self, header: &LogHeader, end: &LogEnd) -> Duration {
+        #[cfg(test)]
+        if let Some(spread) = *self.archive_spread_for_tests.lock() {
+            return spread;
+        }
+        copy_spread(
+            end.next_time_us.saturating_sub(header.first_time_us),
+            self.config.archive_spread_max,
+        )
+    }
+
     /// Before the copy's next piece: sleeps until `done` (a share) of `spread` has passed since
-    /// `started`, unless somebody waits for this log's archiving (a log switch, or the
-    /// shutdown), looking again at least every 20 ms.
+    /// `started`, looking again at least every 20 ms, unless the copy is needed now: somebody
+    /// waits for this log's archiving (a log switch, a standby's receiving), or writes are
+    /// refused until archiving succeeds again (`archive_failing`: a retry after a full disk),
+    /// or more logs wait for the archivers (a backlog: a standby catching up, logs closed by
+    /// recovery), or the shutdown.
     pub(crate) fn pace_copy(&self, seq: LogSeq, started: Instant, spread: Duration, done: f64) {
         let due = started + spread.mul_f64(done);
         loop {
-            if self.is_shut_down() || self.archive_hurry.load(Ordering::Acquire) >= seq.0 {
+            if self.is_shut_down()
+                || self.archive_hurry.load(Ordering::Acquire) >= seq.0
+                || self.archive_failing.load(Ordering::Acquire)
+                || !self.archive_queue.lock().pending.is_empty()
+            {
                 return;
             }
             let now = Instant::now();

@@ -160,6 +160,9 @@ pub(crate) struct Shared {
     /// log group) has waited to see archived: the archivers copy it and every earlier log at
     /// once, without spreading the copy (`archive_spread_max`).
     pub archive_hurry: std::sync::atomic::AtomicU64,
+    /// A test's spread for every copy, in place of `archive_spread_max`'s rule.
+    #[cfg(test)]
+    pub(crate) archive_spread_for_tests: Mutex<Option<std::time::Duration>>,
     pub checkpoint_handler: Mutex<Option<CheckpointHandler>>,
     /// Why checkpoints fail, while they do (told by the database): a log switch waiting for
     /// one then stalls commits instead of hanging them.

@@ -180,6 +180,8 @@ impl RedoLog {
             shutdown: AtomicBool::new(false),
             archive_failing: AtomicBool::new(false),
             archive_hurry: std::sync::atomic::AtomicU64::new(0),
+            #[cfg(test)]
+            archive_spread_for_tests: Mutex::new(None),
             checkpoint_handler: Mutex::new(None),
             checkpoint_failure: Mutex::new(None),
             shipper: parking_lot::RwLock::new(None),

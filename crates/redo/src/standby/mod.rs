@@ -483,11 +483,13 @@ impl RedoLog {
                 return Ok(index);
             }
             let since = *waited.get_or_insert_with(Instant::now);
-            // Every copy of these logs, if spread (`archive_spread_max`), goes on at once.
+            // Every copy of these logs (closed, waiting for the archivers), if spread
+            // (`archive_spread_max`), goes on at once.
             let newest = table
                 .groups
                 .iter()
                 .filter_map(|group| group.log.as_ref())
+                .filter(|log| log.end.is_some() && !log.archived)
                 .map(|log| log.header.seq.0)
                 .max();
             self.shared
