@@ -349,6 +349,14 @@ impl Inner {
     pub(crate) fn checkpointer(self: Arc<Inner>) {
         let mut priority = Priority::of_this_thread(self.config.checkpoint_nice);
         let mut last = Instant::now();
+        // The log the redo log wrote when the database opened: the first switch from it starts
+        // a checkpoint too, as every later one does. Before, the first checkpoint after an open
+        // waited for `checkpoint_interval` or the dirty threshold, and under a steady load the
+        // log writer came back to the first group before either (the third switch with three
+        // groups): every commit then waited while that checkpoint wrote everything since the
+        // open at once ("log file switch (checkpoint incomplete)").
+        // (A fresh database has none yet: its first write opens log 1, which is no switch.)
+        let opened = self.redo.written_addr().seq.0.max(1);
         loop {
             {
                 let writing = self.redo.written_addr().seq.0;
@@ -371,7 +379,7 @@ impl Inner {
                 // A log switch since the last one began: checkpointing now, the group just
                 // filled is covered long before the log writer comes back to it (incremental
                 // checkpointing: small checkpoints, each spread over the time to the next).
-                let switched = state.began.is_some_and(|(_, seq)| writing > seq);
+                let switched = writing > state.began.map_or(opened, |(_, seq)| seq);
                 let due = state.requested
                     || switched
                     || state.last_error.is_some()

@@ -111,6 +111,28 @@ fn a_log_switch_starts_a_checkpoint_before_the_log_writer_needs_its_group() {
     wait_until("a checkpoint after the log switch", || completed() > before);
 }
 
+/// The first log switch after the database opens starts a checkpoint as every later one
+/// does, before the log writer needs the group: fresh, and again after a reopen.
+#[test]
+fn the_first_log_switch_after_an_open_starts_a_checkpoint() {
+    let _watchdog = Watchdog::new(Duration::from_secs(120), "first checkpoint at a log switch");
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..2 {
+        let metrics = Metrics::new();
+        let db = open_paced(dir.path(), metrics.clone());
+        let completed = || metrics.snapshot().stat("checkpoints completed");
+        write_keys(&db, &format!("round{round}:a"), 1_000);
+        thread::sleep(Duration::from_millis(300));
+        let before = completed();
+        assert_eq!(before, 0, "nothing checkpoints before a log switch");
+        write_keys(&db, &format!("round{round}:b"), 1_000);
+        db.inner.redo.switch_logfile().unwrap();
+        // Nothing asked for it (under the dirty threshold, before the interval): the switch did.
+        wait_until("a checkpoint after the first log switch", || completed() > before);
+        db.shutdown().unwrap();
+    }
+}
+
 /// The checkpointer's thread (`checkpoint_nice`): below the sessions for a checkpoint nobody
 /// waits for, its own priority again for one the log writer needs; and on Linux its nice value
 /// says so.
