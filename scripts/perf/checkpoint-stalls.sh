@@ -8,13 +8,9 @@
 # usage: [BIN=path/to/redoguard] [SCHED=batch|normal] [TEST=set] checkpoint-stalls.sh NAME NICE [ROUNDS]
 # Uses ports 6396 and 6397; stops the server it started.
 name=$1; nice=${2:-10}; rounds=${3:-4}
-bin=${BIN:-target/release/redoguard}; sched=${SCHED:-batch}; test=${TEST:-set}
-d=${TMPDIR:-/tmp}/redoguard-stalls-$name; rm -rf $d; mkdir -p $d/data
-printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n[db]\ncheckpoint_nice = %s\n[redo]\nthread_scheduling = \"%s\"\n" $d/data $nice $sched > $d/config.toml
-taskset -c 0 $bin server --config $d/config.toml > $d/log 2>&1 &
-pid=$!
-for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
-kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat $d/log; rm -rf $d; exit 1; }
+sched=${SCHED:-batch}; test=${TEST:-set}
+. "$(dirname "$0")/server.sh"
+start_server stalls-$name "[db]\ncheckpoint_nice = $nice\n[redo]\nthread_scheduling = \"$sched\""
 commits(){ curl -s localhost:6397/metrics | awk -F'} ' '/name="user commits"/{print $2}'; }
 ( while true; do echo "$(date +%s.%N) $(commits)"; sleep 0.5; done ) > $d/samples &
 sampler=$!
@@ -23,7 +19,6 @@ for r in $(seq $rounds); do
 done
 kill $sampler
 curl -s localhost:6397/metrics | grep -E 'name="checkpoints (completed|hurried)"'
-kill $pid; wait $pid 2>/dev/null
 awk 'NR>1 && $2>p {print int(($2-p)/($1-t))} {t=$1; p=$2}' $d/samples | sort -n | awk -v name=$name '
   {a[NR]=$1} END {m=a[int(NR/2)+1]; printf "%s: %d half seconds, slowest %d (%.2f of the median), tenth-slowest %d (%.2f), median %d\n", name, NR, a[1], a[1]/m, a[int(NR/10)+1], a[int(NR/10)+1]/m, m}'
-rm -rf $d
+stop_server

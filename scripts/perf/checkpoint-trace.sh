@@ -10,13 +10,8 @@
 # usage: [BIN=path/to/redoguard] [EXTRA=$'[db]\ncache_size = "512MiB"'] checkpoint-trace.sh NAME
 # Uses ports 6396 and 6397; stops the server and the benchmark it started.
 name=${1:-trace}
-bin=${BIN:-target/release/redoguard}
-d=${TMPDIR:-/tmp}/redoguard-checkpoint-trace-$name; rm -rf $d; mkdir -p $d/data
-printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n%s\n" $d/data "$EXTRA" > $d/config.toml
-taskset -c 0 $bin server --config $d/config.toml > $d/log 2>&1 &
-pid=$!
-for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
-kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat $d/log; rm -rf $d; exit 1; }
+. "$(dirname "$0")/server.sh"
+start_server checkpoint-trace-$name "${EXTRA:-}"
 taskset -c 1 redis-benchmark -p 6396 -c 50 -n 600000 -r 1000000 -d 100 -t set -q > /dev/null 2>&1
 taskset -c 1 timeout 40 redis-benchmark -p 6396 -c 50 -n 1800000 -r 1000000 -d 100 -t set -q > /dev/null 2>&1 &
 bench=$!
@@ -66,5 +61,4 @@ print(f"{name}: mean {statistics.mean(rates):.0f} SET/s, median {median:.0f}, sl
       f"{sum(row[4] for row in rows) / max(checkpoints, 1):.2f} s")
 PY
 kill $bench 2>/dev/null; wait $bench 2>/dev/null
-kill $pid; wait $pid 2>/dev/null
-rm -rf $d
+stop_server

@@ -8,13 +8,8 @@
 # usage: [BIN=path/to/redoguard] [D=value bytes, 100] lgwr-slice.sh [ROUNDS] [N] [R] [SLICE_NS]
 # Uses ports 6396 and 6397; stops the server it started.
 rounds=${1:-6}; n=${2:-400000}; r=${3:-1000000}; slice=${4:-5000000}
-bin=${BIN:-target/release/redoguard}
-d=${TMPDIR:-/tmp}/redoguard-lgwr-slice; rm -rf $d; mkdir -p $d/data
-printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n" $d/data > $d/config.toml
-taskset -c 0 $bin server --config $d/config.toml > $d/log 2>&1 &
-pid=$!
-for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
-kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat $d/log; rm -rf $d; exit 1; }
+. "$(dirname "$0")/server.sh"
+start_server lgwr-slice
 set_slice() {
   python3 - $pid "$1" <<'PY'
 import ctypes, os, struct, sys
@@ -39,5 +34,4 @@ for i in $(seq $rounds); do
   c1=$(ticks); v1=$(involuntary)
   echo "slice $s ns: $rate SET/s, server CPU $(( (c1 - c0) * 1000000 / $(getconf CLK_TCK) / n )) µs/SET, $((v1 - v0)) involuntary switches"
 done
-kill $pid; wait $pid 2>/dev/null
-rm -rf $d
+stop_server

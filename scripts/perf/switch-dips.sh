@@ -8,13 +8,8 @@
 # usage: [BIN=path/to/redoguard] switch-dips.sh NAME SPREAD
 # Uses ports 6396 and 6397; stops the server it started.
 name=$1; spread=${2:-2s}
-bin=${BIN:-target/release/redoguard}
-d=${TMPDIR:-/tmp}/redoguard-switch-dips-$name; rm -rf $d; mkdir -p $d/data
-printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n[redo]\narchive_spread_max = \"%s\"\n" $d/data $spread > $d/config.toml
-taskset -c 0 $bin server --config $d/config.toml > $d/log 2>&1 &
-pid=$!
-for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
-kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat $d/log; rm -rf $d; exit 1; }
+. "$(dirname "$0")/server.sh"
+start_server switch-dips-$name "[redo]\narchive_spread_max = \"$spread\""
 taskset -c 1 redis-benchmark -p 6396 -c 50 -n 300000 -r 100000 -t set -q > /dev/null 2>&1
 taskset -c 1 timeout 120 redis-benchmark -p 6396 -c 50 -n 4000000 -r 100000 -t set -q > /dev/null 2>&1 &
 bench=$!
@@ -37,5 +32,4 @@ print(f"{sys.argv[1]}: median {median:.0f} SET/s; the 300 ms after each of {len(
       + f"; slowest second {min(seconds) / statistics.median(seconds):.2f} of the median second")
 PY
 kill $bench 2>/dev/null; wait $bench 2>/dev/null
-kill $pid; wait $pid 2>/dev/null
-rm -rf $d
+stop_server
