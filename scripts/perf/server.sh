@@ -3,7 +3,8 @@
 #   start_server NAME [TOML]  starts $bin (BIN, default target/release/redoguard) with TOML
 #                             (printf %b: "\n" may be written as such) after the [server]
 #                             table; sets d (the work directory) and pid; exits, with the
-#                             server's log, if it does not answer PING within 5 s
+#                             server's log, if it does not answer PING within 120 s (large
+#                             online logs are preallocated before it listens)
 #   stop_server               stops it and removes the work directory
 bin=${BIN:-target/release/redoguard}
 
@@ -12,8 +13,13 @@ start_server() {
   printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n%b\n" "$d/data" "${2:-}" > "$d/config.toml"
   taskset -c 0 "$bin" server --config "$d/config.toml" > "$d/log" 2>&1 &
   pid=$!
-  for _ in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
-  kill -0 $pid 2>/dev/null || { echo "the server did not start:"; cat "$d/log"; rm -rf "$d"; exit 1; }
+  for _ in $(seq 1200); do
+    redis-cli -p 6396 ping 2>/dev/null | grep -q PONG && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  redis-cli -p 6396 ping 2>/dev/null | grep -q PONG || {
+    echo "the server did not start:"; cat "$d/log"; kill $pid 2>/dev/null; rm -rf "$d"; exit 1; }
 }
 
 stop_server() {
