@@ -12,7 +12,7 @@
 # it); CASES="" runs Redis alone.
 # usage: [BIN=path/to/redoguard] [CASES="default no-checkpoint"] [REDIS_ARGS=…]
 #        checkpoint-ceiling.sh [ROUNDS]
-# Uses ports 6396-6398; stops the servers it started and removes their directories.
+# Uses ports 6396 and 6397; stops the servers it started and removes their directories.
 rounds=${1:-6}
 . "$(dirname "$0")/server.sh"
 summary() {  # NAME RATES...
@@ -23,23 +23,19 @@ print(f"{name:>14}: rounds {' '.join(f'{r / 1000:.1f}k' for r in rates)}; median
       f"{statistics.median(rates) / 1000:.1f}k, slowest {min(rates) / 1000:.1f}k", end="")
 PY
 }
-run_rounds() {  # PORT
+run_rounds() {
   local out=""
   for _ in $(seq "$rounds"); do
-    out="$out $(taskset -c 1 redis-benchmark -p "$1" -c 50 -n 200000 -r 1000000 -d 100 -t set --csv 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')"
+    out="$out $(taskset -c 1 redis-benchmark -p 6396 -c 50 -n 200000 -r 1000000 -d 100 -t set --csv 2>/dev/null | tail -1 | cut -d, -f2 | tr -d '"')"
   done
   echo "$out"
 }
 checkpoints() { curl -s http://127.0.0.1:6397/status | python3 -c 'import json,sys; print(json.load(sys.stdin)["database"]["checkpoints"])'; }
 
-r=${TMPDIR:-/tmp}/redoguard-ceiling-redis; rm -rf "$r"; mkdir -p "$r"
-taskset -c 0 redis-server --port 6398 --dir "$r" --appendonly yes --appendfsync always --save "" \
-  ${REDIS_ARGS:-} > "$r/log" 2>&1 &
-redis=$!
-for _ in $(seq 50); do redis-cli -p 6398 ping >/dev/null 2>&1 && break; sleep 0.1; done
-summary redis $(run_rounds 6398)
-echo "; $(redis-cli -p 6398 info persistence | tr -d '\r' | grep aof_rewrites:)"
-kill $redis; wait $redis 2>/dev/null; rm -rf "$r"
+start_redis ceiling-redis ${REDIS_ARGS:-}
+summary redis $(run_rounds)
+echo "; $(redis-cli -p 6396 info persistence | tr -d '\r' | grep aof_rewrites:)"
+stop_server
 
 for case in ${CASES-default no-checkpoint}; do
   case $case in
@@ -50,6 +46,6 @@ for case in ${CASES-default no-checkpoint}; do
   esac
   start_server ceiling-$case "$extra"
   before=$(checkpoints)
-  summary "$case" $(run_rounds 6396); echo "; $(( $(checkpoints) - before )) checkpoints"
+  summary "$case" $(run_rounds); echo "; $(( $(checkpoints) - before )) checkpoints"
   stop_server
 done

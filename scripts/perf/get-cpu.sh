@@ -10,19 +10,17 @@
 # (A B B A) to compare: one case moves by a fifth from run to run on a shared 2-vCPU machine.
 # Uses ports 6396 and 6397; stops the server it started.
 name=$1; rounds=${2:-2}
-bin=${BIN:-target/release/redoguard}
-d=${TMPDIR:-/tmp}/redoguard-get-$name; rm -rf $d; mkdir -p $d/data
+. "$(dirname "$0")/server.sh"
 if [ "${REDIS:-0}" = 1 ]; then
-  taskset -c 0 redis-server --port 6396 --dir $d/data --appendonly yes --appendfsync always \
-    --save "" > $d/log 2>&1 &
-  pid=$!
+  start_redis get-$name
 else
+  d=${TMPDIR:-/tmp}/redoguard-get-$name; rm -rf $d; mkdir -p $d/data
   printf "[server]\ndata_dir = \"%s\"\nport = 6396\nadmin_port = 6397\n%b\n" $d/data "$EXTRA" > $d/config.toml
   taskset -c ${START_CPUS:-0} $bin server --config $d/config.toml > $d/log 2>&1 &
   pid=$!
   [ -n "${START_CPUS:-}" ] && { sleep 0.5; taskset -a -p -c 0 $pid >/dev/null; }
+  await_ping
 fi
-for i in $(seq 50); do redis-cli -p 6396 ping >/dev/null 2>&1 && break; sleep 0.1; done
 taskset -c 1 redis-benchmark -p 6396 -c 50 -P 16 -n 2600000 -r 1000000 -d 100 -t set --csv >/dev/null 2>&1
 cpu(){ awk '{print $14+$15}' /proc/$pid/stat; }
 ck(){ for t in /proc/$pid/task/*; do [ "$(cat $t/comm)" = "db-ckpt" ] && awk '{print $14+$15}' $t/stat; done; }
