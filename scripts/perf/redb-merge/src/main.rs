@@ -1,13 +1,15 @@
 //! A checkpoint's writes on redb alone: a table of 1M keys (16 bytes, values of 100), then
 //! three transactions of ~263k sorted random keys (nine in ten already present), written
 //! either by `Table::insert` per row (as the checkpointer does) or by one mutable cursor walked
-//! forward (`remove_next` + `insert_before`), each committed durably. Prints the time to write
-//! and the time to write and commit.
+//! forward (`remove_next` + `insert_before`), or (`run`) each into a table of its own in key
+//! order, as sorted runs, and then all three merged into the 1M-row table in one transaction (the
+//! compaction the runs defer); each committed durably. Prints the time to write and the time to
+//! write and commit.
 
 use std::ops::Bound;
 use std::time::Instant;
 
-use redb::{Database, Durability, TableDefinition};
+use redb::{Database, Durability, ReadableTable, TableDefinition};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 const KEYS: u64 = 1_000_000;
@@ -91,7 +93,16 @@ fn main() {
                     }
                     cursor.close().expect("close");
                 }
-                other => panic!("mode {other}: insert or cursor"),
+                "run" => {
+                    // A sorted run of its own: an empty table filled in key order.
+                    let name = format!("run{round}");
+                    let run: TableDefinition<&[u8], &[u8]> = TableDefinition::new(&name);
+                    let mut table = transaction.open_table(run).expect("run table");
+                    for &row in &rows {
+                        table.insert(key(row).as_slice(), new_value.as_slice()).expect("insert");
+                    }
+                }
+                other => panic!("mode {other}: insert, cursor or run"),
             }
         }
         let written = started.elapsed();
@@ -101,6 +112,38 @@ fn main() {
              committed after {:.2?}",
             cache >> 20,
             rows.len(),
+            started.elapsed()
+        );
+    }
+    if mode == "run" {
+        // The compaction the runs defer: every run's rows into the table, in one transaction.
+        let started = Instant::now();
+        let mut transaction = db.begin_write().expect("begin");
+        transaction.set_durability(Durability::Immediate).expect("durability");
+        let mut merged = 0usize;
+        {
+            let mut table = transaction.open_table(TABLE).expect("table");
+            for round in 0..3u8 {
+                let name = format!("run{round}");
+                let run: TableDefinition<&[u8], &[u8]> = TableDefinition::new(&name);
+                let source = transaction.open_table(run).expect("run table");
+                for entry in source.iter().expect("iter") {
+                    let (row, value) = entry.expect("entry");
+                    table.insert(row.value(), value.value()).expect("insert");
+                    merged += 1;
+                }
+            }
+        }
+        for round in 0..3u8 {
+            let name = format!("run{round}");
+            let run: TableDefinition<&[u8], &[u8]> = TableDefinition::new(&name);
+            transaction.delete_table(run).expect("delete");
+        }
+        let written = started.elapsed();
+        transaction.commit().expect("commit");
+        println!(
+            "run, cache {} MiB, compaction: {merged} rows merged in {written:.2?}, committed after {:.2?}",
+            cache >> 20,
             started.elapsed()
         );
     }
