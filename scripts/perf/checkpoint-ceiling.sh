@@ -8,9 +8,10 @@
 # MiB and a checkpoint at 256 MiB of changes or every 30 s, as a host sized for this load would
 # be (a log switch a minute here). Prints each server's rounds, its median and slowest, and the
 # checkpoints that ran. Run it twice or more: one pass moves by a fifth on a shared machine.
+# "no-row-cache" is the defaults without the row cache (`[db] row_cache_size = 0`).
 # REDIS_ARGS adds to Redis's command line (`--auto-aof-rewrite-percentage 0`, as `bench resp` runs
 # it); CASES="" runs Redis alone.
-# usage: [BIN=path/to/redoguard] [CASES="default no-checkpoint"] [REDIS_ARGS=…]
+# usage: [BIN=path/to/redoguard] [CASES="default no-row-cache no-checkpoint"] [REDIS_ARGS=…]
 #        checkpoint-ceiling.sh [ROUNDS]
 # Uses ports 6396 and 6397; stops the servers it started and removes their directories.
 rounds=${1:-6}
@@ -41,6 +42,7 @@ for case in ${CASES-default no-checkpoint}; do
   case $case in
     default) extra="" ;;
     sized) extra=$'[redo]\nlog_file_size = "512MiB"\n[db]\ncheckpoint_dirty_bytes = "256MiB"\ndirty_bytes_max = "1GiB"' ;;
+    no-row-cache) extra=$'[db]\nrow_cache_size = 0' ;;
     no-checkpoint) extra=$'[redo]\nlog_file_size = "512MiB"\n[db]\ncheckpoint_interval = "1h"\ncheckpoint_dirty_bytes = "4GiB"\ndirty_bytes_max = "8GiB"' ;;
     *) echo "unknown case $case"; exit 1 ;;
   esac

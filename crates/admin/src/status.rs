@@ -228,6 +228,20 @@ pub fn render(status: &ServerStatus) -> String {
             let _ = writeln!(out, "  row filter none (being built, or [db] row_filter_max = 0)");
         }
     }
+    let rows = &db.row_cache;
+    if rows.capacity == 0 {
+        let _ = writeln!(out, "  row cache none ([db] row_cache_size = 0)");
+    } else {
+        let _ = writeln!(
+            out,
+            "  row cache {} of {}, {} key rows; {} lookups answered, {} searched in the data files",
+            bytes(rows.bytes),
+            bytes(rows.capacity),
+            rows.rows,
+            rows.hits,
+            rows.misses
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(out, "online logs (log buffer in use: {})", bytes(redo.log_buffer_used_bytes));
     let _ = writeln!(

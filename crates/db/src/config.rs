@@ -55,6 +55,16 @@ pub struct DbConfig {
     #[serde(with = "units::serde_human::size")]
     pub cache_size: u64,
 
+    /// Memory at most for the data files' key rows kept in memory as they are there: a GET,
+    /// or a write that looks up the row it replaces, that no change since the last checkpoint
+    /// answers finds its row there without a search of the data files (`store::row_cache`).
+    /// Filled by reads (a checkpoint replaces what it holds, adds nothing); what is read once
+    /// goes first. 0: none.
+    /// Bounds: 0..=64 GiB. Default: 256 MiB (about 1.5 million keys of 16 bytes with values of
+    /// 100).
+    #[serde(with = "units::serde_human::size")]
+    pub row_cache_size: u64,
+
     /// Memory at most for the filter of the data files' key and element rows: a Bloom filter
     /// (about 1.5 bytes a row, room for twice the rows of the data files when it is built)
     /// that lets a lookup of a row they do not hold skip the search of their B-tree, which is
@@ -114,6 +124,7 @@ impl Default for DbConfig {
             checkpoint_nice: 10,
             dirty_bytes_max: 256 << 20,
             cache_size: 64 << 20,
+            row_cache_size: 256 << 20,
             row_filter_max: 256 << 20,
             checkpoint_flush_after: redo::storage::WRITEBACK_AFTER,
             checkpoint_retry_interval: Duration::from_secs(1),
@@ -171,6 +182,12 @@ impl DbConfig {
         }
         if !(1 << 20..=64 << 30).contains(&self.cache_size) {
             return invalid("cache_size", format!("{} is outside 1 MiB..=64 GiB", self.cache_size));
+        }
+        if self.row_cache_size > 64 << 30 {
+            return invalid(
+                "row_cache_size",
+                format!("{} is more than 64 GiB", self.row_cache_size),
+            );
         }
         if self.row_filter_max > 16 << 30 {
             return invalid(

@@ -49,7 +49,9 @@ impl CopyWriter {
         let file = storage.create(&marker).map_err(io("create", &marker))?;
         file.sync_data().map_err(io("sync", &marker))?;
         storage.sync_dir(&config.dir).map_err(io("sync", &config.dir))?;
-        let store = Store::open(storage, &path, config.cache_size, 0)?;
+        // No row filter and no row cache: nothing reads this store.
+        let sizes = store::Sizes { cache_bytes: config.cache_size, ..store::Sizes::default() };
+        let store = Store::open(storage, &path, sizes)?;
         Ok(CopyWriter { store, marker, storage: storage.clone() })
     }
 

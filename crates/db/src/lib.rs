@@ -65,6 +65,7 @@ pub use keyspace::{KeyType, Op, OpResult, SetCondition};
 use open::Opening;
 pub use row_filter::RowFilterStatus;
 use scan::Cursors;
+pub use store::RowCacheStatus;
 use store::Store;
 pub use watch::WatchState;
 
@@ -105,6 +106,9 @@ pub struct DbStatus {
     /// The data files' row filter (`[db] row_filter_max`), once one is built.
     #[serde(default)]
     pub row_filter: Option<RowFilterStatus>,
+    /// The data files' key rows in memory (`[db] row_cache_size`).
+    #[serde(default)]
+    pub row_cache: RowCacheStatus,
 }
 
 struct Waits {
@@ -475,6 +479,7 @@ impl Database {
             applied_scn: self.applied_scn(),
             redo: inner.redo.status(),
             row_filter: inner.store.row_filter_status(),
+            row_cache: inner.store.row_cache_status(),
         }
     }
 
@@ -544,6 +549,8 @@ mod tests_checkpoint;
 mod tests_far_sync;
 #[cfg(test)]
 mod tests_key_count;
+#[cfg(test)]
+mod tests_row_cache;
 #[cfg(test)]
 mod tests_row_filter;
 #[cfg(test)]

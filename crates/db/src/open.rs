@@ -62,12 +62,12 @@ impl Database {
         let store = if far_sync {
             Store::without_data_files(storage)?
         } else {
-            let store = Store::open(
-                storage,
-                &config.data_file(),
-                config.cache_size,
-                config.row_filter_max,
-            )?;
+            let sizes = crate::store::Sizes {
+                cache_bytes: config.cache_size,
+                row_filter_max: config.row_filter_max,
+                row_cache_bytes: config.row_cache_size,
+            };
+            let store = Store::open(storage, &config.data_file(), sizes)?;
             store.set_flush_after(config.checkpoint_flush_after);
             store
         };

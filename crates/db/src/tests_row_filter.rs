@@ -15,7 +15,13 @@ use super::tests::{WAIT, open, wait_until};
 use super::*;
 use crate::cache::Layer;
 use crate::layout::Namespace;
-use crate::store::{Changed, Store};
+use crate::store::{self, Changed, Store};
+
+/// A small page cache and row filter, and no row cache: what these tests read must come
+/// through the filter.
+fn sizes() -> store::Sizes {
+    store::Sizes { cache_bytes: 4 << 20, row_filter_max: 8 << 20, row_cache_bytes: 0 }
+}
 
 fn b(text: String) -> Bytes {
     Bytes::from(text)
@@ -42,8 +48,7 @@ fn checkpoint(
 fn a_filter_built_while_checkpoints_write_holds_every_row_the_data_files_hold() {
     let dir = tempfile::tempdir().unwrap();
     let storage: Arc<dyn redo::storage::Storage> = Arc::new(redo::OsStorage::default());
-    let store =
-        Arc::new(Store::open(&storage, &dir.path().join("kv.redb"), 4 << 20, 8 << 20).unwrap());
+    let store = Arc::new(Store::open(&storage, &dir.path().join("kv.redb"), sizes()).unwrap());
     let mut rng = StdRng::seed_from_u64(7);
     let value = Some(Bytes::from_static(b"v"));
     let mut present: BTreeSet<(bool, Bytes)> = BTreeSet::new();

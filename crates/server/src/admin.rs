@@ -204,6 +204,21 @@ async fn prometheus(State(state): State<Arc<ServerState>>) -> impl IntoResponse 
             status.database.row_filter.as_ref().map_or(0.0, |filter| filter.ruled_out as f64),
         ),
         (
+            "redoguard_row_cache_bytes",
+            "Memory of the data files' key rows kept in memory.",
+            status.database.row_cache.bytes as f64,
+        ),
+        (
+            "redoguard_row_cache_hits",
+            "Key row lookups the row cache answered without the data files, since the open.",
+            status.database.row_cache.hits as f64,
+        ),
+        (
+            "redoguard_row_cache_misses",
+            "Key row lookups the row cache did not answer (searched in the data files), since the open.",
+            status.database.row_cache.misses as f64,
+        ),
+        (
             "redoguard_connected_clients",
             "Client connections.",
             status.server.connected_clients as f64,

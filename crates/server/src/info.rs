@@ -97,6 +97,11 @@ pub fn render(state: &ServerState, running: &Running, requested: &[String]) -> S
                 field(out, "row_filter_bytes", filter.map_or(0, |filter| filter.bytes));
                 field(out, "row_filter_rows", filter.map_or(0, |filter| filter.rows));
                 field(out, "row_filter_ruled_out", filter.map_or(0, |filter| filter.ruled_out));
+                let rows = &status.row_cache;
+                field(out, "row_cache_bytes", rows.bytes);
+                field(out, "row_cache_rows", rows.rows);
+                field(out, "row_cache_hits", rows.hits);
+                field(out, "row_cache_misses", rows.misses);
                 field(out, "recovered_records", status.recovered_records);
                 field(
                     out,

@@ -14,7 +14,8 @@
 //! row in the redo and its elements go in the background.
 //!
 //! `backend`: redb's storage on the seam; `garbage`: what a checkpoint learns and the garbage
-//! it removes; `snapshot`: a consistent view read in key order (a copy's source).
+//! it removes; `row_cache`: the data files' key rows in memory, for point reads;
+//! `snapshot`: a consistent view read in key order (a copy's source).
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -34,10 +35,13 @@ use crate::row_filter::{self, RowFilter};
 
 mod backend;
 mod garbage;
+mod row_cache;
 mod snapshot;
 
 use backend::{BackendFlags, open_database};
 use garbage::{Learnt, collect_garbage};
+use row_cache::RowCache;
+pub use row_cache::RowCacheStatus;
 pub use snapshot::{Pairs, StoreSnapshot, untag};
 
 type Table = TableDefinition<'static, &'static [u8], &'static [u8]>;
@@ -76,6 +80,17 @@ pub type Changed = std::collections::BTreeMap<crate::cache::Key, Option<Bytes>>;
 /// The tables of one read transaction, one per namespace.
 type KeptTables = [redb::ReadOnlyTable<&'static [u8], &'static [u8]>; Namespace::COUNT];
 
+/// The memory a store may take.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sizes {
+    /// redb's page cache.
+    pub cache_bytes: u64,
+    /// The row filter, at most (`row_filter`).
+    pub row_filter_max: u64,
+    /// The row cache, at most (`row_cache`).
+    pub row_cache_bytes: u64,
+}
+
 pub struct Store {
     /// `None` while closed after a failed checkpoint, until it is reopened.
     db: RwLock<Option<redb::Database>>,
@@ -101,6 +116,8 @@ pub struct Store {
     in_memory: bool,
     /// Which key and element rows the data files certainly do not hold (`row_filter`).
     row_filter: RowFilter,
+    /// Key rows the data files hold, in memory (`row_cache`).
+    row_cache: RowCache,
 }
 
 impl std::fmt::Debug for Store {
@@ -116,17 +133,14 @@ fn store_error(path: &Path, what: &str) -> impl Fn(&dyn std::fmt::Display) -> Db
 }
 
 impl Store {
-    /// Opens the data file at `path`, creating it if missing. Its row filter takes at most
-    /// `row_filter_max` bytes (0: none); it answers once `run_row_filter_builder` built it.
-    pub fn open(
-        storage: &Arc<dyn Storage>,
-        path: &Path,
-        cache_bytes: u64,
-        row_filter_max: u64,
-    ) -> Result<Store, DbError> {
+    /// Opens the data file at `path`, creating it if missing, with redb's page cache of
+    /// `sizes.cache_bytes`. Its row filter takes at most `sizes.row_filter_max` bytes (0:
+    /// none); it answers once `run_row_filter_builder` built it. Its row cache holds at most
+    /// `sizes.row_cache_bytes` (0: none).
+    pub fn open(storage: &Arc<dyn Storage>, path: &Path, sizes: Sizes) -> Result<Store, DbError> {
         let flags = Arc::new(BackendFlags::default());
-        let db = open_database(storage, path, cache_bytes, &flags)?;
-        Store::initialised(db, storage, path, cache_bytes, flags, false, row_filter_max)
+        let db = open_database(storage, path, sizes.cache_bytes, &flags)?;
+        Store::initialised(db, storage, path, sizes, flags, false)
     }
 
     /// The key space of a far sync, which has no data files: empty tables in memory that
@@ -137,17 +151,16 @@ impl Store {
         let db = redb::Database::builder()
             .create_with_backend(redb::backends::InMemoryBackend::new())
             .map_err(|error| store_error(path, "open")(&error))?;
-        Store::initialised(db, storage, path, 0, Arc::default(), true, 0)
+        Store::initialised(db, storage, path, Sizes::default(), Arc::default(), true)
     }
 
     fn initialised(
         db: redb::Database,
         storage: &Arc<dyn Storage>,
         path: &Path,
-        cache_bytes: u64,
+        sizes: Sizes,
         flags: Arc<BackendFlags>,
         in_memory: bool,
-        row_filter_max: u64,
     ) -> Result<Store, DbError> {
         // Make sure every table exists, so that readers never see "no such table", and that the
         // rows are of this layout.
@@ -185,12 +198,13 @@ impl Store {
             reader: parking_lot::Mutex::new((0, None)),
             path: path.to_path_buf(),
             storage: storage.clone(),
-            cache_bytes,
+            cache_bytes: sizes.cache_bytes,
             flags,
             closed: AtomicBool::new(false),
             garbage_pending: AtomicBool::new(garbage_pending),
             in_memory,
-            row_filter: RowFilter::new(row_filter_max),
+            row_filter: RowFilter::new(sizes.row_filter_max),
+            row_cache: RowCache::new(sizes.row_cache_bytes),
         })
     }
 
@@ -221,6 +235,7 @@ impl Store {
         let database = db.take();
         drop(db);
         drop(database);
+        self.row_cache.clear();
     }
 
     /// Drops the kept read transaction (`reader`); the next read opens one on the data files
@@ -267,6 +282,16 @@ impl Store {
         what: &str,
         read: impl FnOnce(&KeptTables) -> Result<T, redb::StorageError>,
     ) -> Result<T, DbError> {
+        self.with_tables_at(what, read).map(|(result, _)| result)
+    }
+
+    /// `with_tables`, and the reader's generation the tables were taken at: no checkpoint
+    /// committed since then if the generation is still the store's.
+    fn with_tables_at<T>(
+        &self,
+        what: &str,
+        read: impl FnOnce(&KeptTables) -> Result<T, redb::StorageError>,
+    ) -> Result<(T, u64), DbError> {
         let fail = store_error(&self.path, what);
         let db = self.database(what)?;
         let (generation, kept) = {
@@ -290,7 +315,7 @@ impl Store {
         let result = read(&tables).map_err(|error| fail(&error));
         drop(tables);
         drop(db);
-        result
+        Ok((result?, generation))
     }
 
     /// A key's row (`Namespace::Keys`), or any other namespace's.
@@ -304,10 +329,39 @@ impl Store {
             drop(self.database("read")?);
             return Ok(None);
         }
-        self.with_tables("read", |tables| {
+        let cached = namespace == Namespace::Keys;
+        if cached && let Some(row) = self.row_cache.get(key) {
+            drop(self.database("read")?);
+            return Ok(Some(row));
+        }
+        let (row, generation) = self.search_row(namespace, key)?;
+        if cached && let Some(row) = &row {
+            self.keep_row(key, row, generation);
+        }
+        Ok(row)
+    }
+
+    /// A row as the data files' tree holds it, and the reader's generation it was read at.
+    pub(crate) fn search_row(
+        &self,
+        namespace: Namespace,
+        key: &[u8],
+    ) -> Result<(Option<Bytes>, u64), DbError> {
+        self.with_tables_at("read", |tables| {
             let value = tables[namespace.index()].get(key)?;
             Ok(value.map(|value| Bytes::copy_from_slice(value.value())))
         })
+    }
+
+    /// Puts a key row read at `generation` into the row cache, unless a checkpoint has
+    /// committed since: under the reader's lock, which the checkpoint takes to move the
+    /// generation before it replaces what it wrote (`row_cache`, the invariant).
+    pub(crate) fn keep_row(&self, key: &[u8], row: &Bytes, generation: u64) {
+        let key = Bytes::copy_from_slice(key);
+        let reader = self.reader.lock();
+        if reader.0 == generation {
+            self.row_cache.put(key, row.clone());
+        }
     }
 
     /// Number of keys in the data files.
@@ -425,6 +479,10 @@ impl Store {
         // Committed or not, reads see the data files as they are from now on (the caller lets
         // the cache go of what was written only after this returns).
         self.drop_reader();
+        if written.is_ok() {
+            // After the generation moved: no read of the older view puts a row from now on.
+            self.row_cache.written(changed.rows(Namespace::Keys));
+        }
         if written.is_err() && !self.flags.sync_failed.load(Ordering::Acquire) {
             let mut db = self.db.write();
             // Under `db`'s lock: a read may have kept a table of this instance since the drop
@@ -590,6 +648,11 @@ impl Store {
     /// The row filter, once one is built.
     pub fn row_filter_status(&self) -> Option<row_filter::RowFilterStatus> {
         self.row_filter.status()
+    }
+
+    /// What the row cache holds and answered.
+    pub fn row_cache_status(&self) -> RowCacheStatus {
+        self.row_cache.status()
     }
 
     /// Stops `run_row_filter_builder` (at shutdown).
