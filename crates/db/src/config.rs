@@ -60,7 +60,7 @@ pub struct DbConfig {
     /// answers finds its row there without a search of the data files (`store::row_cache`).
     /// Filled by reads (a checkpoint replaces what it holds, adds nothing); what is read once
     /// goes first. 0: none.
-    /// Bounds: 0..=64 GiB. Default: 256 MiB (about 1.5 million keys of 16 bytes with values of
+    /// Bounds: 0..=64 GiB. Default: 256 MiB (about a million keys of 16 bytes with values of
     /// 100).
     #[serde(with = "units::serde_human::size")]
     pub row_cache_size: u64,
